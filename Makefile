@@ -1,0 +1,50 @@
+# The README's commands. `make run` starts the playground, `make test` runs everything.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.floe-installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test install system-deps js-deps lint format bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+## Debian packages the test suite drives: Chromium (browser tests), kcat (a Kafka client).
+system-deps:
+	@missing=""; command -v chromium >/dev/null || missing="$$missing chromium"; \
+	 command -v kcat >/dev/null || missing="$$missing kcat"; \
+	 if [ -n "$$missing" ]; then echo "installing$$missing (apt)"; \
+	   $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
+
+## kafkajs, for the JavaScript client tests.
+js-deps: tests/js/node_modules/.floe-installed
+tests/js/node_modules/.floe-installed: tests/js/package.json
+	cd tests/js && npm install --no-audit --no-fund --silent
+	@touch $@
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: install system-deps js-deps lint
+	$(BIN)/python -m pytest -q
+
+run: install
+	@command -v java >/dev/null || echo "note: Java 17+ is not installed; Spark jobs (compaction, retention) will not run until it is."
+	$(BIN)/python -m controlplane.playground
+
+bench: install
+	$(BIN)/python bench/metadata_commit.py
+
+clean:
+	rm -rf $(VENV) .floe tests/js/node_modules

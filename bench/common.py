@@ -1,0 +1,101 @@
+"""Shared harness for benchmarks: a bench database, a control plane under gunicorn."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def bench_env(data_dir: Path) -> dict:
+    """Environment for a control plane on a fresh bench database.
+
+    With ``DATABASE_URL`` set, a database ``floe_bench`` is (re)created on that server;
+    otherwise the embedded PostgreSQL in ``data_dir`` is used.
+    """
+    sys.path.insert(0, str(ROOT))
+    from controlplane.embedded import postgres_url
+
+    env = dict(os.environ, DEBUG="1", FLOE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+    base = env.get("DATABASE_URL") or postgres_url(data_dir)
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS floe_bench WITH (FORCE)")
+        conn.execute("CREATE DATABASE floe_bench")
+    head, _, tail = base.partition("?")
+    env["DATABASE_URL"] = head.rsplit("/", 1)[0] + "/floe_bench" + ("?" + tail if tail else "")
+    env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/14")
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True
+    )
+    return env
+
+
+def django_setup(env: dict) -> None:
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    import django
+
+    django.setup()
+
+
+@contextlib.contextmanager
+def control_plane(env: dict, *, workers: int = 2, threads: int = 16):
+    """A gunicorn control plane on a free port; yields its base URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "controlplane.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+            "--worker-class",
+            "gthread",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url + "/healthz", timeout=2).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("control plane did not start") from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]

@@ -1,0 +1,1 @@
+"""Billing: usage meter, plans and invoices (to come; see ARCHITECTURE.md)."""

@@ -1,0 +1,63 @@
+"""API-key authentication for the REST API: ``Authorization: Bearer floe_api_…``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rest_framework import exceptions, permissions
+from rest_framework.authentication import BaseAuthentication
+
+from controlplane.models import ApiKey, Organization
+from controlplane.services import api_key_authenticate
+
+
+@dataclass(frozen=True)
+class ApiPrincipal:
+    """Who is calling: an organization, through one of its API keys."""
+
+    organization: Organization
+    key: ApiKey
+    is_authenticated: bool = True
+
+    @property
+    def read_only(self) -> bool:
+        return self.key.read_only
+
+
+class ApiKeyAuthentication(BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = request.headers.get("Authorization", "")
+        plaintext = request.headers.get("X-Api-Key", "")
+        if header:
+            scheme, _, value = header.partition(" ")
+            if scheme != self.keyword or not value.strip():
+                raise exceptions.AuthenticationFailed(
+                    "Use the header 'Authorization: Bearer <api key>'."
+                )
+            plaintext = value.strip()
+        if not plaintext:
+            return None
+        key = api_key_authenticate(plaintext)
+        if key is None:
+            raise exceptions.AuthenticationFailed("Unknown or revoked API key.")
+        principal = ApiPrincipal(key.organization, key)
+        return principal, principal
+
+    def authenticate_header(self, request) -> str:
+        return self.keyword
+
+
+class ApiKeyPermission(permissions.BasePermission):
+    """Any valid key may read; only admin keys may write."""
+
+    message = "This API key is read-only; use an admin key to make changes."
+
+    def has_permission(self, request, view) -> bool:
+        principal = request.auth
+        if not isinstance(principal, ApiPrincipal):
+            return False
+        if request.method in permissions.SAFE_METHODS:
+            return True
+        return not principal.read_only

@@ -1,0 +1,39 @@
+"""JSON errors for the REST API: always ``{"error": message, "details": {...}}``."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+def _first_message(detail) -> str:
+    if isinstance(detail, dict):
+        for field, value in detail.items():
+            message = _first_message(value)
+            return message if field in ("non_field_errors", "detail") else f"{field}: {message}"
+    if isinstance(detail, list) and detail:
+        return _first_message(detail[0])
+    return str(detail)
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, DjangoValidationError):
+        detail = (
+            exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+        )
+        exc = exceptions.ValidationError(detail)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    detail = response.data
+    if isinstance(exc, exceptions.ValidationError):
+        body = {"error": _first_message(detail), "details": detail}
+    else:
+        body = {
+            "error": str(detail.get("detail", detail)) if isinstance(detail, dict) else str(detail)
+        }
+    if response.status_code == status.HTTP_405_METHOD_NOT_ALLOWED:
+        body["error"] = f"Method {context['request'].method} is not allowed here."
+    return Response(body, status=response.status_code, headers=dict(response.items()))

@@ -1,0 +1,55 @@
+"""``/api/v1/``: the REST API (everything the console does)."""
+
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from virtualclusters.api import views as vc
+
+from . import views
+
+urlpatterns = [
+    path(
+        "schema/",
+        SpectacularAPIView.as_view(permission_classes=[], authentication_classes=[]),
+        name="api-schema",
+    ),
+    path(
+        "docs/",
+        SpectacularSwaggerView.as_view(
+            url_name="api-schema", permission_classes=[], authentication_classes=[]
+        ),
+        name="api-docs",
+    ),
+    path(
+        "redoc/",
+        SpectacularRedocView.as_view(
+            url_name="api-schema", permission_classes=[], authentication_classes=[]
+        ),
+        name="api-redoc",
+    ),
+    path("api-keys/", views.ApiKeyListView.as_view(), name="api-keys"),
+    path("api-keys/<str:key_id>/", views.ApiKeyDetailView.as_view(), name="api-key"),
+    path("clusters/", vc.ClusterListView.as_view(), name="api-clusters"),
+    path("clusters/<str:cluster_id>/", vc.ClusterDetailView.as_view(), name="api-cluster"),
+    path(
+        "clusters/<str:cluster_id>/config/",
+        vc.ClusterConfigView.as_view(),
+        name="api-cluster-config",
+    ),
+    path(
+        "clusters/<str:cluster_id>/agent-keys/",
+        vc.AgentKeyListView.as_view(),
+        name="api-agent-keys",
+    ),
+    path(
+        "clusters/<str:cluster_id>/agent-keys/<str:key_id>/",
+        vc.AgentKeyDetailView.as_view(),
+        name="api-agent-key",
+    ),
+    path("clusters/<str:cluster_id>/topics/", vc.TopicListView.as_view(), name="api-topics"),
+    path(
+        "clusters/<str:cluster_id>/topics/<str:name>/",
+        vc.TopicDetailView.as_view(),
+        name="api-topic",
+    ),
+]

@@ -1,0 +1,88 @@
+"""REST API: application API keys of the caller's organization."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from controlplane.models import ApiKey
+from controlplane.services import api_key_create, api_key_revoke
+
+
+class OrgScopedView(APIView):
+    """Base view: every query goes through the caller's organization (deny by default)."""
+
+    @property
+    def organization(self):
+        return getattr(self.request.auth, "organization", None)
+
+
+class ApiKeySerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="public_id", read_only=True)
+    revoked = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ApiKey
+        fields = [
+            "id",
+            "name",
+            "scope",
+            "display_prefix",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+            "revoked",
+        ]
+        read_only_fields = fields
+
+    def get_revoked(self, key: ApiKey) -> bool:
+        return key.revoked_at is not None
+
+
+class ApiKeyCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    scope = serializers.ChoiceField(choices=ApiKey.Scope.choices, default=ApiKey.Scope.ADMIN)
+
+
+class ApiKeyCreatedSerializer(ApiKeySerializer):
+    key = serializers.CharField(read_only=True, help_text="The secret. Shown once; store it now.")
+
+    class Meta(ApiKeySerializer.Meta):
+        fields = [*ApiKeySerializer.Meta.fields, "key"]
+        read_only_fields = fields
+
+
+class ApiKeyListView(OrgScopedView):
+    @extend_schema(responses=ApiKeySerializer(many=True), summary="List API keys")
+    def get(self, request):
+        keys = ApiKey.objects.for_org(self.organization).order_by("-created_at")
+        return Response(ApiKeySerializer(keys, many=True).data)
+
+    @extend_schema(
+        request=ApiKeyCreateSerializer,
+        responses={201: ApiKeyCreatedSerializer},
+        summary="Create an API key",
+    )
+    def post(self, request):
+        data = ApiKeyCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        key, plaintext = api_key_create(organization=self.organization, **data.validated_data)
+        key.key = plaintext
+        return Response(ApiKeyCreatedSerializer(key).data, status=status.HTTP_201_CREATED)
+
+
+class ApiKeyDetailView(OrgScopedView):
+    def _key(self, key_id: str) -> ApiKey:
+        return get_object_or_404(ApiKey.objects.for_org(self.organization), public_id=key_id)
+
+    @extend_schema(responses=ApiKeySerializer, summary="Describe an API key")
+    def get(self, request, key_id: str):
+        return Response(ApiKeySerializer(self._key(key_id)).data)
+
+    @extend_schema(responses={204: None}, summary="Revoke an API key")
+    def delete(self, request, key_id: str):
+        api_key_revoke(key=self._key(key_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)

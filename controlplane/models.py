@@ -1,0 +1,83 @@
+"""Tenancy: organizations, their members, and application API keys."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from .ids import public_id
+
+
+def _org_id() -> str:
+    return public_id("org")
+
+
+def _api_key_id() -> str:
+    return public_id("key")
+
+
+class Organization(models.Model):
+    public_id = models.CharField(max_length=32, unique=True, default=_org_id, editable=False)
+    name = models.CharField(max_length=100)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner", "Owner"
+        MEMBER = "member", "Member"
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="memberships"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "user"], name="one_membership_per_org")
+        ]
+
+
+class ApiKeyQuerySet(models.QuerySet):
+    def for_org(self, org: Organization | None) -> ApiKeyQuerySet:
+        """Deny by default: no organization, no keys."""
+        return self.filter(organization=org) if org is not None else self.none()
+
+    def active(self) -> ApiKeyQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class ApiKey(models.Model):
+    """An application API key: organization-scoped, admin or read-only."""
+
+    class Scope(models.TextChoices):
+        ADMIN = "admin", "Admin"
+        READ_ONLY = "read_only", "Read-only"
+
+    public_id = models.CharField(max_length=32, unique=True, default=_api_key_id, editable=False)
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="api_keys"
+    )
+    name = models.CharField(max_length=100)
+    scope = models.CharField(max_length=16, choices=Scope.choices, default=Scope.ADMIN)
+    display_prefix = models.CharField(max_length=32)
+    digest = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiKeyQuerySet.as_manager()
+
+    @property
+    def read_only(self) -> bool:
+        return self.scope == self.Scope.READ_ONLY

@@ -1,0 +1,173 @@
+"""``make run``: the whole of Floe on one machine, with embedded parts.
+
+Starts (or reuses) an embedded PostgreSQL and Redis unless ``DATABASE_URL`` /
+``REDIS_URL`` are set, migrates, creates the demo tenant, then runs the control plane
+(gunicorn), one agent (``file://`` bucket under the data folder) and a Celery worker with
+beat. Prints one ``name: value`` line per thing a person or a script needs, then waits;
+Ctrl-C (SIGINT) or SIGTERM stops everything it started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from .embedded import data_dir_from_env, postgres_url, redis_url
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _wait_http(url: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.3)
+    return False
+
+
+def main() -> int:
+    data_dir = data_dir_from_env(ROOT)
+    http_port = int(os.environ.get("FLOE_HTTP_PORT", "8000"))
+    kafka_port = int(os.environ.get("FLOE_KAFKA_PORT", "9092"))
+    agent_http_port = int(os.environ.get("FLOE_AGENT_HTTP_PORT", str(kafka_port + 1000)))
+    env = dict(os.environ)
+    env.setdefault("DEBUG", "1")
+    env["FLOE_DATA_DIR"] = str(data_dir)
+    env["FLOE_HTTP_PORT"] = str(http_port)
+    env["FLOE_KAFKA_PORT"] = str(kafka_port)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    # Start the embedded services here, once, and hand their URLs to every child.
+    env["DATABASE_URL"] = env.get("DATABASE_URL") or postgres_url(data_dir)
+    env["REDIS_URL"] = env.get("REDIS_URL") or redis_url(data_dir)
+    logs = data_dir / "logs"
+    logs.mkdir(exist_ok=True)
+
+    def manage(*args: str) -> str:
+        done = subprocess.run(
+            [PY, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            sys.stderr.write(done.stdout + done.stderr)
+            raise SystemExit(f"make run: 'manage.py {' '.join(args)}' failed (see above)")
+        return done.stdout
+
+    manage("migrate", "--noinput")
+    demo = json.loads(manage("floe_demo").strip().splitlines()[-1])
+
+    children: list[subprocess.Popen] = []
+
+    def start(name: str, argv: list[str]) -> subprocess.Popen:
+        log = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the child
+        child = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        children.append(child)
+        return child
+
+    def stop(*_args) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+        deadline = time.monotonic() + 10
+        for child in children:
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+
+    start(
+        "web",
+        [
+            PY,
+            "-m",
+            "gunicorn",
+            "controlplane.wsgi",
+            "--bind",
+            f"127.0.0.1:{http_port}",
+            "--workers",
+            "2",
+            "--threads",
+            "8",
+            "--worker-class",
+            "gthread",
+            "--timeout",
+            "60",
+            "--access-logfile",
+            "-",
+        ],
+    )
+    console = f"http://127.0.0.1:{http_port}/"
+    if not _wait_http(console + "healthz", 60):
+        _say(f"make run: the control plane did not answer in 60 s; see {logs / 'web.log'}")
+        stop()
+    agent_args = [
+        PY,
+        "-m",
+        "agents",
+        "--control-plane-url",
+        console.rstrip("/"),
+        "--agent-key",
+        demo["agent_key"],
+        "--bucket-url",
+        f"file://{data_dir / 'bucket'}",
+        "--kafka-port",
+        str(kafka_port),
+        "--http-port",
+        str(agent_http_port),
+    ]
+    if (ROOT / "agents" / "__main__.py").exists():
+        start("agent", agent_args)
+    start(
+        "worker",
+        [
+            PY,
+            "-m",
+            "celery",
+            "-A",
+            "controlplane",
+            "worker",
+            "--beat",
+            "--loglevel",
+            "INFO",
+            "--concurrency",
+            "2",
+            "--schedule",
+            str(data_dir / "celerybeat-schedule"),
+        ],
+    )
+
+    _say(f"console: {console}")
+    _say(f"login: {demo['email']} {demo['password']}")
+    _say(f"api-key: {demo['api_key']}")
+    _say(f"cluster: {demo['cluster']}")
+    _say(f"bootstrap: 127.0.0.1:{kafka_port}")
+    _say(f"logs: {logs}   (Ctrl-C stops everything)")
+    while True:
+        for child in children:
+            if child.poll() is not None:
+                _say(
+                    f"make run: {' '.join(child.args[:3])} exited with {child.returncode}; see {logs}"
+                )
+                stop()
+        time.sleep(1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""Django settings, read from the environment (see README "Configuration")."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .embedded import data_dir_from_env, postgres_url, redis_url
+from .env import database_from_url, env_bool, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+FLOE_DATA_DIR = data_dir_from_env(BASE_DIR)
+
+DEBUG = env_bool("DEBUG", False)
+TESTING = "PYTEST_VERSION" in os.environ
+
+
+def _secret_key() -> str:
+    key = env_str("SECRET_KEY")
+    if key:
+        if len(key) < 32 and not DEBUG:
+            raise ImproperlyConfigured("SECRET_KEY must be at least 32 characters")
+        return key
+    if not (DEBUG or TESTING):
+        raise ImproperlyConfigured("SECRET_KEY must be set (or DEBUG=1 for a local playground)")
+    # Development only: one random key per data folder, so sessions survive restarts.
+    path = FLOE_DATA_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list(
+    "ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG or TESTING else []
+)
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "controlplane",
+    "virtualclusters",
+    "billing",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "controlplane.urls"
+WSGI_APPLICATION = "controlplane.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "controlplane.context.console",
+            ],
+        },
+    },
+]
+
+# One database engine everywhere: PostgreSQL. No DATABASE_URL → the embedded server.
+_database_url = env_str("DATABASE_URL") or postgres_url(FLOE_DATA_DIR)
+DATABASES = {"default": database_from_url(_database_url)}
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL") or redis_url(FLOE_DATA_DIR)
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 10},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+if TESTING:
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "templates" / "static"]
+STATIC_ROOT = FLOE_DATA_DIR / "static"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["controlplane.api.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["controlplane.api.auth.ApiKeyPermission"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "controlplane.api.errors.exception_handler",
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Floe control plane API",
+    "DESCRIPTION": "Virtual clusters, keys and configuration. Authenticate with "
+    "`Authorization: Bearer <api key>`.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ALWAYS_EAGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = "UTC"
+
+# Where the console tells users to point Kafka clients (the playground's agent).
+FLOE_BOOTSTRAP = env_str("FLOE_BOOTSTRAP", "127.0.0.1:" + str(env_int("FLOE_KAFKA_PORT", 9092)))
+# The URL agents use to reach this control plane (shown in the agent command).
+FLOE_PUBLIC_URL = env_str(
+    "FLOE_PUBLIC_URL", "http://127.0.0.1:" + str(env_int("FLOE_HTTP_PORT", 8000))
+)
+# An agent is live when it heartbeated within this many seconds.
+FLOE_AGENT_LIVENESS_S = env_int("FLOE_AGENT_LIVENESS_S", 15, minimum=1)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}
+SPECTACULAR_SETTINGS.update(
+    {"SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR", "REDOC_DIST": "SIDECAR"}
+)

@@ -1,0 +1,16 @@
+"""Root URLs: the console, the REST API, the agent API, health."""
+
+from django.http import HttpResponse
+from django.urls import include, path
+
+
+def healthz(request):
+    return HttpResponse("ok", content_type="text/plain")
+
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("api/v1/", include("controlplane.api.urls")),
+    path("agent/v1/", include("virtualclusters.agent_urls")),
+    path("", include("controlplane.console_urls")),
+]

@@ -1,0 +1,36 @@
+"""Test data built through the real services (never raw model writes)."""
+
+from __future__ import annotations
+
+import itertools
+
+from controlplane.models import ApiKey
+from controlplane.services import api_key_create, user_signup
+from virtualclusters.services import agent_key_create, cluster_create
+
+_counter = itertools.count(1)
+PASSWORD = "correct-horse-battery-staple"
+
+
+def make_org(name: str | None = None):
+    """A user and their organization (the user is its owner)."""
+    n = next(_counter)
+    user, org = user_signup(
+        email=f"user{n}@example.com", password=PASSWORD, organization_name=name or f"org{n}"
+    )
+    return user, org
+
+
+def make_api_key(org, *, scope: str = ApiKey.Scope.ADMIN) -> str:
+    """The plaintext of a new API key of ``org``."""
+    _, plaintext = api_key_create(organization=org, name=f"key {next(_counter)}", scope=scope)
+    return plaintext
+
+
+def make_cluster(name: str = "c1", *, org=None, **config):
+    """A virtual cluster (in a new organization unless given) and an agent key for it."""
+    if org is None:
+        _, org = make_org()
+    cluster = cluster_create(organization=org, name=name, config=config)
+    _, plaintext = agent_key_create(cluster=cluster, name="test agent")
+    return cluster, plaintext

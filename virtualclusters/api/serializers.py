@@ -1,0 +1,113 @@
+"""Serializers for the virtual-cluster REST API (shapes only; no business logic)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from virtualclusters.models import AgentKey, Topic, VirtualCluster
+from virtualclusters.services import CONFIG_BOUNDS
+
+
+class ClusterConfigSerializer(serializers.Serializer):
+    auto_create_topics = serializers.BooleanField(required=False)
+    default_partitions = serializers.IntegerField(
+        required=False,
+        min_value=CONFIG_BOUNDS["default_partitions"][0],
+        max_value=CONFIG_BOUNDS["default_partitions"][1],
+    )
+    default_retention_ms = serializers.IntegerField(
+        required=False,
+        min_value=CONFIG_BOUNDS["default_retention_ms"][0],
+        max_value=CONFIG_BOUNDS["default_retention_ms"][1],
+    )
+    acls_enabled = serializers.BooleanField(required=False)
+    max_flush_age_ms = serializers.IntegerField(
+        required=False,
+        min_value=CONFIG_BOUNDS["max_flush_age_ms"][0],
+        max_value=CONFIG_BOUNDS["max_flush_age_ms"][1],
+    )
+    max_flush_bytes = serializers.IntegerField(
+        required=False,
+        min_value=CONFIG_BOUNDS["max_flush_bytes"][0],
+        max_value=CONFIG_BOUNDS["max_flush_bytes"][1],
+    )
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="public_id", read_only=True)
+    config = serializers.SerializerMethodField()
+    bootstrap = serializers.SerializerMethodField()
+
+    class Meta:
+        model = VirtualCluster
+        fields = ["id", "name", "created_at", "bootstrap", "config"]
+        read_only_fields = fields
+
+    def get_config(self, cluster: VirtualCluster) -> dict:
+        return cluster.config()
+
+    def get_bootstrap(self, cluster: VirtualCluster) -> str:
+        from django.conf import settings
+
+        return settings.FLOE_BOOTSTRAP
+
+
+class ClusterCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    config = ClusterConfigSerializer(required=False)
+
+
+class ClusterRenameSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+
+
+class ClusterDeleteSerializer(serializers.Serializer):
+    confirm_name = serializers.CharField()
+
+
+class AgentKeySerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="public_id", read_only=True)
+    cluster = serializers.CharField(source="cluster.public_id", read_only=True)
+
+    class Meta:
+        model = AgentKey
+        fields = [
+            "id",
+            "cluster",
+            "name",
+            "display_prefix",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+        ]
+        read_only_fields = fields
+
+
+class AgentKeyCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, required=False, allow_blank=True)
+
+
+class AgentKeyCreatedSerializer(AgentKeySerializer):
+    key = serializers.CharField(read_only=True, help_text="The secret. Shown once; store it now.")
+
+    class Meta(AgentKeySerializer.Meta):
+        fields = [*AgentKeySerializer.Meta.fields, "key"]
+        read_only_fields = fields
+
+
+class TopicSerializer(serializers.ModelSerializer):
+    id = serializers.UUIDField(read_only=True)
+    partitions = serializers.IntegerField(source="partition_count", read_only=True)
+    messages = serializers.IntegerField(read_only=True, help_text="Records currently retained")
+    end_offsets = serializers.IntegerField(read_only=True, help_text="Sum of high watermarks")
+
+    class Meta:
+        model = Topic
+        fields = ["id", "name", "partitions", "configs", "messages", "end_offsets", "created_at"]
+        read_only_fields = fields
+
+
+class TopicCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=249)
+    num_partitions = serializers.IntegerField(required=False, default=-1)
+    configs = serializers.DictField(child=serializers.CharField(), required=False, default=dict)

@@ -1,0 +1,198 @@
+"""REST API: virtual clusters, their configuration, agent keys and topics."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from controlplane.api.views import OrgScopedView
+from virtualclusters import selectors, services
+from virtualclusters.models import AgentKey, VirtualCluster
+from virtualclusters.services import TopicError
+
+from .serializers import (
+    AgentKeyCreatedSerializer,
+    AgentKeyCreateSerializer,
+    AgentKeySerializer,
+    ClusterConfigSerializer,
+    ClusterCreateSerializer,
+    ClusterDeleteSerializer,
+    ClusterRenameSerializer,
+    ClusterSerializer,
+    TopicCreateSerializer,
+    TopicSerializer,
+)
+
+
+class ClusterScopedView(OrgScopedView):
+    def cluster(self, cluster_id: str) -> VirtualCluster:
+        """A cluster of the caller's organization; anyone else's is a 404."""
+        return get_object_or_404(
+            VirtualCluster.objects.for_org(self.organization), public_id=cluster_id
+        )
+
+
+class ClusterListView(ClusterScopedView):
+    @extend_schema(responses=ClusterSerializer(many=True), summary="List virtual clusters")
+    def get(self, request):
+        clusters = VirtualCluster.objects.for_org(self.organization).order_by("name")
+        return Response(ClusterSerializer(clusters, many=True).data)
+
+    @extend_schema(
+        request=ClusterCreateSerializer,
+        responses={201: ClusterSerializer},
+        summary="Create a virtual cluster",
+    )
+    def post(self, request):
+        data = ClusterCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        cluster = services.cluster_create(
+            organization=self.organization,
+            name=data.validated_data["name"],
+            config=data.validated_data.get("config") or {},
+        )
+        return Response(ClusterSerializer(cluster).data, status=status.HTTP_201_CREATED)
+
+
+class ClusterDetailView(ClusterScopedView):
+    @extend_schema(responses=ClusterSerializer, summary="Describe a virtual cluster")
+    def get(self, request, cluster_id: str):
+        return Response(ClusterSerializer(self.cluster(cluster_id)).data)
+
+    @extend_schema(
+        request=ClusterRenameSerializer,
+        responses=ClusterSerializer,
+        summary="Rename a virtual cluster",
+    )
+    def patch(self, request, cluster_id: str):
+        cluster = self.cluster(cluster_id)
+        data = ClusterRenameSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.cluster_rename(cluster=cluster, name=data.validated_data["name"])
+        return Response(ClusterSerializer(cluster).data)
+
+    @extend_schema(
+        request=ClusterDeleteSerializer,
+        parameters=[
+            OpenApiParameter(
+                "confirm_name", str, description="The cluster's name, typed to confirm"
+            )
+        ],
+        responses={204: None},
+        summary="Delete a virtual cluster (type its name to confirm)",
+    )
+    def delete(self, request, cluster_id: str):
+        cluster = self.cluster(cluster_id)
+        confirm = request.query_params.get("confirm_name")
+        if confirm is None and isinstance(request.data, dict):
+            confirm = request.data.get("confirm_name")
+        services.cluster_delete(cluster=cluster, confirm_name=confirm or "")
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ClusterConfigView(ClusterScopedView):
+    @extend_schema(responses=ClusterConfigSerializer, summary="Describe a cluster's configuration")
+    def get(self, request, cluster_id: str):
+        return Response(self.cluster(cluster_id).config())
+
+    @extend_schema(
+        request=ClusterConfigSerializer,
+        responses=ClusterConfigSerializer,
+        summary="Update a cluster's configuration",
+    )
+    def patch(self, request, cluster_id: str):
+        cluster = self.cluster(cluster_id)
+        if not isinstance(request.data, dict) or not request.data:
+            raise ValidationError(
+                {"non_field_errors": ["Send a JSON object with the fields to change."]}
+            )
+        data = ClusterConfigSerializer(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        unknown = set(request.data) - set(VirtualCluster.CONFIG_FIELDS)
+        if unknown:
+            raise ValidationError(
+                {name: ["Unknown configuration field."] for name in sorted(unknown)}
+            )
+        services.cluster_config_update(cluster=cluster, config=dict(data.validated_data))
+        return Response(cluster.config())
+
+    put = patch
+
+
+class AgentKeyListView(ClusterScopedView):
+    @extend_schema(responses=AgentKeySerializer(many=True), summary="List a cluster's agent keys")
+    def get(self, request, cluster_id: str):
+        keys = self.cluster(cluster_id).agent_keys.order_by("-created_at")
+        return Response(AgentKeySerializer(keys, many=True).data)
+
+    @extend_schema(
+        request=AgentKeyCreateSerializer,
+        responses={201: AgentKeyCreatedSerializer},
+        summary="Create an agent key",
+    )
+    def post(self, request, cluster_id: str):
+        cluster = self.cluster(cluster_id)
+        data = AgentKeyCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        key, plaintext = services.agent_key_create(
+            cluster=cluster, name=data.validated_data.get("name", "")
+        )
+        key.key = plaintext
+        return Response(AgentKeyCreatedSerializer(key).data, status=status.HTTP_201_CREATED)
+
+
+class AgentKeyDetailView(ClusterScopedView):
+    def _key(self, cluster_id: str, key_id: str) -> AgentKey:
+        return get_object_or_404(self.cluster(cluster_id).agent_keys, public_id=key_id)
+
+    @extend_schema(responses=AgentKeySerializer, summary="Describe an agent key")
+    def get(self, request, cluster_id: str, key_id: str):
+        return Response(AgentKeySerializer(self._key(cluster_id, key_id)).data)
+
+    @extend_schema(responses={204: None}, summary="Revoke an agent key")
+    def delete(self, request, cluster_id: str, key_id: str):
+        services.agent_key_revoke(key=self._key(cluster_id, key_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TopicListView(ClusterScopedView):
+    @extend_schema(responses=TopicSerializer(many=True), summary="List a cluster's topics")
+    def get(self, request, cluster_id: str):
+        return Response(
+            TopicSerializer(selectors.topics_with_stats(self.cluster(cluster_id)), many=True).data
+        )
+
+    @extend_schema(
+        request=TopicCreateSerializer, responses={201: TopicSerializer}, summary="Create a topic"
+    )
+    def post(self, request, cluster_id: str):
+        cluster = self.cluster(cluster_id)
+        data = TopicCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            topic = services.topic_create(cluster=cluster, **data.validated_data)
+        except TopicError as exc:
+            raise ValidationError(
+                {"name" if exc.code != 40 else "configs": [exc.message]}
+            ) from None
+        return Response(
+            TopicSerializer(selectors.topics_with_stats(cluster).get(pk=topic.pk)).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class TopicDetailView(ClusterScopedView):
+    def _topic(self, cluster_id: str, name: str):
+        return get_object_or_404(selectors.topics_with_stats(self.cluster(cluster_id)), name=name)
+
+    @extend_schema(responses=TopicSerializer, summary="Describe a topic")
+    def get(self, request, cluster_id: str, name: str):
+        return Response(TopicSerializer(self._topic(cluster_id, name)).data)
+
+    @extend_schema(responses={204: None}, summary="Delete a topic")
+    def delete(self, request, cluster_id: str, name: str):
+        services.topic_delete(topic=self._topic(cluster_id, name))
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class VirtualClustersConfig(AppConfig):
+    name = "virtualclusters"
+    verbose_name = "Virtual clusters"

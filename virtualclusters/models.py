@@ -1,0 +1,241 @@
+"""Virtual clusters, their keys, and the metadata store.
+
+The metadata store tables (topics, partitions, files, the batch index, producer state,
+committed group offsets, live agents) are named ``floe_*`` because the hot paths in
+``metadata.py`` address them in plain SQL; keep those names stable.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+from controlplane.ids import public_id
+from controlplane.models import Organization
+
+DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+
+
+def _cluster_id() -> str:
+    return public_id("vci")
+
+
+def _agent_key_id() -> str:
+    return public_id("akn")
+
+
+class VirtualClusterQuerySet(models.QuerySet):
+    def for_org(self, org: Organization | None) -> VirtualClusterQuerySet:
+        """The one choke point for tenancy: no organization, no clusters."""
+        return self.filter(organization=org) if org is not None else self.none()
+
+
+class VirtualCluster(models.Model):
+    public_id = models.CharField(max_length=32, unique=True, default=_cluster_id, editable=False)
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="clusters"
+    )
+    name = models.CharField(max_length=100)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Configuration (read by agents on every heartbeat).
+    auto_create_topics = models.BooleanField(default=True)
+    default_partitions = models.PositiveIntegerField(default=1)
+    default_retention_ms = models.BigIntegerField(default=DEFAULT_RETENTION_MS)
+    acls_enabled = models.BooleanField(default=False)
+    max_flush_age_ms = models.PositiveIntegerField(default=250)
+    max_flush_bytes = models.PositiveIntegerField(default=8 * 1024 * 1024)
+
+    objects = VirtualClusterQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "name"], name="cluster_name_unique_in_org"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.public_id})"
+
+    CONFIG_FIELDS = (
+        "auto_create_topics",
+        "default_partitions",
+        "default_retention_ms",
+        "acls_enabled",
+        "max_flush_age_ms",
+        "max_flush_bytes",
+    )
+
+    def config(self) -> dict:
+        return {name: getattr(self, name) for name in self.CONFIG_FIELDS}
+
+
+class AgentKeyQuerySet(models.QuerySet):
+    def for_org(self, org: Organization | None) -> AgentKeyQuerySet:
+        return self.filter(cluster__organization=org) if org is not None else self.none()
+
+    def active(self) -> AgentKeyQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class AgentKey(models.Model):
+    """A key that lets agents act for exactly one virtual cluster."""
+
+    public_id = models.CharField(max_length=32, unique=True, default=_agent_key_id, editable=False)
+    cluster = models.ForeignKey(VirtualCluster, on_delete=models.CASCADE, related_name="agent_keys")
+    name = models.CharField(max_length=100)
+    display_prefix = models.CharField(max_length=32)
+    digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AgentKeyQuerySet.as_manager()
+
+
+# --- the metadata store ------------------------------------------------------------
+
+
+class Topic(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    cluster = models.ForeignKey(VirtualCluster, on_delete=models.CASCADE, related_name="topics")
+    name = models.CharField(max_length=249)
+    partition_count = models.PositiveIntegerField()
+    configs = models.JSONField(default=dict, blank=True)  # overrides only
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "floe_topic"
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="topic_name_unique")
+        ]
+
+
+class Partition(models.Model):
+    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="partitions")
+    index = models.IntegerField()
+    high_watermark = models.BigIntegerField(default=0)
+    log_start_offset = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "floe_partition"
+        constraints = [models.UniqueConstraint(fields=["topic", "index"], name="partition_unique")]
+
+
+class SegmentFile(models.Model):
+    class State(models.TextChoices):
+        LIVE = "live"
+        REPLACED = "replaced"  # compacted away or expired: delete after the grace period
+        DELETED = "deleted"
+
+    cluster = models.ForeignKey(VirtualCluster, on_delete=models.CASCADE, related_name="files")
+    key = models.CharField(max_length=512)
+    size = models.BigIntegerField()
+    level = models.SmallIntegerField(default=0)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.LIVE)
+    batch_count = models.IntegerField(default=0)
+    commit_result = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    unreferenced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "floe_file"
+        constraints = [models.UniqueConstraint(fields=["cluster", "key"], name="file_key_unique")]
+        indexes = [models.Index(fields=["cluster", "state", "level"], name="file_state_idx")]
+
+
+class Batch(models.Model):
+    """One record batch: where it lives and which offsets the metadata store gave it."""
+
+    partition = models.ForeignKey(Partition, on_delete=models.CASCADE, db_constraint=False)
+    base_offset = models.BigIntegerField()
+    last_offset = models.BigIntegerField()
+    file = models.ForeignKey(SegmentFile, on_delete=models.CASCADE, db_constraint=False)
+    position = models.BigIntegerField()
+    length = models.IntegerField()
+    record_count = models.IntegerField()
+    max_timestamp = models.BigIntegerField()
+    producer_id = models.BigIntegerField(default=-1)
+    producer_epoch = models.SmallIntegerField(default=-1)
+    base_sequence = models.IntegerField(default=-1)
+
+    class Meta:
+        db_table = "floe_batch"
+        constraints = [
+            # Offsets are dense and batches never overlap, so last offsets are unique too;
+            # fetch plans and offset lookups walk a partition by last offset.
+            models.UniqueConstraint(
+                fields=["partition", "last_offset"], name="batch_last_offset_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["file"], name="batch_file_idx")]
+
+
+class ProducerState(models.Model):
+    """KIP-98: the last sequence each idempotent producer wrote to a partition."""
+
+    partition = models.ForeignKey(Partition, on_delete=models.CASCADE, db_constraint=False)
+    producer_id = models.BigIntegerField()
+    producer_epoch = models.SmallIntegerField()
+    last_sequence = models.IntegerField()
+    last_offset = models.BigIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "floe_producer_state"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["partition", "producer_id"], name="producer_state_unique"
+            )
+        ]
+
+
+class ProducerId(models.Model):
+    """Producer ids come from this table's sequence; transactional ids keep theirs."""
+
+    cluster = models.ForeignKey(VirtualCluster, on_delete=models.CASCADE)
+    transactional_id = models.CharField(max_length=255, null=True, blank=True)
+    epoch = models.SmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "floe_producer_id"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "transactional_id"], name="transactional_id_unique"
+            )
+        ]
+
+
+class GroupOffset(models.Model):
+    cluster = models.ForeignKey(VirtualCluster, on_delete=models.CASCADE)
+    group_id = models.CharField(max_length=255)
+    partition = models.ForeignKey(Partition, on_delete=models.CASCADE)
+    committed_offset = models.BigIntegerField()
+    leader_epoch = models.IntegerField(default=-1)
+    metadata = models.TextField(blank=True, default="")
+    committed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "floe_group_offset"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "group_id", "partition"], name="group_offset_unique"
+            )
+        ]
+
+
+class Agent(models.Model):
+    cluster = models.ForeignKey(VirtualCluster, on_delete=models.CASCADE, related_name="agents")
+    agent_id = models.CharField(max_length=64)
+    host = models.CharField(max_length=255)
+    port = models.IntegerField()
+    zone = models.CharField(max_length=64, blank=True, default="")
+    load = models.FloatField(default=0.0)
+    started_at = models.DateTimeField(auto_now_add=True)
+    last_heartbeat = models.DateTimeField()
+
+    class Meta:
+        db_table = "floe_agent"
+        constraints = [models.UniqueConstraint(fields=["cluster", "agent_id"], name="agent_unique")]

@@ -1,0 +1,118 @@
+"""Topic names and configs, validated the way Kafka validates them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+MAX_TOPIC_NAME = 249
+MAX_PARTITIONS = 10_000
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why a topic name is illegal (Kafka's Topic.validate), or ``None``."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return 'Topic name cannot be "." or ".."'
+    if len(name) > MAX_TOPIC_NAME:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
+    if not _LEGAL.match(name):
+        return (
+            f'Topic name "{name}" is illegal, it contains a character other than '
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+    return None
+
+
+def _long(minimum: int) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            return "must be an integer"
+        return None if number >= minimum else f"must be at least {minimum}"
+
+    return check
+
+
+def _choice(*allowed: str, many: bool = False) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        parts = [p.strip() for p in str(value).split(",")] if many else [str(value)]
+        bad = [p for p in parts if p not in allowed]
+        return f"must be one of {', '.join(allowed)}" if bad or not parts else None
+
+    return check
+
+
+def _ratio(value: str) -> str | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "must be a number"
+    return None if 0.0 <= number <= 1.0 else "must be between 0 and 1"
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    default: str
+    check: Callable[[str], str | None]
+
+
+_COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+# Kafka's topic-level configs. Most only matter to Kafka's own storage engine; Floe
+# accepts and reports them so tools that set them keep working. The ones Floe acts on:
+# cleanup.policy, retention.ms, retention.bytes, delete.retention.ms, max.message.bytes,
+# message.timestamp.type, min.compaction.lag.ms.
+TOPIC_CONFIGS: dict[str, ConfigDef] = {
+    "cleanup.policy": ConfigDef("delete", _choice("delete", "compact", many=True)),
+    "compression.type": ConfigDef("producer", _choice(*_COMPRESSION)),
+    "delete.retention.ms": ConfigDef("86400000", _long(0)),
+    "file.delete.delay.ms": ConfigDef("60000", _long(0)),
+    "flush.messages": ConfigDef("9223372036854775807", _long(1)),
+    "flush.ms": ConfigDef("9223372036854775807", _long(0)),
+    "index.interval.bytes": ConfigDef("4096", _long(0)),
+    "max.compaction.lag.ms": ConfigDef("9223372036854775807", _long(1)),
+    "max.message.bytes": ConfigDef("1048588", _long(0)),
+    "message.timestamp.after.max.ms": ConfigDef("9223372036854775807", _long(0)),
+    "message.timestamp.before.max.ms": ConfigDef("9223372036854775807", _long(0)),
+    "message.timestamp.type": ConfigDef("CreateTime", _choice("CreateTime", "LogAppendTime")),
+    "min.cleanable.dirty.ratio": ConfigDef("0.5", _ratio),
+    "min.compaction.lag.ms": ConfigDef("0", _long(0)),
+    "min.insync.replicas": ConfigDef("1", _long(1)),
+    "preallocate": ConfigDef("false", _choice("true", "false")),
+    "retention.bytes": ConfigDef("-1", _long(-1)),
+    "retention.ms": ConfigDef("604800000", _long(-1)),
+    "segment.bytes": ConfigDef("1073741824", _long(14)),
+    "segment.index.bytes": ConfigDef("10485760", _long(4)),
+    "segment.jitter.ms": ConfigDef("0", _long(0)),
+    "segment.ms": ConfigDef("604800000", _long(1)),
+    "unclean.leader.election.enable": ConfigDef("false", _choice("true", "false")),
+    "message.downconversion.enable": ConfigDef("true", _choice("true", "false")),
+}
+
+
+def config_problem(name: str, value) -> str | None:
+    """Why ``name=value`` is not a valid topic config, or ``None``."""
+    definition = TOPIC_CONFIGS.get(name)
+    if definition is None:
+        return f"Unknown topic config name: {name}"
+    if value is None:
+        return f"Null value not supported for topic config {name}"
+    problem = definition.check(str(value))
+    return f"Invalid value {value} for configuration {name}: {problem}" if problem else None
+
+
+def effective_configs(overrides: dict, *, default_retention_ms: int) -> list[dict]:
+    """Every known config of a topic with its value and whether it is a default."""
+    result = []
+    for name, definition in sorted(TOPIC_CONFIGS.items()):
+        default = str(default_retention_ms) if name == "retention.ms" else definition.default
+        if name in overrides:
+            result.append({"name": name, "value": str(overrides[name]), "is_default": False})
+        else:
+            result.append({"name": name, "value": default, "is_default": True})
+    return result
