@@ -1,0 +1,569 @@
+"""Kafka record batches, magic v2 (KIP-98): checked on the produce path, decoded and built elsewhere.
+
+Batch layout (big-endian; DefaultRecordBatch.java)::
+
+    baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 (= 2)
+    | crc uint32 | attributes int16 | lastOffsetDelta int32 | baseTimestamp int64
+    | maxTimestamp int64 | producerId int64 | producerEpoch int16 | baseSequence int32
+    | recordCount int32 | records (compressed as one block when attributes say so)
+
+`batchLength` counts the bytes after itself; the CRC-32C covers attributes to the end,
+so the broker may rewrite baseOffset and partitionLeaderEpoch without recomputing it.
+
+Record layout (DefaultRecord.java), lengths as zig-zag varints::
+
+    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint
+    | keyLength varint (-1 = null) | key | valueLength varint (-1 = null) | value
+    | headerCount varint | [keyLength varint | key utf-8 | valueLength varint (-1 = null) | value]
+
+The produce hot path (`iter_batches`, `validate_batches`) reads only the 61-byte headers
+and runs the C CRC over a memoryview: records are never decoded or copied there.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import cramjam
+from crc32c import crc32c
+
+# Kafka error codes the exceptions below map to.
+CORRUPT_MESSAGE = 2
+MESSAGE_TOO_LARGE = 10
+INVALID_RECORD = 87
+
+MAGIC = 2
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
+RECORD_BATCH_OVERHEAD = 61  # a batch with no records
+_MAGIC_OFFSET = 16
+_CRC_OFFSET = 17
+_ATTRIBUTES_OFFSET = 21  # the CRC covers from here to the end of the batch
+
+COMPRESSION_NONE = 0
+COMPRESSION_GZIP = 1
+COMPRESSION_SNAPPY = 2
+COMPRESSION_LZ4 = 3
+COMPRESSION_ZSTD = 4
+COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+_COMPRESSION_MASK = 0x07
+_TIMESTAMP_TYPE_MASK = 0x08  # 0 = CreateTime, 1 = LogAppendTime
+_TRANSACTIONAL_MASK = 0x10
+_CONTROL_MASK = 0x20
+
+TIMESTAMP_CREATE_TIME = 0
+TIMESTAMP_LOG_APPEND_TIME = 1
+NO_TIMESTAMP = -1
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
+_BASE_OFFSET = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+_INT32 = struct.Struct(">i")
+assert _HEADER.size == RECORD_BATCH_OVERHEAD
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+class CorruptRecord(Exception):
+    """A batch that cannot be accepted.
+
+    `error_code` is CORRUPT_MESSAGE (2) for bytes that fail their CRC or cannot be
+    parsed, INVALID_RECORD (87) for a well-formed batch that breaks a rule.
+    """
+
+    def __init__(self, reason: str, *, error_code: int = CORRUPT_MESSAGE) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.error_code = error_code
+
+
+class RecordTooLarge(Exception):
+    """A batch is bigger than the size limit; Kafka's MESSAGE_TOO_LARGE (10)."""
+
+    error_code = MESSAGE_TOO_LARGE
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"record batch of {size} bytes exceeds the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
+class BatchHeader(NamedTuple):
+    """The fixed 61 bytes that open every v2 batch."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """The whole batch in bytes, including the 12-byte baseOffset + batchLength prefix."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & _COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return (self.attributes & _TIMESTAMP_TYPE_MASK) >> 3
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL_MASK)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+
+class Record(NamedTuple):
+    """A decoded record: absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+class RecordInput(NamedTuple):
+    """A record to encode.
+
+    `offset_delta` is relative to the batch's base offset; None means "one after the
+    previous record" (0 for the first), so plain producers can leave it out while key
+    compaction passes each kept record's original delta, gaps and all.
+    `timestamp` None means the time of encoding.
+    """
+
+    offset_delta: int | None = None
+    timestamp: int | None = None
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: Sequence[tuple[str, bytes | None]] = ()
+
+
+BufferLike = bytes | bytearray | memoryview
+
+
+# --- the produce hot path: headers only -----------------------------------------------
+
+
+def iter_batches(buf: BufferLike) -> Iterator[tuple[int, int, BatchHeader]]:
+    """Walk the batches of a records field: (position, total length incl. 12-byte prefix, header).
+
+    Raises CorruptRecord on a truncated or partial trailing batch, a length below the
+    v2 minimum, or a magic other than 2. Does not check CRCs.
+    """
+    end = len(buf)
+    pos = 0
+    while pos < end:
+        if end - pos < _MAGIC_OFFSET + 1:
+            raise CorruptRecord(
+                f"truncated record batch at byte {pos}: {end - pos} bytes, too few for a header"
+            )
+        _, batch_length = _PREFIX.unpack_from(buf, pos)
+        # The magic byte says how to read the rest, so it is checked first.
+        magic = buf[pos + _MAGIC_OFFSET]
+        if magic != MAGIC:
+            raise CorruptRecord(
+                f"record batch at byte {pos} has magic {magic}; only magic 2 is supported",
+                error_code=INVALID_RECORD,
+            )
+        total = batch_length + LOG_OVERHEAD
+        if total < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecord(
+                f"record batch at byte {pos} declares {batch_length} bytes, less than the "
+                f"minimum {RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}"
+            )
+        if pos + total > end:
+            raise CorruptRecord(
+                f"truncated record batch at byte {pos}: declares {total} bytes, {end - pos} remain"
+            )
+        yield pos, total, BatchHeader._make(_HEADER.unpack_from(buf, pos))
+        pos += total
+
+
+def validate_batches(
+    buf: BufferLike, *, max_batch_bytes: int
+) -> list[tuple[int, int, BatchHeader]]:
+    """Check a produce request's records field the way Kafka's broker does for client writes.
+
+    Each batch: magic 2, size within `max_batch_bytes` (RecordTooLarge), CRC-32C, a known
+    codec, and the header rules of Kafka's LogValidator for client-origin batches
+    (record count > 0 and equal to lastOffsetDelta + 1; no control batches; a producer id
+    needs a sequence number). Records are not decoded and the payload is not copied.
+    """
+    view = memoryview(buf)
+    batches = []
+    for pos, total, header in iter_batches(view):
+        if total > max_batch_bytes:
+            raise RecordTooLarge(total, max_batch_bytes)
+        computed = crc32c(view[pos + _ATTRIBUTES_OFFSET : pos + total])
+        if computed != header.crc:
+            raise CorruptRecord(
+                f"record batch at byte {pos} is corrupt "
+                f"(stored crc = {header.crc}, computed crc = {computed})"
+            )
+        _check_client_rules(pos, header)
+        batches.append((pos, total, header))
+    return batches
+
+
+def _check_client_rules(pos: int, header: BatchHeader) -> None:
+    # LogValidator.validateBatch, origin CLIENT. One cheap test for the usual good batch;
+    # the messages are built only when something is wrong.
+    attributes, count = header.attributes, header.record_count
+    if (
+        (attributes & _COMPRESSION_MASK) <= COMPRESSION_ZSTD
+        and count > 0
+        and count == header.last_offset_delta + 1
+        and not attributes & _CONTROL_MASK
+        and (header.producer_id < 0 or header.base_sequence >= 0)
+    ):
+        return
+    where = f"record batch at byte {pos}"
+    if header.compression not in COMPRESSION_NAMES:
+        raise CorruptRecord(
+            f"{where} uses unknown compression codec {header.compression}",
+            error_code=INVALID_RECORD,
+        )
+    if header.record_count <= 0 or header.last_offset_delta < 0:
+        raise CorruptRecord(
+            f"{where} has an invalid record count {header.record_count} "
+            f"or last offset delta {header.last_offset_delta}",
+            error_code=INVALID_RECORD,
+        )
+    if header.record_count != header.last_offset_delta + 1:
+        raise CorruptRecord(
+            f"{where} has {header.record_count} records but last offset delta "
+            f"{header.last_offset_delta}",
+            error_code=INVALID_RECORD,
+        )
+    if header.is_control:
+        raise CorruptRecord(
+            f"{where}: clients are not allowed to write control records",
+            error_code=INVALID_RECORD,
+        )
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise CorruptRecord(
+            f"{where} has producer id {header.producer_id} but sequence {header.base_sequence}",
+            error_code=INVALID_RECORD,
+        )
+
+
+def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Set the baseOffset of the batch at `pos`; the CRC does not cover it (KIP-98)."""
+    _BASE_OFFSET.pack_into(buf, pos, base_offset)
+
+
+def batch_crc_ok(batch: BufferLike, header: BatchHeader) -> bool:
+    """Whether a single batch's stored CRC matches its bytes."""
+    view = memoryview(batch)
+    return crc32c(view[_ATTRIBUTES_OFFSET : header.size]) == header.crc
+
+
+# --- decoding records ------------------------------------------------------------------
+
+
+def decode_records(
+    batch: BufferLike, *, verify_crc: bool = True
+) -> tuple[BatchHeader, list[Record]]:
+    """Decode one whole batch: its header and its records, decompressed.
+
+    Offsets are absolute (baseOffset + offsetDelta). Timestamps are absolute; in a
+    LogAppendTime batch every record carries the batch's maxTimestamp, as in Kafka.
+    """
+    view = memoryview(batch)
+    _, total, header = _only_batch(view)
+    if verify_crc and not batch_crc_ok(view, header):
+        raise CorruptRecord(f"record batch is corrupt (stored crc = {header.crc})")
+    if header.record_count < 0:
+        raise CorruptRecord(f"record batch has a negative record count {header.record_count}")
+    payload = view[RECORD_BATCH_OVERHEAD:total]
+    codec = header.compression
+    data = bytes(payload) if codec == COMPRESSION_NONE else _decompress(codec, payload)
+    return header, _decode_record_list(data, header)
+
+
+def _only_batch(view: memoryview) -> tuple[int, int, BatchHeader]:
+    first = next(iter_batches(view), None)
+    if first is None:
+        raise CorruptRecord("empty buffer: no record batch")
+    if first[1] != len(view):
+        raise CorruptRecord(f"buffer holds {len(view)} bytes but the batch declares {first[1]}")
+    return first
+
+
+def _decode_record_list(data: bytes, header: BatchHeader) -> list[Record]:
+    log_append = header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
+    base_offset, base_timestamp = header.base_offset, header.base_timestamp
+    records = []
+    pos, end = 0, len(data)
+    for index in range(header.record_count):
+        length, pos = _read_varint(data, pos, end)
+        record_end = pos + length
+        if length < 0 or record_end > end:
+            raise CorruptRecord(f"record {index} declares {length} bytes, {end - pos} remain")
+        pos += 1  # attributes: unused in v2
+        timestamp_delta, pos = _read_varint(data, pos, record_end)
+        offset_delta, pos = _read_varint(data, pos, record_end)
+        key, pos = _read_bytes(data, pos, record_end)
+        value, pos = _read_bytes(data, pos, record_end)
+        header_count, pos = _read_varint(data, pos, record_end)
+        if header_count < 0:
+            raise CorruptRecord(f"record {index} has a negative header count {header_count}")
+        headers: list[tuple[str, bytes | None]] = []
+        for _ in range(header_count):
+            header_key, pos = _read_bytes(data, pos, record_end)
+            if header_key is None:
+                raise CorruptRecord(f"record {index} has a header with a null key")
+            header_value, pos = _read_bytes(data, pos, record_end)
+            try:
+                headers.append((header_key.decode("utf-8"), header_value))
+            except UnicodeDecodeError:
+                raise CorruptRecord(f"record {index} has a header key that is not UTF-8") from None
+        if pos != record_end:
+            raise CorruptRecord(
+                f"record {index} declares {length} bytes but its fields end "
+                f"{pos - record_end:+d} bytes away"
+            )
+        timestamp = header.max_timestamp if log_append else base_timestamp + timestamp_delta
+        records.append(Record(base_offset + offset_delta, timestamp, key, value, headers))
+    if pos != end:
+        raise CorruptRecord(f"{end - pos} bytes remain after the batch's {len(records)} records")
+    return records
+
+
+def _read_varint(data: bytes, pos: int, limit: int) -> tuple[int, int]:
+    """A zig-zag varint (or varlong, up to 10 bytes) at `pos`; (value, next position)."""
+    if pos < limit:
+        byte = data[pos]
+        if byte < 0x80:  # one byte: the common case for lengths and deltas
+            return (byte >> 1) ^ -(byte & 1), pos + 1
+    raw = shift = 0
+    while True:
+        if pos >= limit:
+            raise CorruptRecord("record truncated inside a varint")
+        byte = data[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift >= 70:
+            raise CorruptRecord("varint longer than 10 bytes")
+
+
+def _read_bytes(data: bytes, pos: int, limit: int) -> tuple[bytes | None, int]:
+    length, pos = _read_varint(data, pos, limit)
+    if length < 0:
+        if length != -1:
+            raise CorruptRecord(f"invalid field length {length}")
+        return None, pos
+    end = pos + length
+    if end > limit:
+        raise CorruptRecord(f"field of {length} bytes runs past the end of its record")
+    return data[pos:end], end
+
+
+# --- compression -------------------------------------------------------------------
+
+# Java's snappy-java SnappyOutputStream frames raw snappy blocks ("xerial" framing);
+# librdkafka and others may send plain raw snappy. We read both, write xerial.
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)  # version 1, min compatible 1
+_XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
+
+
+def _decompress(codec: int, payload: memoryview) -> bytes:
+    try:
+        if codec == COMPRESSION_GZIP:
+            return bytes(cramjam.gzip.decompress(payload))
+        if codec == COMPRESSION_SNAPPY:
+            return _snappy_decompress(payload)
+        if codec == COMPRESSION_LZ4:
+            # Magic v2 batches use the standard LZ4 frame format (KIP-57 fixed the
+            # header checksum that v0/v1 got wrong).
+            return bytes(cramjam.lz4.decompress(payload))
+        if codec == COMPRESSION_ZSTD:
+            return bytes(cramjam.zstd.decompress(payload))
+    except cramjam.DecompressionError as exc:
+        name = COMPRESSION_NAMES[codec]
+        raise CorruptRecord(f"cannot decompress {name} records: {exc}") from exc
+    raise CorruptRecord(f"unknown compression codec {codec}", error_code=INVALID_RECORD)
+
+
+def _snappy_decompress(payload: memoryview) -> bytes:
+    if bytes(payload[:8]) != _XERIAL_MAGIC or len(payload) < len(_XERIAL_HEADER):
+        return bytes(cramjam.snappy.decompress_raw(payload))
+    chunks = []
+    pos, end = len(_XERIAL_HEADER), len(payload)
+    while pos < end:
+        if end - pos < 4:
+            raise CorruptRecord("truncated xerial snappy block length")
+        (length,) = _INT32.unpack_from(payload, pos)
+        pos += 4
+        if length < 0 or pos + length > end:
+            raise CorruptRecord(f"xerial snappy block of {length} bytes runs past the end")
+        chunks.append(bytes(cramjam.snappy.decompress_raw(payload[pos : pos + length])))
+        pos += length
+    return b"".join(chunks)
+
+
+def _compress(codec: int, data: bytes) -> bytes:
+    if codec == COMPRESSION_GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == COMPRESSION_SNAPPY:
+        parts = [_XERIAL_HEADER]
+        for start in range(0, len(data), _XERIAL_BLOCK):
+            block = bytes(cramjam.snappy.compress_raw(data[start : start + _XERIAL_BLOCK]))
+            parts += (_INT32.pack(len(block)), block)
+        return b"".join(parts)
+    if codec == COMPRESSION_LZ4:
+        # Kafka's Lz4BlockInputStream decompresses each block on its own, so blocks must
+        # be independent; cramjam's one-shot lz4.compress links them.
+        compressor = cramjam.lz4.Compressor(block_linked=False, content_checksum=True)
+        compressor.compress(data)
+        return bytes(compressor.finish())
+    if codec == COMPRESSION_ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise ValueError(f"unknown compression codec {codec} (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)")
+
+
+# --- encoding ----------------------------------------------------------------------
+
+
+def encode_batch(
+    records: Sequence[RecordInput],
+    *,
+    base_offset: int = 0,
+    compression: int = COMPRESSION_NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    partition_leader_epoch: int = -1,
+    timestamp_type: int = TIMESTAMP_CREATE_TIME,
+    last_offset_delta: int | None = None,
+) -> bytes:
+    """Build one v2 batch with its CRC-32C, compressing the records with `compression`.
+
+    Offset deltas must increase; gaps are kept (compaction keeps original offsets).
+    `last_offset_delta` defaults to the last record's delta; compaction may pass the
+    original batch's, which Kafka keeps so producer sequence state survives cleaning.
+    An empty `records` gives an empty batch (base and max timestamp -1).
+    """
+    if compression not in COMPRESSION_NAMES:
+        raise ValueError(f"unknown compression codec {compression}")
+    if timestamp_type not in (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME):
+        raise ValueError("timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime)")
+    now_ms = time.time_ns() // 1_000_000
+    body = bytearray()
+    base_timestamp = max_timestamp = NO_TIMESTAMP
+    previous_delta = -1
+    for index, record in enumerate(records):
+        offset_delta = previous_delta + 1 if record.offset_delta is None else record.offset_delta
+        if not previous_delta < offset_delta <= _INT32_MAX:
+            raise ValueError(
+                f"record {index}: offset delta {offset_delta} must be above {previous_delta}"
+            )
+        previous_delta = offset_delta
+        timestamp = now_ms if record.timestamp is None else record.timestamp
+        if timestamp < NO_TIMESTAMP:
+            raise ValueError(f"record {index}: invalid negative timestamp {timestamp}")
+        if index == 0:
+            base_timestamp = timestamp
+        max_timestamp = max(max_timestamp, timestamp)
+        _encode_record(body, offset_delta, timestamp - base_timestamp, record)
+    if last_offset_delta is None:
+        last_offset_delta = max(previous_delta, 0)
+    elif last_offset_delta < previous_delta:
+        raise ValueError(
+            f"last_offset_delta {last_offset_delta} is below the last record's {previous_delta}"
+        )
+    payload = bytes(body)
+    if compression != COMPRESSION_NONE:
+        payload = _compress(compression, payload)
+
+    attributes = (
+        compression
+        | (timestamp_type << 3)
+        | (_TRANSACTIONAL_MASK if is_transactional else 0)
+        | (_CONTROL_MASK if is_control else 0)
+    )
+    out = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
+    _HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        len(out) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC,
+        0,  # CRC, filled in below
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
+    out[RECORD_BATCH_OVERHEAD:] = payload
+    _CRC.pack_into(out, _CRC_OFFSET, crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def _encode_record(
+    out: bytearray, offset_delta: int, timestamp_delta: int, record: RecordInput
+) -> None:
+    body = bytearray(b"\x00")  # attributes
+    _write_varint(body, timestamp_delta)
+    _write_varint(body, offset_delta)
+    _write_bytes(body, record.key)
+    _write_bytes(body, record.value)
+    _write_varint(body, len(record.headers))
+    for header_key, header_value in record.headers:
+        _write_bytes(
+            body, header_key.encode("utf-8") if isinstance(header_key, str) else header_key
+        )
+        _write_bytes(body, header_value)
+    _write_varint(out, len(body))
+    out += body
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    """Append `value` as a zig-zag varint (varlong for 64-bit values)."""
+    raw = (value << 1) ^ (value >> 63)
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+def _write_bytes(out: bytearray, value: bytes | None) -> None:
+    if value is None:
+        _write_varint(out, -1)
+        return
+    _write_varint(out, len(value))
+    out += value
