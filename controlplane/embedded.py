@@ -14,14 +14,16 @@ from pathlib import Path
 _servers: dict[str, object] = {}
 
 
-def postgres_url(data_dir: Path) -> str:
-    """Start (or attach to) the embedded PostgreSQL and return its URL."""
+def postgres_url(data_dir: Path, *, keep_running: bool = True) -> str:
+    """Start (or attach to) the embedded PostgreSQL and return its URL.
+
+    ``keep_running=False`` stops it when this process exits (the playground owns it).
+    """
     import pgserver  # imported lazily: production never needs it
 
     pgdata = data_dir / "postgres"
     pgdata.mkdir(parents=True, exist_ok=True)
-    # Keep the server running after this process exits: other processes use it too.
-    server = pgserver.get_server(pgdata, cleanup_mode=None)
+    server = pgserver.get_server(pgdata, cleanup_mode=None if keep_running else "stop")
     _servers["postgres"] = server
     return server.get_uri()
 

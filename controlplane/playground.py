@@ -52,7 +52,7 @@ def main() -> int:
     env["FLOE_KAFKA_PORT"] = str(kafka_port)
     env.setdefault("PYTHONUNBUFFERED", "1")
     # Start the embedded services here, once, and hand their URLs to every child.
-    env["DATABASE_URL"] = env.get("DATABASE_URL") or postgres_url(data_dir)
+    env["DATABASE_URL"] = env.get("DATABASE_URL") or postgres_url(data_dir, keep_running=False)
     env["REDIS_URL"] = env.get("REDIS_URL") or redis_url(data_dir)
     logs = data_dir / "logs"
     logs.mkdir(exist_ok=True)

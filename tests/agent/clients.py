@@ -1,0 +1,72 @@
+"""Small helpers that drive real Kafka clients against an agent, bounded in time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+JS_DIR = Path(__file__).resolve().parents[1] / "js"
+
+
+def confluent_produce(bootstrap: str, topic: str, messages, *, partition=None, **config) -> list:
+    """Produce (key, value, headers) tuples with librdkafka; returns delivered offsets."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 30000, **config}
+    )
+    results: list = []
+    for key, value, headers in messages:
+        kwargs = {"key": key, "value": value, "headers": headers or None}
+        if partition is not None:
+            kwargs["partition"] = partition
+        producer.produce(
+            topic,
+            on_delivery=lambda err, msg: results.append(err or (msg.partition(), msg.offset())),
+            **kwargs,
+        )
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    errors = [r for r in results if not isinstance(r, tuple)]
+    assert not errors, errors[:3]
+    return results
+
+
+def confluent_consume(
+    bootstrap: str, topic: str, partitions: list[int], count: int, *, timeout: float = 30.0
+):
+    """Read ``count`` messages from the start of the partitions with manual assignment."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    out = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            assert not message.error(), message.error()
+            out.append(message)
+    finally:
+        consumer.close()
+    return out
+
+
+def kafkajs(script: str, env: dict, timeout: float = 60.0) -> dict:
+    """Run a kafkajs script (in tests/js) and parse the JSON it prints last."""
+    done = subprocess.run(
+        ["node", "-e", script], cwd=JS_DIR, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
