@@ -2,7 +2,8 @@
 
 For 1, 8 and 32 concurrent committers, each commit is one file with 100 batches over 50
 partitions (of a 256-partition topic): prints commits/s, batches/s and p50/p99 commit
-latency. Then fetch-plan calls/s for 100 partitions. Prints one JSON object.
+latency. Then fetch-plan calls/s for 100 partitions, for consumers at the tail (the last few
+batches of each partition) and catching up (1 MiB per partition from offset 0). Prints one JSON object.
 
     .venv/bin/python bench/metadata_commit.py [--seconds 10]
 """
@@ -150,7 +151,7 @@ def main() -> None:
 
     cluster, key = make_cluster("bench")
     topic = topic_create(cluster=cluster, name="bench", num_partitions=PARTITIONS)
-    results = {"commit": [], "fetch_plan": None}
+    results = {"commit": [], "fetch_plan": []}
     with control_plane(env) as url:
         Client(url, key).call(
             "commit", commit_body(cluster.public_id, str(topic.id), "warm", random.Random(0))
@@ -160,7 +161,10 @@ def main() -> None:
                 run_commits(url, key, cluster.public_id, str(topic.id), n, args.seconds)
             )
             print(json.dumps(results["commit"][-1]), flush=True)
-        results["fetch_plan"] = run_fetch_plans(url, key, str(topic.id), args.seconds)
+        for tail in (True, False):
+            results["fetch_plan"].append(
+                run_fetch_plans(url, key, str(topic.id), args.seconds, tail=tail)
+            )
     print(json.dumps(results, indent=2))
 
 

@@ -3,6 +3,7 @@
 from django.urls import path
 
 from . import agent_api as a
+from . import agent_groups as g
 
 urlpatterns = [
     path("register", a.register),
@@ -20,4 +21,8 @@ urlpatterns = [
     path("topics/alter-configs", a.topics_alter_configs_view),
     path("offsets/commit", a.offsets_commit),
     path("offsets/fetch", a.offsets_fetch),
+    path("offsets/delete", g.offsets_delete),
+    path("groups/report", g.groups_report),
+    path("groups/list", g.groups_list),
+    path("groups/delete", g.groups_delete_view),
 ]

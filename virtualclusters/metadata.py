@@ -17,7 +17,7 @@ from django.db import connection, transaction
 
 from agents.protocol.errors import ErrorCode
 
-FETCH_PLAN_MAX_BATCHES = 500  # per partition and call; the client simply fetches again
+FETCH_PLAN_MAX_BATCHES = 128  # per partition and call; the client simply fetches again
 
 
 @dataclass(slots=True)
@@ -166,13 +166,14 @@ def fetch_plan(*, cluster_id: int, partitions: list[dict], max_bytes: int) -> li
         # Per partition: batches from the offset on while the running byte count stays
         # under the partition's budget (plus the batch that crosses it: KIP-74).
         cursor.execute(
-            "SELECT r.i, b.base_offset, b.last_offset, b.position, b.length, f.key"
+            "SELECT r.i, b.base_offset, b.last_offset, b.position, b.length,"
+            " (SELECT key FROM floe_file WHERE id = b.file_id)"
             " FROM unnest(%s::int[], %s::bigint[], %s::bigint[], %s::bigint[]) AS r(i, pid, off, budget)"
             " CROSS JOIN LATERAL (SELECT * FROM (SELECT base_offset, last_offset, position, length, file_id,"
             "   sum(length) OVER (ORDER BY last_offset) - length AS before"
             "   FROM (SELECT * FROM floe_batch WHERE partition_id = r.pid AND last_offset >= r.off"
             "         ORDER BY last_offset LIMIT %s) x) y WHERE y.before < r.budget) b"
-            " JOIN floe_file f ON f.id = b.file_id ORDER BY r.i, b.last_offset",
+            " ORDER BY r.i, b.last_offset",
             [
                 [t[0] for t in to_read],
                 [t[1] for t in to_read],

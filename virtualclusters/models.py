@@ -148,6 +148,10 @@ class SegmentFile(models.Model):
 class Batch(models.Model):
     """One record batch: where it lives and which offsets the metadata store gave it."""
 
+    # Offsets are dense and batches never overlap, so (partition, last offset) identifies a
+    # batch; fetch plans and offset lookups walk a partition by last offset. No surrogate
+    # id: every index on this, the hottest table, costs on every commit.
+    pk = models.CompositePrimaryKey("partition", "last_offset")
     partition = models.ForeignKey(Partition, on_delete=models.CASCADE, db_constraint=False)
     base_offset = models.BigIntegerField()
     last_offset = models.BigIntegerField()
@@ -162,13 +166,6 @@ class Batch(models.Model):
 
     class Meta:
         db_table = "floe_batch"
-        constraints = [
-            # Offsets are dense and batches never overlap, so last offsets are unique too;
-            # fetch plans and offset lookups walk a partition by last offset.
-            models.UniqueConstraint(
-                fields=["partition", "last_offset"], name="batch_last_offset_unique"
-            )
-        ]
         indexes = [models.Index(fields=["file"], name="batch_file_idx")]
 
 
@@ -239,3 +236,26 @@ class Agent(models.Model):
     class Meta:
         db_table = "floe_agent"
         constraints = [models.UniqueConstraint(fields=["cluster", "agent_id"], name="agent_unique")]
+
+
+class GroupReport(models.Model):
+    """A consumer group as its coordinator agent last reported it: state, members and
+    their assignments (groups.py). Live while `reported_at` is within the agent liveness
+    window; committed offsets are `GroupOffset` rows, independent of this."""
+
+    cluster = models.ForeignKey(VirtualCluster, on_delete=models.CASCADE)
+    group_id = models.CharField(max_length=255)
+    agent_id = models.CharField(max_length=64)
+    state = models.CharField(max_length=32)
+    protocol_type = models.CharField(max_length=64, blank=True, default="")
+    protocol = models.CharField(max_length=255, blank=True, default="")
+    generation = models.IntegerField(default=0)
+    leader = models.CharField(max_length=255, blank=True, default="")
+    members = models.JSONField(default=list, blank=True)
+    reported_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "floe_group_report"
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "group_id"], name="group_report_unique")
+        ]
