@@ -1,11 +1,35 @@
-"""The web console's pages (placeholder until the console lands)."""
+"""The web console's pages. Public ids only in URLs; every write is a POST."""
 
-from django.http import HttpResponse
+from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import path
 
+from controlplane.console import accounts, agent_keys, api_keys, clusters
 
-def dashboard(request):
-    return HttpResponse("Floe console")
+urlpatterns = [
+    path("signup", accounts.signup, name="signup"),
+    path("login", accounts.log_in, name="login"),
+    path("logout", accounts.log_out, name="logout"),
+    path("", clusters.dashboard, name="dashboard"),
+    path("clusters/new", clusters.cluster_new, name="cluster-new"),
+    path("clusters/<str:cluster_id>/", clusters.cluster_detail, name="cluster-detail"),
+    path("clusters/<str:cluster_id>/config", clusters.cluster_config, name="cluster-config"),
+    path("clusters/<str:cluster_id>/rename", clusters.cluster_rename, name="cluster-rename"),
+    path("clusters/<str:cluster_id>/delete", clusters.cluster_delete, name="cluster-delete"),
+    path(
+        "clusters/<str:cluster_id>/agent-keys/new",
+        agent_keys.agent_key_create,
+        name="agent-key-create",
+    ),
+    path(
+        "clusters/<str:cluster_id>/agent-keys/<str:key_id>/revoke",
+        agent_keys.agent_key_revoke,
+        name="agent-key-revoke",
+    ),
+    path("api-keys", api_keys.api_key_list, name="console-api-keys"),
+    path("api-keys/new", api_keys.api_key_create, name="console-api-key-create"),
+    path("api-keys/<str:key_id>/revoke", api_keys.api_key_revoke, name="console-api-key-revoke"),
+]
 
-
-urlpatterns = [path("", dashboard, name="dashboard")]
+# DEBUG only (`make run`): serve templates/static. Production runs `collectstatic` into
+# STATIC_ROOT and lets the web server serve it; the tests' live server serves it itself.
+urlpatterns += staticfiles_urlpatterns()

@@ -1,8 +1,8 @@
 """Template context for every console page."""
 
-from .services import organization_for_user
+from .console.tenancy import current_org
 
 
 def console(request) -> dict:
     user = getattr(request, "user", None)
-    return {"current_org": organization_for_user(user) if user is not None else None}
+    return {"current_org": current_org(request) if user is not None else None}

@@ -72,10 +72,20 @@ def cluster_create(
     *, organization: Organization, name: str, config: dict | None = None
 ) -> VirtualCluster:
     """A new virtual cluster in ``organization``; names are unique per organization."""
-    name = _clean_cluster_name(name)
-    clean = _check_config(config or {})
-    if VirtualCluster.objects.filter(organization=organization, name=name).exists():
-        raise ValidationError({"name": ["A cluster with this name already exists."]})
+    errors: dict[str, list[str]] = {}
+    clean: dict = {}
+    try:  # collect the name's and the configuration's problems together
+        name = _clean_cluster_name(name)
+        if VirtualCluster.objects.filter(organization=organization, name=name).exists():
+            errors["name"] = ["A cluster with this name already exists."]
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    try:
+        clean = _check_config(config or {})
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    if errors:
+        raise ValidationError(errors)
     return VirtualCluster.objects.create(organization=organization, name=name, **clean)
 
 
