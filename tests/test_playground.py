@@ -29,7 +29,11 @@ def playground(tmp_path_factory):
     """``python -m controlplane.playground`` as ``make run`` starts it, on free ports,
     with no DATABASE_URL / REDIS_URL: only embedded parts."""
     data_dir = tmp_path_factory.mktemp("playground")
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "PYTEST_VERSION")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "REDIS_URL", "PYTEST_VERSION")
+    }
     env.update(
         FLOE_DATA_DIR=str(data_dir),
         FLOE_HTTP_PORT=str(_free_port()),
@@ -77,7 +81,8 @@ def test_make_run_prints_a_console_that_answers_within_60_seconds(playground):
     with urllib.request.urlopen(found["console"], timeout=10) as response:
         assert response.status == 200
     request = urllib.request.Request(
-        found["console"] + "api/v1/clusters/", headers={"Authorization": f"Bearer {found['api-key']}"}
+        found["console"] + "api/v1/clusters/",
+        headers={"Authorization": f"Bearer {found['api-key']}"},
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         assert found["cluster"] in response.read().decode()
@@ -99,7 +104,9 @@ def test_a_kafka_client_produces_and_consumes_through_the_playground(playground)
         )
     assert producer.flush(30) == 0
     assert sorted(delivered) == list(range(20))
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "playground-test", "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "playground-test", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition("playground-demo", 0, 0)])
     values = []
     deadline = time.monotonic() + 30

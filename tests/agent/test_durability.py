@@ -57,7 +57,9 @@ def test_a_multi_partition_produce_is_all_or_nothing_when_the_commit_fails(
         ) == [0, 0, 0]
         proxy.fail_commits = False
         for p in range(3):
-            assert confluent_produce(a.bootstrap, "atomic", [(None, b"ok-%d" % p, None)], partition=p) == [(p, 0)]
+            assert confluent_produce(
+                a.bootstrap, "atomic", [(None, b"ok-%d" % p, None)], partition=p
+            ) == [(p, 0)]
         got = confluent_consume(a.bootstrap, "atomic", [0, 1, 2], 3)
         assert sorted(m.value() for m in got) == [b"ok-0", b"ok-1", b"ok-2"]
         assert all(m.offset() == 0 for m in got), "the failed request left nothing behind"
