@@ -146,7 +146,7 @@ def init_producer_id(cluster: VirtualCluster, body: dict) -> dict:
 
 @_endpoint
 def topics_list_view(cluster: VirtualCluster, body: dict) -> dict:
-    return topics_list(cluster, body.get("names"))
+    return topics_list(cluster, body.get("names"), body.get("topic_ids"))
 
 
 @_endpoint

@@ -6,6 +6,7 @@ Kafka refusals become ``error_code``/``error_message`` pairs, never HTTP errors.
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 from django.conf import settings
@@ -29,10 +30,18 @@ def _topic_json(topic: Topic) -> dict:
     }
 
 
-def topics_list(cluster: VirtualCluster, names: list | None) -> dict:
+def topics_list(cluster: VirtualCluster, names: list | None, topic_ids: list | None = None) -> dict:
     topics = Topic.objects.filter(cluster=cluster).order_by("name")
     if names is not None:
         topics = topics.filter(name__in=[str(n) for n in names])
+    if topic_ids is not None:
+        valid = []
+        for value in topic_ids:
+            try:
+                valid.append(uuid.UUID(str(value)))
+            except ValueError:
+                continue  # a malformed id names no topic
+        topics = topics.filter(id__in=valid)
     return {"topics": [_topic_json(t) for t in topics]}
 
 

@@ -1,6 +1,6 @@
 """``/agent/v1/``: the metadata API agents call (AGENT_API.md)."""
 
-from django.urls import path
+from django.urls import include, path
 
 from . import agent_api as a
 from . import agent_groups as g
@@ -25,4 +25,5 @@ urlpatterns = [
     path("groups/report", g.groups_report),
     path("groups/list", g.groups_list),
     path("groups/delete", g.groups_delete_view),
+    path("", include("virtualclusters.agent_security_urls")),
 ]

@@ -180,3 +180,10 @@ def test_heartbeat_lists_live_agents_and_config(agent_api, alice):
     assert answer["cluster"]["id"] == alice["cluster"].public_id
     assert answer["cluster"]["config"]["max_flush_age_ms"] == 250
     assert [a["agent_id"] for a in answer["agents"]] == ["agt-1", "agt-2"]
+
+
+def test_topics_can_be_listed_by_id(agent_api):
+    tid = agent_api.create_topic("by-id")
+    agent_api.create_topic("other")
+    listed = agent_api("topics/list", {"topic_ids": [tid, "not-a-uuid"]})["topics"]
+    assert [(t["name"], t["topic_id"]) for t in listed] == [("by-id", tid)]

@@ -1,0 +1,227 @@
+"""The agent's settings: command-line flags, each with an environment fallback.
+
+`parse_config(argv, environ)` is pure so tests can drive it; a bad value raises
+`ConfigError` with one line of text, which `__main__` prints before exiting with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+DEFAULT_KAFKA_PORT = 9092
+DEFAULT_HTTP_PORT = 8080
+DEFAULT_BATCH_TIMEOUT_MS = 250
+MIN_BATCH_TIMEOUT_MS = 5
+DEFAULT_BATCH_MAX_BYTES = 8 * 1024 * 1024
+DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
+# Kafka's socket.request.max.bytes: the largest request frame a client may send.
+DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
+
+
+class ConfigError(Exception):
+    """A flag or environment variable has a bad value; the message is one line."""
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Everything the agent process is told at start; see `_build_parser` for meanings."""
+
+    control_plane_url: str
+    agent_key: str
+    bucket_url: str
+    agent_id: str
+    host: str = "127.0.0.1"
+    advertise_host: str = "127.0.0.1"
+    kafka_port: int = DEFAULT_KAFKA_PORT
+    http_port: int = DEFAULT_HTTP_PORT
+    zone: str = ""
+    batch_timeout_ms: int = DEFAULT_BATCH_TIMEOUT_MS
+    batch_max_bytes: int = DEFAULT_BATCH_MAX_BYTES
+    cache_bytes: int = DEFAULT_CACHE_BYTES
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    log_level: str = "INFO"
+    require_sasl: bool = False  # refuse every request but ApiVersions/SASL until logged in
+    tls_cert: str | None = None  # PEM certificate (chain) of the Kafka listener
+    tls_key: str | None = None
+    tls_client_ca: str | None = None  # mutual TLS: client certificates signed by this CA
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse prints usage plus the error on two lines; we want exactly one."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ConfigError(message)
+
+
+def _positive_int(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _port(text: str) -> int:
+    value = _positive_int(0)(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port: {value}")
+    return value
+
+
+def _build_parser() -> _OneLineParser:
+    parser = _OneLineParser(
+        prog="floe-agent",
+        description="Floe agent: a stateless Kafka-protocol server writing to object storage.",
+    )
+    add = parser.add_argument
+    add("--control-plane-url", help="control plane base URL [FLOE_CONTROL_PLANE_URL]")
+    add("--agent-key", help="agent key of the virtual cluster [FLOE_AGENT_KEY]")
+    add("--bucket-url", help="file:///dir, s3://bucket?... or mem://name [FLOE_BUCKET_URL]")
+    add("--agent-id", help="stable agent id (default: random agt-…) [FLOE_AGENT_ID]")
+    add("--host", help="address to bind (default 127.0.0.1) [FLOE_HOST]")
+    add("--advertise-host", help="host clients should connect to [FLOE_ADVERTISE_HOST]")
+    add("--kafka-port", type=_port, help="Kafka port (default 9092) [FLOE_KAFKA_PORT]")
+    add("--http-port", type=_port, help="/healthz and /metrics port (8080) [FLOE_HTTP_PORT]")
+    add("--zone", help="availability zone of this agent [FLOE_ZONE]")
+    add(
+        "--batch-timeout",
+        type=_positive_int(MIN_BATCH_TIMEOUT_MS),
+        help="flush a segment after this many ms (default 250, min 5) [FLOE_BATCH_TIMEOUT]",
+    )
+    add(
+        "--batch-max-bytes",
+        type=_positive_int(1024),
+        help="flush a segment at this size (default 8 MiB) [FLOE_BATCH_MAX_BYTES]",
+    )
+    add(
+        "--cache-bytes",
+        type=_positive_int(0),
+        help="read cache size in bytes (default 256 MiB) [FLOE_CACHE_BYTES]",
+    )
+    add("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="[FLOE_LOG_LEVEL]")
+    add(
+        "--require-sasl",
+        action="store_true",
+        default=None,
+        help="clients must log in with SASL PLAIN or SCRAM first [FLOE_REQUIRE_SASL]",
+    )
+    add("--tls-cert", help="PEM certificate: serve Kafka over TLS [FLOE_TLS_CERT]")
+    add("--tls-key", help="PEM private key of --tls-cert [FLOE_TLS_KEY]")
+    add(
+        "--tls-client-ca",
+        help="PEM CA: require client certificates (mTLS) [FLOE_TLS_CLIENT_CA]",
+    )
+    return parser
+
+
+# flag destination -> (environment variable, parser for the environment's text)
+_ENV = {
+    "control_plane_url": ("FLOE_CONTROL_PLANE_URL", str),
+    "agent_key": ("FLOE_AGENT_KEY", str),
+    "bucket_url": ("FLOE_BUCKET_URL", str),
+    "agent_id": ("FLOE_AGENT_ID", str),
+    "host": ("FLOE_HOST", str),
+    "advertise_host": ("FLOE_ADVERTISE_HOST", str),
+    "kafka_port": ("FLOE_KAFKA_PORT", _port),
+    "http_port": ("FLOE_HTTP_PORT", _port),
+    "zone": ("FLOE_ZONE", str),
+    "batch_timeout": ("FLOE_BATCH_TIMEOUT", _positive_int(MIN_BATCH_TIMEOUT_MS)),
+    "batch_max_bytes": ("FLOE_BATCH_MAX_BYTES", _positive_int(1024)),
+    "cache_bytes": ("FLOE_CACHE_BYTES", _positive_int(0)),
+    "log_level": ("FLOE_LOG_LEVEL", str.upper),
+    "require_sasl": ("FLOE_REQUIRE_SASL", _boolean),
+    "tls_cert": ("FLOE_TLS_CERT", str),
+    "tls_key": ("FLOE_TLS_KEY", str),
+    "tls_client_ca": ("FLOE_TLS_CLIENT_CA", str),
+}
+
+
+def parse_config(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> AgentConfig:
+    """Flags first, then `FLOE_*` environment variables, then defaults."""
+    environ = os.environ if environ is None else environ
+    args = _build_parser().parse_args(argv)
+    values: dict[str, object] = {}
+    for dest, (env_name, parse) in _ENV.items():
+        value = getattr(args, dest)
+        if value is None and environ.get(env_name):
+            try:
+                value = parse(environ[env_name])
+            except (argparse.ArgumentTypeError, ValueError) as exc:
+                raise ConfigError(f"{env_name}: {exc}") from None
+        values[dest] = value
+
+    for dest, flag in (
+        ("control_plane_url", "--control-plane-url"),
+        ("agent_key", "--agent-key"),
+        ("bucket_url", "--bucket-url"),
+    ):
+        if not values[dest]:
+            env_name = _ENV[dest][0]
+            raise ConfigError(f"{flag} (or {env_name}) is required")
+
+    url = str(values["control_plane_url"]).rstrip("/")
+    if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+        raise ConfigError(f"--control-plane-url must be an http(s) URL, got {url!r}")
+    bucket = str(values["bucket_url"])
+    if urlsplit(bucket).scheme not in ("file", "mem", "s3"):
+        raise ConfigError(f"--bucket-url must be file://, mem:// or s3://, got {bucket!r}")
+    if values["log_level"] not in (None, "DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ConfigError(f"FLOE_LOG_LEVEL: unknown level {values['log_level']!r}")
+
+    if bool(values["tls_cert"]) != bool(values["tls_key"]):
+        raise ConfigError("--tls-cert and --tls-key go together")
+    if values["tls_client_ca"] and not values["tls_cert"]:
+        raise ConfigError("--tls-client-ca needs --tls-cert and --tls-key")
+
+    agent_id = str(values["agent_id"] or f"agt-{secrets.token_hex(6)}")
+    # The id is part of object keys and metric labels: keep it to safe characters.
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", agent_id):
+        raise ConfigError(
+            f"--agent-id must be 1-64 letters, digits, '.', '_' or '-', got {agent_id!r}"
+        )
+
+    host = values["host"] or "127.0.0.1"
+    advertise = values["advertise_host"] or (host if host not in ("0.0.0.0", "::") else "127.0.0.1")
+    return AgentConfig(
+        control_plane_url=url,
+        agent_key=str(values["agent_key"]),
+        bucket_url=bucket,
+        agent_id=agent_id,
+        host=str(host),
+        advertise_host=str(advertise),
+        kafka_port=DEFAULT_KAFKA_PORT if values["kafka_port"] is None else values["kafka_port"],
+        http_port=DEFAULT_HTTP_PORT if values["http_port"] is None else values["http_port"],
+        zone=str(values["zone"] or ""),
+        batch_timeout_ms=values["batch_timeout"] or DEFAULT_BATCH_TIMEOUT_MS,
+        batch_max_bytes=values["batch_max_bytes"] or DEFAULT_BATCH_MAX_BYTES,
+        cache_bytes=(
+            DEFAULT_CACHE_BYTES if values["cache_bytes"] is None else values["cache_bytes"]
+        ),
+        log_level=str(values["log_level"] or "INFO"),
+        require_sasl=bool(values["require_sasl"]),
+        tls_cert=str(values["tls_cert"]) if values["tls_cert"] else None,
+        tls_key=str(values["tls_key"]) if values["tls_key"] else None,
+        tls_client_ca=str(values["tls_client_ca"]) if values["tls_client_ca"] else None,
+    )

@@ -1,0 +1,148 @@
+"""The agent's client for the control plane's metadata API (virtualclusters/AGENT_API.md).
+
+One aiohttp session with keep-alive for the process: commits and fetch plans are the
+hot path, and a fresh TCP (or TLS) connection per call would dominate their latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+import aiohttp
+
+from agents.metrics import Histogram
+
+log = logging.getLogger(__name__)
+
+_LATENCY = Histogram(
+    "floe_control_plane_call_seconds",
+    "Latency of metadata API calls, by call name and outcome.",
+    ("call", "outcome"),
+)
+
+
+class ControlPlaneError(Exception):
+    """A call failed. `retriable` says whether trying again may help."""
+
+    retriable = True
+
+
+class ControlPlaneUnavailable(ControlPlaneError):
+    """Connection refused, timeout or HTTP 5xx: the outcome of the call is unknown for
+    writes that timed out, and certainly nothing for a 5xx (AGENT_API.md)."""
+
+    def __init__(self, message: str, *, outcome_unknown: bool) -> None:
+        super().__init__(message)
+        self.outcome_unknown = outcome_unknown
+
+
+class ControlPlaneRejected(ControlPlaneError):
+    """HTTP 4xx other than 401: our request was wrong; retrying will not help."""
+
+    retriable = False
+
+
+class AgentKeyRejected(ControlPlaneRejected):
+    """HTTP 401: the agent key is missing, unknown or revoked."""
+
+
+class ControlPlaneClient:
+    """`await client.call("commit", {...})` → the decoded JSON answer."""
+
+    def __init__(self, base_url: str, agent_key: str, *, timeout_s: float = 15.0) -> None:
+        self.base_url = base_url.rstrip("/") + "/agent/v1/"
+        self._headers = {
+            "Authorization": f"Bearer {agent_key}",
+            "Content-Type": "application/json",
+        }
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=min(5.0, timeout_s))
+        self._session: aiohttp.ClientSession | None = None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            # limit: concurrent calls beyond this queue in aiohttp rather than opening
+            # ever more connections to a control plane that is already slow.
+            connector = aiohttp.TCPConnector(limit=64, keepalive_timeout=30)
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=self._timeout, headers=self._headers
+            )
+        return self._session
+
+    async def close(self) -> None:
+        """Close the keep-alive connections."""
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+
+    async def call(self, name: str, body: dict[str, Any], *, timeout_s: float | None = None) -> Any:
+        """POST `body` to `/agent/v1/<name>` and return the decoded answer.
+
+        Raises `AgentKeyRejected` (401), `ControlPlaneRejected` (other 4xx) or
+        `ControlPlaneUnavailable` (transport errors, timeouts, 5xx).
+        """
+        session = self._get_session()
+        data = json.dumps(body, separators=(",", ":"))
+        started = time.perf_counter()
+        outcome = "error"
+        timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s else None
+        try:
+            async with session.post(self.base_url + name, data=data, timeout=timeout) as resp:
+                payload = await resp.read()
+                if resp.status == 200:
+                    outcome = "ok"
+                    return json.loads(payload)
+                outcome = str(resp.status)
+                message = _error_text(payload) or resp.reason or ""
+                if resp.status == 401:
+                    raise AgentKeyRejected(f"control plane rejected the agent key: {message}")
+                if 400 <= resp.status < 500:
+                    raise ControlPlaneRejected(f"{name}: HTTP {resp.status}: {message}")
+                raise ControlPlaneUnavailable(
+                    f"{name}: HTTP {resp.status}: {message}", outcome_unknown=False
+                )
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            # Refused before sending → nothing happened; dropped mid-call → unknown.
+            unknown = not isinstance(
+                exc, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+            )
+            raise ControlPlaneUnavailable(
+                f"{name}: {type(exc).__name__}: {exc}", outcome_unknown=unknown
+            ) from exc
+        except TimeoutError as exc:
+            outcome = "timeout"
+            raise ControlPlaneUnavailable(f"{name}: timed out", outcome_unknown=True) from exc
+        except ValueError as exc:  # undecodable JSON in a 200
+            raise ControlPlaneUnavailable(
+                f"{name}: bad answer: {exc}", outcome_unknown=True
+            ) from exc
+        finally:
+            _LATENCY.observe(time.perf_counter() - started, name, outcome)
+
+    async def call_with_retries(
+        self, name: str, body: dict[str, Any], *, attempts: int = 3, first_delay_s: float = 0.05
+    ) -> Any:
+        """`call`, retried with backoff on `ControlPlaneUnavailable` (idempotent calls only)."""
+        delay = first_delay_s
+        for attempt in range(attempts):
+            try:
+                return await self.call(name, body)
+            except ControlPlaneUnavailable as exc:
+                if attempt == attempts - 1:
+                    raise
+                log.warning("%s failed (%s); retrying in %.2fs", name, exc, delay)
+                await asyncio.sleep(delay)
+                delay *= 4
+        raise AssertionError("unreachable")
+
+
+def _error_text(payload: bytes) -> str:
+    try:
+        decoded = json.loads(payload)
+    except ValueError:
+        return payload[:200].decode("utf-8", "replace")
+    if isinstance(decoded, dict) and "error" in decoded:
+        return str(decoded["error"])
+    return str(decoded)[:200]

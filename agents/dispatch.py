@@ -1,0 +1,269 @@
+"""Routes a decoded request to its handler and turns the handler's answer into bytes.
+
+A handler is `async (ctx, header, body) -> dict | None` (None: send nothing, as for
+acks=0 produces). Handler bugs never reach the connection: they are logged with their
+traceback and answered with UNKNOWN_SERVER_ERROR where the API has a place for an
+error code, else the connection is closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agents import handlers_cluster as cluster
+from agents import handlers_configs as configs
+from agents import handlers_group_offsets as group_offsets
+from agents import handlers_groups as groups
+from agents import handlers_offsets as offsets
+from agents import handlers_produce as produce
+from agents import handlers_topics as topics
+from agents import read_path
+from agents.context import AgentContext
+from agents.control_plane import ControlPlaneError
+from agents.metrics import Counter, Histogram
+from agents.protocol import SUPPORTED_VERSIONS, ApiKey, RequestHeader, encode_response
+from agents.protocol.errors import ErrorCode
+from agents.security import acl_handlers, sasl
+from agents.security.authorization import authorized_call
+from agents.security.session import CURRENT_SESSION, Session
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[AgentContext, RequestHeader, dict[str, Any]], Awaitable[dict | None]]
+
+# What this agent serves, and from which version (the codec may know older ones we
+# do not want: Fetch < 4 has no log start offset, Produce < 3 no magic-2 batches).
+HANDLERS: dict[ApiKey, tuple[Handler, int]] = {
+    ApiKey.PRODUCE: (produce.handle_produce, 3),
+    ApiKey.FETCH: (read_path.handle_fetch, 4),
+    ApiKey.LIST_OFFSETS: (offsets.handle_list_offsets, 1),
+    ApiKey.METADATA: (cluster.handle_metadata, 0),
+    ApiKey.CREATE_TOPICS: (topics.handle_create_topics, 0),
+    ApiKey.DELETE_TOPICS: (topics.handle_delete_topics, 0),
+    ApiKey.CREATE_PARTITIONS: (topics.handle_create_partitions, 0),
+    ApiKey.DESCRIBE_CONFIGS: (configs.handle_describe_configs, 0),
+    ApiKey.ALTER_CONFIGS: (configs.handle_alter_configs, 0),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (configs.handle_incremental_alter_configs, 0),
+    ApiKey.INIT_PRODUCER_ID: (cluster.handle_init_producer_id, 0),
+    ApiKey.DELETE_RECORDS: (offsets.handle_delete_records, 0),
+    ApiKey.DESCRIBE_CLUSTER: (cluster.handle_describe_cluster, 0),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (offsets.handle_offset_for_leader_epoch, 0),
+    # Consumer groups (handlers_groups, handlers_group_offsets).
+    ApiKey.FIND_COORDINATOR: (groups.handle_find_coordinator, 0),
+    ApiKey.JOIN_GROUP: (groups.handle_join_group, 0),
+    ApiKey.SYNC_GROUP: (groups.handle_sync_group, 0),
+    ApiKey.HEARTBEAT: (groups.handle_heartbeat, 0),
+    ApiKey.LEAVE_GROUP: (groups.handle_leave_group, 0),
+    ApiKey.DESCRIBE_GROUPS: (groups.handle_describe_groups, 0),
+    ApiKey.LIST_GROUPS: (groups.handle_list_groups, 0),
+    ApiKey.DELETE_GROUPS: (groups.handle_delete_groups, 0),
+    ApiKey.OFFSET_COMMIT: (group_offsets.handle_offset_commit, 0),
+    ApiKey.OFFSET_FETCH: (group_offsets.handle_offset_fetch, 0),
+    ApiKey.OFFSET_DELETE: (group_offsets.handle_offset_delete, 0),
+    # Security (agents/security): SASL, and ACLs stored by the control plane.
+    ApiKey.SASL_HANDSHAKE: (sasl.handle_sasl_handshake, 0),
+    ApiKey.SASL_AUTHENTICATE: (sasl.handle_sasl_authenticate, 0),
+    ApiKey.CREATE_ACLS: (acl_handlers.handle_create_acls, 0),
+    ApiKey.DESCRIBE_ACLS: (acl_handlers.handle_describe_acls, 0),
+    ApiKey.DELETE_ACLS: (acl_handlers.handle_delete_acls, 0),
+}
+
+REQUESTS_TOTAL = Counter(
+    "floe_requests_total",
+    "Kafka requests answered, by API and top-level error code.",
+    ("api", "error"),
+)
+_LATENCY = Histogram("floe_request_seconds", "Kafka request handling time, by API.", ("api",))
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; the connection must be closed (Kafka does).
+
+    `final_response`, when given, is written before closing (a failed SASL login's answer).
+    """
+
+    def __init__(self, message: str, final_response: bytes | None = None) -> None:
+        super().__init__(message)
+        self.final_response = final_response
+
+
+def served_versions() -> dict[ApiKey, tuple[int, int]]:
+    """API key → (min, max) version this agent serves: our handlers ∩ the codec."""
+    served = {}
+    for api_key, (_, min_version) in HANDLERS.items():
+        if api_key not in SUPPORTED_VERSIONS:
+            continue
+        lo, hi = SUPPORTED_VERSIONS[api_key]
+        if max(lo, min_version) <= hi:
+            served[api_key] = (max(lo, min_version), hi)
+    if ApiKey.API_VERSIONS in SUPPORTED_VERSIONS:
+        served[ApiKey.API_VERSIONS] = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
+    return dict(sorted(served.items()))
+
+
+class Dispatcher:
+    """`await dispatcher.dispatch(header, body)` → response bytes, or None for no response."""
+
+    def __init__(self, ctx: AgentContext) -> None:
+        self.ctx = ctx
+        self.versions = served_versions()
+        self._api_versions_body = {
+            "error_code": 0,
+            "api_keys": [
+                {"api_key": int(k), "min_version": lo, "max_version": hi}
+                for k, (lo, hi) in self.versions.items()
+            ],
+            "throttle_time_ms": 0,
+        }
+
+    def serves(self, header: RequestHeader) -> bool:
+        """Whether this agent answers this API at this version."""
+        versions = self.versions.get(header.api_key)
+        return versions is not None and versions[0] <= header.api_version <= versions[1]
+
+    async def dispatch(
+        self, header: RequestHeader, body: dict[str, Any], session: Session | None = None
+    ) -> bytes | None:
+        """Run the handler and encode its answer. Raises `CloseConnection` only.
+
+        `session` is the connection's security state; handlers and the ACL check find it
+        as `CURRENT_SESSION` (each request runs in its own task, hence its own context).
+        """
+        api = _api_name(header.api_key)
+        if session is not None:
+            CURRENT_SESSION.set(session)
+        if header.api_key == ApiKey.API_VERSIONS:
+            REQUESTS_TOTAL.inc(1, api, 0)
+            return encode_response(header, self._api_versions_body)
+        if not self.serves(header):
+            raise CloseConnection(f"{api} v{header.api_version} is not served by this agent")
+        handler = HANDLERS[header.api_key][0]
+        started = time.perf_counter()
+        try:
+            response = await authorized_call(handler, self.ctx, header, body)
+        except sasl.AnswerThenClose as exc:
+            raise CloseConnection(str(exc), encode_response(header, exc.response)) from None
+        except ControlPlaneError as exc:
+            # Not a bug: the metadata store is unreachable or slow. Answer with an error
+            # clients retry (UNKNOWN_SERVER_ERROR would fail a producer's messages).
+            log.warning("%s v%d: control plane call failed: %s", api, header.api_version, exc)
+            response = error_response(header, body, _unavailable_error(header.api_key))
+            if response is None and not _is_acks_zero(header, body):
+                raise CloseConnection(f"{api}: control plane unavailable") from None
+        except Exception:
+            log.exception(
+                "%s v%d from %r (correlation id %d) failed",
+                api,
+                header.api_version,
+                header.client_id,
+                header.correlation_id,
+            )
+            response = error_response(header, body, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if response is None and not _is_acks_zero(header, body):
+                raise CloseConnection(f"{api}: internal error and no error response") from None
+        finally:
+            _LATENCY.observe(time.perf_counter() - started, api)
+        if response is None:
+            REQUESTS_TOTAL.inc(1, api, 0)
+            return None
+        REQUESTS_TOTAL.inc(1, api, int(response.get("error_code", 0) or 0))
+        return encode_response(header, response)
+
+
+def _unavailable_error(api_key: int) -> ErrorCode:
+    # librdkafka: KAFKA_STORAGE_ERROR on Produce is "retry, not persisted" (true: nothing
+    # was appended) and on Fetch "refresh and retry"; admin and offset APIs retry on
+    # REQUEST_TIMED_OUT.
+    if api_key in (ApiKey.PRODUCE, ApiKey.FETCH):
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    return ErrorCode.REQUEST_TIMED_OUT
+
+
+def _is_acks_zero(header: RequestHeader, body: dict[str, Any]) -> bool:
+    return header.api_key == ApiKey.PRODUCE and body.get("acks") == 0
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return str(api_key)
+
+
+def error_response(header: RequestHeader, body: dict[str, Any], error: int) -> dict | None:
+    """A response carrying `error` for every part of the request, where the API has one."""
+    key = header.api_key
+    if key in groups.GROUP_APIS:
+        return groups.error_response(header, body, error)
+    if key == ApiKey.PRODUCE:
+        return produce.produce_error_response(body, error)
+    if key == ApiKey.FETCH:
+        return {"throttle_time_ms": 0, "error_code": error, "session_id": 0, "responses": []}
+    if key == ApiKey.INIT_PRODUCER_ID:
+        return {"error_code": error, "producer_id": -1, "producer_epoch": -1}
+    if key == ApiKey.DESCRIBE_CLUSTER:
+        return {"error_code": error, "cluster_id": "", "brokers": []}
+    if key == ApiKey.LIST_OFFSETS:
+        return {
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {"partition_index": p["partition_index"], "error_code": error}
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in body.get("topics") or []
+            ]
+        }
+    if key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+        return {
+            "topics": [
+                {
+                    "topic": t["topic"],
+                    "partitions": [
+                        {"partition": p["partition"], "error_code": error} for p in t["partitions"]
+                    ],
+                }
+                for t in body.get("topics") or []
+            ]
+        }
+    if key == ApiKey.DELETE_RECORDS:
+        return {
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {"partition_index": p["partition_index"], "error_code": error}
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in body.get("topics") or []
+            ]
+        }
+    if key == ApiKey.CREATE_TOPICS:
+        return {"topics": [{"name": t["name"], "error_code": error} for t in body["topics"]]}
+    if key == ApiKey.DELETE_TOPICS:
+        if header.api_version >= 6:
+            items = [{"name": t["name"], "topic_id": t["topic_id"]} for t in body["topics"]]
+        else:
+            items = [{"name": name} for name in body["topic_names"]]
+        return {"responses": [{**item, "error_code": error} for item in items]}
+    if key == ApiKey.CREATE_PARTITIONS:
+        return {"results": [{"name": t["name"], "error_code": error} for t in body["topics"]]}
+    if key in (ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+        items = [
+            {
+                "error_code": error,
+                "resource_type": r["resource_type"],
+                "resource_name": r["resource_name"],
+            }
+            for r in body["resources"]
+        ]
+        return {"results": items} if key == ApiKey.DESCRIBE_CONFIGS else {"responses": items}
+    # Metadata has no top-level error code: a client would read an empty answer as
+    # "no topics", so close instead and let it retry elsewhere.
+    return None

@@ -1,0 +1,40 @@
+"""The agent's HTTP port: `/healthz` for load balancers, `/metrics` for Prometheus."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+
+from agents.metrics import render_all
+
+
+def build_app(is_healthy: Callable[[], bool]) -> web.Application:
+    """The aiohttp application; `is_healthy` says whether the agent is registered."""
+
+    async def healthz(request: web.Request) -> web.Response:
+        if is_healthy():
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text="not registered\n")
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(
+            body=render_all().encode("utf-8"),
+            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
+        )
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+async def start_http(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Serve `app`; returns the runner (for cleanup) and the bound port."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    await site.start()
+    server = site._server  # aiohttp keeps the asyncio server here; needed for port 0
+    bound = server.sockets[0].getsockname()[1] if server and server.sockets else port
+    return runner, bound

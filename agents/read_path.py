@@ -1,0 +1,234 @@
+"""Fetch: one `fetch-plan` call for all requested partitions, byte ranges read through the
+chunk cache, each batch's baseOffset rewritten to its assigned offset, and a long poll
+that wakes on this agent's commits or on a periodic re-plan.
+
+Batches are never copied here: a response's records are a list of views into cached
+chunks plus a 16-byte rewritten prefix per batch (baseOffset, batchLength and
+partitionLeaderEpoch, none of which the CRC covers — KIP-98).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from typing import Any
+
+from agents.context import AgentContext
+from agents.control_plane import ControlPlaneError
+from agents.metrics import Counter, Histogram
+from agents.protocol.errors import ErrorCode
+from agents.topics import TopicInfo
+
+log = logging.getLogger(__name__)
+
+# Other agents' commits are not announced to us, so a waiting fetch re-plans this often.
+REPLAN_INTERVAL_S = 0.1
+_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+_LEADER_EPOCH = 0  # Floe has no leader changes; Metadata says epoch 0 too
+
+_FETCH_BYTES = Counter("floe_fetch_bytes_total", "Record batch bytes returned to consumers.")
+_PLAN_SECONDS = Histogram("floe_fetch_plan_seconds", "Latency of fetch-plan calls.")
+_READ_ERRORS = Counter("floe_fetch_read_errors_total", "Batches that could not be read.")
+
+
+def _partition_answer(index: int, error: int = 0) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "error_code": error,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }
+
+
+class _Wanted:
+    """One requested partition and the answer being built for it."""
+
+    __slots__ = ("info", "partition", "offset", "max_bytes", "answer")
+
+    def __init__(self, info: TopicInfo | None, request: dict[str, Any]) -> None:
+        self.info = info
+        self.partition = request["partition"]
+        self.offset = request["fetch_offset"]
+        self.max_bytes = request["partition_max_bytes"]
+        self.answer = _partition_answer(self.partition)
+
+
+async def handle_fetch(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+    """Kafka Fetch v4–v13, sessionless (KIP-227: session_id 0 means "no session")."""
+    uses_ids = header.api_version >= 13
+    if body.get("session_epoch", -1) > 0:
+        # An incremental fetch on a session we never created (we always answer with
+        # session id 0, so a client only gets here after talking to another broker).
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+            "session_id": 0,
+            "responses": [],
+        }
+
+    topics = body["topics"]
+    if uses_ids:
+        found = await ctx.topics.by_ids(t["topic_id"] for t in topics)
+        grown = [
+            t["topic_id"]
+            for t in topics
+            if (info := found.get(t["topic_id"])) is not None
+            and any(p["partition"] >= info.partitions for p in t["partitions"])
+        ]
+        if grown:  # partitions added through another agent: look again once
+            ctx.topics.invalidate(topic_ids=grown)
+            found = await ctx.topics.by_ids(t["topic_id"] for t in topics)
+        infos = [found.get(t["topic_id"]) for t in topics]
+    else:
+        highest = {
+            t["topic"]: max((p["partition"] for p in t["partitions"]), default=-1) for t in topics
+        }
+        found_by_name = await ctx.topics.by_names(highest, need_partition=highest)
+        infos = [found_by_name.get(t["topic"]) for t in topics]
+
+    responses = []
+    wanted: list[_Wanted] = []
+    unknown = ErrorCode.UNKNOWN_TOPIC_ID if uses_ids else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    for topic, info in zip(topics, infos, strict=True):
+        answers = []
+        responses.append(
+            {
+                "topic": info.name if info else topic.get("topic"),
+                "topic_id": topic.get("topic_id") or (info.topic_id if info else None),
+                "partitions": answers,
+            }
+        )
+        for request in topic["partitions"]:
+            item = _Wanted(info, request)
+            answers.append(item.answer)
+            if info is None:
+                item.answer["error_code"] = unknown
+            elif not 0 <= item.partition < info.partitions:
+                item.answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                wanted.append(item)
+
+    if wanted:
+        await _fill(ctx, wanted, body)
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+async def _fill(ctx: AgentContext, wanted: list[_Wanted], body: dict[str, Any]) -> None:
+    max_bytes = body.get("max_bytes", 0x7FFFFFFF)
+    min_bytes = body.get("min_bytes", 1)
+    deadline = time.monotonic() + max(body.get("max_wait_ms", 0), 0) / 1000
+    plan_request = {
+        "partitions": [
+            {
+                "topic_id": w.info.topic_id_str,
+                "partition": w.partition,
+                "offset": w.offset,
+                "max_bytes": w.max_bytes,
+            }
+            for w in wanted
+            if w.info is not None
+        ],
+        "max_bytes": max_bytes,
+    }
+    keys = [(w.info.topic_id_str, w.partition) for w in wanted if w.info is not None]
+    while True:
+        seen = ctx.watch.snapshot(keys)
+        started = time.perf_counter()
+        try:
+            plan = await ctx.client.call("fetch-plan", plan_request)
+        except ControlPlaneError as exc:
+            log.warning("fetch-plan failed: %s", exc)
+            for w in wanted:
+                w.answer["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+            return
+        finally:
+            _PLAN_SECONDS.observe(time.perf_counter() - started)
+        total, errors = await _assemble(ctx, wanted, plan["partitions"], max_bytes)
+        remaining = deadline - time.monotonic()
+        if total >= min_bytes or errors or remaining <= 0:
+            _FETCH_BYTES.inc(total)
+            return
+        # Wake at once when this agent commits to one of the partitions; otherwise look
+        # again shortly, since another agent may have committed.
+        await ctx.watch.wait(keys, min(REPLAN_INTERVAL_S, remaining), since=seen)
+
+
+async def _assemble(
+    ctx: AgentContext, wanted: list[_Wanted], planned: list[dict[str, Any]], max_bytes: int
+) -> tuple[int, bool]:
+    """Fill each answer from its plan; returns (bytes of records, any partition error).
+
+    Size rules as Kafka's (KIP-74): the first batch of the first partition with data is
+    returned whatever its size; after that, a batch is included only if it fits both the
+    partition's and the request's remaining budget.
+    """
+    if len(planned) != len(wanted):
+        raise ValueError(f"fetch-plan answered {len(planned)} partitions for {len(wanted)}")
+    chosen: list[tuple[_Wanted, list[dict[str, Any]]]] = []
+    total = 0
+    errors = False
+    for item, plan in zip(wanted, planned, strict=True):
+        answer = item.answer
+        answer["error_code"] = plan["error_code"]
+        answer["high_watermark"] = plan["high_watermark"]
+        answer["last_stable_offset"] = plan["high_watermark"]
+        answer["log_start_offset"] = plan["log_start_offset"]
+        answer["records"] = b""
+        if plan["error_code"]:
+            errors = True
+            continue
+        picked = []
+        used = 0
+        for batch in plan["batches"]:
+            size = batch["len"]
+            first_of_response = total == 0 and not picked
+            if not first_of_response and (used + size > item.max_bytes or total + size > max_bytes):
+                break
+            picked.append(batch)
+            used += size
+            total += size
+        if picked:
+            chosen.append((item, picked))
+    if not chosen:
+        return 0, errors
+
+    cache = ctx.cache
+    for _, picked in chosen:
+        for batch in picked:
+            cache.prefetch(batch["file_key"], batch["pos"], batch["len"])
+    total = 0
+    for item, picked in chosen:
+        pieces: list[bytes | memoryview] = []
+        for batch in picked:
+            try:
+                views = await cache.read(batch["file_key"], batch["pos"], batch["len"])
+            except Exception as exc:  # missing object, I/O error, short file
+                _READ_ERRORS.inc()
+                log.warning("reading %s@%d failed: %s", batch["file_key"], batch["pos"], exc)
+                if not pieces:
+                    item.answer["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                    errors = True
+                break
+            pieces.append(_PREFIX.pack(batch["base_offset"], batch["len"] - 12, _LEADER_EPOCH))
+            pieces.extend(_skip(views, _PREFIX.size))
+            total += batch["len"]
+        if pieces:
+            item.answer["records"] = pieces
+    return total, errors
+
+
+def _skip(views: list[memoryview], count: int) -> list[memoryview]:
+    """`views` without their first `count` bytes (which may span several views)."""
+    out = []
+    for view in views:
+        if count >= len(view):
+            count -= len(view)
+            continue
+        out.append(view[count:] if count else view)
+        count = 0
+    return out

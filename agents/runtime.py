@@ -1,0 +1,281 @@
+"""The agent process's life: register, serve, heartbeat, and shut down cleanly.
+
+Start-up order matters: the Kafka socket is bound first (so the port we register is
+the one we serve, even with `--kafka-port 0`), then the agent registers, and only then
+does it accept connections and print its ready line. Shutdown (SIGINT/SIGTERM): stop
+accepting, flush the open segment and wait for every sealed one to be answered, write
+the remaining responses, then exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from agents.chunk_cache import ChunkCache
+from agents.config import AgentConfig
+from agents.context import AgentContext, node_id_for
+from agents.control_plane import (
+    AgentKeyRejected,
+    ControlPlaneClient,
+    ControlPlaneError,
+    ControlPlaneRejected,
+)
+from agents.dispatch import REQUESTS_TOTAL, Dispatcher
+from agents.group_coordinator import GroupCoordinator
+from agents.http_server import build_app, start_http
+from agents.metrics import Counter, Gauge, Histogram
+from agents.security.session import Security
+from agents.security.tls import TlsConfigError
+from agents.server import KafkaServer
+from agents.storage import open_store
+from agents.topics import TopicCache
+from agents.write_path import CommitWatch, SegmentWriter
+
+log = logging.getLogger("agents")
+
+HEARTBEAT_INTERVAL_S = 3.0
+REGISTER_ATTEMPTS = 5
+_HEARTBEATS = Counter("floe_heartbeats_total", "Heartbeats sent, by outcome.", ("outcome",))
+_UP_SINCE = Gauge("floe_agent_start_time_seconds", "Unix time the agent started.")
+_LOOP_LAG = Histogram(
+    "floe_event_loop_lag_seconds",
+    "How late a 100 ms timer fires: time the event loop was busy with other work.",
+)
+
+
+async def _watch_loop_lag(interval_s: float = 0.1) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+        started = loop.time()
+        await asyncio.sleep(interval_s)
+        _LOOP_LAG.observe(max(0.0, loop.time() - started - interval_s))
+
+
+class StartupError(Exception):
+    """The agent cannot start; the message is one line for the operator."""
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.setblocking(False)
+    return sock
+
+
+class AgentRuntime:
+    """Owns every long-lived part of one agent process."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.client = ControlPlaneClient(config.control_plane_url, config.agent_key)
+        self.executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="floe-io")
+        self.registered = False
+        self.ctx: AgentContext | None = None
+        self._stop = asyncio.Event()
+        self._requests_seen = 0
+
+    def request_stop(self) -> None:
+        """Begin a clean shutdown (signal handlers call this)."""
+        self._stop.set()
+
+    def _heartbeat_body(self, port: int, load: float = 0.0) -> dict[str, Any]:
+        return {
+            "agent_id": self.config.agent_id,
+            "host": self.config.advertise_host,
+            "port": port,
+            "zone": self.config.zone,
+            "load": load,
+        }
+
+    async def _register(self, port: int) -> dict[str, Any]:
+        delay = 0.5
+        for attempt in range(REGISTER_ATTEMPTS):
+            try:
+                return await self.client.call("register", self._heartbeat_body(port), timeout_s=10)
+            except AgentKeyRejected:
+                raise StartupError(
+                    "the control plane rejected the agent key (missing, unknown or revoked)"
+                ) from None
+            except ControlPlaneRejected as exc:
+                raise StartupError(f"registration refused: {exc}") from None
+            except ControlPlaneError as exc:
+                if attempt == REGISTER_ATTEMPTS - 1:
+                    raise StartupError(
+                        f"cannot reach the control plane at {self.config.control_plane_url}: {exc}"
+                    ) from None
+                log.warning("registering failed (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def _apply_cluster(self, answer: dict[str, Any]) -> None:
+        ctx = self.ctx
+        if ctx is None:
+            return
+        ctx.cluster_config = dict(answer["cluster"].get("config") or {})
+        ctx.live_agents = list(answer.get("agents") or [])
+        if ctx.groups is not None:
+            ctx.groups.live_agents_changed(ctx.live_agents)
+        # The cluster may cap how long and how large segments get; our flags can only
+        # make them smaller.
+        age = _positive(ctx.cluster_config.get("max_flush_age_ms"))
+        size = _positive(ctx.cluster_config.get("max_flush_bytes"))
+        ctx.writer.max_age_ms = min(
+            self.config.batch_timeout_ms, age or self.config.batch_timeout_ms
+        )
+        ctx.writer.max_bytes = min(self.config.batch_max_bytes, size or self.config.batch_max_bytes)
+
+    async def _heartbeat_loop(self, port: int) -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            now = time.monotonic()
+            # Load: requests per second since the last heartbeat (least-loaded routing).
+            seen = REQUESTS_TOTAL.total()
+            load = (seen - self._requests_seen) / max(now - last, 0.001)
+            self._requests_seen, last = seen, now
+            try:
+                answer = await self.client.call(
+                    "heartbeat", self._heartbeat_body(port, round(load, 2)), timeout_s=5
+                )
+                self._apply_cluster(answer)
+                self.registered = True
+                _HEARTBEATS.inc(1, "ok")
+            except AgentKeyRejected as exc:
+                _HEARTBEATS.inc(1, "rejected")
+                self.registered = False
+                log.error("heartbeat: %s", exc)
+            except ControlPlaneError as exc:
+                _HEARTBEATS.inc(1, "error")
+                log.warning("heartbeat failed: %s", exc)
+
+    async def run(self) -> None:
+        """Serve until asked to stop. Raises `StartupError` when it cannot start."""
+        config = self.config
+        try:
+            store = open_store(config.bucket_url)
+        except Exception as exc:
+            raise StartupError(f"cannot open bucket {config.bucket_url}: {exc}") from None
+        sock = _bind(config.host, config.kafka_port)
+        port = sock.getsockname()[1]
+        http_runner = None
+        server: KafkaServer | None = None
+        heartbeat: asyncio.Task | None = None
+        lag_watch: asyncio.Task | None = None
+        try:
+            try:
+                security = Security.from_config(config, self.client)
+            except TlsConfigError as exc:
+                raise StartupError(str(exc)) from None
+            answer = await self._register(port)
+            cluster_id = answer["cluster"]["id"]
+            watch = CommitWatch()
+            cache = ChunkCache(
+                store.get_range, max_bytes=config.cache_bytes, executor=self.executor
+            )
+            writer = SegmentWriter(
+                put=store.put,
+                client=self.client,
+                cluster_id=cluster_id,
+                agent_id=config.agent_id,
+                max_bytes=config.batch_max_bytes,
+                max_age_ms=config.batch_timeout_ms,
+                executor=self.executor,
+                on_committed=cache.insert_file,
+                watch=watch,
+            )
+            self.ctx = AgentContext(
+                config=config,
+                client=self.client,
+                topics=TopicCache(self.client),
+                writer=writer,
+                cache=cache,
+                watch=watch,
+                cluster_id=cluster_id,
+                node_id=node_id_for(config.agent_id),
+                port=port,
+            )
+            self.ctx.groups = GroupCoordinator.start_for(self.ctx)
+            self._apply_cluster(answer)
+            self.registered = True
+
+            server = KafkaServer(
+                Dispatcher(self.ctx), max_frame_bytes=config.max_request_bytes, security=security
+            )
+            log.info("Kafka listener security protocol: %s", security.protocol)
+            await server.start_on(sock)
+            try:
+                http_runner, http_port = await start_http(
+                    build_app(lambda: self.registered), config.host, config.http_port
+                )
+            except OSError as exc:
+                raise StartupError(
+                    f"cannot listen on {config.host}:{config.http_port}: {exc.strerror}"
+                ) from None
+            heartbeat = asyncio.get_running_loop().create_task(self._heartbeat_loop(port))
+            lag_watch = asyncio.get_running_loop().create_task(_watch_loop_lag())
+            _UP_SINCE.set(time.time())
+            log.info("metrics and health on http://%s:%d/", config.host, http_port)
+            print(
+                f"agent {config.agent_id} serving Kafka on {config.advertise_host}:{port} "
+                f"for cluster {cluster_id}",
+                flush=True,
+            )
+            await self._stop.wait()
+            log.info("shutting down: flushing the open segment")
+            server.stop_accepting()
+            await writer.close()
+            await self.ctx.groups.close()
+            await server.close_connections()
+        finally:
+            for task in (heartbeat, lag_watch):
+                if task is not None:
+                    task.cancel()
+            if server is not None:
+                server.stop_accepting()
+            else:
+                sock.close()
+            if http_runner is not None:
+                await http_runner.cleanup()
+            await self.client.close()
+            self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _positive(value: Any) -> int | None:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
+async def run_agent(config: AgentConfig) -> None:
+    """Run one agent until SIGINT/SIGTERM."""
+    runtime = AgentRuntime(config)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, runtime.request_stop)
+    await runtime.run()
+
+
+def configure_logging(level: str) -> None:
+    """One line per event on stderr (stdout carries only the ready line)."""
+    logging.basicConfig(
+        level=getattr(logging, level, logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

@@ -1,0 +1,716 @@
+"""The ACL check in front of every handler: one place, Kafka's rules and error codes.
+
+`authorized_call(handler, ctx, header, body)` is what the dispatcher runs instead of
+the handler. When the cluster's `acls_enabled` is off (and the session is not a read-only
+SASL user) or the session is a superuser, it is just the handler. Otherwise the API's
+rule splits the request as Kafka's KafkaApis does: the parts the principal may touch go
+to the handler, the rest is answered right here with TOPIC_AUTHORIZATION_FAILED (29),
+GROUP_AUTHORIZATION_FAILED (30), CLUSTER_AUTHORIZATION_FAILED (31) or
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53), and both are merged into one response.
+Handlers never see what they are not allowed to act on, and need no ACL code of their own.
+
+Which operation each API needs is Kafka's (docs "Operations and Resources on Protocols"):
+Produce WRITE topic, Fetch READ topic, Metadata/ListOffsets/OffsetForLeaderEpoch DESCRIBE
+topic (unlisted when not describable), CreateTopics CREATE cluster-or-topic, DeleteTopics
+and DeleteRecords DELETE topic, CreatePartitions ALTER topic, Describe/AlterConfigs
+DESCRIBE_CONFIGS/ALTER_CONFIGS, consumer-group APIs READ/DESCRIBE/DELETE group (and READ
+topic for offsets), ACL APIs DESCRIBE/ALTER cluster. An API without a rule needs ALTER on
+the cluster: deny by default.
+
+A read-only SASL user may only READ, DESCRIBE and DESCRIBE_CONFIGS, whatever the ACLs say
+and even with ACLs off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+from agents.context import AgentContext
+from agents.protocol import ApiKey, RequestHeader
+from agents.protocol.errors import ErrorCode
+from agents.protocol.types import ZERO_UUID
+from agents.security.acl import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
+from agents.security.session import CURRENT_SESSION, Session
+
+Handler = Callable[[AgentContext, RequestHeader, dict[str, Any]], Awaitable[dict | None]]
+Call = Callable[[dict[str, Any]], Awaitable[dict | None]]
+
+OPEN_APIS = frozenset(
+    {
+        ApiKey.API_VERSIONS,
+        ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE,
+        ApiKey.DESCRIBE_CLUSTER,  # Kafka checks nothing unless authorized operations are asked
+    }
+)
+READ_ONLY_OPERATIONS = frozenset(
+    {AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS}
+)
+
+OP = AclOperation
+TOPIC, GROUP = ResourceType.TOPIC, ResourceType.GROUP
+CLUSTER, TXN = ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
+TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+_MESSAGES = {
+    TOPIC_DENIED: "Topic authorization failed.",
+    GROUP_DENIED: "Group authorization failed.",
+    CLUSTER_DENIED: "Cluster authorization failed.",
+    TXN_DENIED: "Transactional Id authorization failed.",
+}
+_RESOURCE_TOPIC, _RESOURCE_BROKER, _RESOURCE_BROKER_LOGGER = 2, 4, 8  # config resource types
+
+
+class Access:
+    """What the current session may do (authorizer None: ACLs are off)."""
+
+    def __init__(self, session: Session, authorizer: Authorizer | None) -> None:
+        self.session = session
+        self.authorizer = authorizer
+
+    def allows(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        session = self.session
+        if session.read_only and operation not in READ_ONLY_OPERATIONS:
+            return False
+        if self.authorizer is None:
+            return True
+        return self.authorizer.allows(
+            session.principal, session.peer_host, operation, resource_type, name
+        )
+
+    def topic(self, operation: AclOperation, name: str | None) -> bool:
+        """Topic access; an unresolvable topic (None) goes to the handler, which says so."""
+        return name is None or self.allows(operation, TOPIC, name)
+
+    def cluster(self, operation: AclOperation) -> bool:
+        return self.allows(operation, CLUSTER, CLUSTER_NAME)
+
+    def any_resource(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        session = self.session
+        if session.read_only and operation not in READ_ONLY_OPERATIONS:
+            return False
+        if self.authorizer is None:
+            return True
+        return self.authorizer.allows_any(
+            session.principal, session.peer_host, operation, resource_type
+        )
+
+
+async def authorized_call(
+    handler: Handler, ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict | None:
+    """Run `handler` on what the current session may do; answer the rest as denied."""
+    session = CURRENT_SESSION.get()
+    if session is None or session.superuser or header.api_key in OPEN_APIS:
+        return await handler(ctx, header, body)
+    acls_enabled = bool(ctx.cluster_config.get("acls_enabled"))
+    if not acls_enabled and not session.read_only:
+        return await handler(ctx, header, body)
+    authorizer = None
+    if acls_enabled:
+        cache = session.security.acls
+        authorizer = await cache.authorizer() if cache is not None else Authorizer(())
+    access = Access(session, authorizer)
+    call = partial(handler, ctx, header)
+    rule = RULES.get(header.api_key)
+    if rule is None:
+        if access.cluster(OP.ALTER):
+            return await call(body)
+        return _denied_without_rule(header, body)
+    return await rule(access, ctx, header, body, call)
+
+
+def _denied_without_rule(header: RequestHeader, body: dict[str, Any]) -> dict | None:
+    from agents.dispatch import CloseConnection, error_response  # dispatch imports us
+
+    response = error_response(header, body, CLUSTER_DENIED)
+    if response is None:
+        raise CloseConnection(f"api {header.api_key}: not authorized and no error response")
+    return response
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+async def _split(
+    body: dict[str, Any],
+    key: str,
+    keep: list[bool],
+    call: Call,
+    response_key: str,
+    denied: list[dict[str, Any]],
+) -> dict | None:
+    """Call the handler with the kept items of `body[key]`; append `denied` to its answer."""
+    if all(keep):
+        return await call(body)
+    kept = [item for item, ok in zip(body[key], keep, strict=True) if ok]
+    response = await call({**body, key: kept})
+    if response is None:  # acks=0
+        return None
+    response[response_key] = [*response.get(response_key, []), *denied]
+    return response
+
+
+async def _topic_names(
+    ctx: AgentContext, items: list[dict[str, Any]], name_key: str, id_key: str | None
+) -> list[str | None]:
+    """Each item's topic name, looking ids up where the request names topics by id."""
+    ids = [
+        item.get(id_key)
+        for item in items
+        if id_key and not item.get(name_key) and item.get(id_key) not in (None, ZERO_UUID)
+    ]
+    by_id = await ctx.topics.by_ids(ids) if ids else {}
+    names: list[str | None] = []
+    for item in items:
+        name = item.get(name_key)
+        if not name and id_key:
+            topic = by_id.get(item.get(id_key))
+            name = topic.name if topic else None
+        names.append(name or None)
+    return names
+
+
+def _partitions(
+    partitions: list[dict[str, Any]], index_key: str, error: int, **fields: Any
+) -> list[dict[str, Any]]:
+    return [{index_key: p[index_key], "error_code": int(error), **fields} for p in partitions]
+
+
+# --- data ------------------------------------------------------------------------------
+
+
+async def _produce(access: Access, ctx, header, body, call) -> dict | None:
+    topics = body["topic_data"]
+    transactional_id = body.get("transactional_id")
+    if transactional_id and not access.allows(OP.WRITE, TXN, transactional_id):
+        keep, error = [False] * len(topics), TXN_DENIED
+    else:
+        names = await _topic_names(ctx, topics, "name", "topic_id")
+        keep, error = [access.topic(OP.WRITE, n) for n in names], TOPIC_DENIED
+    denied = [
+        {
+            "name": t.get("name"),
+            "topic_id": t.get("topic_id"),
+            "partition_responses": _partitions(
+                t["partition_data"],
+                "index",
+                error,
+                base_offset=-1,
+                log_append_time_ms=-1,
+                log_start_offset=-1,
+                record_errors=[],
+                error_message=_MESSAGES[error],
+            ),
+        }
+        for t, ok in zip(topics, keep, strict=True)
+        if not ok
+    ]
+    return await _split(body, "topic_data", keep, call, "responses", denied)
+
+
+async def _fetch(access: Access, ctx, header, body, call) -> dict | None:
+    topics = body["topics"]
+    names = await _topic_names(ctx, topics, "topic", "topic_id")
+    keep = [access.topic(OP.READ, n) for n in names]
+    denied = [
+        {
+            "topic": name,
+            "topic_id": t.get("topic_id"),
+            "partitions": [
+                {
+                    "partition_index": p["partition"],
+                    "error_code": TOPIC_DENIED,
+                    "high_watermark": -1,
+                    "last_stable_offset": -1,
+                    "log_start_offset": -1,
+                    "aborted_transactions": None,
+                    "preferred_read_replica": -1,
+                    "records": b"",
+                }
+                for p in t["partitions"]
+            ],
+        }
+        for t, name, ok in zip(topics, names, keep, strict=True)
+        if not ok
+    ]
+    return await _split(body, "topics", keep, call, "responses", denied)
+
+
+async def _list_offsets(access: Access, ctx, header, body, call) -> dict | None:
+    topics = body["topics"]
+    keep = [access.topic(OP.DESCRIBE, t["name"]) for t in topics]
+    denied = [
+        {
+            "name": t["name"],
+            "partitions": _partitions(
+                t["partitions"],
+                "partition_index",
+                TOPIC_DENIED,
+                timestamp=-1,
+                offset=-1,
+                leader_epoch=-1,
+                old_style_offsets=[],
+            ),
+        }
+        for t, ok in zip(topics, keep, strict=True)
+        if not ok
+    ]
+    return await _split(body, "topics", keep, call, "topics", denied)
+
+
+async def _offset_for_leader_epoch(access: Access, ctx, header, body, call) -> dict | None:
+    topics = body["topics"]
+    keep = [access.topic(OP.DESCRIBE, t["topic"]) for t in topics]
+    denied = [
+        {
+            "topic": t["topic"],
+            "partitions": _partitions(
+                t["partitions"], "partition", TOPIC_DENIED, leader_epoch=-1, end_offset=-1
+            ),
+        }
+        for t, ok in zip(topics, keep, strict=True)
+        if not ok
+    ]
+    return await _split(body, "topics", keep, call, "topics", denied)
+
+
+async def _delete_records(access: Access, ctx, header, body, call) -> dict | None:
+    topics = body["topics"]
+    keep = [access.topic(OP.DELETE, t["name"]) for t in topics]
+    denied = [
+        {
+            "name": t["name"],
+            "partitions": _partitions(
+                t["partitions"], "partition_index", TOPIC_DENIED, low_watermark=-1
+            ),
+        }
+        for t, ok in zip(topics, keep, strict=True)
+        if not ok
+    ]
+    return await _split(body, "topics", keep, call, "topics", denied)
+
+
+async def _init_producer_id(access: Access, ctx, header, body, call) -> dict | None:
+    transactional_id = body.get("transactional_id")
+    if transactional_id:
+        allowed, error = access.allows(OP.WRITE, TXN, transactional_id), TXN_DENIED
+    else:
+        # Idempotent producers: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
+        # (Kafka 2.8+, KIP-679).
+        allowed = access.cluster(OP.IDEMPOTENT_WRITE) or access.any_resource(OP.WRITE, TOPIC)
+        error = CLUSTER_DENIED
+    if allowed:
+        return await call(body)
+    return {"throttle_time_ms": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
+
+
+# --- metadata and topic administration -------------------------------------------------
+
+
+def _metadata_denied(name: str | None, topic_id: Any, error: int) -> dict[str, Any]:
+    return {
+        "error_code": error,
+        "name": name,
+        "topic_id": topic_id if topic_id is not None else ZERO_UUID,
+        "is_internal": False,
+        "partitions": [],
+        "topic_authorized_operations": -(2**31),
+    }
+
+
+async def _metadata(access: Access, ctx: AgentContext, header, body, call) -> dict | None:
+    requested = body.get("topics")
+    if requested is None or (header.api_version == 0 and not requested):
+        # All topics: list only the describable ones (Kafka's filterByAuthorized).
+        response = await call(body)
+        response["topics"] = [
+            t for t in response.get("topics", []) if access.topic(OP.DESCRIBE, t.get("name"))
+        ]
+        return response
+    names = await _topic_names(ctx, requested, "name", "topic_id")
+    kept, denied = [], []
+    for item, name in zip(requested, names, strict=True):
+        if access.topic(OP.DESCRIBE, name):
+            kept.append(item)
+        else:
+            denied.append(_metadata_denied(item.get("name"), item.get("topic_id"), TOPIC_DENIED))
+    # Auto-creation needs CREATE on the cluster or the topic: a missing topic the principal
+    # cannot create is answered as Kafka does, with TOPIC_AUTHORIZATION_FAILED.
+    if kept and body.get("allow_auto_topic_creation", True) and ctx.auto_create_topics:
+        wanted = [i["name"] for i in kept if i.get("name")]
+        existing = await ctx.topics.by_names(wanted) if wanted else {}
+        may_create_all = access.cluster(OP.CREATE)
+        still = []
+        for item in kept:
+            name = item.get("name")
+            if (
+                name
+                and existing.get(name) is None
+                and not may_create_all
+                and not access.allows(OP.CREATE, TOPIC, name)
+            ):
+                denied.append(_metadata_denied(name, item.get("topic_id"), TOPIC_DENIED))
+            else:
+                still.append(item)
+        kept = still
+    if not denied:
+        return await call(body)
+    if kept or header.api_version > 0:  # v0: an empty list would mean "all topics"
+        response = await call({**body, "topics": kept})
+    else:
+        response = await call({**body, "topics": None})
+        response["topics"] = []
+    response["topics"] = [*response.get("topics", []), *denied]
+    return response
+
+
+async def _create_topics(access: Access, ctx, header, body, call) -> dict | None:
+    topics = body["topics"]
+    may_create_all = access.cluster(OP.CREATE)
+    keep = [may_create_all or access.allows(OP.CREATE, TOPIC, t["name"]) for t in topics]
+    denied = [
+        {
+            "name": t["name"],
+            "topic_id": ZERO_UUID,
+            "error_code": TOPIC_DENIED,
+            "error_message": _MESSAGES[TOPIC_DENIED],
+            "topic_config_error_code": 0,
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": [],
+        }
+        for t, ok in zip(topics, keep, strict=True)
+        if not ok
+    ]
+    return await _split(body, "topics", keep, call, "topics", denied)
+
+
+async def _delete_topics(access: Access, ctx, header, body, call) -> dict | None:
+    if header.api_version < 6:
+        names = list(body["topic_names"])
+        keep = [access.topic(OP.DELETE, n) for n in names]
+        denied = [
+            {"name": n, "error_code": TOPIC_DENIED, "error_message": _MESSAGES[TOPIC_DENIED]}
+            for n, ok in zip(names, keep, strict=True)
+            if not ok
+        ]
+        return await _split(body, "topic_names", keep, call, "responses", denied)
+    topics = body["topics"]
+    names = await _topic_names(ctx, topics, "name", "topic_id")
+    keep = [access.topic(OP.DELETE, n) for n in names]
+    denied = [
+        {
+            "name": name,
+            "topic_id": t.get("topic_id") or ZERO_UUID,
+            "error_code": TOPIC_DENIED,
+            "error_message": _MESSAGES[TOPIC_DENIED],
+        }
+        for t, name, ok in zip(topics, names, keep, strict=True)
+        if not ok
+    ]
+    return await _split(body, "topics", keep, call, "responses", denied)
+
+
+async def _create_partitions(access: Access, ctx, header, body, call) -> dict | None:
+    topics = body["topics"]
+    keep = [access.topic(OP.ALTER, t["name"]) for t in topics]
+    denied = [
+        {"name": t["name"], "error_code": TOPIC_DENIED, "error_message": _MESSAGES[TOPIC_DENIED]}
+        for t, ok in zip(topics, keep, strict=True)
+        if not ok
+    ]
+    return await _split(body, "topics", keep, call, "results", denied)
+
+
+def _config_rule(operation: AclOperation, response_key: str):
+    async def rule(access: Access, ctx, header, body, call) -> dict | None:
+        resources = body["resources"]
+        keep, denied = [], []
+        for r in resources:
+            kind = r["resource_type"]
+            if kind == _RESOURCE_TOPIC:
+                ok, error = access.topic(operation, r["resource_name"]), TOPIC_DENIED
+            elif kind in (_RESOURCE_BROKER, _RESOURCE_BROKER_LOGGER):
+                ok, error = access.cluster(operation), CLUSTER_DENIED
+            else:
+                ok, error = True, 0  # the handler refuses unknown resource types
+            keep.append(ok)
+            if not ok:
+                entry = {
+                    "error_code": error,
+                    "error_message": _MESSAGES[error],
+                    "resource_type": kind,
+                    "resource_name": r["resource_name"],
+                }
+                if response_key == "results":
+                    entry["configs"] = []
+                denied.append(entry)
+        return await _split(body, "resources", keep, call, response_key, denied)
+
+    return rule
+
+
+# --- consumer groups -------------------------------------------------------------------
+
+
+def _whole_group(operation: AclOperation):
+    """JoinGroup, SyncGroup, Heartbeat, LeaveGroup: one group, all or nothing."""
+
+    async def rule(access: Access, ctx, header, body, call) -> dict | None:
+        if access.allows(operation, GROUP, body["group_id"]):
+            return await call(body)
+        return {"throttle_time_ms": 0, "error_code": GROUP_DENIED}
+
+    return rule
+
+
+async def _find_coordinator(access: Access, ctx, header, body, call) -> dict | None:
+    def check(key: str) -> int:
+        if body.get("key_type", 0) == 1:
+            return 0 if access.allows(OP.DESCRIBE, TXN, key) else TXN_DENIED
+        return 0 if access.allows(OP.DESCRIBE, GROUP, key) else GROUP_DENIED
+
+    if header.api_version < 4:
+        error = check(body["key"])
+        if not error:
+            return await call(body)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": error,
+            "error_message": _MESSAGES[error],
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+        }
+    keys = list(body["coordinator_keys"])
+    errors = [check(k) for k in keys]
+    denied = [
+        {
+            "key": k,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+            "error_code": e,
+            "error_message": _MESSAGES[e],
+        }
+        for k, e in zip(keys, errors, strict=True)
+        if e
+    ]
+    return await _split(
+        body, "coordinator_keys", [not e for e in errors], call, "coordinators", denied
+    )
+
+
+async def _offset_commit(access: Access, ctx, header, body, call) -> dict | None:
+    topics = body["topics"]
+    if not access.allows(OP.READ, GROUP, body["group_id"]):
+        keep, error = [False] * len(topics), GROUP_DENIED
+    else:
+        keep, error = [access.topic(OP.READ, t["name"]) for t in topics], TOPIC_DENIED
+    denied = [
+        {"name": t["name"], "partitions": _partitions(t["partitions"], "partition_index", error)}
+        for t, ok in zip(topics, keep, strict=True)
+        if not ok
+    ]
+    return await _split(body, "topics", keep, call, "topics", denied)
+
+
+def _fetched_denied(topic: dict[str, Any], error: int) -> dict[str, Any]:
+    return {
+        "name": topic.get("name"),
+        "partitions": [
+            {
+                "partition_index": index,
+                "committed_offset": -1,
+                "committed_leader_epoch": -1,
+                "metadata": "",
+                "error_code": error,
+            }
+            for index in topic.get("partition_indexes") or []
+        ],
+    }
+
+
+async def _offset_fetch(access: Access, ctx, header, body, call) -> dict | None:
+    """OffsetFetch: DESCRIBE on the group; explicitly asked topics need DESCRIBE (29 each),
+    an all-topics answer drops the ones the principal cannot describe (Kafka does both)."""
+    if header.api_version < 8:
+        group_id = body["group_id"]
+        topics = body.get("topics")
+        if not access.allows(OP.DESCRIBE, GROUP, group_id):
+            if header.api_version >= 2:
+                return {"throttle_time_ms": 0, "topics": [], "error_code": GROUP_DENIED}
+            return {
+                "topics": [_fetched_denied(t, GROUP_DENIED) for t in topics or []],
+            }
+        if topics is None:
+            response = await call(body)
+            if response is not None:
+                response["topics"] = [
+                    t for t in response.get("topics", []) if access.topic(OP.DESCRIBE, t["name"])
+                ]
+            return response
+        keep = [access.topic(OP.DESCRIBE, t["name"]) for t in topics]
+        denied = [
+            _fetched_denied(t, TOPIC_DENIED) for t, ok in zip(topics, keep, strict=True) if not ok
+        ]
+        return await _split(body, "topics", keep, call, "topics", denied)
+
+    # v8+: many groups per request.
+    groups = body["groups"]
+    kept_groups, denied_groups = [], []
+    asked: dict[str, list[dict[str, Any]]] = {}  # group → denied topic entries
+    for group in groups:
+        if not access.allows(OP.DESCRIBE, GROUP, group["group_id"]):
+            denied_groups.append(
+                {"group_id": group["group_id"], "topics": [], "error_code": GROUP_DENIED}
+            )
+            continue
+        topics = group.get("topics")
+        if topics is not None:
+            allowed = [t for t in topics if access.topic(OP.DESCRIBE, t.get("name"))]
+            asked[group["group_id"]] = [
+                _fetched_denied(t, TOPIC_DENIED) for t in topics if t not in allowed
+            ]
+            group = {**group, "topics": allowed}
+        kept_groups.append(group)
+    response = await call({**body, "groups": kept_groups}) if kept_groups else {"groups": []}
+    if response is None:
+        return None
+    for group in response.get("groups", []):
+        extra = asked.get(group.get("group_id"))
+        if extra is None:  # all topics were asked for: hide the undescribable ones
+            group["topics"] = [
+                t for t in group.get("topics", []) if access.topic(OP.DESCRIBE, t.get("name"))
+            ]
+        else:
+            group["topics"] = [*group.get("topics", []), *extra]
+    response["groups"] = [*response.get("groups", []), *denied_groups]
+    response.setdefault("throttle_time_ms", 0)
+    return response
+
+
+async def _describe_groups(access: Access, ctx, header, body, call) -> dict | None:
+    groups = list(body["groups"])
+    keep = [access.allows(OP.DESCRIBE, GROUP, g) for g in groups]
+    denied = [
+        {
+            "error_code": GROUP_DENIED,
+            "group_id": g,
+            "group_state": "",
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+            "authorized_operations": -(2**31),
+        }
+        for g, ok in zip(groups, keep, strict=True)
+        if not ok
+    ]
+    return await _split(body, "groups", keep, call, "groups", denied)
+
+
+async def _list_groups(access: Access, ctx, header, body, call) -> dict | None:
+    response = await call(body)
+    if response is not None and not access.cluster(OP.DESCRIBE):
+        response["groups"] = [
+            g
+            for g in response.get("groups", [])
+            if access.allows(OP.DESCRIBE, GROUP, g["group_id"])
+        ]
+    return response
+
+
+async def _delete_groups(access: Access, ctx, header, body, call) -> dict | None:
+    groups = list(body["groups_names"])
+    keep = [access.allows(OP.DELETE, GROUP, g) for g in groups]
+    denied = [
+        {"group_id": g, "error_code": GROUP_DENIED}
+        for g, ok in zip(groups, keep, strict=True)
+        if not ok
+    ]
+    return await _split(body, "groups_names", keep, call, "results", denied)
+
+
+async def _offset_delete(access: Access, ctx, header, body, call) -> dict | None:
+    if not access.allows(OP.DELETE, GROUP, body["group_id"]):
+        return {"error_code": GROUP_DENIED, "throttle_time_ms": 0, "topics": []}
+    topics = body["topics"]
+    keep = [access.topic(OP.READ, t["name"]) for t in topics]
+    denied = [
+        {
+            "name": t["name"],
+            "partitions": _partitions(t["partitions"], "partition_index", TOPIC_DENIED),
+        }
+        for t, ok in zip(topics, keep, strict=True)
+        if not ok
+    ]
+    return await _split(body, "topics", keep, call, "topics", denied)
+
+
+# --- ACLs --------------------------------------------------------------------------------
+
+
+async def _describe_acls(access: Access, ctx, header, body, call) -> dict | None:
+    if access.cluster(OP.DESCRIBE):
+        return await call(body)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": CLUSTER_DENIED,
+        "error_message": _MESSAGES[CLUSTER_DENIED],
+        "resources": [],
+    }
+
+
+async def _create_acls(access: Access, ctx, header, body, call) -> dict | None:
+    if access.cluster(OP.ALTER):
+        return await call(body)
+    error = {"error_code": CLUSTER_DENIED, "error_message": _MESSAGES[CLUSTER_DENIED]}
+    return {"throttle_time_ms": 0, "results": [dict(error) for _ in body["creations"]]}
+
+
+async def _delete_acls(access: Access, ctx, header, body, call) -> dict | None:
+    if access.cluster(OP.ALTER):
+        return await call(body)
+    error = {"error_code": CLUSTER_DENIED, "error_message": _MESSAGES[CLUSTER_DENIED]}
+    return {
+        "throttle_time_ms": 0,
+        "filter_results": [{**error, "matching_acls": []} for _ in body["filters"]],
+    }
+
+
+Rule = Callable[[Access, AgentContext, RequestHeader, dict[str, Any], Call], Awaitable[dict | None]]
+
+RULES: dict[int, Rule] = {
+    ApiKey.PRODUCE: _produce,
+    ApiKey.FETCH: _fetch,
+    ApiKey.LIST_OFFSETS: _list_offsets,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
+    ApiKey.DELETE_RECORDS: _delete_records,
+    ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+    ApiKey.METADATA: _metadata,
+    ApiKey.CREATE_TOPICS: _create_topics,
+    ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.CREATE_PARTITIONS: _create_partitions,
+    ApiKey.DESCRIBE_CONFIGS: _config_rule(OP.DESCRIBE_CONFIGS, "results"),
+    ApiKey.ALTER_CONFIGS: _config_rule(OP.ALTER_CONFIGS, "responses"),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _config_rule(OP.ALTER_CONFIGS, "responses"),
+    ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.JOIN_GROUP: _whole_group(OP.READ),
+    ApiKey.SYNC_GROUP: _whole_group(OP.READ),
+    ApiKey.HEARTBEAT: _whole_group(OP.READ),
+    ApiKey.LEAVE_GROUP: _whole_group(OP.READ),
+    ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.DESCRIBE_GROUPS: _describe_groups,
+    ApiKey.LIST_GROUPS: _list_groups,
+    ApiKey.DELETE_GROUPS: _delete_groups,
+    ApiKey.OFFSET_DELETE: _offset_delete,
+    ApiKey.DESCRIBE_ACLS: _describe_acls,
+    ApiKey.CREATE_ACLS: _create_acls,
+    ApiKey.DELETE_ACLS: _delete_acls,
+}

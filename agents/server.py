@@ -1,0 +1,302 @@
+"""The Kafka listener: asyncio protocol objects feeding the sans-IO codec.
+
+Per connection: bytes → `FrameDecoder` → `decode_request` → one task per request →
+responses written strictly in request order (clients pipeline requests and match
+answers by position as much as by correlation id). Reading pauses while too many
+requests are in flight or while the socket's write buffer is full, so one fast client
+cannot make the agent buffer without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections import deque
+
+from agents.dispatch import CloseConnection, Dispatcher
+from agents.metrics import Counter, Gauge
+from agents.protocol import (
+    ApiKey,
+    FrameDecoder,
+    InvalidRequest,
+    ProtocolViolation,
+    RequestHeader,
+    UnsupportedVersion,
+    api_versions_fallback_response,
+    decode_request,
+)
+from agents.security.session import Security
+
+log = logging.getLogger(__name__)
+
+# Per connection, before we stop reading from it. Produce requests are parked until
+# their segment commits (~batch timeout), and librdkafka sends one request per
+# partition per linger.ms, so a single producer of 12 partitions at linger 5 ms keeps
+# ~600 requests in flight at a 250 ms batch timeout: a bound of 100 would throttle it
+# to a fraction of its rate. Bytes bound the memory those requests hold.
+MAX_IN_FLIGHT = 1000
+MAX_IN_FLIGHT_BYTES = 64 * 1024 * 1024
+_RESUME_BELOW = MAX_IN_FLIGHT // 2
+_COALESCE_BYTES = 256 * 1024  # join ready answers up to this size into one send
+_CLOSE = object()  # queued in place of a response: close once everything before is sent
+FAILED_AUTHENTICATION_CLOSE_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms
+
+_OPEN = Gauge("floe_open_connections", "Open Kafka client connections.")
+_ACCEPTED = Counter("floe_connections_total", "Kafka client connections accepted.")
+_VIOLATIONS = Counter(
+    "floe_protocol_violations_total", "Connections closed for a protocol violation.", ("kind",)
+)
+
+
+class KafkaConnection(asyncio.Protocol):
+    """One client connection."""
+
+    def __init__(self, server: KafkaServer) -> None:
+        self._server = server
+        self._dispatcher = server.dispatcher
+        self._decoder = FrameDecoder(server.max_frame_bytes)
+        self._pending: deque[asyncio.Future] = deque()
+        self._pending_bytes = 0  # request frame bytes of the requests in `_pending`
+        self._transport: asyncio.Transport | None = None
+        self._peer = "?"
+        self._closing = False
+        self._read_paused = False
+        self._write_paused = False
+        self._write_scheduled = False
+        self._close_when_written = False
+        self._loop = asyncio.get_running_loop()
+
+    # -- asyncio callbacks ---------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.session = self._server.security.open_session(transport, self._decoder)
+        self._server.connections.add(self)
+        _OPEN.inc(1)
+        _ACCEPTED.inc(1)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._server.connections.discard(self)
+        _OPEN.inc(-1)
+        # Requests still running have nobody to answer; a produce already appended to
+        # the segment is committed anyway, as Kafka keeps a write whose client left.
+        for future in self._pending:
+            future.cancel()
+        self._pending.clear()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        try:
+            frames = self._decoder.feed(data)
+        except ProtocolViolation as exc:
+            self._violation("frame", exc)
+            return
+        for frame in frames:
+            if self._closing:
+                return
+            self._on_frame(frame)
+        self._update_reading()
+
+    # -- requests and responses ------------------------------------------------------
+
+    def _on_frame(self, frame: bytes) -> None:
+        try:
+            header, body = _decode(frame)
+        except UnsupportedVersion as exc:
+            if exc.header.api_key == ApiKey.API_VERSIONS:
+                # KIP-511: answer with the versions we do support so the client retries.
+                self._enqueue_done(api_versions_fallback_response(exc.header))
+            else:
+                self._violation("unsupported_version", exc)
+            return
+        except ProtocolViolation as exc:
+            self._violation("invalid_request", exc)
+            return
+        if not self.session.may_send(header.api_key):  # Kafka closes these too
+            name = ApiKey(header.api_key).name
+            self._violation("unauthenticated", f"{name} before SASL authentication")
+            return
+        if header.api_key != ApiKey.API_VERSIONS and not self._dispatcher.serves(header):
+            self._violation(
+                "unsupported_api", f"{ApiKey(header.api_key).name} v{header.api_version} not served"
+            )
+            return
+        task = self._loop.create_task(self._dispatcher.dispatch(header, body, self.session))
+        task.frame_bytes = len(frame)  # type: ignore[attr-defined]
+        self._pending_bytes += len(frame)
+        self._pending.append(task)
+        task.add_done_callback(self._on_done)
+
+    def _enqueue_done(self, response: object) -> None:
+        future = self._loop.create_future()
+        future.set_result(response)
+        self._pending.append(future)
+        self._write_ready()
+
+    def _on_done(self, _: asyncio.Future) -> None:
+        # A commit answers hundreds of parked produces in the same loop iteration: write
+        # them with one send on the next iteration rather than one send each.
+        if not self._write_scheduled:
+            self._write_scheduled = True
+            self._loop.call_soon(self._write_ready)
+
+    def _write_ready(self) -> None:
+        """Write every finished response at the head of the queue, in order."""
+        self._write_scheduled = False
+        pending = self._pending
+        transport = self._transport
+        ready: list[bytes] = []
+        try:
+            self._collect_ready(pending, transport, ready)
+        finally:
+            if ready and transport is not None and not transport.is_closing():
+                if len(ready) > 1 and sum(map(len, ready)) <= _COALESCE_BYTES:
+                    transport.write(b"".join(ready))
+                else:  # big fetch answers: no extra copy to coalesce them
+                    for response in ready:
+                        transport.write(response)
+        if self._closing and self._close_when_written:
+            self._abort()
+            return
+        self._update_reading()
+
+    def _collect_ready(self, pending, transport, ready: list[bytes]) -> None:
+        while pending and pending[0].done():
+            future = pending.popleft()
+            self._pending_bytes -= getattr(future, "frame_bytes", 0)
+            if future.cancelled() or transport is None or transport.is_closing():
+                continue
+            exc = future.exception()
+            if isinstance(exc, CloseConnection):
+                log.warning("closing connection from %s: %s", self._peer, exc)
+                if exc.final_response:
+                    # KIP-306: answer (e.g. SASL_AUTHENTICATION_FAILED), then close a little
+                    # later, so the client reads the answer before the EOF.
+                    ready.append(exc.final_response)
+                    self._closing = True
+                    self._loop.call_later(FAILED_AUTHENTICATION_CLOSE_DELAY_S, self._abort)
+                    return
+                self._close_when_written = self._closing = True
+                return
+            if exc is not None:  # dispatch() only raises CloseConnection; a bug otherwise
+                log.error("closing connection from %s", self._peer, exc_info=exc)
+                self._close_when_written = self._closing = True
+                return
+            response = future.result()
+            if response is _CLOSE:
+                self._close_when_written = self._closing = True
+                return
+            if response is not None:
+                ready.append(response)
+
+    def _violation(self, kind: str, exc: object) -> None:
+        """A peer broke the protocol: one log line, then close once earlier answers are out."""
+        _VIOLATIONS.inc(1, kind)
+        log.warning("closing connection from %s: %s", self._peer, exc)
+        self._closing = True
+        if self._transport is not None:
+            self._transport.pause_reading()
+        self._enqueue_done(_CLOSE)
+
+    def _abort(self) -> None:
+        self._closing = True
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()  # flushes what was already written
+
+    def _update_reading(self) -> None:
+        transport = self._transport
+        if transport is None or self._closing or transport.is_closing():
+            return
+        busy = (
+            len(self._pending) >= MAX_IN_FLIGHT
+            or self._pending_bytes >= MAX_IN_FLIGHT_BYTES
+            or self._write_paused
+        )
+        if busy and not self._read_paused:
+            transport.pause_reading()
+            self._read_paused = True
+        elif (
+            self._read_paused
+            and not self._write_paused
+            and len(self._pending) < _RESUME_BELOW
+            and self._pending_bytes < MAX_IN_FLIGHT_BYTES // 2
+        ):
+            transport.resume_reading()
+            self._read_paused = False
+
+    def close(self) -> None:
+        """Close after the responses already queued (used at shutdown)."""
+        if not self._closing:
+            self._closing = True
+            self._enqueue_done(_CLOSE)
+
+
+def _decode(frame: bytes) -> tuple[RequestHeader, dict]:
+    """`decode_request`, tolerating one known client quirk.
+
+    librdkafka (up to at least 2.16) asks for "all topics" in flexible Metadata requests
+    (v9+) by leaving its 4-byte array-count placeholder in place: a null compact array
+    (0x00) followed by 3 stray zero bytes (rdkafka_request.c, rd_kafka_MetadataRequest0
+    "v9+: keep 0"). Kafka brokers never notice because they ignore trailing bytes; our
+    codec rejects them, so drop the stray bytes and decode again.
+    """
+    try:
+        return decode_request(frame)
+    except InvalidRequest as exc:
+        header = exc.header
+        if header is None or header.api_key != ApiKey.METADATA or header.api_version < 9:
+            raise
+        client_id = (header.client_id or "").encode("utf-8") if header.client_id else b""
+        topics_at = 10 + len(client_id) + 1  # fixed header, client id, empty tag section
+        if frame[topics_at : topics_at + 4] != b"\0\0\0\0":
+            raise
+        return decode_request(frame[: topics_at + 1] + frame[topics_at + 4 :])
+
+
+class KafkaServer:
+    """The listening socket and its connections."""
+
+    def __init__(
+        self, dispatcher: Dispatcher, *, max_frame_bytes: int, security: Security | None = None
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.security = security or Security()  # TLS context, SASL requirement, caches
+        self.max_frame_bytes = max_frame_bytes
+        self.connections: set[KafkaConnection] = set()
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start_on(self, sock: socket.socket) -> None:
+        """Accept connections on an already bound socket."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: KafkaConnection(self), sock=sock, backlog=1024, ssl=self.security.ssl_context
+        )
+
+    def stop_accepting(self) -> None:
+        """Stop taking new connections; existing ones carry on."""
+        if self._server is not None:
+            self._server.close()
+
+    async def close_connections(self, timeout_s: float = 5.0) -> None:
+        """Close every connection once its queued answers are written."""
+        for connection in list(self.connections):
+            connection.close()
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while self.connections and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        for connection in list(self.connections):
+            connection._abort()

@@ -1,0 +1,187 @@
+"""A short-lived local copy of the cluster's topic metadata (name ↔ id ↔ partition count).
+
+Produce and Fetch need it on every request, so it must be a dictionary lookup, not an
+HTTP call. Entries live `ttl_s` seconds; a miss (unknown name or id, or a partition past
+the cached count) asks the control plane once, and concurrent misses share that call.
+Admin handlers invalidate what they change so this agent sees its own changes at once;
+changes made through other agents show up within the TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.control_plane import ControlPlaneClient
+
+# Kafka's default max.message.bytes (1 MiB + the 12-byte log overhead).
+DEFAULT_MAX_MESSAGE_BYTES = 1048588
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """One topic as the control plane knows it; `configs` holds overrides only."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, Any] = field(default_factory=dict)
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+
+    @property
+    def topic_id_str(self) -> str:
+        return str(self.topic_id)
+
+
+def topic_from_json(item: dict[str, Any]) -> TopicInfo:
+    """A `TopicInfo` from one entry of a `topics/list` answer."""
+    configs = item.get("configs") or {}
+    try:
+        max_bytes = int(configs.get("max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES))
+    except (TypeError, ValueError):
+        max_bytes = DEFAULT_MAX_MESSAGE_BYTES
+    return TopicInfo(
+        name=item["name"],
+        topic_id=uuid.UUID(item["topic_id"]),
+        partitions=int(item["partitions"]),
+        configs=dict(configs),
+        max_message_bytes=max_bytes,
+    )
+
+
+class TopicCache:
+    """Topic metadata by name and by id, refreshed on miss and after `ttl_s`."""
+
+    def __init__(
+        self, client: ControlPlaneClient, *, ttl_s: float = 5.0, negative_ttl_s: float = 1.0
+    ) -> None:
+        self._client = client
+        self._ttl = ttl_s
+        self._negative_ttl = negative_ttl_s
+        # name -> (expires_at, TopicInfo | None); None caches "does not exist" briefly so a
+        # producer hammering a missing topic does not hammer the control plane.
+        self._by_name: dict[str, tuple[float, TopicInfo | None]] = {}
+        self._by_id: dict[uuid.UUID, tuple[float, TopicInfo]] = {}
+        self._inflight: dict[frozenset[str] | None, asyncio.Future] = {}
+
+    def invalidate(self, names: Iterable[str] = (), topic_ids: Iterable[uuid.UUID] = ()) -> None:
+        """Forget these topics (after this agent created, deleted or changed them)."""
+        for name in names:
+            entry = self._by_name.pop(name, None)
+            if entry and entry[1]:
+                self._by_id.pop(entry[1].topic_id, None)
+        for topic_id in topic_ids:
+            entry_by_id = self._by_id.pop(topic_id, None)
+            if entry_by_id:
+                self._by_name.pop(entry_by_id[1].name, None)
+
+    def store(self, topics: Iterable[TopicInfo]) -> None:
+        """Remember freshly learned topics (e.g. from a `topics/create` answer)."""
+        expires = time.monotonic() + self._ttl
+        for topic in topics:
+            self._by_name[topic.name] = (expires, topic)
+            self._by_id[topic.topic_id] = (expires, topic)
+
+    def peek(self, name: str) -> TopicInfo | None:
+        """The cached topic if fresh; never calls the control plane."""
+        entry = self._by_name.get(name)
+        if entry and entry[0] > time.monotonic():
+            return entry[1]
+        return None
+
+    async def by_names(
+        self, names: Iterable[str], *, need_partition: dict[str, int] | None = None
+    ) -> dict[str, TopicInfo | None]:
+        """Each name → its topic, or None when it does not exist.
+
+        `need_partition` maps a name to the highest partition index the caller is about
+        to use; a cached count that does not cover it counts as a miss (partitions may
+        have been added through another agent).
+        """
+        now = time.monotonic()
+        result: dict[str, TopicInfo | None] = {}
+        missing: set[str] = set()
+        for name in names:
+            entry = self._by_name.get(name)
+            if entry is None or entry[0] <= now:
+                missing.add(name)
+                continue
+            topic = entry[1]
+            if (
+                need_partition
+                and topic is not None
+                and need_partition.get(name, -1) >= topic.partitions
+            ):
+                missing.add(name)
+                continue
+            result[name] = topic
+        if missing:
+            await self._load(frozenset(missing))
+            for name in missing:
+                entry = self._by_name.get(name)
+                result[name] = entry[1] if entry else None
+        return result
+
+    async def by_ids(self, topic_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, TopicInfo | None]:
+        """Each id → its topic, or None. A miss reloads the whole topic list (the API
+        looks topics up by name only)."""
+        now = time.monotonic()
+        wanted = list(topic_ids)
+        if any((e := self._by_id.get(t)) is None or e[0] <= now for t in wanted):
+            await self._load(None)
+        return {t: (e[1] if (e := self._by_id.get(t)) else None) for t in wanted}
+
+    async def all_topics(self) -> list[TopicInfo]:
+        """Every topic of the cluster, freshly listed."""
+        await self._load(None)
+        now = time.monotonic()
+        return sorted((t for exp, t in self._by_id.values() if exp > now), key=lambda t: t.name)
+
+    async def _load(self, names: frozenset[str] | None) -> None:
+        # Single flight: concurrent misses for the same names wait on one call.
+        pending = self._inflight.get(names)
+        if pending is not None:
+            await asyncio.wait([pending])
+            if pending.cancelled():  # the caller that loaded went away; load ourselves
+                return await self._load(names)
+            return pending.result()
+        future = asyncio.get_running_loop().create_future()
+        self._inflight[names] = future
+        try:
+            answer = await self._client.call_with_retries(
+                "topics/list", {"names": sorted(names) if names is not None else None}
+            )
+            self._apply(names, answer.get("topics", []))
+            future.set_result(None)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: the waiters re-raise it, or nobody does
+            raise
+        finally:
+            del self._inflight[names]
+
+    def _apply(self, names: frozenset[str] | None, items: list[dict[str, Any]]) -> None:
+        now = time.monotonic()
+        found = [topic_from_json(item) for item in items]
+        if names is None:
+            # A full listing is authoritative: drop every id no longer present.
+            self._by_id = {}
+        self.store(found)
+        present = {t.name for t in found}
+        for name in names or ():
+            if name not in present:
+                stale = self._by_name.get(name)
+                if stale and stale[1] is not None:
+                    self._by_id.pop(stale[1].topic_id, None)
+                self._by_name[name] = (now + self._negative_ttl, None)
+        if names is None:
+            for name, (_, topic) in list(self._by_name.items()):
+                if topic is not None and name not in present:
+                    self._by_name[name] = (now + self._negative_ttl, None)

@@ -1,0 +1,381 @@
+"""The write path: one open segment for every partition, flushed by size or age, then
+PUT to object storage and committed to the control plane — in segment order.
+
+Produce handlers call `SegmentWriter.append` with a whole request's validated batches;
+all of them land in the same segment (a request is atomic: one file, one commit). The
+answer is a future that resolves, after the commit, to one commit result per batch.
+
+Ordering: PUTs of successive segments may run concurrently, but each commit waits for
+the previous segment's commit to finish (succeed or fail). An idempotent producer with
+several requests in flight therefore sees its batches committed in the order it sent
+them, whichever file's PUT finished first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlPlaneUnavailable
+from agents.metrics import Counter, Gauge, Histogram, size_histogram
+from agents.protocol.errors import ErrorCode
+from agents.protocol.records import BatchHeader
+from agents.segment import SegmentBuilder
+
+log = logging.getLogger(__name__)
+
+# librdkafka retries both (rdkafka_request.c, rd_kafka_handle_Produce_error): storage
+# error as "not persisted", request timed out as "possibly persisted".
+KAFKA_STORAGE_ERROR = ErrorCode.KAFKA_STORAGE_ERROR
+REQUEST_TIMED_OUT = ErrorCode.REQUEST_TIMED_OUT
+
+_FLUSH_BYTES = size_histogram("floe_segment_flush_bytes", "Size of flushed segments.")
+_FLUSH_SECONDS = Histogram(
+    "floe_segment_flush_seconds", "From sealing a segment to its commit answer.", ("outcome",)
+)
+_PUT_SECONDS = Histogram("floe_segment_put_seconds", "Object-store PUT latency.", ("outcome",))
+_COMMIT_SECONDS = Histogram("floe_segment_commit_seconds", "Commit call latency.", ("outcome",))
+_SEGMENTS = Counter("floe_segments_total", "Flushed segments, by outcome.", ("outcome",))
+_FLUSH_REASON = Counter("floe_segment_flush_reason_total", "Why segments were sealed.", ("reason",))
+_INFLIGHT = Gauge("floe_segment_inflight_bytes", "Bytes of sealed segments not yet committed.")
+
+# Back-off before each retry. A commit may be retried safely: re-committing a file key
+# returns the first answer (AGENT_API.md). ~2 s in all stays well inside a producer's
+# request timeout (30 s by default).
+PUT_RETRY_DELAYS_S = (0.05, 0.2)
+COMMIT_RETRY_DELAYS_S = (0.1, 0.4, 1.6)
+# Sealed segments allowed in the pipeline (one committing, one uploading / waiting its
+# turn) before the age limit stops sealing and lets the open segment grow.
+MAX_SEALED_PENDING = 2
+
+
+@dataclass(frozen=True)
+class BatchToWrite:
+    """One validated record batch of a produce request."""
+
+    topic_id: uuid.UUID
+    partition: int
+    data: memoryview  # the batch exactly as the producer sent it
+    header: BatchHeader
+
+
+@dataclass
+class _Segment:
+    builder: SegmentBuilder
+    sealed: bool = False
+    # one JSON-ready dict per batch, in append order (the commit request's "batches")
+    commit_batches: list[dict[str, Any]] = field(default_factory=list)
+    # (future, index of the request's first batch, number of batches)
+    waiters: list[tuple[asyncio.Future, int, int]] = field(default_factory=list)
+    touched: set[tuple[str, int]] = field(default_factory=set)
+    committed: asyncio.Future | None = None
+    timer: asyncio.TimerHandle | None = None
+    overdue: bool = False  # its age passed while the commit pipeline was full
+
+
+class CommitWatch:
+    """Wakes long-polling fetches when this agent commits batches of their partitions.
+
+    Each partition has a commit counter, so a fetch that planned before a commit landed
+    (and so missed it) sees the counter moved and re-plans at once instead of sleeping.
+    """
+
+    def __init__(self) -> None:
+        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+        self._commits: dict[tuple[str, int], int] = {}
+
+    def snapshot(self, partitions: Iterable[tuple[str, int]]) -> tuple[int, ...]:
+        """The commit counters of `partitions`, to pass to `wait(since=...)`."""
+        return tuple(self._commits.get(key, 0) for key in partitions)
+
+    def notify(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Record a commit to each partition and wake the fetches waiting on it."""
+        for key in partitions:
+            self._commits[key] = self._commits.get(key, 0) + 1
+            for future in self._waiters.pop(key, ()):
+                if not future.done():
+                    future.set_result(key)
+
+    async def wait(
+        self,
+        partitions: list[tuple[str, int]],
+        timeout_s: float,
+        since: tuple[int, ...] | None = None,
+    ) -> bool:
+        """True when one of `partitions` (topic id string, index) got a commit after the
+        `since` snapshot (or, without one, within `timeout_s`); False on timeout."""
+        if since is not None and self.snapshot(partitions) != since:
+            return True
+        future = asyncio.get_running_loop().create_future()
+        for key in partitions:
+            self._waiters.setdefault(key, set()).add(future)
+        try:
+            await asyncio.wait_for(future, timeout_s)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            for key in partitions:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    waiters.discard(future)
+                    if not waiters:
+                        del self._waiters[key]
+
+
+class SegmentWriter:
+    """Owns the open segment; seals, uploads and commits it."""
+
+    def __init__(
+        self,
+        *,
+        put: Callable[[str, bytes], None],
+        client: ControlPlaneClient,
+        cluster_id: str,
+        agent_id: str,
+        max_bytes: int,
+        max_age_ms: int,
+        executor: Executor | None = None,
+        on_committed: Callable[[str, bytes], None] | None = None,
+        watch: CommitWatch | None = None,
+        max_inflight_bytes: int | None = None,
+        put_retry_delays_s: tuple[float, ...] = PUT_RETRY_DELAYS_S,
+        commit_retry_delays_s: tuple[float, ...] = COMMIT_RETRY_DELAYS_S,
+    ) -> None:
+        self.put_retry_delays_s = put_retry_delays_s
+        self.commit_retry_delays_s = commit_retry_delays_s
+        self._put = put
+        self._client = client
+        self.cluster_id = cluster_id
+        self.agent_id = agent_id
+        self.max_bytes = max_bytes
+        self.max_age_ms = max_age_ms
+        self._executor = executor
+        self._on_committed = on_committed
+        self.watch = watch or CommitWatch()
+        self._open: _Segment | None = None
+        self._commit_tail: asyncio.Future | None = None
+        self._flushes: set[asyncio.Task] = set()
+        self._sequence = 0
+        self._boot = secrets.token_hex(3)
+        self._inflight_bytes = 0
+        self._sealed_pending = 0  # sealed segments whose commit has not finished
+        self._max_inflight = max_inflight_bytes or max(64 * 1024 * 1024, 8 * max_bytes)
+        self._room = asyncio.Event()
+        self._room.set()
+        self._closing = False
+
+    async def wait_for_room(self) -> None:
+        """Backpressure: wait while too many sealed bytes are still being uploaded."""
+        while not self._room.is_set():
+            await self._room.wait()
+
+    def append(self, batches: list[BatchToWrite], *, wait: bool) -> asyncio.Future | None:
+        """Add a request's batches to the open segment (all to the same one).
+
+        With `wait`, returns a future resolving to one commit result dict per batch
+        (`error_code`, `base_offset`, `log_start_offset`), in order; without it
+        (acks=0), None.
+        """
+        if self._closing:
+            raise RuntimeError("the segment writer is closed")
+        incoming = sum(len(b.data) for b in batches)
+        segment = self._open
+        if segment is not None and segment.builder.size + incoming > self.max_bytes:
+            self._seal("size")
+            segment = None
+        if segment is None:
+            segment = self._open = _Segment(SegmentBuilder())
+            loop = asyncio.get_running_loop()
+            segment.timer = loop.call_later(self.max_age_ms / 1000, self._seal_if_open, segment)
+        first = len(segment.commit_batches)
+        for batch in batches:
+            header = batch.header
+            entry = segment.builder.append(
+                topic_id=batch.topic_id,
+                partition=batch.partition,
+                batch=batch.data,
+                header=header,
+            )
+            topic_id = str(batch.topic_id)
+            segment.commit_batches.append(
+                {
+                    "topic_id": topic_id,
+                    "partition": batch.partition,
+                    "pos": entry.position,
+                    "len": entry.length,
+                    "records": header.record_count,
+                    "base_ts": header.base_timestamp,
+                    "max_ts": header.max_timestamp,
+                    "producer_id": header.producer_id,
+                    "producer_epoch": header.producer_epoch,
+                    "base_sequence": header.base_sequence,
+                }
+            )
+            segment.touched.add((topic_id, batch.partition))
+        future = None
+        if wait:
+            future = asyncio.get_running_loop().create_future()
+            segment.waiters.append((future, first, len(batches)))
+        if segment.builder.size >= self.max_bytes:
+            self._seal("size")
+        return future
+
+    def _seal_if_open(self, segment: _Segment) -> None:
+        if self._open is not segment:
+            return
+        if self._sealed_pending >= MAX_SEALED_PENDING:
+            # Group commit: commits are serial, so sealing now would only queue another
+            # small file behind the ones waiting. Keep collecting; the segment is sealed
+            # the moment a commit finishes. Under load segments grow instead of queueing,
+            # so latency stays near commit time instead of growing without bound.
+            segment.overdue = True
+            return
+        self._seal("age")
+
+    def _seal(self, reason: str) -> None:
+        segment = self._open
+        if segment is None:
+            return
+        self._open = None
+        segment.sealed = True
+        if segment.timer is not None:
+            segment.timer.cancel()
+        _FLUSH_REASON.inc(1, reason)
+        self._sealed_pending += 1
+        previous = self._commit_tail
+        segment.committed = asyncio.get_running_loop().create_future()
+        self._commit_tail = segment.committed
+        size = segment.builder.size
+        self._inflight_bytes += size
+        _INFLIGHT.set(self._inflight_bytes)
+        if self._inflight_bytes > self._max_inflight:
+            self._room.clear()
+        task = asyncio.get_running_loop().create_task(self._flush(segment, previous, size))
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    def _object_key(self) -> str:
+        now = datetime.now(UTC)
+        self._sequence += 1
+        # Leading milliseconds make names sort by time; agent id, boot token and sequence
+        # make them unique across agents and restarts.
+        name = (
+            f"{int(now.timestamp() * 1000):013d}-{self.agent_id}-{self._boot}-{self._sequence:06d}"
+        )
+        return f"{self.cluster_id}/segments/{now:%Y/%m/%d}/{name}.seg"
+
+    def _finish_and_put(self, key: str, builder: SegmentBuilder) -> bytes:
+        # Runs in a worker thread: the sealed builder is no longer touched by the loop.
+        data = builder.finish()
+        for delay in (*self.put_retry_delays_s, None):
+            started = time.perf_counter()
+            try:
+                self._put(key, data)
+                _PUT_SECONDS.observe(time.perf_counter() - started, "ok")
+                return data
+            except Exception as exc:  # any backend failure; retried, then reported
+                _PUT_SECONDS.observe(time.perf_counter() - started, "error")
+                if delay is None:
+                    raise
+                log.warning("PUT %s failed (%s); retrying in %.2fs", key, exc, delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def _flush(self, segment: _Segment, previous: asyncio.Future | None, size: int) -> None:
+        started = time.perf_counter()
+        key = self._object_key()
+        outcome = "ok"
+        results: list[dict[str, Any]] | None = None
+        error_code = 0
+        data = b""
+        try:
+            loop = asyncio.get_running_loop()
+            try:
+                data = await loop.run_in_executor(
+                    self._executor, self._finish_and_put, key, segment.builder
+                )
+            except Exception as exc:
+                log.error("segment %s: PUT failed, failing its requests: %s", key, exc)
+                error_code, outcome = KAFKA_STORAGE_ERROR, "put_failed"
+            if previous is not None:
+                await asyncio.shield(previous)  # commits go out in segment order
+            if not error_code:
+                results, error_code, outcome = await self._commit(key, len(data), segment)
+        except Exception:  # our bug: never leave producers hanging
+            log.exception("segment %s: flush failed", key)
+            results, error_code, outcome = None, KAFKA_STORAGE_ERROR, "error"
+        finally:
+            self._inflight_bytes -= size
+            _INFLIGHT.set(self._inflight_bytes)
+            if self._inflight_bytes <= self._max_inflight:
+                self._room.set()
+            assert segment.committed is not None
+            segment.committed.set_result(None)
+            self._sealed_pending -= 1
+            if self._open is not None and self._open.overdue:
+                self._seal("age")
+        _SEGMENTS.inc(1, outcome)
+        _FLUSH_SECONDS.observe(time.perf_counter() - started, outcome)
+        if results is not None:
+            _FLUSH_BYTES.observe(len(data))
+            if self._on_committed is not None:
+                self._on_committed(key, data)
+            self.watch.notify(segment.touched)
+        for future, first, count in segment.waiters:
+            if future.done():  # the client went away
+                continue
+            if results is not None:
+                future.set_result(results[first : first + count])
+            else:
+                failed = {"error_code": error_code, "base_offset": -1, "log_start_offset": -1}
+                future.set_result([failed] * count)
+
+    async def _commit(
+        self, key: str, size: int, segment: _Segment
+    ) -> tuple[list[dict[str, Any]] | None, int, str]:
+        body = {"file_key": key, "size": size, "batches": segment.commit_batches}
+        for delay in (*self.commit_retry_delays_s, None):
+            started = time.perf_counter()
+            try:
+                answer = await self._client.call("commit", body)
+                _COMMIT_SECONDS.observe(time.perf_counter() - started, "ok")
+                results = answer["batches"]
+                if len(results) != len(segment.commit_batches):
+                    raise ValueError(
+                        f"commit answered {len(results)} batches for {len(segment.commit_batches)}"
+                    )
+                return results, 0, "ok"
+            except ControlPlaneUnavailable as exc:
+                _COMMIT_SECONDS.observe(time.perf_counter() - started, "unavailable")
+                if delay is None:
+                    log.error("segment %s: commit failed, failing its requests: %s", key, exc)
+                    # Unknown outcome → "possibly persisted"; a clean 5xx → not persisted.
+                    code = REQUEST_TIMED_OUT if exc.outcome_unknown else KAFKA_STORAGE_ERROR
+                    return None, code, "commit_failed"
+                log.warning("segment %s: commit failed (%s); retrying in %.1fs", key, exc, delay)
+                await asyncio.sleep(delay)
+            except (ControlPlaneError, ValueError, KeyError, TypeError) as exc:
+                _COMMIT_SECONDS.observe(time.perf_counter() - started, "rejected")
+                log.error("segment %s: commit rejected, failing its requests: %s", key, exc)
+                return None, KAFKA_STORAGE_ERROR, "commit_rejected"
+        raise AssertionError("unreachable")
+
+    def flush_now(self) -> None:
+        """Seal the open segment now (e.g. at shutdown)."""
+        self._seal("shutdown")
+
+    async def close(self) -> None:
+        """Seal the open segment and wait until every sealed segment is answered."""
+        self.flush_now()
+        self._closing = True
+        while self._flushes:
+            await asyncio.gather(*list(self._flushes), return_exceptions=True)

@@ -1,0 +1,271 @@
+"""Produce and consume through one agent: throughput and latency, with confluent-kafka.
+
+Starts a control plane (gunicorn, bench database) and one agent with a file:// bucket —
+or uses `--control-plane-url` + `--agent-key` of a running control plane, or measures a
+running agent given by `--bootstrap` — then, for each
+`--batch-timeouts` value (default 250 and 50 ms), on a fresh 12-partition topic with
+1 KiB records and acks=all:
+
+1. throughput: produce as fast as possible for `--seconds`; MiB/s;
+2. latency: produce at `--rate` records/s while a consumer tails the topic; produce
+   latency (send → delivery callback) and end-to-end latency (timestamp in the record
+   → consumed), p50/p99;
+3. catch-up: a new consumer reads the topic from the beginning; MiB/s.
+
+Prints one JSON object.
+
+    .venv/bin/python bench/produce.py [--seconds 10] [--batch-timeouts 250,50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from common import ROOT, bench_env, control_plane, django_setup, percentile
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+PARTITIONS = 12
+RECORD_BYTES = 1024
+MIB = 1024 * 1024
+_STAMP = struct.Struct(">d")  # send time, at the start of every value
+
+
+def start_agent(url: str, key: str, bucket: Path, batch_timeout_ms: int) -> tuple:
+    """One agent process on OS-chosen ports; returns (process, bootstrap)."""
+    log = open(bucket.parent / f"agent-{batch_timeout_ms}.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agents", "--control-plane-url", url, "--agent-key", key,
+         "--bucket-url", bucket.as_uri(), "--kafka-port", "0", "--http-port", "0",
+         "--batch-timeout", str(batch_timeout_ms)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
+    )  # fmt: skip
+    line = proc.stdout.readline()
+    match = re.search(r"serving Kafka on (\S+) for", line)
+    if not match:
+        proc.kill()
+        raise RuntimeError(f"agent did not start: {line!r}; see {log.name}")
+    return proc, match.group(1)
+
+
+def create_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, PARTITIONS, 1)]).values():
+        future.result(30)
+
+
+def producer(bootstrap: str) -> Producer:
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "queue.buffering.max.kbytes": 256 * 1024,
+            "compression.type": "none",
+        }
+    )
+
+
+def run_throughput(bootstrap: str, topic: str, seconds: float) -> dict:
+    """Produce flat out; MiB/s from the first send to the last delivery."""
+    prod = producer(bootstrap)
+    payload = bytes(RECORD_BYTES)
+    delivered = [0, 0]  # ok, failed
+
+    def on_delivery(err, msg) -> None:
+        delivered[1 if err else 0] += 1
+
+    started = time.perf_counter()
+    sent = 0
+    while time.perf_counter() - started < seconds:
+        for _ in range(1000):
+            try:
+                prod.produce(topic, payload, partition=sent % PARTITIONS, on_delivery=on_delivery)
+                sent += 1
+            except BufferError:
+                prod.poll(0.005)
+        prod.poll(0)
+    prod.flush(60)
+    elapsed = time.perf_counter() - started
+    return {
+        "records": sent,
+        "failed": delivered[1],
+        "seconds": round(elapsed, 2),
+        "mib_per_s": round(delivered[0] * RECORD_BYTES / MIB / elapsed, 1),
+    }
+
+
+def run_latency(bootstrap: str, topic: str, seconds: float, rate: int) -> dict:
+    """Produce at `rate` records/s while a consumer tails the topic."""
+    e2e: list[float] = []
+    stop = threading.Event()
+    ready = threading.Event()
+
+    def tail() -> None:
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False}
+        )
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        ready.set()
+        while not stop.is_set():
+            # poll, not consume(n, timeout): consume holds messages until n or the timeout.
+            msg = consumer.poll(0.1)
+            if msg is not None and not msg.error():
+                e2e.append(time.time() - _STAMP.unpack_from(msg.value())[0])
+        consumer.close()
+
+    thread = threading.Thread(target=tail)
+    thread.start()
+    ready.wait(10)
+    time.sleep(1)  # let the consumer's first fetches go out
+    prod = producer(bootstrap)
+    produce_latency: list[float] = []
+    started = time.perf_counter()
+    sent = 0
+    while (now := time.perf_counter()) - started < seconds:
+        due = int((now - started) * rate)
+        while sent < due:
+            sent_at = time.perf_counter()
+            value = _STAMP.pack(time.time()) + bytes(RECORD_BYTES - _STAMP.size)
+
+            def on_delivery(err, msg, sent_at=sent_at) -> None:
+                if not err:
+                    produce_latency.append(time.perf_counter() - sent_at)
+
+            prod.produce(topic, value, partition=sent % PARTITIONS, on_delivery=on_delivery)
+            sent += 1
+        prod.poll(0.001)
+    prod.flush(30)
+    deadline = time.monotonic() + 10
+    while len(e2e) < sent and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    thread.join(10)
+
+    def ms(values: list[float], p: float) -> float:
+        return round(percentile(values, p) * 1000, 1)
+
+    return {
+        "rate_per_s": rate,
+        "records": sent,
+        "produce_p50_ms": ms(produce_latency, 50),
+        "produce_p99_ms": ms(produce_latency, 99),
+        "e2e_p50_ms": ms(e2e, 50),
+        "e2e_p99_ms": ms(e2e, 99),
+        "consumed": len(e2e),
+    }
+
+
+def run_catch_up(bootstrap: str, topic: str, records: int) -> dict:
+    """Read `records` records of the topic from the beginning; MiB/s."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-catch-up",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 64 * MIB,
+            "max.partition.fetch.bytes": 8 * MIB,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    got = size = 0
+    started = time.perf_counter()
+    deadline = time.monotonic() + 120
+    while got < records and time.monotonic() < deadline:
+        for msg in consumer.consume(10000, 0.5):
+            if not msg.error():
+                got += 1
+                size += len(msg.value())
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return {
+        "records": got,
+        "seconds": round(elapsed, 2),
+        "mib_per_s": round(size / MIB / elapsed, 1),
+    }
+
+
+def stop_embedded_postgres(data_dir: Path) -> None:
+    """Stop the PostgreSQL that `bench_env` started in `data_dir` (it outlives us otherwise)."""
+    pid_file = data_dir / "postgres" / "postmaster.pid"
+    if pid_file.exists():
+        os.kill(int(pid_file.read_text().split()[0]), signal.SIGINT)  # fast shutdown
+
+
+def run_phases(bootstrap: str, label: str, args) -> dict:
+    """Throughput, latency and catch-up against one agent."""
+    topic = f"bench-{label}-{int(time.time())}"
+    create_topic(bootstrap, topic)
+    throughput = run_throughput(bootstrap, topic, args.seconds)
+    latency_topic = topic + "-latency"
+    create_topic(bootstrap, latency_topic)
+    latency = run_latency(bootstrap, latency_topic, args.seconds, args.rate)
+    catch_up = run_catch_up(bootstrap, topic, throughput["records"] - throughput["failed"])
+    return {"produce": throughput, "latency": latency, "catch_up": catch_up}
+
+
+def bench_one(url: str, key: str, bucket: Path, timeout_ms: int, args) -> dict:
+    proc, bootstrap = start_agent(url, key, bucket, timeout_ms)
+    try:
+        return {"batch_timeout_ms": timeout_ms, **run_phases(bootstrap, str(timeout_ms), args)}
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each phase")
+    parser.add_argument("--batch-timeouts", default="250,50")
+    parser.add_argument("--rate", type=int, default=5000, help="records/s in the latency phase")
+    parser.add_argument("--control-plane-url", help="use a running control plane")
+    parser.add_argument("--agent-key", help="agent key of a cluster on that control plane")
+    parser.add_argument("--bootstrap", help="measure a running agent (host:port) instead")
+    args = parser.parse_args()
+    if args.bootstrap:
+        print(json.dumps({"bootstrap": args.bootstrap, **run_phases(args.bootstrap, "x", args)}))
+        return
+    data_dir = Path(tempfile.mkdtemp(prefix="floe-bench-produce-"))
+    bucket = data_dir / "bucket"
+    bucket.mkdir()
+    timeouts = [int(t) for t in args.batch_timeouts.split(",")]
+    results = []
+    if args.control_plane_url:
+        for timeout_ms in timeouts:
+            results.append(
+                bench_one(args.control_plane_url, args.agent_key, bucket, timeout_ms, args)
+            )
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    else:
+        embedded = not os.environ.get("DATABASE_URL")  # django_setup exports one below
+        env = bench_env(data_dir)
+        try:
+            django_setup(env)
+            from tests.factories import make_cluster
+
+            # The cluster's flush-age cap must not clip the timeouts under test.
+            _, key = make_cluster("bench-produce", max_flush_age_ms=max(timeouts))
+            with control_plane(env) as url:
+                for timeout_ms in timeouts:
+                    results.append(bench_one(url, key, bucket, timeout_ms, args))
+                    print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+        finally:
+            if embedded:
+                stop_embedded_postgres(data_dir)
+    print(json.dumps({"record_bytes": RECORD_BYTES, "partitions": PARTITIONS, "runs": results},
+                     indent=2))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

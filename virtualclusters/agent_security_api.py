@@ -1,0 +1,98 @@
+"""Agent-API calls for SASL verifiers and ACLs (contract: AGENT_API.md, "SASL and ACLs").
+
+Same authentication and error conventions as ``agent_api``: the agent key names the
+cluster; Kafka-level refusals are ``error_code`` fields, never HTTP errors.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+
+from agents.protocol.errors import ErrorCode
+from agents.security.acl import AclFilter
+
+from . import security_services as services
+from .agent_api import BadRequest, _endpoint, _list
+from .models import VirtualCluster
+from .security_models import Acl
+
+
+def _message(exc: ValidationError) -> str:
+    if hasattr(exc, "error_dict"):
+        field, errors = next(iter(exc.message_dict.items()))
+        return f"{field}: {errors[0]}"
+    return exc.messages[0]
+
+
+@_endpoint
+def sasl_credential(cluster: VirtualCluster, body: dict) -> dict:
+    username = body.get("username")
+    if not isinstance(username, str):
+        raise BadRequest("'username' must be a string")
+    return services.sasl_credential_for_agent(cluster, username)
+
+
+@_endpoint
+def acls_list(cluster: VirtualCluster, body: dict) -> dict:
+    version = services.acl_version(cluster)
+    if body.get("version") == version:
+        return {"version": version, "acls": None}
+    rows = Acl.objects.filter(cluster=cluster).order_by("id")
+    return {"version": version, "acls": [acl.binding_json() for acl in rows]}
+
+
+@_endpoint
+def acls_create(cluster: VirtualCluster, body: dict) -> dict:
+    results = []
+    for item in _list(body, "acls"):
+        if not isinstance(item, dict):
+            raise BadRequest("every ACL must be an object")
+        try:
+            services.acl_create(cluster=cluster, binding=services.acl_binding(item))
+        except ValidationError as exc:
+            results.append(
+                {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": _message(exc)}
+            )
+            continue
+        results.append({"error_code": 0, "error_message": None})
+    return {"results": results}
+
+
+def _filter(item: object) -> AclFilter:
+    if not isinstance(item, dict):
+        raise BadRequest("an ACL filter must be an object")
+    return AclFilter.from_json(item)
+
+
+@_endpoint
+def acls_describe(cluster: VirtualCluster, body: dict) -> dict:
+    try:
+        acl_filter = _filter(body.get("filter"))
+    except ValueError as exc:
+        return {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": str(exc), "acls": []}
+    acls = services.acls_matching(cluster, acl_filter)
+    return {"error_code": 0, "error_message": None, "acls": [a.binding_json() for a in acls]}
+
+
+@_endpoint
+def acls_delete(cluster: VirtualCluster, body: dict) -> dict:
+    parsed: list[AclFilter | str] = []
+    for item in _list(body, "filters"):
+        try:
+            parsed.append(_filter(item))
+        except ValueError as exc:
+            parsed.append(str(exc))
+    valid = [f for f in parsed if isinstance(f, AclFilter)]
+    deleted = iter(services.acls_delete_matching(cluster=cluster, filters=valid))
+    results = []
+    for item in parsed:
+        if isinstance(item, str):
+            results.append(
+                {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": item, "acls": []}
+            )
+        else:
+            acls = next(deleted)
+            results.append(
+                {"error_code": 0, "error_message": None, "acls": [a.binding_json() for a in acls]}
+            )
+    return {"results": results}

@@ -1,0 +1,74 @@
+"""Serializers for SASL credentials and ACLs (shapes only; rules live in the services)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from virtualclusters.security_models import Acl, SaslCredential
+from virtualclusters.security_services import MAX_PASSWORD_LENGTH
+
+MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+class SaslCredentialSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="public_id", read_only=True)
+    cluster = serializers.CharField(source="cluster.public_id", read_only=True)
+    mechanisms = serializers.SerializerMethodField()
+
+    class Meta:
+        model = SaslCredential
+        fields = ["id", "cluster", "username", "superuser", "read_only", "mechanisms", "created_at"]
+        read_only_fields = fields
+
+    def get_mechanisms(self, credential: SaslCredential) -> list[str]:
+        return MECHANISMS
+
+
+class SaslCredentialCreateSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=128)
+    password = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=MAX_PASSWORD_LENGTH,
+        write_only=True,
+        help_text="Leave out to get a generated password (returned once).",
+    )
+    superuser = serializers.BooleanField(required=False, default=False)
+    read_only = serializers.BooleanField(required=False, default=False)
+
+
+class SaslCredentialCreatedSerializer(SaslCredentialSerializer):
+    password = serializers.CharField(
+        read_only=True, help_text="The password. Shown once; store it now."
+    )
+
+    class Meta(SaslCredentialSerializer.Meta):
+        fields = [*SaslCredentialSerializer.Meta.fields, "password"]
+        read_only_fields = fields
+
+
+class AclSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="public_id", read_only=True)
+    cluster = serializers.CharField(source="cluster.public_id", read_only=True)
+
+    class Meta:
+        model = Acl
+        fields = ["id", "cluster", *Acl.BINDING_FIELDS, "created_at"]
+        read_only_fields = fields
+
+
+def _choices(field: str) -> list[str]:
+    return [value for value, _ in Acl._meta.get_field(field).choices]
+
+
+class AclCreateSerializer(serializers.Serializer):
+    resource_type = serializers.ChoiceField(choices=_choices("resource_type"))
+    resource_name = serializers.CharField(
+        max_length=255, help_text="A name, '*' for all, or a prefix (pattern_type 'prefixed')"
+    )
+    pattern_type = serializers.ChoiceField(choices=_choices("pattern_type"), default="literal")
+    principal = serializers.CharField(max_length=255, help_text="'User:<name>' or 'User:*'")
+    host = serializers.CharField(max_length=255, default="*")
+    operation = serializers.ChoiceField(choices=_choices("operation"))
+    permission = serializers.ChoiceField(choices=_choices("permission"), default="allow")

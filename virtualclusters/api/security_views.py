@@ -1,0 +1,114 @@
+"""REST API: a cluster's SASL credentials and ACLs."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+
+from virtualclusters import security_services as services
+from virtualclusters.security_models import Acl, SaslCredential
+
+from .security_serializers import (
+    AclCreateSerializer,
+    AclSerializer,
+    SaslCredentialCreatedSerializer,
+    SaslCredentialCreateSerializer,
+    SaslCredentialSerializer,
+)
+from .views import ClusterScopedView
+
+
+class SaslCredentialListView(ClusterScopedView):
+    @extend_schema(
+        responses=SaslCredentialSerializer(many=True), summary="List a cluster's SASL users"
+    )
+    def get(self, request, cluster_id: str):
+        credentials = self.cluster(cluster_id).sasl_credentials.order_by("username")
+        return Response(SaslCredentialSerializer(credentials, many=True).data)
+
+    @extend_schema(
+        request=SaslCredentialCreateSerializer,
+        responses={201: SaslCredentialCreatedSerializer},
+        summary="Create a SASL user (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)",
+        description="The password is returned once; only verifiers are stored.",
+    )
+    def post(self, request, cluster_id: str):
+        cluster = self.cluster(cluster_id)
+        data = SaslCredentialCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        credential, password = services.sasl_credential_create(
+            cluster=cluster, **data.validated_data
+        )
+        credential.password = password
+        return Response(
+            SaslCredentialCreatedSerializer(credential).data, status=status.HTTP_201_CREATED
+        )
+
+
+class SaslCredentialDetailView(ClusterScopedView):
+    def _credential(self, cluster_id: str, credential_id: str) -> SaslCredential:
+        return get_object_or_404(self.cluster(cluster_id).sasl_credentials, public_id=credential_id)
+
+    @extend_schema(responses=SaslCredentialSerializer, summary="Describe a SASL user")
+    def get(self, request, cluster_id: str, credential_id: str):
+        return Response(SaslCredentialSerializer(self._credential(cluster_id, credential_id)).data)
+
+    @extend_schema(responses={204: None}, summary="Delete a SASL user")
+    def delete(self, request, cluster_id: str, credential_id: str):
+        services.sasl_credential_delete(credential=self._credential(cluster_id, credential_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+_FILTERS = [
+    OpenApiParameter(name, str, required=False, description=description)
+    for name, description in (
+        ("resource_type", "topic, group, cluster or transactional_id"),
+        ("resource_name", "exact resource name"),
+        ("principal", "e.g. User:alice"),
+    )
+]
+
+
+class AclListView(ClusterScopedView):
+    @extend_schema(
+        parameters=_FILTERS, responses=AclSerializer(many=True), summary="List a cluster's ACLs"
+    )
+    def get(self, request, cluster_id: str):
+        acls = self.cluster(cluster_id).acls.order_by("resource_type", "resource_name", "id")
+        for name in ("resource_type", "resource_name", "principal"):
+            value = request.query_params.get(name)
+            if value is not None:
+                acls = acls.filter(**{name: value})
+        return Response(AclSerializer(acls, many=True).data)
+
+    @extend_schema(
+        request=AclCreateSerializer,
+        responses={201: AclSerializer, 200: AclSerializer},
+        summary="Create an ACL (200 with the existing one when identical)",
+    )
+    def post(self, request, cluster_id: str):
+        cluster = self.cluster(cluster_id)
+        data = AclCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        binding = services.acl_binding(dict(data.validated_data))
+        acl, created = services.acl_create(cluster=cluster, binding=binding)
+        return Response(
+            AclSerializer(acl).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+
+class AclDetailView(ClusterScopedView):
+    def _acl(self, cluster_id: str, acl_id: str) -> Acl:
+        return get_object_or_404(self.cluster(cluster_id).acls, public_id=acl_id)
+
+    @extend_schema(responses=AclSerializer, summary="Describe an ACL")
+    def get(self, request, cluster_id: str, acl_id: str):
+        return Response(AclSerializer(self._acl(cluster_id, acl_id)).data)
+
+    @extend_schema(responses={204: None}, summary="Delete an ACL")
+    def delete(self, request, cluster_id: str, acl_id: str):
+        services.acl_delete(acl=self._acl(cluster_id, acl_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
