@@ -30,7 +30,8 @@ def bench_env(data_dir: Path) -> dict:
     from controlplane.embedded import postgres_url
 
     env = dict(os.environ, DEBUG="1", FLOE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
-    base = env.get("DATABASE_URL") or postgres_url(data_dir)
+    # An embedded server here belongs to the benchmark: it stops when the benchmark exits.
+    base = env.get("DATABASE_URL") or postgres_url(data_dir, keep_running=False)
     import psycopg
 
     with psycopg.connect(base, autocommit=True) as conn:
