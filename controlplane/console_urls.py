@@ -1,9 +1,10 @@
 """The web console's pages. Public ids only in URLs; every write is a POST."""
 
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
-from django.urls import path
+from django.urls import include, path
 
-from controlplane.console import accounts, agent_keys, api_keys, clusters
+from controlplane.console import accounts, agent_keys, api_keys, clusters, groups
+from virtualclusters import console_jobs
 
 urlpatterns = [
     path("signup", accounts.signup, name="signup"),
@@ -15,6 +16,8 @@ urlpatterns = [
     path("clusters/<str:cluster_id>/config", clusters.cluster_config, name="cluster-config"),
     path("clusters/<str:cluster_id>/rename", clusters.cluster_rename, name="cluster-rename"),
     path("clusters/<str:cluster_id>/delete", clusters.cluster_delete, name="cluster-delete"),
+    path("clusters/<str:cluster_id>/groups/", groups.cluster_groups, name="cluster-groups"),
+    path("clusters/<str:cluster_id>/jobs", console_jobs.cluster_jobs, name="cluster-jobs"),
     path(
         "clusters/<str:cluster_id>/agent-keys/new",
         agent_keys.agent_key_create,
@@ -28,6 +31,7 @@ urlpatterns = [
     path("api-keys", api_keys.api_key_list, name="console-api-keys"),
     path("api-keys/new", api_keys.api_key_create, name="console-api-key-create"),
     path("api-keys/<str:key_id>/revoke", api_keys.api_key_revoke, name="console-api-key-revoke"),
+    path("", include("controlplane.console.security")),  # SASL users and ACLs
 ]
 
 # DEBUG only (`make run`): serve templates/static. Production runs `collectstatic` into

@@ -162,3 +162,50 @@ LOGGING = {
 SPECTACULAR_SETTINGS.update(
     {"SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR", "REDOC_DIST": "SIDECAR"}
 )
+
+# --- background jobs: compaction, retention, orphan cleanup, key compaction -------------
+# (virtualclusters/tasks.py dispatches them; jobs/ holds the Spark jobs.)
+# The bucket the cluster's agents write to; object keys start with the cluster's id.
+FLOE_BUCKET_URL = env_str("FLOE_BUCKET_URL") or f"file://{FLOE_DATA_DIR / 'bucket'}"
+FLOE_SPARK_MASTER = env_str("SPARK_MASTER") or "local[*]"
+# inprocess: one cached SparkSession per worker process; subprocess: a fresh one per job.
+FLOE_SPARK_MODE = env_str("FLOE_SPARK_MODE", "inprocess")
+if FLOE_SPARK_MODE not in ("inprocess", "subprocess"):
+    raise ImproperlyConfigured(
+        f"FLOE_SPARK_MODE must be inprocess or subprocess, got {FLOE_SPARK_MODE!r}"
+    )
+# A file is deleted this long after nothing references it any more (readers may still
+# hold pointers); objects no file row knows are deleted once this old.
+FLOE_FILE_DELETE_GRACE_S = env_int("FLOE_FILE_DELETE_GRACE_S", 300, minimum=0)
+FLOE_COMPACTION_MIN_FILES = env_int("FLOE_COMPACTION_MIN_FILES", 32, minimum=2)
+FLOE_COMPACTION_TARGET_BYTES = env_int(
+    "FLOE_COMPACTION_TARGET_BYTES", 128 * 1024 * 1024, minimum=64 * 1024
+)
+FLOE_COMPACTION_MAX_INPUT_FILES = env_int("FLOE_COMPACTION_MAX_INPUT_FILES", 2000, minimum=2)
+FLOE_COMPACTION_MAX_INPUT_BYTES = env_int(
+    "FLOE_COMPACTION_MAX_INPUT_BYTES", 4 * 1024**3, minimum=1024 * 1024
+)
+# A run still queued / running after this long is failed (lost message, dead worker).
+FLOE_JOB_QUEUED_TIMEOUT_S = env_int("FLOE_JOB_QUEUED_TIMEOUT_S", 900, minimum=10)
+FLOE_JOB_TIMEOUT_S = env_int("FLOE_JOB_TIMEOUT_S", 2 * 3600, minimum=60)
+# After a failed run, the next run of that kind for that cluster waits this long.
+FLOE_JOB_FAILURE_BACKOFF_S = env_int("FLOE_JOB_FAILURE_BACKOFF_S", 300, minimum=0)
+# Finished runs, and rows of files deleted from the bucket, are forgotten after this.
+FLOE_JOB_HISTORY_DAYS = env_int("FLOE_JOB_HISTORY_DAYS", 14, minimum=1)
+CELERY_BEAT_SCHEDULE = {
+    f"floe-{kind.replace('_', '-')}-check": {
+        "task": "virtualclusters.tasks.jobs_check",
+        "schedule": float(env_int(f"FLOE_{kind.upper()}_CHECK_S", every, minimum=1)),
+        "args": (kind,),
+    }
+    for kind, every in (
+        ("compaction", 30),
+        ("retention", 300),
+        ("key_compaction", 600),
+        ("orphan_cleanup", 3600),
+    )
+}
+CELERY_BEAT_SCHEDULE["floe-history-prune"] = {
+    "task": "virtualclusters.tasks.history_prune",
+    "schedule": 24 * 3600.0,
+}

@@ -66,11 +66,18 @@ def job_runs_expire(*, cluster: VirtualCluster, now: datetime | None = None) -> 
 def job_dispatch(
     *, cluster: VirtualCluster, kind: str, now: datetime | None = None
 ) -> JobRun | None:
-    """A queued run of `kind` if the cluster has work for one and none is under way."""
+    """A queued run of `kind` if the cluster has work for one, none is under way, and
+    the last one did not fail within the failure back-off (a broken bucket or a missing
+    Java should not start a doomed run every 30 seconds)."""
     now = now or timezone.now()
     job_runs_expire(cluster=cluster, now=now)
     active = set(JobRun.objects.active().filter(cluster=cluster).values_list("kind", flat=True))
     if kind in active or (kind in REWRITES and active & REWRITES):
+        return None
+    last = JobRun.objects.filter(cluster=cluster, kind=kind).order_by("-id").first()
+    backoff = timedelta(seconds=settings.FLOE_JOB_FAILURE_BACKOFF_S)
+    failed_at = last.finished_at if last is not None and last.state == State.FAILED else None
+    if failed_at is not None and failed_at > now - backoff:
         return None
     if not selectors.job_due(cluster, kind, now=now):
         return None
@@ -79,6 +86,24 @@ def job_dispatch(
             return JobRun.objects.create(cluster=cluster, kind=kind)
     except IntegrityError:  # job_run_one_active_per_kind: another check was first
         return None
+
+
+def history_prune(*, now: datetime | None = None) -> tuple[int, int]:
+    """Forget finished runs and deleted files older than FLOE_JOB_HISTORY_DAYS; keeps
+    each cluster's latest successful key compaction (it records how far it got).
+    Returns (runs, file rows) deleted."""
+    cutoff = (now or timezone.now()) - timedelta(days=settings.FLOE_JOB_HISTORY_DAYS)
+    progress = (
+        JobRun.objects.filter(kind=Kind.KEY_COMPACTION, state=State.SUCCEEDED)
+        .order_by("cluster_id", "-id")
+        .distinct("cluster_id")
+        .values_list("id", flat=True)
+    )
+    runs, _ = JobRun.objects.filter(finished_at__lt=cutoff).exclude(id__in=list(progress)).delete()
+    files, _ = SegmentFile.objects.filter(
+        state=SegmentFile.State.DELETED, unreferenced_at__lt=cutoff
+    ).delete()
+    return runs, files
 
 
 def job_run_start(*, run_id: int) -> JobRun | None:
@@ -246,7 +271,7 @@ def _lock_files(cursor, cluster_id: int, file_ids: list[int]) -> None:
     states = dict(cursor.fetchall())
     gone = [i for i in file_ids if states.get(i) in (None, SegmentFile.State.DELETED)]
     if gone:
-        raise SwapConflict(f"{len(gone)} input files are gone (first: file {gone[0]})")
+        raise SwapConflict(f"{len(gone)} input files are gone")
 
 
 def _check_unchanged(cursor, expected: dict, current: dict) -> None:
@@ -254,10 +279,7 @@ def _check_unchanged(cursor, expected: dict, current: dict) -> None:
     its partition's log start offset (retention), or its partition is gone."""
     changed = [k for k, row in current.items() if expected.get(k) != tuple(row)]
     if changed:
-        raise SwapConflict(
-            f"{len(changed)} batches changed since the plan "
-            f"(first: partition {changed[0][0]}, last offset {changed[0][1]})"
-        )
+        raise SwapConflict(f"{len(changed)} batches changed since the plan")
     missing = [k for k in expected if k not in current]
     if not missing:
         return
@@ -268,10 +290,7 @@ def _check_unchanged(cursor, expected: dict, current: dict) -> None:
     starts = dict(cursor.fetchall())
     moved = [(pid, last) for pid, last in missing if pid in starts and last >= starts[pid]]
     if moved:
-        raise SwapConflict(
-            f"{len(moved)} batches moved since the plan "
-            f"(first: partition {moved[0][0]}, last offset {moved[0][1]})"
-        )
+        raise SwapConflict(f"{len(moved)} batches left the index since the plan")
 
 
 def _files_insert(cursor, cluster_id: int, files: list[dict]) -> dict[str, int]:
@@ -401,12 +420,17 @@ def key_compaction_swap(
                 [p[6] for p in kept],
             ],
         )
+        updated = cursor.rowcount
         cursor.execute(
             "DELETE FROM floe_batch b USING unnest(%s::bigint[], %s::bigint[])"
             "  AS u(partition_id, last_offset)"
             " WHERE b.partition_id = u.partition_id AND b.last_offset = u.last_offset",
             [[p[0] for p in dropped], [p[1] for p in dropped]],
         )
+        if (updated, cursor.rowcount) != (len(kept), len(dropped)):
+            raise RuntimeError(
+                f"changed {updated}+{cursor.rowcount} of {len(placements)} locked batches"
+            )
         _files_release(cursor, [*sources, *file_ids.values()])
 
 

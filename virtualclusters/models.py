@@ -261,9 +261,6 @@ class GroupReport(models.Model):
         ]
 
 
-from .security_models import Acl, SaslCredential  # noqa: E402,F401
-
-
 # --- background jobs ----------------------------------------------------------------
 
 
@@ -335,3 +332,6 @@ class JobRun(models.Model):
         if self.started_at is None or self.finished_at is None:
             return None
         return (self.finished_at - self.started_at).total_seconds()
+
+
+from .security_models import Acl, SaslCredential  # noqa: E402,F401

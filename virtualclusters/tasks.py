@@ -2,6 +2,7 @@
 
     beat ─ jobs_check(kind) ─┬─ cluster_job_check(cluster, kind) ─ job_run_execute(run)
                              └─ … one per virtual cluster
+    beat ─ history_prune()   (daily)
 
 Each is safe to run twice: a check dispatches only when no run of its kind is under way
 (a unique constraint settles races), and a run starts only from ``queued``.
@@ -39,3 +40,9 @@ def cluster_job_check(cluster_id: int, kind: str) -> None:
 def job_run_execute(run_id: int) -> None:
     """Run one queued job: Spark job, metadata swap, outcome on its JobRun."""
     jobs_services.job_run_execute(run_id=run_id)
+
+
+@shared_task(ignore_result=True)
+def history_prune() -> None:
+    """Beat, daily: forget old job runs and the rows of long-deleted files."""
+    jobs_services.history_prune()

@@ -49,8 +49,11 @@ class CredentialCache:
         if entry and entry[0] > time.monotonic():
             return entry[1]
         pending = self._inflight.get(username)
-        if pending is not None:
-            return await asyncio.shield(pending)
+        if pending is not None:  # single flight: wait for the lookup already under way
+            await asyncio.wait([pending])
+            if pending.cancelled():  # its caller went away; look up ourselves
+                return await self.get(username)
+            return pending.result()
         future = asyncio.get_running_loop().create_future()
         self._inflight[username] = future
         try:
@@ -62,7 +65,10 @@ class CredentialCache:
             self._entries[username] = (time.monotonic() + ttl, credential)
             future.set_result(credential)
             return credential
-        except BaseException as exc:
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:
             future.set_exception(exc)
             future.exception()  # retrieved: waiters re-raise it, or nobody does
             raise

@@ -17,6 +17,7 @@ import asyncio
 from typing import Any
 
 from agents.context import AgentContext
+from agents.metrics import Counter
 from agents.protocol.errors import ErrorCode
 from agents.security.caches import Credential
 from agents.security.scram import (
@@ -29,6 +30,11 @@ from agents.security.scram import (
 from agents.security.session import Session, current_session
 
 ENABLED_MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+_LOGINS = Counter(
+    "floe_sasl_authentications_total",
+    "SASL logins, by mechanism and outcome.",
+    ("mechanism", "outcome"),
+)
 
 
 class AnswerThenClose(Exception):
@@ -99,7 +105,10 @@ async def handle_sasl_authenticate(ctx: AgentContext, header, body: dict[str, An
             else:
                 reply = await _scram(session, token)
         except ScramError as exc:
+            _LOGINS.inc(1, session.mechanism, "failed")
             raise _failed(session, str(exc)) from None
+        if session.authenticated:
+            _LOGINS.inc(1, session.mechanism, "ok")
         return _authenticate_answer(token=reply)
 
 

@@ -1,8 +1,10 @@
 """``/api/v1/``: the REST API (everything the console does)."""
 
-from django.urls import path
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from virtualclusters.api import groups as vc_groups
+from virtualclusters.api import jobs_views
 from virtualclusters.api import views as vc
 
 from . import views
@@ -52,4 +54,16 @@ urlpatterns = [
         vc.TopicDetailView.as_view(),
         name="api-topic",
     ),
+    path(
+        "clusters/<str:cluster_id>/groups/",
+        vc_groups.GroupListView.as_view(),
+        name="api-groups",
+    ),
+    path(
+        "clusters/<str:cluster_id>/groups/<path:group_id>/",
+        vc_groups.GroupDetailView.as_view(),
+        name="api-group",
+    ),
+    path("clusters/<str:cluster_id>/job-runs/", jobs_views.JobRunListView.as_view(), name="api-job-runs"),
+    path("", include("virtualclusters.api.security_urls")),
 ]

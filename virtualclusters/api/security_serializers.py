@@ -62,6 +62,14 @@ def _choices(field: str) -> list[str]:
     return [value for value, _ in Acl._meta.get_field(field).choices]
 
 
+class AclQuerySerializer(serializers.Serializer):
+    """Optional equality filters of the ACL list."""
+
+    resource_type = serializers.CharField(required=False, max_length=32)
+    resource_name = serializers.CharField(required=False, max_length=255)
+    principal = serializers.CharField(required=False, max_length=255)
+
+
 class AclCreateSerializer(serializers.Serializer):
     resource_type = serializers.ChoiceField(choices=_choices("resource_type"))
     resource_name = serializers.CharField(

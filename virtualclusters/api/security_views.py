@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
@@ -12,6 +12,7 @@ from virtualclusters.security_models import Acl, SaslCredential
 
 from .security_serializers import (
     AclCreateSerializer,
+    AclQuerySerializer,
     AclSerializer,
     SaslCredentialCreatedSerializer,
     SaslCredentialCreateSerializer,
@@ -61,26 +62,17 @@ class SaslCredentialDetailView(ClusterScopedView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-_FILTERS = [
-    OpenApiParameter(name, str, required=False, description=description)
-    for name, description in (
-        ("resource_type", "topic, group, cluster or transactional_id"),
-        ("resource_name", "exact resource name"),
-        ("principal", "e.g. User:alice"),
-    )
-]
-
-
 class AclListView(ClusterScopedView):
     @extend_schema(
-        parameters=_FILTERS, responses=AclSerializer(many=True), summary="List a cluster's ACLs"
+        parameters=[AclQuerySerializer],
+        responses=AclSerializer(many=True),
+        summary="List a cluster's ACLs (optionally filtered by exact field values)",
     )
     def get(self, request, cluster_id: str):
         acls = self.cluster(cluster_id).acls.order_by("resource_type", "resource_name", "id")
-        for name in ("resource_type", "resource_name", "principal"):
-            value = request.query_params.get(name)
-            if value is not None:
-                acls = acls.filter(**{name: value})
+        filters = AclQuerySerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        acls = acls.filter(**filters.validated_data)
         return Response(AclSerializer(acls, many=True).data)
 
     @extend_schema(

@@ -1,0 +1,77 @@
+"""The consumer-groups page of a cluster: state, members, assignments and a lag chart
+per group; deleting a group that has no live members."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from virtualclusters.group_lag import groups_describe
+from virtualclusters.groups import GroupNotEmpty, group_delete
+
+from .tenancy import cluster_or_404
+
+CHART_WIDTH = 640
+CHART_LABEL_WIDTH = 120
+CHART_ROW_HEIGHT = 22
+
+
+def lag_chart(partitions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Geometry of an inline SVG bar chart: one bar per partition, its length the offset
+    lag relative to the group's largest, labelled with the lag in offsets and seconds."""
+    plot = CHART_WIDTH - CHART_LABEL_WIDTH - 140
+    largest = max((p["lag"] or 0 for p in partitions), default=0)
+    bars = []
+    for row, p in enumerate(partitions):
+        lag = p["lag"]
+        width = 0 if not lag or not largest else max(2, round(plot * lag / largest))
+        if lag is None:
+            text = "not committed"
+        elif p["lag_seconds"] is None:
+            text = f"{lag:,}"
+        else:
+            text = f"{lag:,} · {p['lag_seconds']:.1f}s"
+        bars.append(
+            {
+                "label": f"{p['topic']}-{p['partition']}",
+                "y": row * CHART_ROW_HEIGHT,
+                "text_y": row * CHART_ROW_HEIGHT + 15,
+                "width": width,
+                "text_x": CHART_LABEL_WIDTH + width + 6,
+                "text": text,
+                "behind": bool(lag),
+            }
+        )
+    return {
+        "width": CHART_WIDTH,
+        "height": max(len(bars), 1) * CHART_ROW_HEIGHT,
+        "label_width": CHART_LABEL_WIDTH,
+        "label_x": CHART_LABEL_WIDTH - 8,
+        "bars": bars,
+    }
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def cluster_groups(request, cluster_id: str):
+    cluster = cluster_or_404(request, cluster_id)
+    if request.method == "POST":
+        group_id = request.POST.get("group_id", "")
+        try:
+            deleted = group_delete(cluster=cluster, group_id=group_id)
+        except GroupNotEmpty as exc:
+            messages.error(request, str(exc))
+        else:
+            if deleted:
+                messages.success(request, f"Group {group_id} and its offsets deleted.")
+            else:
+                messages.error(request, f"There is no group {group_id}.")
+        return redirect("cluster-groups", cluster_id=cluster.public_id)
+    groups = groups_describe(cluster)
+    for group in groups:
+        group["chart"] = lag_chart(group["partitions"])
+    return render(request, "console/groups.html", {"cluster": cluster, "groups": groups})

@@ -1,0 +1,17 @@
+"""The root URLs plus the jobs page and endpoint (until controlplane wires them in)."""
+
+from django.urls import path
+
+from controlplane.urls import urlpatterns as root
+from virtualclusters import console_jobs
+from virtualclusters.api import jobs_views
+
+urlpatterns = [
+    path(
+        "api/v1/clusters/<str:cluster_id>/job-runs/",
+        jobs_views.JobRunListView.as_view(),
+        name="api-job-runs",
+    ),
+    path("clusters/<str:cluster_id>/jobs", console_jobs.cluster_jobs, name="cluster-jobs"),
+    *root,
+]

@@ -1,0 +1,93 @@
+"""REST API: a cluster's background job runs (compaction, retention, …)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from virtualclusters import jobs_selectors
+from virtualclusters.models import JobRun
+
+from .views import ClusterScopedView
+
+# What a run's details may show: counts and outcomes. The rest (partition row ids of
+# key compaction's progress, object prefixes) is bookkeeping that stays inside.
+PUBLIC_DETAILS = (
+    "swapped",
+    "conflict",
+    "skipped",
+    "batches",
+    "partitions",
+    "records_in",
+    "records_kept",
+    "batches_rewritten",
+    "batches_dropped",
+    "partitions_advanced",
+    "batches_deleted",
+    "files_released",
+    "files_deleted",
+    "orphans_deleted",
+    "orphan_bytes_deleted",
+)
+MAX_LIMIT = 1000
+
+
+class JobRunSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="public_id")
+    duration_s = serializers.FloatField(allow_null=True, help_text="Running time in seconds.")
+    details = serializers.SerializerMethodField()
+
+    class Meta:
+        model = JobRun
+        fields = [
+            "id",
+            "kind",
+            "state",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "duration_s",
+            "input_files",
+            "input_bytes",
+            "output_files",
+            "output_bytes",
+            "error",
+            "details",
+        ]
+        read_only_fields = fields
+
+    def get_details(self, run: JobRun) -> dict:
+        return {k: v for k, v in run.details.items() if k in PUBLIC_DETAILS}
+
+
+class JobRunListView(ClusterScopedView):
+    @extend_schema(
+        responses=JobRunSerializer(many=True),
+        parameters=[
+            OpenApiParameter("kind", str, enum=JobRun.Kind.values, description="Only this kind"),
+            OpenApiParameter("state", str, enum=JobRun.State.values, description="Only this state"),
+            OpenApiParameter(
+                "limit", int, description=f"At most this many (default 100, max {MAX_LIMIT})"
+            ),
+        ],
+        summary="List a cluster's background job runs, newest first",
+    )
+    def get(self, request, cluster_id: str):
+        runs = jobs_selectors.job_runs(self.cluster(cluster_id))
+        errors = {}
+        for name, choices in (("kind", JobRun.Kind.values), ("state", JobRun.State.values)):
+            value = request.query_params.get(name)
+            if value is None:
+                continue
+            if value not in choices:
+                errors[name] = [f"Must be one of {', '.join(choices)}."]
+            else:
+                runs = runs.filter(**{name: value})
+        limit = request.query_params.get("limit", "100")
+        if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIMIT:
+            errors["limit"] = [f"Must be an integer between 1 and {MAX_LIMIT}."]
+        if errors:
+            raise ValidationError(errors)
+        return Response(JobRunSerializer(runs[: int(limit)], many=True).data)
