@@ -64,6 +64,10 @@ urlpatterns = [
         vc_groups.GroupDetailView.as_view(),
         name="api-group",
     ),
-    path("clusters/<str:cluster_id>/job-runs/", jobs_views.JobRunListView.as_view(), name="api-job-runs"),
+    path(
+        "clusters/<str:cluster_id>/job-runs/",
+        jobs_views.JobRunListView.as_view(),
+        name="api-job-runs",
+    ),
     path("", include("virtualclusters.api.security_urls")),
 ]
