@@ -256,8 +256,18 @@ def consumed_exactly_once(members: list[Member], produced: set[tuple[int, int]])
     assert not duplicates, f"{len(duplicates)} records consumed twice, e.g. {duplicates[:5]}"
 
 
+# Under the cooperative protocol members keep consuming while they rejoin, so a commit
+# may carry the generation that just ended: Kafka refuses it (the next commit covers it).
+REBALANCE_COMMIT_RACES = ("ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS")
+
+
 def run_group_scenario(
-    bootstrap: str, topic: str, make: Callable[[int], Member], *, partitions: int = 6
+    bootstrap: str,
+    topic: str,
+    make: Callable[[int], Member],
+    *,
+    partitions: int = 6,
+    cooperative: bool = False,
 ) -> dict[str, float]:
     """Three members share `partitions`; a fourth joins; one leaves; every produced record
     is consumed exactly once. Returns how long each rebalance took."""
@@ -302,6 +312,8 @@ def run_group_scenario(
             if m.is_alive():
                 m.stop()
     errors = [e for m in everyone for e in m.errors]
+    if cooperative:
+        errors = [e for e in errors if not any(race in e for race in REBALANCE_COMMIT_RACES)]
     assert not errors, errors[:5]
     consumed_exactly_once(everyone, produced)
     return {"join_s": join_s, "leave_s": leave_s, "records": len(produced)}

@@ -93,4 +93,5 @@ def test_the_cooperative_sticky_assignor_rebalances_incrementally(agent, cluster
             "coop",
             **{"partition.assignment.strategy": "cooperative-sticky"},
         ),
+        cooperative=True,
     )
