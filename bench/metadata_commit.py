@@ -98,16 +98,21 @@ def run_commits(url, key, cluster_id, topic_id, committers: int, seconds: float)
     }
 
 
-def run_fetch_plans(url, key, topic_id, seconds: float, clients: int = 4) -> dict:
-    body = json.dumps(
-        {
-            "partitions": [
-                {"topic_id": topic_id, "partition": p, "offset": 0, "max_bytes": 1 << 20}
-                for p in range(100)
-            ],
-            "max_bytes": 50 << 20,
-        }
-    ).encode()
+def fetch_plan_body(topic_id: str, offsets: dict[int, int]) -> bytes:
+    partitions = [
+        {"topic_id": topic_id, "partition": p, "offset": o, "max_bytes": 1 << 20}
+        for p, o in offsets.items()
+    ]
+    return json.dumps({"partitions": partitions, "max_bytes": 50 << 20}).encode()
+
+
+def run_fetch_plans(url, key, topic_id, seconds: float, *, tail: bool, clients: int = 4) -> dict:
+    """Catch-up (from offset 0: 1 MiB per partition) or tail (the last few batches)."""
+    offsets = {p: 0 for p in range(100)}
+    if tail:
+        answer = Client(url, key).call("fetch-plan", fetch_plan_body(topic_id, offsets))
+        offsets = {a["partition"]: max(0, a["high_watermark"] - 40) for a in answer["partitions"]}
+    body = fetch_plan_body(topic_id, offsets)
     counts: list[int] = []
     latencies: list[float] = []
     stop_at = time.monotonic() + seconds
@@ -131,6 +136,7 @@ def run_fetch_plans(url, key, topic_id, seconds: float, clients: int = 4) -> dic
     elapsed = time.monotonic() - began
     return {
         "partitions": 100,
+        "from": "tail" if tail else "offset 0",
         "clients": clients,
         "calls_per_s": round(sum(counts) / elapsed, 1),
         "p50_ms": round(percentile(latencies, 50) * 1000, 2),
