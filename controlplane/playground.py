@@ -132,8 +132,8 @@ def main() -> int:
         "--http-port",
         str(agent_http_port),
     ]
-    if (ROOT / "agents" / "__main__.py").exists():
-        start("agent", agent_args)
+    start("agent", agent_args)
+    # Threads, not prefork: the Spark jobs share one in-process SparkSession (one JVM).
     start(
         "worker",
         [
@@ -146,6 +146,8 @@ def main() -> int:
             "--beat",
             "--loglevel",
             "INFO",
+            "--pool",
+            "threads",
             "--concurrency",
             "2",
             "--schedule",
