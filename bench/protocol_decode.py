@@ -1,6 +1,6 @@
 """Wire codec micro-benchmarks; prints one JSON object.
 
-    .venv/bin/python -m bench.protocol_decode [--seconds 1.0]
+    cd bench && ../.venv/bin/python protocol_decode.py [--seconds 1.0]
 
 * decode_request of a Produce v9 request: 12 partitions × 16 KiB record blobs
 * encode_response of a Fetch v13 response: 12 partitions × 64 KiB of records
@@ -13,9 +13,13 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere
 
 from agents.protocol import ApiKey, RequestHeader, decode_request, encode_request, encode_response
 
