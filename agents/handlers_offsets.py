@@ -3,6 +3,7 @@ control plane's `list-offsets` and `delete-records` calls (one call per request)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agents.context import AgentContext
@@ -42,21 +43,23 @@ async def _resolve(
     return resolved
 
 
-async def handle_list_offsets(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
-    """Kafka ListOffsets v1+: earliest (-2), latest (-1), max timestamp (-3) or by time."""
-    topics = body["topics"]
-    resolved = await _resolve(ctx, topics, "name", "partitions", "partition_index")
-    query = [
-        {
-            "topic_id": info.topic_id_str,
-            "partition": p["partition_index"],
-            "timestamp": _TIMESTAMP_ALIASES.get(p["timestamp"], p["timestamp"]),
-        }
-        for p, info, _ in resolved
-        if info is not None
-    ]
+async def _per_partition(
+    ctx: AgentContext,
+    topics: list[dict[str, Any]],
+    *,
+    name_field: str,
+    index_field: str,
+    call: str,
+    query_for: Callable[[dict[str, Any], TopicInfo], dict[str, Any]],
+    entry_for: Callable[[dict[str, Any], int, dict[str, Any] | None], dict[str, Any]],
+) -> dict[str, Any]:
+    """Resolve every partition, make ONE control-plane ``call`` for the known ones, and
+    answer per topic in request order. ``entry_for(request, error, answer)`` builds a
+    partition's entry; ``answer`` is None for a partition that was never asked about."""
+    resolved = await _resolve(ctx, topics, name_field, "partitions", index_field)
+    query = [query_for(p, info) for p, info, _ in resolved if info is not None]
     answers = (
-        iter((await ctx.client.call("list-offsets", {"partitions": query}))["partitions"])
+        iter((await ctx.client.call(call, {"partitions": query}))["partitions"])
         if query
         else iter(())
     )
@@ -66,25 +69,53 @@ async def handle_list_offsets(ctx: AgentContext, header, body: dict[str, Any]) -
         partitions = []
         for _ in topic["partitions"]:
             request, info, error = next(results)
-            entry = {
-                "partition_index": request["partition_index"],
-                "error_code": error,
-                "timestamp": -1,
-                "offset": -1,
-                "leader_epoch": -1,
-                "old_style_offsets": [],
-            }
-            if info is not None:
-                answer = next(answers)
-                entry["error_code"] = answer["error_code"]
-                entry["offset"] = answer["offset"]
-                entry["timestamp"] = answer.get("timestamp", -1)
-                if answer["offset"] >= 0 and not answer["error_code"]:
-                    entry["leader_epoch"] = _LEADER_EPOCH
-                    entry["old_style_offsets"] = [answer["offset"]]
-            partitions.append(entry)
-        out_topics.append({"name": topic["name"], "partitions": partitions})
+            partitions.append(
+                entry_for(request, error, next(answers) if info is not None else None)
+            )
+        out_topics.append({name_field: topic[name_field], "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": out_topics}
+
+
+async def handle_list_offsets(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+    """Kafka ListOffsets v1+: earliest (-2), latest (-1), max timestamp (-3) or by time."""
+
+    def query_for(p: dict[str, Any], info: TopicInfo) -> dict[str, Any]:
+        timestamp = _TIMESTAMP_ALIASES.get(p["timestamp"], p["timestamp"])
+        return {
+            "topic_id": info.topic_id_str,
+            "partition": p["partition_index"],
+            "timestamp": timestamp,
+        }
+
+    def entry_for(
+        request: dict[str, Any], error: int, answer: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        entry = {
+            "partition_index": request["partition_index"],
+            "error_code": error,
+            "timestamp": -1,
+            "offset": -1,
+            "leader_epoch": -1,
+            "old_style_offsets": [],
+        }
+        if answer is not None:
+            entry["error_code"] = answer["error_code"]
+            entry["offset"] = answer["offset"]
+            entry["timestamp"] = answer.get("timestamp", -1)
+            if answer["offset"] >= 0 and not answer["error_code"]:
+                entry["leader_epoch"] = _LEADER_EPOCH
+                entry["old_style_offsets"] = [answer["offset"]]
+        return entry
+
+    return await _per_partition(
+        ctx,
+        body["topics"],
+        name_field="name",
+        index_field="partition_index",
+        call="list-offsets",
+        query_for=query_for,
+        entry_for=entry_for,
+    )
 
 
 async def handle_offset_for_leader_epoch(
@@ -92,70 +123,66 @@ async def handle_offset_for_leader_epoch(
 ) -> dict[str, Any]:
     """KIP-320 log truncation check. Floe never truncates and has one leader epoch (0),
     so every epoch ends at the high watermark: a client's position is always valid."""
-    topics = body["topics"]
-    resolved = await _resolve(ctx, topics, "topic", "partitions", "partition")
-    query = [
-        {"topic_id": info.topic_id_str, "partition": p["partition"], "timestamp": LATEST}
-        for p, info, _ in resolved
-        if info is not None
-    ]
-    answers = (
-        iter((await ctx.client.call("list-offsets", {"partitions": query}))["partitions"])
-        if query
-        else iter(())
+
+    def query_for(p: dict[str, Any], info: TopicInfo) -> dict[str, Any]:
+        return {"topic_id": info.topic_id_str, "partition": p["partition"], "timestamp": LATEST}
+
+    def entry_for(
+        request: dict[str, Any], error: int, answer: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        entry = {
+            "error_code": error,
+            "partition": request["partition"],
+            "leader_epoch": -1,
+            "end_offset": -1,
+        }
+        if answer is not None:
+            entry["error_code"] = answer["error_code"]
+            if not answer["error_code"]:
+                entry["leader_epoch"] = _LEADER_EPOCH
+                entry["end_offset"] = answer["offset"]
+        return entry
+
+    return await _per_partition(
+        ctx,
+        body["topics"],
+        name_field="topic",
+        index_field="partition",
+        call="list-offsets",
+        query_for=query_for,
+        entry_for=entry_for,
     )
-    results = iter(resolved)
-    out_topics = []
-    for topic in topics:
-        partitions = []
-        for _ in topic["partitions"]:
-            request, info, error = next(results)
-            entry = {
-                "error_code": error,
-                "partition": request["partition"],
-                "leader_epoch": -1,
-                "end_offset": -1,
-            }
-            if info is not None:
-                answer = next(answers)
-                entry["error_code"] = answer["error_code"]
-                if not answer["error_code"]:
-                    entry["leader_epoch"] = _LEADER_EPOCH
-                    entry["end_offset"] = answer["offset"]
-            partitions.append(entry)
-        out_topics.append({"topic": topic["topic"], "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": out_topics}
 
 
 async def handle_delete_records(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
     """Kafka DeleteRecords: move each partition's log start offset forward."""
-    topics = body["topics"]
-    resolved = await _resolve(ctx, topics, "name", "partitions", "partition_index")
-    query = [
-        {"topic_id": info.topic_id_str, "partition": p["partition_index"], "offset": p["offset"]}
-        for p, info, _ in resolved
-        if info is not None
-    ]
-    answers = (
-        iter((await ctx.client.call("delete-records", {"partitions": query}))["partitions"])
-        if query
-        else iter(())
+
+    def query_for(p: dict[str, Any], info: TopicInfo) -> dict[str, Any]:
+        return {
+            "topic_id": info.topic_id_str,
+            "partition": p["partition_index"],
+            "offset": p["offset"],
+        }
+
+    def entry_for(
+        request: dict[str, Any], error: int, answer: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        entry = {
+            "partition_index": request["partition_index"],
+            "low_watermark": -1,
+            "error_code": error,
+        }
+        if answer is not None:
+            entry["error_code"] = answer["error_code"]
+            entry["low_watermark"] = answer.get("low_watermark", -1)
+        return entry
+
+    return await _per_partition(
+        ctx,
+        body["topics"],
+        name_field="name",
+        index_field="partition_index",
+        call="delete-records",
+        query_for=query_for,
+        entry_for=entry_for,
     )
-    results = iter(resolved)
-    out_topics = []
-    for topic in topics:
-        partitions = []
-        for _ in topic["partitions"]:
-            request, info, error = next(results)
-            entry = {
-                "partition_index": request["partition_index"],
-                "low_watermark": -1,
-                "error_code": error,
-            }
-            if info is not None:
-                answer = next(answers)
-                entry["error_code"] = answer["error_code"]
-                entry["low_watermark"] = answer.get("low_watermark", -1)
-            partitions.append(entry)
-        out_topics.append({"name": topic["name"], "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": out_topics}
