@@ -16,7 +16,7 @@ from agents.metrics import Counter
 from agents.protocol.errors import ErrorCode
 from agents.protocol.records import CorruptRecord, RecordTooLarge, validate_batches
 from agents.topics import TopicInfo
-from agents.write_path import BatchToWrite
+from agents.write_path import MAX_SEGMENT_BATCHES, BatchToWrite
 
 _PRODUCED_BYTES = Counter("floe_produce_bytes_total", "Record batch bytes accepted for writing.")
 _PRODUCED_BATCHES = Counter("floe_produce_batches_total", "Record batches accepted for writing.")
@@ -105,6 +105,9 @@ async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dic
                 )
             slots.append((result, first, len(validated)))
 
+    if len(batches) > MAX_SEGMENT_BATCHES:
+        # A request is one segment and one commit; beyond this the commit is refused.
+        return _all_failed(topic_data, ErrorCode.INVALID_REQUEST)
     if batches:
         _PRODUCED_BATCHES.inc(len(batches))
         _PRODUCED_BYTES.inc(sum(len(b.data) for b in batches))

@@ -55,6 +55,9 @@ COMMIT_RETRY_DELAYS_S = (0.1, 0.4, 1.6)
 # Sealed segments allowed in the pipeline (one committing, one uploading / waiting its
 # turn) before the age limit stops sealing and lets the open segment grow.
 MAX_SEALED_PENDING = 2
+# A segment is sealed before it holds more batches than this: the commit call carries an
+# entry per batch and the control plane refuses more than twice this many in one.
+MAX_SEGMENT_BATCHES = 50_000
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,10 @@ class SegmentWriter:
             raise RuntimeError("the segment writer is closed")
         incoming = sum(len(b.data) for b in batches)
         segment = self._open
-        if segment is not None and segment.builder.size + incoming > self.max_bytes:
+        if segment is not None and (
+            segment.builder.size + incoming > self.max_bytes
+            or len(segment.commit_batches) + len(batches) > MAX_SEGMENT_BATCHES
+        ):
             self._seal("size")
             segment = None
         if segment is None:

@@ -7,15 +7,16 @@ names exactly one virtual cluster; nothing else is reachable from here.
 
 from __future__ import annotations
 
-import json
+import logging
 import time
 from collections.abc import Callable
 
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
 
+from . import agent_schemas as schemas
 from . import metadata, services
+from .agent_schemas import BadBody, as_dicts
 from .agent_topics import (
     agents_heartbeat,
     group_offsets_commit,
@@ -29,12 +30,13 @@ from .agent_topics import (
 )
 from .models import VirtualCluster
 
+log = logging.getLogger(__name__)
+
 _KEY_CACHE_SECONDS = 5.0
+# A commit of MAX_COMMIT_BATCHES entries is ~25 MB of JSON; the console's upload limit
+# (DATA_UPLOAD_MAX_MEMORY_SIZE, 2.5 MB) would refuse big segments of small batches.
+MAX_BODY_BYTES = 64 * 1024 * 1024
 _key_cache: dict[str, tuple[float, VirtualCluster | None]] = {}
-
-
-class BadRequest(Exception):
-    pass
 
 
 def _cluster_for(request: HttpRequest) -> VirtualCluster | None:
@@ -55,135 +57,148 @@ def _cluster_for(request: HttpRequest) -> VirtualCluster | None:
     return cluster
 
 
-def _endpoint(handler: Callable[[VirtualCluster, dict], dict]):
-    @csrf_exempt
-    @require_POST
-    def view(request: HttpRequest) -> JsonResponse:
-        cluster = _cluster_for(request)
-        if cluster is None:
-            return JsonResponse({"error": "missing, unknown or revoked agent key"}, status=401)
-        try:
-            body = json.loads(request.body or b"{}")
-            if not isinstance(body, dict):
-                raise BadRequest("the body must be a JSON object")
-            return JsonResponse(handler(cluster, body))
-        except (ValueError, BadRequest, KeyError, TypeError) as exc:
-            return JsonResponse({"error": f"bad request: {exc}"}, status=400)
-
-    view.__name__ = handler.__name__
-    return view
+def error_response(status: int, message: str) -> JsonResponse:
+    """Every agent-API error is a short JSON object, whatever DEBUG says."""
+    return JsonResponse({"error": message}, status=status)
 
 
-def _list(body: dict, name: str) -> list:
-    value = body.get(name)
-    if not isinstance(value, list):
-        raise BadRequest(f"'{name}' must be a list")
-    return value
+def endpoint(schema: type):
+    """An agent-API view: POST only, agent key → cluster, body decoded and validated by
+    `schema` (agent_schemas), then `handler(cluster, request)`. A body that does not fit
+    is a 400 naming the field; a failure of ours is a 500 with a one-line JSON reason."""
+
+    def wrap(handler: Callable[[VirtualCluster, object], dict]):
+        @csrf_exempt
+        def view(request: HttpRequest) -> JsonResponse:
+            if request.method != "POST":
+                return error_response(405, f"{request.method} is not allowed: use POST")
+            cluster = _cluster_for(request)
+            if cluster is None:
+                return error_response(401, "missing, unknown or revoked agent key")
+            try:
+                length = int(request.META.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                return error_response(400, "bad request: Content-Length is not a number")
+            if length > MAX_BODY_BYTES:
+                return error_response(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+            try:
+                # read(), not .body: the agent API has its own size limit (above).
+                body = request.read(length) if length else b""
+                return JsonResponse(handler(cluster, schemas.decode(body, schema)))
+            except BadBody as exc:
+                return error_response(400, f"bad request: {exc}")
+            except Exception as exc:  # ours, or the database's: never the debug page
+                log.exception("agent API %s failed", handler.__name__)
+                return error_response(500, f"{handler.__name__} failed: {type(exc).__name__}")
+
+        view.__name__ = handler.__name__
+        return view
+
+    return wrap
 
 
-@_endpoint
-def register(cluster: VirtualCluster, body: dict) -> dict:
+def unknown_call(request: HttpRequest) -> JsonResponse:
+    return error_response(404, f"no agent API call at {request.path}")
+
+
+@endpoint(schemas.HeartbeatRequest)
+def register(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> dict:
     return agents_heartbeat(cluster, body)
 
 
-@_endpoint
-def heartbeat(cluster: VirtualCluster, body: dict) -> dict:
+@endpoint(schemas.HeartbeatRequest)
+def heartbeat(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> dict:
     return agents_heartbeat(cluster, body)
 
 
-@_endpoint
-def commit(cluster: VirtualCluster, body: dict) -> dict:
-    file_key = body.get("file_key")
-    if not isinstance(file_key, str) or not file_key.startswith(cluster.public_id + "/"):
-        raise BadRequest(f"file_key must be a string under '{cluster.public_id}/'")
-    batches = _list(body, "batches")
-    for batch in batches:
-        for field in ("partition", "pos", "len", "records"):
-            if not isinstance(batch.get(field), int):
-                raise BadRequest(f"every batch needs an integer '{field}'")
+@endpoint(schemas.CommitRequest)
+def commit(cluster: VirtualCluster, body: schemas.CommitRequest) -> dict:
+    schemas.validate_commit(body, cluster_prefix=cluster.public_id + "/")
     results = metadata.file_commit(
-        cluster_id=cluster.pk, file_key=file_key, size=int(body.get("size", 0)), batches=batches
+        cluster_id=cluster.pk, file_key=body.file_key, size=body.size, batches=body.batches
     )
     return {"batches": results}
 
 
-@_endpoint
-def fetch_plan(cluster: VirtualCluster, body: dict) -> dict:
-    partitions = _list(body, "partitions")
-    max_bytes = int(body.get("max_bytes", 50 * 1024 * 1024))
+@endpoint(schemas.FetchPlanRequest)
+def fetch_plan(cluster: VirtualCluster, body: schemas.FetchPlanRequest) -> dict:
     return {
         "partitions": metadata.fetch_plan(
-            cluster_id=cluster.pk, partitions=partitions, max_bytes=max_bytes
+            cluster_id=cluster.pk, partitions=as_dicts(body.partitions), max_bytes=body.max_bytes
         )
     }
 
 
-@_endpoint
-def list_offsets(cluster: VirtualCluster, body: dict) -> dict:
+@endpoint(schemas.ListOffsetsRequest)
+def list_offsets(cluster: VirtualCluster, body: schemas.ListOffsetsRequest) -> dict:
     return {
         "partitions": metadata.list_offsets(
-            cluster_id=cluster.pk, partitions=_list(body, "partitions")
+            cluster_id=cluster.pk, partitions=as_dicts(body.partitions)
         )
     }
 
 
-@_endpoint
-def delete_records(cluster: VirtualCluster, body: dict) -> dict:
+@endpoint(schemas.DeleteRecordsRequest)
+def delete_records(cluster: VirtualCluster, body: schemas.DeleteRecordsRequest) -> dict:
     return {
         "partitions": metadata.records_delete(
-            cluster_id=cluster.pk, partitions=_list(body, "partitions")
+            cluster_id=cluster.pk, partitions=as_dicts(body.partitions)
         )
     }
 
 
-@_endpoint
-def init_producer_id(cluster: VirtualCluster, body: dict) -> dict:
+@endpoint(schemas.InitProducerIdRequest)
+def init_producer_id(cluster: VirtualCluster, body: schemas.InitProducerIdRequest) -> dict:
     producer_id, epoch = metadata.producer_id_init(
-        cluster_id=cluster.pk, transactional_id=body.get("transactional_id")
+        cluster_id=cluster.pk, transactional_id=body.transactional_id
     )
     return {"error_code": 0, "producer_id": producer_id, "producer_epoch": epoch}
 
 
-@_endpoint
-def topics_list_view(cluster: VirtualCluster, body: dict) -> dict:
-    return topics_list(cluster, body.get("names"), body.get("topic_ids"))
+@endpoint(schemas.TopicsListRequest)
+def topics_list_view(cluster: VirtualCluster, body: schemas.TopicsListRequest) -> dict:
+    return topics_list(cluster, body.names, body.topic_ids)
 
 
-@_endpoint
-def topics_create_view(cluster: VirtualCluster, body: dict) -> dict:
-    return topics_create(cluster, _list(body, "topics"), bool(body.get("validate_only")))
+@endpoint(schemas.TopicsCreateRequest)
+def topics_create_view(cluster: VirtualCluster, body: schemas.TopicsCreateRequest) -> dict:
+    return topics_create(cluster, as_dicts(body.topics), body.validate_only)
 
 
-@_endpoint
-def topics_delete_view(cluster: VirtualCluster, body: dict) -> dict:
-    return topics_delete(cluster, body.get("names"), body.get("topic_ids"))
+@endpoint(schemas.TopicsDeleteRequest)
+def topics_delete_view(cluster: VirtualCluster, body: schemas.TopicsDeleteRequest) -> dict:
+    return topics_delete(cluster, body.names, body.topic_ids)
 
 
-@_endpoint
-def topics_create_partitions_view(cluster: VirtualCluster, body: dict) -> dict:
-    return topics_create_partitions(cluster, _list(body, "topics"), bool(body.get("validate_only")))
+@endpoint(schemas.TopicsCreatePartitionsRequest)
+def topics_create_partitions_view(
+    cluster: VirtualCluster, body: schemas.TopicsCreatePartitionsRequest
+) -> dict:
+    return topics_create_partitions(cluster, as_dicts(body.topics), body.validate_only)
 
 
-@_endpoint
-def topics_describe_configs_view(cluster: VirtualCluster, body: dict) -> dict:
-    return topics_describe_configs(cluster, _list(body, "names"))
+@endpoint(schemas.TopicsDescribeConfigsRequest)
+def topics_describe_configs_view(
+    cluster: VirtualCluster, body: schemas.TopicsDescribeConfigsRequest
+) -> dict:
+    return topics_describe_configs(cluster, body.names)
 
 
-@_endpoint
-def topics_alter_configs_view(cluster: VirtualCluster, body: dict) -> dict:
+@endpoint(schemas.TopicsAlterConfigsRequest)
+def topics_alter_configs_view(
+    cluster: VirtualCluster, body: schemas.TopicsAlterConfigsRequest
+) -> dict:
     return topics_alter_configs(
-        cluster,
-        _list(body, "topics"),
-        bool(body.get("incremental")),
-        bool(body.get("validate_only")),
+        cluster, as_dicts(body.topics), body.incremental, body.validate_only
     )
 
 
-@_endpoint
-def offsets_commit(cluster: VirtualCluster, body: dict) -> dict:
-    return group_offsets_commit(cluster, str(body["group_id"]), _list(body, "offsets"))
+@endpoint(schemas.OffsetsCommitRequest)
+def offsets_commit(cluster: VirtualCluster, body: schemas.OffsetsCommitRequest) -> dict:
+    return group_offsets_commit(cluster, body.group_id, as_dicts(body.offsets))
 
 
-@_endpoint
-def offsets_fetch(cluster: VirtualCluster, body: dict) -> dict:
-    return group_offsets_fetch(cluster, str(body["group_id"]), body.get("partitions"))
+@endpoint(schemas.OffsetsFetchRequest)
+def offsets_fetch(cluster: VirtualCluster, body: schemas.OffsetsFetchRequest) -> dict:
+    partitions = None if body.partitions is None else as_dicts(body.partitions)
+    return group_offsets_fetch(cluster, body.group_id, partitions)

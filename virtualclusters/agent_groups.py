@@ -3,35 +3,22 @@ groups/delete, offsets/delete). Thin adapters over `groups.py`."""
 
 from __future__ import annotations
 
-from .agent_api import BadRequest, _endpoint, _list
+from . import agent_schemas as schemas
+from .agent_api import endpoint
+from .agent_schemas import as_dicts
 from .groups import group_offsets_delete, group_report_apply, group_summaries, groups_delete
 from .models import VirtualCluster
 
 
-def _group_ids(body: dict, name: str = "group_ids", *, nullable: bool = False) -> list[str] | None:
-    value = body.get(name)
-    if value is None and nullable:
-        return None
-    if not isinstance(value, list):
-        raise BadRequest(f"'{name}' must be a list")
-    return [str(v) for v in value]
+@endpoint(schemas.GroupsReportRequest)
+def groups_report(cluster: VirtualCluster, body: schemas.GroupsReportRequest) -> dict:
+    groups = as_dicts(body.groups)
+    return {"forget": group_report_apply(cluster=cluster, agent_id=body.agent_id, groups=groups)}
 
 
-@_endpoint
-def groups_report(cluster: VirtualCluster, body: dict) -> dict:
-    agent_id = str(body.get("agent_id") or "")
-    if not agent_id:
-        raise BadRequest("agent_id is required")
-    groups = _list(body, "groups")
-    for group in groups:
-        if not isinstance(group, dict) or not group.get("group_id"):
-            raise BadRequest("every group needs a 'group_id'")
-    return {"forget": group_report_apply(cluster=cluster, agent_id=agent_id, groups=groups)}
-
-
-@_endpoint
-def groups_list(cluster: VirtualCluster, body: dict) -> dict:
-    summaries = group_summaries(cluster, _group_ids(body, nullable=True))
+@endpoint(schemas.GroupsListRequest)
+def groups_list(cluster: VirtualCluster, body: schemas.GroupsListRequest) -> dict:
+    summaries = group_summaries(cluster, body.group_ids)
     return {
         "groups": [
             {
@@ -46,16 +33,15 @@ def groups_list(cluster: VirtualCluster, body: dict) -> dict:
     }
 
 
-@_endpoint
-def groups_delete_view(cluster: VirtualCluster, body: dict) -> dict:
-    results = groups_delete(cluster=cluster, group_ids=_group_ids(body) or [])
+@endpoint(schemas.GroupsDeleteRequest)
+def groups_delete_view(cluster: VirtualCluster, body: schemas.GroupsDeleteRequest) -> dict:
+    results = groups_delete(cluster=cluster, group_ids=body.group_ids)
     return {"groups": [{"group_id": g, "error_code": code} for g, code in results.items()]}
 
 
-@_endpoint
-def offsets_delete(cluster: VirtualCluster, body: dict) -> dict:
-    partitions = _list(body, "partitions")
+@endpoint(schemas.OffsetsDeleteRequest)
+def offsets_delete(cluster: VirtualCluster, body: schemas.OffsetsDeleteRequest) -> dict:
     existed, results = group_offsets_delete(
-        cluster=cluster, group_id=str(body["group_id"]), partitions=partitions
+        cluster=cluster, group_id=body.group_id, partitions=as_dicts(body.partitions)
     )
     return {"group_exists": existed, "partitions": results}

@@ -11,8 +11,9 @@ from django.core.exceptions import ValidationError
 from agents.protocol.errors import ErrorCode
 from agents.security.acl import AclFilter
 
+from . import agent_schemas as schemas
 from . import security_services as services
-from .agent_api import BadRequest, _endpoint, _list
+from .agent_api import endpoint
 from .models import VirtualCluster
 from .security_models import Acl
 
@@ -24,29 +25,24 @@ def _message(exc: ValidationError) -> str:
     return exc.messages[0]
 
 
-@_endpoint
-def sasl_credential(cluster: VirtualCluster, body: dict) -> dict:
-    username = body.get("username")
-    if not isinstance(username, str):
-        raise BadRequest("'username' must be a string")
-    return services.sasl_credential_for_agent(cluster, username)
+@endpoint(schemas.SaslCredentialRequest)
+def sasl_credential(cluster: VirtualCluster, body: schemas.SaslCredentialRequest) -> dict:
+    return services.sasl_credential_for_agent(cluster, body.username)
 
 
-@_endpoint
-def acls_list(cluster: VirtualCluster, body: dict) -> dict:
+@endpoint(schemas.AclsListRequest)
+def acls_list(cluster: VirtualCluster, body: schemas.AclsListRequest) -> dict:
     version = services.acl_version(cluster)
-    if body.get("version") == version:
+    if body.version == version:
         return {"version": version, "acls": None}
     rows = Acl.objects.filter(cluster=cluster).order_by("id")
     return {"version": version, "acls": [acl.binding_json() for acl in rows]}
 
 
-@_endpoint
-def acls_create(cluster: VirtualCluster, body: dict) -> dict:
+@endpoint(schemas.AclsCreateRequest)
+def acls_create(cluster: VirtualCluster, body: schemas.AclsCreateRequest) -> dict:
     results = []
-    for item in _list(body, "acls"):
-        if not isinstance(item, dict):
-            raise BadRequest("every ACL must be an object")
+    for item in body.acls:
         try:
             services.acl_create(cluster=cluster, binding=services.acl_binding(item))
         except ValidationError as exc:
@@ -58,28 +54,22 @@ def acls_create(cluster: VirtualCluster, body: dict) -> dict:
     return {"results": results}
 
 
-def _filter(item: object) -> AclFilter:
-    if not isinstance(item, dict):
-        raise BadRequest("an ACL filter must be an object")
-    return AclFilter.from_json(item)
-
-
-@_endpoint
-def acls_describe(cluster: VirtualCluster, body: dict) -> dict:
+@endpoint(schemas.AclsDescribeRequest)
+def acls_describe(cluster: VirtualCluster, body: schemas.AclsDescribeRequest) -> dict:
     try:
-        acl_filter = _filter(body.get("filter"))
+        acl_filter = AclFilter.from_json(body.filter)
     except ValueError as exc:
         return {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": str(exc), "acls": []}
     acls = services.acls_matching(cluster, acl_filter)
     return {"error_code": 0, "error_message": None, "acls": [a.binding_json() for a in acls]}
 
 
-@_endpoint
-def acls_delete(cluster: VirtualCluster, body: dict) -> dict:
+@endpoint(schemas.AclsDeleteRequest)
+def acls_delete(cluster: VirtualCluster, body: schemas.AclsDeleteRequest) -> dict:
     parsed: list[AclFilter | str] = []
-    for item in _list(body, "filters"):
+    for item in body.filters:
         try:
-            parsed.append(_filter(item))
+            parsed.append(AclFilter.from_json(item))
         except ValueError as exc:
             parsed.append(str(exc))
     valid = [f for f in parsed if isinstance(f, AclFilter)]

@@ -16,6 +16,7 @@ from django.utils import timezone
 from agents.protocol.errors import ErrorCode
 
 from . import services
+from .agent_schemas import HeartbeatRequest
 from .models import Agent, GroupOffset, Partition, Topic, VirtualCluster
 from .services import TopicError
 from .topic_configs import effective_configs
@@ -257,20 +258,17 @@ def group_offsets_fetch(cluster: VirtualCluster, group_id: str, partitions: list
 # --- agents -------------------------------------------------------------------------
 
 
-def agents_heartbeat(cluster: VirtualCluster, body: dict) -> dict:
+def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> dict:
     """Record an agent's heartbeat; answer the live agents and the cluster config."""
-    agent_id = str(body.get("agent_id") or "")
-    if not agent_id or len(agent_id) > 64:
-        raise ValueError("agent_id is required (at most 64 characters)")
     now = timezone.now()
     Agent.objects.update_or_create(
         cluster=cluster,
-        agent_id=agent_id,
+        agent_id=body.agent_id,
         defaults={
-            "host": str(body.get("host") or "127.0.0.1"),
-            "port": int(body.get("port") or 9092),
-            "zone": str(body.get("zone") or ""),
-            "load": float(body.get("load") or 0.0),
+            "host": body.host or "127.0.0.1",
+            "port": body.port or 9092,
+            "zone": body.zone,
+            "load": body.load,
             "last_heartbeat": now,
         },
     )

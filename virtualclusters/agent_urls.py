@@ -1,6 +1,6 @@
 """``/agent/v1/``: the metadata API agents call (AGENT_API.md)."""
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 
 from . import agent_api as a
 from . import agent_groups as g
@@ -26,4 +26,5 @@ urlpatterns = [
     path("groups/list", g.groups_list),
     path("groups/delete", g.groups_delete_view),
     path("", include("virtualclusters.agent_security_urls")),
+    re_path(r"", a.unknown_call),  # anything else: a JSON 404, never an HTML page
 ]

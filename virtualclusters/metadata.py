@@ -17,6 +17,8 @@ from django.db import connection, transaction
 
 from agents.protocol.errors import ErrorCode
 
+from .agent_schemas import CommitBatch
+
 FETCH_PLAN_MAX_BATCHES = 128  # per partition and call; the client simply fetches again
 
 
@@ -99,17 +101,19 @@ def _cursor():
     return psycopg.Cursor(connection.connection)
 
 
-def file_commit(*, cluster_id: int, file_key: str, size: int, batches: list[dict]) -> list[dict]:
+def file_commit(
+    *, cluster_id: int, file_key: str, size: int, batches: list[CommitBatch]
+) -> list[dict]:
     """Record a flushed segment file and give each of its batches its offsets.
 
+    `batches` are validated (``agent_schemas.CommitRequest`` and ``validate_commit``).
     One transaction, one round trip (the ``floe_commit`` database function, migration
     0002): idempotent duplicates get their original offset and are not stored again,
     every other batch gets the partition's next offsets, high watermarks move. Committing
     the same ``file_key`` again returns the first answer and changes nothing.
     """
     with transaction.atomic(), _cursor() as cursor:
-        topic_ids = [_as_uuid(b.get("topic_id")) for b in batches]
-        pairs = sorted({(t, b["partition"]) for t, b in zip(topic_ids, batches) if t is not None})
+        pairs = sorted({(b.topic_id, b.partition) for b in batches})
         ids = _partition_id_map(cursor, cluster_id, pairs)
         cursor.execute(
             "SELECT floe_commit(%s, %s, %s, %s::bigint[], %s::int[], %s::bigint[], %s::int[],"
@@ -118,14 +122,14 @@ def file_commit(*, cluster_id: int, file_key: str, size: int, batches: list[dict
                 cluster_id,
                 file_key,
                 size,
-                _array(ids.get((t, b["partition"]), -1) for t, b in zip(topic_ids, batches)),
-                _array(b["records"] for b in batches),
-                _array(b["pos"] for b in batches),
-                _array(b["len"] for b in batches),
-                _array(int(b.get("max_ts", -1)) for b in batches),
-                _array(int(b.get("producer_id", -1)) for b in batches),
-                _array(int(b.get("producer_epoch", -1)) for b in batches),
-                _array(int(b.get("base_sequence", -1)) for b in batches),
+                _array(ids.get((b.topic_id, b.partition), -1) for b in batches),
+                _array(b.records for b in batches),
+                _array(b.pos for b in batches),
+                _array(b.len for b in batches),
+                _array(b.max_ts for b in batches),
+                _array(b.producer_id for b in batches),
+                _array(b.producer_epoch for b in batches),
+                _array(b.base_sequence for b in batches),
             ],
         )
         result = cursor.fetchone()[0]

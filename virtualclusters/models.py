@@ -120,7 +120,16 @@ class Partition(models.Model):
 
     class Meta:
         db_table = "floe_partition"
-        constraints = [models.UniqueConstraint(fields=["topic", "index"], name="partition_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["topic", "index"], name="partition_unique"),
+            # Behind the agent-API validation: offsets can never go negative or cross.
+            # (Migration 0006 also refuses any update that moves either one back.)
+            models.CheckConstraint(
+                condition=models.Q(log_start_offset__gte=0)
+                & models.Q(high_watermark__gte=models.F("log_start_offset")),
+                name="partition_offsets_ordered",
+            ),
+        ]
 
 
 class SegmentFile(models.Model):
@@ -167,6 +176,18 @@ class Batch(models.Model):
     class Meta:
         db_table = "floe_batch"
         indexes = [models.Index(fields=["file"], name="batch_file_idx")]
+        constraints = [
+            # Key compaction may drop records inside a batch (fewer records than its
+            # offset span), never add any; a batch always holds at least one.
+            models.CheckConstraint(
+                condition=models.Q(base_offset__gte=0)
+                & models.Q(record_count__gte=1)
+                & models.Q(last_offset__gte=models.F("base_offset") + models.F("record_count") - 1)
+                & models.Q(position__gte=0)
+                & models.Q(length__gt=0),
+                name="batch_offsets_and_bytes_valid",
+            ),
+        ]
 
 
 class ProducerState(models.Model):

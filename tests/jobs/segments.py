@@ -24,6 +24,7 @@ from agents.protocol.records import (
 from agents.segment import SegmentBuilder
 from agents.storage import open_store
 from virtualclusters import metadata
+from virtualclusters.agent_schemas import commit_batches
 from virtualclusters.models import Partition, Topic
 from virtualclusters.services import topic_create
 
@@ -82,20 +83,22 @@ class SegmentWriter:
             cluster_id=self.cluster.id,
             file_key=key,
             size=len(data),
-            batches=[
-                {
-                    "topic_id": str(topic.id),
-                    "partition": e.partition,
-                    "pos": e.position,
-                    "len": e.length,
-                    "records": e.record_count,
-                    "max_ts": e.max_timestamp,
-                    "producer_id": e.producer_id,
-                    "producer_epoch": e.producer_epoch,
-                    "base_sequence": e.base_sequence,
-                }
-                for topic, e in entries
-            ],
+            batches=commit_batches(
+                [
+                    {
+                        "topic_id": str(topic.id),
+                        "partition": e.partition,
+                        "pos": e.position,
+                        "len": e.length,
+                        "records": e.record_count,
+                        "max_ts": e.max_timestamp,
+                        "producer_id": e.producer_id,
+                        "producer_epoch": e.producer_epoch,
+                        "base_sequence": e.base_sequence,
+                    }
+                    for topic, e in entries
+                ]
+            ),
         )
         assert all(b["error_code"] == 0 for b in answer), answer
         return [b["base_offset"] for b in answer]

@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 
 from virtualclusters import metadata
+from virtualclusters.agent_schemas import commit_batches
 from virtualclusters.models import Batch, Partition, SegmentFile
 
 from .conftest import batch
@@ -28,7 +29,7 @@ def test_it_assigns_dense_offsets_per_partition(agent_api, alice):
         },
     )
     second = agent_api(
-        "commit", {"file_key": _key(alice, "b"), "size": 100, "batches": [batch(tid, 0, 1)]}
+        "commit", {"file_key": _key(alice, "b"), "size": 10_000, "batches": [batch(tid, 0, 1)]}
     )
     assert [b["base_offset"] for b in first["batches"]] == [0, 0, 3]
     assert second["batches"][0]["base_offset"] == 8
@@ -38,7 +39,7 @@ def test_it_assigns_dense_offsets_per_partition(agent_api, alice):
 
 def test_a_retried_commit_of_the_same_file_changes_nothing(agent_api, alice):
     tid = agent_api.create_topic("orders")
-    body = {"file_key": _key(alice, "a"), "size": 100, "batches": [batch(tid, 0, 4)]}
+    body = {"file_key": _key(alice, "a"), "size": 10_000, "batches": [batch(tid, 0, 4)]}
     assert agent_api("commit", body) == agent_api("commit", body)
     assert Partition.objects.get(topic_id=tid).high_watermark == 4
     assert Batch.objects.count() == 1 and SegmentFile.objects.count() == 1
@@ -50,11 +51,11 @@ def test_unknown_partitions_fail_only_their_batches(agent_api, alice):
         "commit",
         {
             "file_key": _key(alice, "a"),
-            "size": 1,
+            "size": 10_000,
             "batches": [
                 batch(tid, 0, 1),
-                batch(tid, 7, 1),
-                batch("00000000-0000-0000-0000-000000000000", 0, 1),
+                batch(tid, 7, 1, pos=100),
+                batch("00000000-0000-0000-0000-000000000000", 0, 1, pos=200),
             ],
         },
     )
@@ -69,7 +70,7 @@ def test_idempotent_duplicates_return_the_original_offset(agent_api, alice):
         "commit",
         {
             "file_key": _key(alice, "a"),
-            "size": 1,
+            "size": 10_000,
             "batches": [batch(tid, 0, 5, base_sequence=0, **idem)],
         },
     )
@@ -77,7 +78,7 @@ def test_idempotent_duplicates_return_the_original_offset(agent_api, alice):
         "commit",
         {
             "file_key": _key(alice, "b"),
-            "size": 1,
+            "size": 10_000,
             "batches": [batch(tid, 0, 5, base_sequence=5, **idem)],
         },
     )
@@ -85,7 +86,7 @@ def test_idempotent_duplicates_return_the_original_offset(agent_api, alice):
         "commit",
         {
             "file_key": _key(alice, "c"),
-            "size": 1,
+            "size": 10_000,
             "batches": [batch(tid, 0, 5, base_sequence=0, **idem)],
         },
     )
@@ -101,7 +102,7 @@ def test_a_sequence_gap_is_out_of_order(agent_api, alice):
         "commit",
         {
             "file_key": _key(alice, "a"),
-            "size": 1,
+            "size": 10_000,
             "batches": [batch(tid, 0, 5, base_sequence=0, **idem)],
         },
     )
@@ -109,7 +110,7 @@ def test_a_sequence_gap_is_out_of_order(agent_api, alice):
         "commit",
         {
             "file_key": _key(alice, "b"),
-            "size": 1,
+            "size": 10_000,
             "batches": [batch(tid, 0, 1, base_sequence=9, **idem)],
         },
     )
@@ -122,7 +123,7 @@ def test_an_old_epoch_is_fenced(agent_api, alice):
         "commit",
         {
             "file_key": _key(alice, "a"),
-            "size": 1,
+            "size": 10_000,
             "batches": [batch(tid, 0, 1, producer_id=7, producer_epoch=3, base_sequence=0)],
         },
     )
@@ -130,7 +131,7 @@ def test_an_old_epoch_is_fenced(agent_api, alice):
         "commit",
         {
             "file_key": _key(alice, "b"),
-            "size": 1,
+            "size": 10_000,
             "batches": [batch(tid, 0, 1, producer_id=7, producer_epoch=2, base_sequence=1)],
         },
     )
@@ -139,7 +140,7 @@ def test_an_old_epoch_is_fenced(agent_api, alice):
         "commit",
         {
             "file_key": _key(alice, "c"),
-            "size": 1,
+            "size": 10_000,
             "batches": [batch(tid, 0, 1, producer_id=7, producer_epoch=4, base_sequence=0)],
         },
     )
@@ -162,15 +163,15 @@ def test_a_failure_inside_the_transaction_leaves_nothing_visible(agent_api, alic
         )
     body = {
         "file_key": _key(alice, "a"),
-        "size": 1,
-        "batches": [batch(tid, p, 2) for p in range(3)],
+        "size": 10_000,
+        "batches": [batch(tid, p, 2, pos=p * 100) for p in range(3)],
     }
     with pytest.raises(Exception, match="injected failure"):
         metadata.file_commit(
             cluster_id=alice["cluster"].pk,
             file_key=body["file_key"],
             size=1,
-            batches=body["batches"],
+            batches=commit_batches(body["batches"]),
         )
     assert not SegmentFile.objects.exists() and not Batch.objects.exists()
     assert set(Partition.objects.filter(topic_id=tid).values_list("high_watermark", flat=True)) == {
@@ -197,7 +198,9 @@ def test_commit_is_a_handful_of_queries(agent_api, alice, django_assert_max_num_
         )
         for i in range(100)
     ]
-    agent_api("commit", {"file_key": _key(alice, "warm"), "size": 1, "batches": [batch(tid, 0, 1)]})
+    agent_api(
+        "commit", {"file_key": _key(alice, "warm"), "size": 10_000, "batches": [batch(tid, 0, 1)]}
+    )
     connection.queries_log.clear()
     with django_assert_max_num_queries(3):
         answer = agent_api(
@@ -209,7 +212,7 @@ def test_commit_is_a_handful_of_queries(agent_api, alice, django_assert_max_num_
 def test_a_file_key_outside_the_cluster_prefix_is_refused(agent_api, bob):
     response = agent_api.raw(
         "commit",
-        {"file_key": f"{bob['cluster'].public_id}/segments/x.seg", "size": 1, "batches": []},
+        {"file_key": f"{bob['cluster'].public_id}/segments/x.seg", "size": 10_000, "batches": []},
     )
     assert response.status_code == 400 and "file_key" in response.json()["error"]
 

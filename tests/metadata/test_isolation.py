@@ -18,7 +18,7 @@ def bobs_topic(bob_agent_api, bob):
         "commit",
         {
             "file_key": f"{bob['cluster'].public_id}/s/1.seg",
-            "size": 1,
+            "size": 10_000,
             "batches": [batch(tid, 0, 5)],
         },
     )
@@ -34,7 +34,7 @@ def test_alices_agent_cannot_commit_to_bobs_partitions(agent_api, alice, bobs_to
         "commit",
         {
             "file_key": f"{alice['cluster'].public_id}/s/x.seg",
-            "size": 1,
+            "size": 10_000,
             "batches": [batch(bobs_topic, 0, 9)],
         },
     )
