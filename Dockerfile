@@ -3,7 +3,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY core core
 COPY controlplane controlplane
+COPY metadata_store metadata_store
 COPY virtualclusters virtualclusters
 COPY billing billing
 COPY agents agents

@@ -3,27 +3,19 @@ the shared parts (control-plane client, topic cache, segment writer, chunk cache
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agents.chunk_cache import ChunkCache
 from agents.config import AgentConfig
 from agents.control_plane import ControlPlaneClient
+from agents.groups.coordinator import GroupCoordinator
 from agents.topics import TopicCache
 from agents.write_path import CommitWatch, SegmentWriter
-
-if TYPE_CHECKING:
-    from agents.group_coordinator import GroupCoordinator
 
 # What Floe tells clients about replication: data lives in object storage, which
 # replicates it; tools that check for a replication factor ≥ 3 should be satisfied.
 REPORTED_REPLICATION_FACTOR = 3
-
-
-def node_id_for(agent_id: str) -> int:
-    """A stable positive int32 broker id for an agent id (clients key connections by it)."""
-    return (zlib.crc32(agent_id.encode("utf-8")) & 0x7FFFFFFF) or 1
 
 
 @dataclass

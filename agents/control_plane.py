@@ -1,4 +1,4 @@
-"""The agent's client for the control plane's metadata API (virtualclusters/AGENT_API.md).
+"""The agent's client for the control plane's metadata API (docs/AGENT_API.md).
 
 One aiohttp session with keep-alive for the process: commits and fetch plans are the
 hot path, and a fresh TCP (or TLS) connection per call would dominate their latency.
@@ -33,7 +33,7 @@ class ControlPlaneError(Exception):
 
 class ControlPlaneUnavailable(ControlPlaneError):
     """Connection refused, timeout or HTTP 5xx: the outcome of the call is unknown for
-    writes that timed out, and certainly nothing for a 5xx (AGENT_API.md)."""
+    writes that timed out, and certainly nothing for a 5xx (docs/AGENT_API.md)."""
 
     def __init__(self, message: str, *, outcome_unknown: bool) -> None:
         super().__init__(message)

@@ -13,22 +13,17 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agents import handlers_cluster as cluster
-from agents import handlers_configs as configs
-from agents import handlers_group_offsets as group_offsets
-from agents import handlers_groups as groups
-from agents import handlers_offsets as offsets
-from agents import handlers_produce as produce
-from agents import handlers_topics as topics
-from agents import read_path
 from agents.context import AgentContext
 from agents.control_plane import ControlPlaneError
+from agents.handlers import acls as acl_handlers
+from agents.handlers import cluster, configs, fetch, group_offsets, groups, offsets, produce, topics
+from agents.handlers.errors import CloseConnection, error_response
 from agents.metrics import Counter, Histogram
-from agents.protocol import SUPPORTED_VERSIONS, ApiKey, RequestHeader, encode_response
-from agents.protocol.errors import ErrorCode
-from agents.security import acl_handlers, sasl
+from agents.security import sasl
 from agents.security.authorization import authorized_call
 from agents.security.session import CURRENT_SESSION, Session
+from core.kafka import SUPPORTED_VERSIONS, ApiKey, RequestHeader, encode_response
+from core.kafka.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +33,7 @@ Handler = Callable[[AgentContext, RequestHeader, dict[str, Any]], Awaitable[dict
 # do not want: Fetch < 4 has no log start offset, Produce < 3 no magic-2 batches).
 HANDLERS: dict[ApiKey, tuple[Handler, int]] = {
     ApiKey.PRODUCE: (produce.handle_produce, 3),
-    ApiKey.FETCH: (read_path.handle_fetch, 4),
+    ApiKey.FETCH: (fetch.handle_fetch, 4),
     ApiKey.LIST_OFFSETS: (offsets.handle_list_offsets, 1),
     ApiKey.METADATA: (cluster.handle_metadata, 0),
     ApiKey.CREATE_TOPICS: (topics.handle_create_topics, 0),
@@ -51,7 +46,7 @@ HANDLERS: dict[ApiKey, tuple[Handler, int]] = {
     ApiKey.DELETE_RECORDS: (offsets.handle_delete_records, 0),
     ApiKey.DESCRIBE_CLUSTER: (cluster.handle_describe_cluster, 0),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (offsets.handle_offset_for_leader_epoch, 0),
-    # Consumer groups (handlers_groups, handlers_group_offsets).
+    # Consumer groups (handlers/groups.py, handlers/group_offsets.py).
     ApiKey.FIND_COORDINATOR: (groups.handle_find_coordinator, 0),
     ApiKey.JOIN_GROUP: (groups.handle_join_group, 0),
     ApiKey.SYNC_GROUP: (groups.handle_sync_group, 0),
@@ -77,17 +72,6 @@ REQUESTS_TOTAL = Counter(
     ("api", "error"),
 )
 _LATENCY = Histogram("floe_request_seconds", "Kafka request handling time, by API.", ("api",))
-
-
-class CloseConnection(Exception):
-    """The request cannot be answered; the connection must be closed (Kafka does).
-
-    `final_response`, when given, is written before closing (a failed SASL login's answer).
-    """
-
-    def __init__(self, message: str, final_response: bytes | None = None) -> None:
-        super().__init__(message)
-        self.final_response = final_response
 
 
 def served_versions() -> dict[ApiKey, tuple[int, int]]:
@@ -191,79 +175,3 @@ def _api_name(api_key: int) -> str:
         return ApiKey(api_key).name
     except ValueError:
         return str(api_key)
-
-
-def error_response(header: RequestHeader, body: dict[str, Any], error: int) -> dict | None:
-    """A response carrying `error` for every part of the request, where the API has one."""
-    key = header.api_key
-    if key in groups.GROUP_APIS:
-        return groups.error_response(header, body, error)
-    if key == ApiKey.PRODUCE:
-        return produce.produce_error_response(body, error)
-    if key == ApiKey.FETCH:
-        return {"throttle_time_ms": 0, "error_code": error, "session_id": 0, "responses": []}
-    if key == ApiKey.INIT_PRODUCER_ID:
-        return {"error_code": error, "producer_id": -1, "producer_epoch": -1}
-    if key == ApiKey.DESCRIBE_CLUSTER:
-        return {"error_code": error, "cluster_id": "", "brokers": []}
-    if key == ApiKey.LIST_OFFSETS:
-        return {
-            "topics": [
-                {
-                    "name": t["name"],
-                    "partitions": [
-                        {"partition_index": p["partition_index"], "error_code": error}
-                        for p in t["partitions"]
-                    ],
-                }
-                for t in body.get("topics") or []
-            ]
-        }
-    if key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
-        return {
-            "topics": [
-                {
-                    "topic": t["topic"],
-                    "partitions": [
-                        {"partition": p["partition"], "error_code": error} for p in t["partitions"]
-                    ],
-                }
-                for t in body.get("topics") or []
-            ]
-        }
-    if key == ApiKey.DELETE_RECORDS:
-        return {
-            "topics": [
-                {
-                    "name": t["name"],
-                    "partitions": [
-                        {"partition_index": p["partition_index"], "error_code": error}
-                        for p in t["partitions"]
-                    ],
-                }
-                for t in body.get("topics") or []
-            ]
-        }
-    if key == ApiKey.CREATE_TOPICS:
-        return {"topics": [{"name": t["name"], "error_code": error} for t in body["topics"]]}
-    if key == ApiKey.DELETE_TOPICS:
-        if header.api_version >= 6:
-            items = [{"name": t["name"], "topic_id": t["topic_id"]} for t in body["topics"]]
-        else:
-            items = [{"name": name} for name in body["topic_names"]]
-        return {"responses": [{**item, "error_code": error} for item in items]}
-    if key == ApiKey.CREATE_PARTITIONS:
-        return {"results": [{"name": t["name"], "error_code": error} for t in body["topics"]]}
-    if key in (ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
-        items = [
-            {
-                "error_code": error,
-                "resource_type": r["resource_type"],
-                "resource_name": r["resource_name"],
-            }
-            for r in body["resources"]
-        ]
-        return {"results": items} if key == ApiKey.DESCRIBE_CONFIGS else {"responses": items}
-    # Metadata has no top-level error code: a client would read an empty answer as
-    # "no topics", so close instead and let it retry elsewhere.
-    return None

@@ -1,6 +1,7 @@
-"""Fetch: one `fetch-plan` call for all requested partitions, byte ranges read through the
-chunk cache, each batch's baseOffset rewritten to its assigned offset, and a long poll
-that wakes on this agent's commits or on a periodic re-plan.
+"""The read path behind Fetch (``handlers/fetch.py``): one `fetch-plan` call for all
+requested partitions, byte ranges read through the chunk cache, each batch's baseOffset
+rewritten to its assigned offset, and a long poll that wakes on this agent's commits or
+on a periodic re-plan.
 
 Batches are never copied here: a response's records are a list of views into cached
 chunks plus a 16-byte rewritten prefix per batch (baseOffset, batchLength and
@@ -17,8 +18,8 @@ from typing import Any
 from agents.context import AgentContext
 from agents.control_plane import ControlPlaneError
 from agents.metrics import Counter, Histogram
-from agents.protocol.errors import ErrorCode
 from agents.topics import TopicInfo
+from core.kafka.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def _partition_answer(index: int, error: int = 0) -> dict[str, Any]:
     }
 
 
-class _Wanted:
+class Wanted:
     """One requested partition and the answer being built for it."""
 
     __slots__ = ("info", "partition", "offset", "max_bytes", "answer")
@@ -58,67 +59,9 @@ class _Wanted:
         self.answer = _partition_answer(self.partition)
 
 
-async def handle_fetch(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
-    """Kafka Fetch v4–v13, sessionless (KIP-227: session_id 0 means "no session")."""
-    uses_ids = header.api_version >= 13
-    if body.get("session_epoch", -1) > 0:
-        # An incremental fetch on a session we never created (we always answer with
-        # session id 0, so a client only gets here after talking to another broker).
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-            "session_id": 0,
-            "responses": [],
-        }
-
-    topics = body["topics"]
-    if uses_ids:
-        found = await ctx.topics.by_ids(t["topic_id"] for t in topics)
-        grown = [
-            t["topic_id"]
-            for t in topics
-            if (info := found.get(t["topic_id"])) is not None
-            and any(p["partition"] >= info.partitions for p in t["partitions"])
-        ]
-        if grown:  # partitions added through another agent: look again once
-            ctx.topics.invalidate(topic_ids=grown)
-            found = await ctx.topics.by_ids(t["topic_id"] for t in topics)
-        infos = [found.get(t["topic_id"]) for t in topics]
-    else:
-        highest = {
-            t["topic"]: max((p["partition"] for p in t["partitions"]), default=-1) for t in topics
-        }
-        found_by_name = await ctx.topics.by_names(highest, need_partition=highest)
-        infos = [found_by_name.get(t["topic"]) for t in topics]
-
-    responses = []
-    wanted: list[_Wanted] = []
-    unknown = ErrorCode.UNKNOWN_TOPIC_ID if uses_ids else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    for topic, info in zip(topics, infos, strict=True):
-        answers = []
-        responses.append(
-            {
-                "topic": info.name if info else topic.get("topic"),
-                "topic_id": topic.get("topic_id") or (info.topic_id if info else None),
-                "partitions": answers,
-            }
-        )
-        for request in topic["partitions"]:
-            item = _Wanted(info, request)
-            answers.append(item.answer)
-            if info is None:
-                item.answer["error_code"] = unknown
-            elif not 0 <= item.partition < info.partitions:
-                item.answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                wanted.append(item)
-
-    if wanted:
-        await _fill(ctx, wanted, body)
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
-
-
-async def _fill(ctx: AgentContext, wanted: list[_Wanted], body: dict[str, Any]) -> None:
+async def fill(ctx: AgentContext, wanted: list[Wanted], body: dict[str, Any]) -> None:
+    """Fill the answers of `wanted` from fetch plans, long-polling as the Fetch `body`
+    asks (`max_wait_ms`, `min_bytes`), within its `max_bytes`."""
     max_bytes = body.get("max_bytes", 0x7FFFFFFF)
     min_bytes = body.get("min_bytes", 1)
     deadline = time.monotonic() + max(body.get("max_wait_ms", 0), 0) / 1000
@@ -159,7 +102,7 @@ async def _fill(ctx: AgentContext, wanted: list[_Wanted], body: dict[str, Any]) 
 
 
 async def _assemble(
-    ctx: AgentContext, wanted: list[_Wanted], planned: list[dict[str, Any]], max_bytes: int
+    ctx: AgentContext, wanted: list[Wanted], planned: list[dict[str, Any]], max_bytes: int
 ) -> tuple[int, bool]:
     """Fill each answer from its plan; returns (bytes of records, any partition error).
 
@@ -169,7 +112,7 @@ async def _assemble(
     """
     if len(planned) != len(wanted):
         raise ValueError(f"fetch-plan answered {len(planned)} partitions for {len(wanted)}")
-    chosen: list[tuple[_Wanted, list[dict[str, Any]]]] = []
+    chosen: list[tuple[Wanted, list[dict[str, Any]]]] = []
     total = 0
     errors = False
     for item, plan in zip(wanted, planned, strict=True):

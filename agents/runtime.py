@@ -20,7 +20,7 @@ from typing import Any
 
 from agents.chunk_cache import ChunkCache
 from agents.config import AgentConfig
-from agents.context import AgentContext, node_id_for
+from agents.context import AgentContext
 from agents.control_plane import (
     AgentKeyRejected,
     ControlPlaneClient,
@@ -28,15 +28,16 @@ from agents.control_plane import (
     ControlPlaneRejected,
 )
 from agents.dispatch import REQUESTS_TOTAL, Dispatcher
-from agents.group_coordinator import GroupCoordinator
+from agents.groups.coordinator import GroupCoordinator
+from agents.groups.ring import Peer, node_id_for
 from agents.http_server import build_app, start_http
 from agents.metrics import Counter, Gauge, Histogram
 from agents.security.session import Security
 from agents.security.tls import TlsConfigError
 from agents.server import KafkaServer
-from agents.storage import open_store
 from agents.topics import TopicCache
 from agents.write_path import CommitWatch, SegmentWriter
+from core.storage import open_store
 
 log = logging.getLogger("agents")
 
@@ -208,7 +209,8 @@ class AgentRuntime:
                 node_id=node_id_for(config.agent_id),
                 port=port,
             )
-            self.ctx.groups = GroupCoordinator.start_for(self.ctx)
+            me = Peer(config.agent_id, self.ctx.host, self.ctx.port, self.ctx.node_id)
+            self.ctx.groups = GroupCoordinator.start_for(me, self.ctx.client)
             self._apply_cluster(answer)
             self.registered = True
 

@@ -14,9 +14,11 @@ import logging
 import socket
 from collections import deque
 
-from agents.dispatch import CloseConnection, Dispatcher
+from agents.dispatch import Dispatcher
+from agents.handlers.errors import CloseConnection
 from agents.metrics import Counter, Gauge
-from agents.protocol import (
+from agents.security.session import Security
+from core.kafka import (
     ApiKey,
     FrameDecoder,
     InvalidRequest,
@@ -26,7 +28,6 @@ from agents.protocol import (
     api_versions_fallback_response,
     decode_request,
 )
-from agents.security.session import Security
 
 log = logging.getLogger(__name__)
 

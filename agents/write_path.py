@@ -26,9 +26,9 @@ from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlPlaneUnavailable
 from agents.metrics import Counter, Gauge, Histogram, size_histogram
-from agents.protocol.errors import ErrorCode
-from agents.protocol.records import BatchHeader
-from agents.segment import SegmentBuilder
+from core.kafka.errors import ErrorCode
+from core.kafka.records import BatchHeader
+from core.segment import SegmentBuilder
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ _FLUSH_REASON = Counter("floe_segment_flush_reason_total", "Why segments were se
 _INFLIGHT = Gauge("floe_segment_inflight_bytes", "Bytes of sealed segments not yet committed.")
 
 # Back-off before each retry. A commit may be retried safely: re-committing a file key
-# returns the first answer (AGENT_API.md). ~2 s in all stays well inside a producer's
+# returns the first answer (docs/AGENT_API.md). ~2 s in all stays well inside a producer's
 # request timeout (30 s by default).
 PUT_RETRY_DELAYS_S = (0.05, 0.2)
 COMMIT_RETRY_DELAYS_S = (0.1, 0.4, 1.6)

@@ -50,12 +50,12 @@ def main() -> None:
 
     from django.conf import settings
 
-    from agents.protocol.records import RecordInput, encode_batch
+    from core.kafka.records import RecordInput, encode_batch
     from jobs.session import spark_session
+    from metadata_store.models import Partition
     from tests.factories import make_cluster
     from tests.jobs.segments import SegmentWriter, read_partition
-    from virtualclusters import jobs_services
-    from virtualclusters.models import Partition
+    from virtualclusters.jobs import services as jobs_services
 
     bucket = (work / "bucket").as_uri()
     settings.FLOE_BUCKET_URL = bucket

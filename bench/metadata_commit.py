@@ -152,8 +152,8 @@ def main() -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="floe-bench-"))
     env = bench_env(data_dir)
     django_setup(env)
+    from metadata_store.topics import topic_create
     from tests.factories import make_cluster
-    from virtualclusters.services import topic_create
 
     cluster, key = make_cluster("bench")
     topic = topic_create(cluster=cluster, name="bench", num_partitions=PARTITIONS)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere
 
-from agents.protocol import ApiKey, RequestHeader, decode_request, encode_request, encode_response
+from core.kafka import ApiKey, RequestHeader, decode_request, encode_request, encode_response
 
 MIB = 1024 * 1024
 

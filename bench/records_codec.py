@@ -12,14 +12,14 @@ import time
 import uuid
 from collections.abc import Callable
 
-from agents.protocol.records import (
+from core.kafka.records import (
     COMPRESSION_NAMES,
     RecordInput,
     decode_records,
     encode_batch,
     validate_batches,
 )
-from agents.segment import SegmentBuilder, read_index
+from core.segment import SegmentBuilder, read_index
 
 SEGMENT_BYTES = 8 * 1024 * 1024
 

@@ -1,4 +1,5 @@
-"""The Celery app: tasks are found in every installed app's ``tasks.py``."""
+"""The Celery app: tasks are found in every installed app's ``tasks.py`` and in the
+packages listed here (an app's tasks may live beside the services they call)."""
 
 import os
 
@@ -9,3 +10,4 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 app = Celery("floe")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+app.autodiscover_tasks(["virtualclusters.jobs"])

@@ -4,7 +4,7 @@ from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import include, path
 
 from controlplane.console import accounts, agent_keys, api_keys, clusters, groups
-from virtualclusters import console_jobs
+from controlplane.console import jobs as console_jobs
 
 urlpatterns = [
     path("signup", accounts.signup, name="signup"),

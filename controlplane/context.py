@@ -1,6 +1,6 @@
 """Template context for every console page."""
 
-from .console.tenancy import current_org
+from controlplane.console.tenancy import current_org
 
 
 def console(request) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from .ids import public_id
+from controlplane.ids import public_id
 
 
 def _org_id() -> str:

@@ -18,7 +18,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from .embedded import data_dir_from_env, postgres_url, redis_url
+from controlplane.embedded import data_dir_from_env, postgres_url, redis_url
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable

@@ -9,8 +9,8 @@ from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
-from .ids import new_secret, secret_digest
-from .models import ApiKey, Membership, Organization
+from controlplane.ids import new_secret, secret_digest
+from controlplane.models import ApiKey, Membership, Organization
 
 User = get_user_model()
 

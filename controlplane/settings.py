@@ -8,8 +8,8 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .embedded import data_dir_from_env, postgres_url, redis_url
-from .env import database_from_url, env_bool, env_int, env_list, env_str
+from controlplane.embedded import data_dir_from_env, postgres_url, redis_url
+from controlplane.env import database_from_url, env_bool, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 FLOE_DATA_DIR = data_dir_from_env(BASE_DIR)
@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "controlplane",
     "virtualclusters",
+    "metadata_store",
     "billing",
 ]
 
@@ -199,7 +200,7 @@ FLOE_JOB_FAILURE_BACKOFF_S = env_int("FLOE_JOB_FAILURE_BACKOFF_S", 300, minimum=
 FLOE_JOB_HISTORY_DAYS = env_int("FLOE_JOB_HISTORY_DAYS", 14, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     f"floe-{kind.replace('_', '-')}-check": {
-        "task": "virtualclusters.tasks.jobs_check",
+        "task": "virtualclusters.jobs.tasks.jobs_check",
         "schedule": float(env_int(f"FLOE_{kind.upper()}_CHECK_S", every, minimum=1)),
         "args": (kind,),
     }
@@ -211,6 +212,6 @@ CELERY_BEAT_SCHEDULE = {
     )
 }
 CELERY_BEAT_SCHEDULE["floe-history-prune"] = {
-    "task": "virtualclusters.tasks.history_prune",
+    "task": "virtualclusters.jobs.tasks.history_prune",
     "schedule": 24 * 3600.0,
 }

@@ -11,6 +11,6 @@ def healthz(request):
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include("controlplane.api.urls")),
-    path("agent/v1/", include("virtualclusters.agent_urls")),
+    path("agent/v1/", include("controlplane.agent_urls")),
     path("", include("controlplane.console_urls")),
 ]

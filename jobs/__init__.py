@@ -9,8 +9,8 @@ Each job is ``jobs/<name>.py`` with
 A *plan* is what the control plane hands the job (bucket URL, batch pointers from the
 index, parameters); a *result* is what the job hands back (the files it wrote, where
 each batch now lives, what it deleted). The control plane then swaps the metadata in
-one compare-and-swap transaction (``virtualclusters/jobs_services.py``). Executors
-reach the bucket through ``agents.storage`` (``file://`` or ``s3://``: executors are
+one compare-and-swap transaction (``virtualclusters/jobs/services.py``). Executors
+reach the bucket through ``core.storage`` (``file://`` or ``s3://``: executors are
 separate processes, so ``mem://`` cannot work) and the segment format. Only offsets,
 sizes and keys of *objects* ever reach the driver — record keys and values stay in the
 executors (invariant 5).

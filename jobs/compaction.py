@@ -5,7 +5,7 @@ consumer of one partition reads a little of many files. Compaction rewrites the 
 the index points at into files of about ``target_bytes``, sorted by (topic, partition,
 offset), each batch's baseOffset set to its assigned offset (in the bytes and in the
 footer). Offsets never change: the control plane repoints the index rows at the new
-files in one compare-and-swap (``jobs_services.compaction_swap``).
+files in one compare-and-swap (``virtualclusters.jobs.services.compaction_swap``).
 
 Plan: ``bucket_url``, ``output_prefix`` (unique per attempt), ``target_bytes`` and
 ``batches``, rows of `BATCH_COLUMNS`. Result: ``files`` written ({key, size,

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from agents.protocol.records import RecordInput, decode_records, encode_batch
+from core.kafka.records import RecordInput, decode_records, encode_batch
 from jobs.cli import job_main
 from jobs.compaction import BATCH_COLUMNS, output_count, transform_output_layout
 from jobs.segment_io import BatchRef, OutputFile, batch_at_offset, read_batches, store_for

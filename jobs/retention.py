@@ -1,7 +1,7 @@
 """Retention's bucket half: delete files nothing has referenced for the grace period.
 
 Moving a partition's log start offset is a metadata change in PostgreSQL (the index
-lives there; ``jobs_services.retention_apply``). What is left for the bucket is deleting
+lives there; ``virtualclusters.jobs.services.retention_apply``). What is left for the bucket is deleting
 the files that no index row points at any more — expired, compacted away, or orphaned —
 once the grace period has passed since they became unreferenced (readers may still hold
 pointers from a fetch plan; invariant 6). The control plane selects them; this job

@@ -13,9 +13,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from agents.protocol.records import BatchHeader, batch_crc_ok, iter_batches, patch_base_offset
-from agents.segment import SegmentBuilder, SegmentCorrupt
-from agents.storage import FileStore, ObjectStore, open_store
+from core.kafka.records import BatchHeader, batch_crc_ok, iter_batches, patch_base_offset
+from core.segment import SegmentBuilder, SegmentCorrupt
+from core.storage import FileStore, ObjectStore, open_store
 
 REMOTE_MAX_GAP = 1024 * 1024
 MAX_SPAN = 64 * 1024 * 1024  # but never fetch more than this in one request

@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.db.models import F, Sum
 from django.db.models.functions import Coalesce
 
-from .models import Topic, VirtualCluster
+from metadata_store.models import Topic
+from virtualclusters.models import VirtualCluster
 
 
 def topics_with_stats(cluster: VirtualCluster):

@@ -28,11 +28,12 @@ from functools import partial
 from typing import Any
 
 from agents.context import AgentContext
-from agents.protocol import ApiKey, RequestHeader
-from agents.protocol.errors import ErrorCode
-from agents.protocol.types import ZERO_UUID
-from agents.security.acl import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
+from agents.handlers.errors import CloseConnection, error_response
 from agents.security.session import CURRENT_SESSION, Session
+from core.kafka import ApiKey, RequestHeader
+from core.kafka.errors import ErrorCode
+from core.kafka.types import ZERO_UUID
+from core.security.acl import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
 
 Handler = Callable[[AgentContext, RequestHeader, dict[str, Any]], Awaitable[dict | None]]
 Call = Callable[[dict[str, Any]], Awaitable[dict | None]]
@@ -125,8 +126,6 @@ async def authorized_call(
 
 
 def _denied_without_rule(header: RequestHeader, body: dict[str, Any]) -> dict | None:
-    from agents.dispatch import CloseConnection, error_response  # dispatch imports us
-
     response = error_response(header, body, CLUSTER_DENIED)
     if response is None:
         raise CloseConnection(f"api {header.api_key}: not authorized and no error response")

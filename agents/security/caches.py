@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.control_plane import ControlPlaneClient
-from agents.security.acl import AclBinding, Authorizer
+from core.security.acl import AclBinding, Authorizer
 
 log = logging.getLogger(__name__)
 

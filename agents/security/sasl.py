@@ -18,16 +18,10 @@ from typing import Any
 
 from agents.context import AgentContext
 from agents.metrics import Counter
-from agents.protocol.errors import ErrorCode
 from agents.security.caches import Credential
-from agents.security.scram import (
-    MECHANISMS,
-    ScramError,
-    ScramServer,
-    parse_plain,
-    plain_verify,
-)
 from agents.security.session import Session, current_session
+from core.kafka.errors import ErrorCode
+from core.security.scram import MECHANISMS, ScramError, ScramServer, parse_plain, plain_verify
 
 ENABLED_MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 _LOGINS = Counter(

@@ -17,9 +17,9 @@ from contextvars import ContextVar
 from typing import Any
 
 from agents.control_plane import ControlPlaneClient
-from agents.protocol import ApiKey, FrameDecoder
 from agents.security.caches import AclCache, Credential, CredentialCache
 from agents.security.tls import principal_from_certificate, server_context
+from core.kafka import ApiKey, FrameDecoder
 
 log = logging.getLogger(__name__)
 

@@ -3,11 +3,10 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from controlplane.api import views
 from virtualclusters.api import groups as vc_groups
 from virtualclusters.api import jobs_views
 from virtualclusters.api import views as vc
-
-from . import views
 
 urlpatterns = [
     path(

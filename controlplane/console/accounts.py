@@ -9,9 +9,8 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from controlplane.console.forms import EmailAuthenticationForm, SignupForm, add_service_errors
 from controlplane.services import user_signup
-
-from .forms import EmailAuthenticationForm, SignupForm, add_service_errors
 
 
 @require_http_methods(["GET", "POST"])

@@ -12,12 +12,11 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
+from controlplane.console.clusters import render_cluster_page
+from controlplane.console.forms import AgentKeyCreateForm, add_service_errors
+from controlplane.console.tenancy import cluster_or_404, current_org
 from virtualclusters import services
 from virtualclusters.models import AgentKey
-
-from .clusters import render_cluster_page
-from .forms import AgentKeyCreateForm, add_service_errors
-from .tenancy import cluster_or_404, current_org
 
 # Where the example command keeps its segment files; users swap in an s3:// URL.
 EXAMPLE_BUCKET_URL = "file:///var/lib/floe"

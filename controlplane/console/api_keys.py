@@ -9,11 +9,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from controlplane import services
+from controlplane.console.clusters import ACTIVE_FIRST
+from controlplane.console.forms import ApiKeyCreateForm
+from controlplane.console.tenancy import current_org, org_or_404
 from controlplane.models import ApiKey
-
-from .clusters import ACTIVE_FIRST
-from .forms import ApiKeyCreateForm
-from .tenancy import current_org, org_or_404
 
 
 def _render(request, *, form=None, new_key=None):

@@ -13,10 +13,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from virtualclusters import selectors, services
-from virtualclusters.models import VirtualCluster
-
-from .forms import (
+from controlplane.console.forms import (
     AgentKeyCreateForm,
     ClusterConfigForm,
     ClusterCreateForm,
@@ -24,7 +21,9 @@ from .forms import (
     ClusterRenameForm,
     add_service_errors,
 )
-from .tenancy import cluster_or_404, current_org, org_or_404
+from controlplane.console.tenancy import cluster_or_404, current_org, org_or_404
+from virtualclusters import selectors, services
+from virtualclusters.models import VirtualCluster
 
 # Keys in lists: active ones (never revoked) first, newest first.
 ACTIVE_FIRST = F("revoked_at").desc(nulls_first=True)

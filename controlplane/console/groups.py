@@ -10,10 +10,9 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from virtualclusters.group_lag import groups_describe
-from virtualclusters.groups import GroupNotEmpty, group_delete
-
-from .tenancy import cluster_or_404
+from controlplane.console.tenancy import cluster_or_404
+from virtualclusters.groups.lag import groups_describe
+from virtualclusters.groups.services import GroupNotEmpty, group_delete
 
 CHART_WIDTH = 640
 CHART_LABEL_WIDTH = 120

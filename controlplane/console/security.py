@@ -14,11 +14,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
 from django.views.decorators.http import require_POST
 
-from virtualclusters import security_services as services
-from virtualclusters.security_models import Acl, SaslCredential
-
-from .forms import add_service_errors
-from .tenancy import cluster_or_404
+from controlplane.console.forms import add_service_errors
+from controlplane.console.tenancy import cluster_or_404
+from virtualclusters.security import services
+from virtualclusters.security.models import Acl, SaslCredential
 
 
 def _choices(field: str) -> list[tuple[str, str]]:

@@ -7,10 +7,9 @@ from __future__ import annotations
 import pytest
 
 from jobs.session import spark_session
-from tests.agent.conftest import agent, bucket_url  # noqa: F401 - fixtures reused here
+from tests.agents.conftest import agent, bucket_url  # noqa: F401 - fixtures reused here
 from tests.factories import make_cluster
-
-from .segments import SegmentWriter
+from tests.jobs.segments import SegmentWriter
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import itertools
 import time
 import uuid
 
-from agents.protocol.records import (
+from core.kafka.records import (
     COMPRESSION_NONE,
     Record,
     RecordInput,
@@ -21,12 +21,12 @@ from agents.protocol.records import (
     iter_batches,
     patch_base_offset,
 )
-from agents.segment import SegmentBuilder
-from agents.storage import open_store
-from virtualclusters import metadata
-from virtualclusters.agent_schemas import commit_batches
-from virtualclusters.models import Partition, Topic
-from virtualclusters.services import topic_create
+from core.segment import SegmentBuilder
+from core.storage import open_store
+from metadata_store import store as metadata
+from metadata_store.agent_api.schemas import commit_batches
+from metadata_store.models import Partition, Topic
+from metadata_store.topics import topic_create
 
 _names = itertools.count()
 

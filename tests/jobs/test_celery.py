@@ -10,9 +10,9 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from controlplane.celery import app
-from virtualclusters.models import JobRun, SegmentFile
-
-from .test_compaction import everything, fill
+from metadata_store.models import SegmentFile
+from tests.jobs.test_compaction import everything, fill
+from virtualclusters.jobs.models import JobRun
 
 
 @pytest.fixture

@@ -8,18 +8,19 @@ from datetime import timedelta
 from django.db import connection
 from django.utils import timezone
 
-from agents.protocol.records import (
+from core.kafka.records import (
     COMPRESSION_GZIP,
     COMPRESSION_LZ4,
     COMPRESSION_NONE,
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
 )
-from agents.segment import verify_segment
-from virtualclusters import jobs_services, metadata
-from virtualclusters.models import Batch, JobRun, Partition, SegmentFile
-
-from .segments import batch, read_partition, values
+from core.segment import verify_segment
+from metadata_store import store as metadata
+from metadata_store.models import Batch, Partition, SegmentFile
+from tests.jobs.segments import batch, read_partition, values
+from virtualclusters.jobs import services as jobs_services
+from virtualclusters.jobs.models import JobRun
 
 CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD]
 

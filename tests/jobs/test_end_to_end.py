@@ -11,9 +11,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
+from metadata_store.models import Partition, SegmentFile
 from tests.factories import make_cluster
-from virtualclusters import jobs_services
-from virtualclusters.models import JobRun, Partition, SegmentFile
+from virtualclusters.jobs import services as jobs_services
+from virtualclusters.jobs.models import JobRun
 
 pytestmark = [
     pytest.mark.kafka,

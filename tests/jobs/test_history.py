@@ -6,8 +6,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from virtualclusters import jobs_services
-from virtualclusters.models import JobRun, SegmentFile
+from metadata_store.models import SegmentFile
+from virtualclusters.jobs import services as jobs_services
+from virtualclusters.jobs.models import JobRun
 
 
 def test_history_prune_forgets_what_is_old_and_keeps_progress(tenant, settings):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import random
 
-from agents.protocol.records import iter_batches
-from virtualclusters import jobs_services
-from virtualclusters.models import Batch, JobRun, Partition
-
-from .segments import batch, now_ms, read_partition
-from .test_compaction import CODECS
+from core.kafka.records import iter_batches
+from metadata_store.models import Batch, Partition
+from tests.jobs.segments import batch, now_ms, read_partition
+from tests.jobs.test_compaction import CODECS
+from virtualclusters.jobs import services as jobs_services
+from virtualclusters.jobs.models import JobRun
 
 HOUR_MS = 3600 * 1000
 

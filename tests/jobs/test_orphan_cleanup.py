@@ -11,10 +11,9 @@ from urllib.parse import urlsplit
 from django.utils import timezone
 
 from tests.factories import make_cluster
-from virtualclusters import jobs_services
-from virtualclusters.models import JobRun
-
-from .segments import batch
+from tests.jobs.segments import batch
+from virtualclusters.jobs import services as jobs_services
+from virtualclusters.jobs.models import JobRun
 
 
 def put_aged(writer, key: str, age_s: float) -> None:

@@ -8,7 +8,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from virtualclusters.models import JobRun, SegmentFile
+from metadata_store.models import SegmentFile
+from virtualclusters.jobs.models import JobRun
 
 pytestmark = pytest.mark.urls("tests.jobs.urls")
 

@@ -6,10 +6,11 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from virtualclusters import jobs_services, metadata
-from virtualclusters.models import Batch, JobRun, Partition, SegmentFile
-
-from .segments import batch, now_ms, read_partition
+from metadata_store import store as metadata
+from metadata_store.models import Batch, Partition, SegmentFile
+from tests.jobs.segments import batch, now_ms, read_partition
+from virtualclusters.jobs import services as jobs_services
+from virtualclusters.jobs.models import JobRun
 
 HOUR_MS = 3600 * 1000
 

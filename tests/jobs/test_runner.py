@@ -12,7 +12,7 @@ from jobs.runner import run_job
 
 
 def test_a_job_runs_from_its_command_line(spark, tmp_path, bucket_url):
-    from agents.storage import open_store
+    from core.storage import open_store
 
     store = open_store(bucket_url)
     store.put("vci_cli/segments/lost.seg", b"x" * 10)
@@ -36,7 +36,7 @@ def test_a_job_runs_from_its_command_line(spark, tmp_path, bucket_url):
 
 
 def test_the_subprocess_mode_runs_a_job_on_a_fresh_spark(tmp_path, bucket_url):
-    from agents.storage import open_store
+    from core.storage import open_store
 
     store = open_store(bucket_url)
     store.put("vci_sub/segments/old.seg", b"x")

@@ -6,11 +6,10 @@ import uuid
 
 import pytest
 
-from agents.segment import SegmentCorrupt
-from agents.storage import FileStore, MemoryStore
+from core.segment import SegmentCorrupt
+from core.storage import FileStore, MemoryStore
 from jobs.segment_io import BatchRef, batch_at_offset, read_batches, store_for
-
-from .segments import batch
+from tests.jobs.segments import batch
 
 
 class Counting:

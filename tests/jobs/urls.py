@@ -2,8 +2,8 @@
 
 from django.urls import path
 
+from controlplane.console import jobs as console_jobs
 from controlplane.urls import urlpatterns as root
-from virtualclusters import console_jobs
 from virtualclusters.api import jobs_views
 
 urlpatterns = [

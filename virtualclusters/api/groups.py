@@ -8,10 +8,9 @@ from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 
-from virtualclusters.group_lag import groups_describe
-from virtualclusters.groups import GroupNotEmpty, group_delete
-
-from .views import ClusterScopedView
+from virtualclusters.api.views import ClusterScopedView
+from virtualclusters.groups.lag import groups_describe
+from virtualclusters.groups.services import GroupNotEmpty, group_delete
 
 
 class GroupConflict(APIException):

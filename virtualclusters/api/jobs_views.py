@@ -7,10 +7,9 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from virtualclusters import jobs_selectors
-from virtualclusters.models import JobRun
-
-from .views import ClusterScopedView
+from virtualclusters.api.views import ClusterScopedView
+from virtualclusters.jobs import selectors as jobs_selectors
+from virtualclusters.jobs.models import JobRun
 
 # What a run's details may show: counts and outcomes. The rest (partition row ids of
 # key compaction's progress, object prefixes) is bookkeeping that stays inside.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from virtualclusters.security_models import Acl, SaslCredential
-from virtualclusters.security_services import MAX_PASSWORD_LENGTH
+from virtualclusters.security.models import Acl, SaslCredential
+from virtualclusters.security.services import MAX_PASSWORD_LENGTH
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import security_views as views
+from virtualclusters.api import security_views as views
 
 urlpatterns = [
     path(

@@ -7,10 +7,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
-from virtualclusters import security_services as services
-from virtualclusters.security_models import Acl, SaslCredential
-
-from .security_serializers import (
+from virtualclusters.api.security_serializers import (
     AclCreateSerializer,
     AclQuerySerializer,
     AclSerializer,
@@ -18,7 +15,9 @@ from .security_serializers import (
     SaslCredentialCreateSerializer,
     SaslCredentialSerializer,
 )
-from .views import ClusterScopedView
+from virtualclusters.api.views import ClusterScopedView
+from virtualclusters.security import services
+from virtualclusters.security.models import Acl, SaslCredential
 
 
 class SaslCredentialListView(ClusterScopedView):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from virtualclusters.models import AgentKey, Topic, VirtualCluster
+from metadata_store.models import Topic
+from virtualclusters.models import AgentKey, VirtualCluster
 from virtualclusters.services import CONFIG_BOUNDS
 
 

@@ -9,11 +9,9 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from controlplane.api.views import OrgScopedView
+from metadata_store.topics import TopicError, topic_create, topic_delete
 from virtualclusters import selectors, services
-from virtualclusters.models import AgentKey, VirtualCluster
-from virtualclusters.services import TopicError
-
-from .serializers import (
+from virtualclusters.api.serializers import (
     AgentKeyCreatedSerializer,
     AgentKeyCreateSerializer,
     AgentKeySerializer,
@@ -25,6 +23,7 @@ from .serializers import (
     TopicCreateSerializer,
     TopicSerializer,
 )
+from virtualclusters.models import AgentKey, VirtualCluster
 
 
 class ClusterScopedView(OrgScopedView):
@@ -173,7 +172,7 @@ class TopicListView(ClusterScopedView):
         data = TopicCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            topic = services.topic_create(cluster=cluster, **data.validated_data)
+            topic = topic_create(cluster=cluster, **data.validated_data)
         except TopicError as exc:
             raise ValidationError(
                 {"name" if exc.code != 40 else "configs": [exc.message]}
@@ -194,5 +193,5 @@ class TopicDetailView(ClusterScopedView):
 
     @extend_schema(responses={204: None}, summary="Delete a topic")
     def delete(self, request, cluster_id: str, name: str):
-        services.topic_delete(topic=self._topic(cluster_id, name))
+        topic_delete(topic=self._topic(cluster_id, name))
         return Response(status=status.HTTP_204_NO_CONTENT)

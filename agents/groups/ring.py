@@ -1,0 +1,162 @@
+"""Which live agent coordinates a group (or a transactional id).
+
+Consistent hashing by rendezvous (highest random weight): every agent scores
+``hash(key, agent id)`` and the highest score wins. Every agent computes the same owner
+from the same live set, and when an agent joins or leaves only the keys it wins or held
+move — the property a hash ring with virtual nodes gives, with no ring to maintain.
+
+The live set comes from the control plane's heartbeat answer, where a dead agent stays
+"live" for up to the liveness window (15 s) after its last heartbeat. To fail over
+faster, an agent about to name a peer as coordinator checks that the peer accepts TCP
+connections on its Kafka port (cached for a couple of seconds); a peer that refuses is
+*suspected* and left out of the hashing until a later probe succeeds. Every agent
+probes for itself, so all of them converge on the same answer within a probe interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types (KIP-98)
+
+
+@dataclass(frozen=True)
+class Peer:
+    agent_id: str
+    host: str
+    port: int
+    node_id: int
+
+
+def score(key_type: int, key: str, agent_id: str) -> int:
+    """The rendezvous weight of an agent for a key (stable across processes and runs)."""
+    digest = hashlib.blake2b(f"{key_type}\x00{key}\x00{agent_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def node_id_for(agent_id: str) -> int:
+    """A stable positive int32 broker id for an agent id (clients key connections by it)."""
+    return (zlib.crc32(agent_id.encode("utf-8")) & 0x7FFFFFFF) or 1
+
+
+class CoordinatorRing:
+    """The live agents, this one always included, and who coordinates what."""
+
+    def __init__(
+        self,
+        me: Peer,
+        node_id_for,
+        *,
+        probe_timeout_s: float = 0.5,
+        healthy_ttl_s: float = 2.0,
+        suspect_ttl_s: float = 2.0,
+    ) -> None:
+        self.me = me
+        self._node_id_for = node_id_for
+        self._peers: dict[str, Peer] = {}
+        self._probe_timeout = probe_timeout_s
+        self._healthy_ttl = healthy_ttl_s
+        self._suspect_ttl = suspect_ttl_s
+        # agent id -> (checked at, reachable)
+        self._health: dict[str, tuple[float, bool]] = {}
+        self._probes: dict[str, asyncio.Task] = {}
+
+    def update(self, live_agents: list[dict[str, Any]]) -> None:
+        """Take the live agents from a register/heartbeat answer."""
+        peers = {}
+        for agent in live_agents:
+            agent_id = str(agent.get("agent_id") or "")
+            if not agent_id or agent_id == self.me.agent_id:
+                continue
+            peers[agent_id] = Peer(
+                agent_id, str(agent["host"]), int(agent["port"]), self._node_id_for(agent_id)
+            )
+        for gone in set(self._health) - set(peers):
+            self._health.pop(gone, None)
+        self._peers = peers
+
+    def _suspected(self, agent_id: str) -> bool:
+        # A suspect stays one until a probe succeeds (`check_all` re-probes it), so the
+        # owner of a key does not flap back to a dead agent between probes.
+        checked = self._health.get(agent_id)
+        return checked is not None and not checked[1]
+
+    def candidates(self) -> list[Peer]:
+        """This agent and every peer not currently suspected."""
+        return [self.me, *(p for p in self._peers.values() if not self._suspected(p.agent_id))]
+
+    def owner(self, key: str, key_type: int = GROUP_KEY) -> Peer:
+        """The coordinator for `key` from what is known now (no probing)."""
+        return max(self.candidates(), key=lambda p: score(key_type, key, p.agent_id))
+
+    def owns(self, key: str, key_type: int = GROUP_KEY) -> bool:
+        return self.owner(key, key_type).agent_id == self.me.agent_id
+
+    async def resolve(self, key: str, key_type: int = GROUP_KEY) -> Peer:
+        """The coordinator for `key`, having checked that a peer owner is reachable."""
+        for _ in range(len(self._peers) + 1):
+            owner = self.owner(key, key_type)
+            if owner.agent_id == self.me.agent_id or await self._reachable(owner):
+                return owner
+        return self.me
+
+    async def check_all(self) -> None:
+        """Probe every peer whose health is unknown or stale, suspects included."""
+        peers = list(self._peers.values())
+        if peers:
+            await asyncio.gather(*(self._reachable(p) for p in peers))
+
+    def brokers(self) -> list[dict[str, Any]]:
+        """Metadata broker entries: this agent first, then every unsuspected peer.
+
+        Clients connect to a group coordinator by node id, and some (kafkajs) only to
+        node ids the Metadata response listed.
+        """
+        return [
+            {"node_id": p.node_id, "host": p.host, "port": p.port, "rack": None}
+            for p in self.candidates()
+        ]
+
+    async def _reachable(self, peer: Peer) -> bool:
+        checked = self._health.get(peer.agent_id)
+        now = time.monotonic()
+        if checked is not None:
+            ttl = self._healthy_ttl if checked[1] else self._suspect_ttl
+            if now - checked[0] < ttl:
+                return checked[1]
+        task = self._probes.get(peer.agent_id)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._probe(peer))
+            self._probes[peer.agent_id] = task
+            task.add_done_callback(lambda _: self._probes.pop(peer.agent_id, None))
+        return await asyncio.shield(task)
+
+    async def _probe(self, peer: Peer) -> bool:
+        try:
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(peer.host, peer.port), self._probe_timeout
+            )
+        except (OSError, TimeoutError) as exc:
+            if self._health.get(peer.agent_id, (0, True))[1]:
+                log.warning(
+                    "agent %s at %s:%d is unreachable (%s); coordinating without it",
+                    peer.agent_id,
+                    peer.host,
+                    peer.port,
+                    exc or type(exc).__name__,
+                )
+            reachable = False
+        else:
+            writer.close()
+            reachable = True
+        if peer.agent_id in self._peers:
+            self._health[peer.agent_id] = (time.monotonic(), reachable)
+        return reachable

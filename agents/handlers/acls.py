@@ -1,0 +1,131 @@
+"""CreateAcls, DescribeAcls and DeleteAcls: Kafka's wire numbers ↔ the control plane's
+`acls/*` calls, which speak names (`"topic"`, `"prefixed"`, `"read"`, `"allow"`).
+
+Who may call them is decided in `authorization` (ALTER / DESCRIBE on the cluster). This
+agent's ACL cache is invalidated after a change so its next request sees it; other agents
+see it within their refresh period.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+from agents.context import AgentContext
+from agents.security.session import current_session
+from core.security.acl import AclOperation, AclPermission, PatternType, ResourceType
+
+
+def _name(enum: type[IntEnum], value: int) -> str:
+    try:
+        return enum(value).name.lower()
+    except ValueError:
+        return "unknown"  # the control plane refuses it with a message
+
+
+def _number(enum: type[IntEnum], name: str) -> int:
+    return int(enum[name.upper()])
+
+
+def _invalidate() -> None:
+    cache = current_session().security.acls
+    if cache is not None:
+        cache.invalidate()
+
+
+def _filter_json(item: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "resource_type": _name(ResourceType, item["resource_type_filter"]),
+        "resource_name": item.get("resource_name_filter"),
+        "pattern_type": _name(PatternType, item["pattern_type_filter"]),
+        "principal": item.get("principal_filter"),
+        "host": item.get("host_filter"),
+        "operation": _name(AclOperation, item["operation"]),
+        "permission": _name(AclPermission, item["permission_type"]),
+    }
+
+
+async def handle_create_acls(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+    """Kafka CreateAcls: one result per creation, in order (KIP-140)."""
+    bindings = [
+        {
+            "resource_type": _name(ResourceType, c["resource_type"]),
+            "resource_name": c["resource_name"],
+            "pattern_type": _name(PatternType, c["resource_pattern_type"]),
+            "principal": c["principal"],
+            "host": c["host"],
+            "operation": _name(AclOperation, c["operation"]),
+            "permission": _name(AclPermission, c["permission_type"]),
+        }
+        for c in body["creations"]
+    ]
+    results: list[dict[str, Any]] = []
+    if bindings:
+        answer = await ctx.client.call("acls/create", {"acls": bindings})
+        results = [
+            {"error_code": r["error_code"], "error_message": r.get("error_message")}
+            for r in answer["results"]
+        ]
+        _invalidate()
+    return {"throttle_time_ms": 0, "results": results}
+
+
+async def handle_describe_acls(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+    """Kafka DescribeAcls: the bindings matching one filter, grouped by resource pattern."""
+    answer = await ctx.client.call("acls/describe", {"filter": _filter_json(body)})
+    resources: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for acl in answer.get("acls") or []:
+        key = (acl["resource_type"], acl["resource_name"], acl["pattern_type"])
+        resources.setdefault(key, []).append(
+            {
+                "principal": acl["principal"],
+                "host": acl["host"],
+                "operation": _number(AclOperation, acl["operation"]),
+                "permission_type": _number(AclPermission, acl["permission"]),
+            }
+        )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": answer["error_code"],
+        "error_message": answer.get("error_message"),
+        "resources": [
+            {
+                "resource_type": _number(ResourceType, resource_type),
+                "resource_name": name,
+                "pattern_type": _number(PatternType, pattern),
+                "acls": acls,
+            }
+            for (resource_type, name, pattern), acls in resources.items()
+        ],
+    }
+
+
+async def handle_delete_acls(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+    """Kafka DeleteAcls: per filter, the bindings it matched and deleted."""
+    filters = [_filter_json(f) for f in body["filters"]]
+    results: list[dict[str, Any]] = []
+    if filters:
+        answer = await ctx.client.call("acls/delete", {"filters": filters})
+        _invalidate()
+        for result in answer["results"]:
+            results.append(
+                {
+                    "error_code": result["error_code"],
+                    "error_message": result.get("error_message"),
+                    "matching_acls": [
+                        {
+                            "error_code": 0,
+                            "error_message": None,
+                            "resource_type": _number(ResourceType, acl["resource_type"]),
+                            "resource_name": acl["resource_name"],
+                            "pattern_type": _number(PatternType, acl["pattern_type"]),
+                            "principal": acl["principal"],
+                            "host": acl["host"],
+                            "operation": _number(AclOperation, acl["operation"]),
+                            "permission_type": _number(AclPermission, acl["permission"]),
+                        }
+                        for acl in result.get("acls") or []
+                    ],
+                }
+            )
+    return {"throttle_time_ms": 0, "filter_results": results}

@@ -1,0 +1,162 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
+
+Topic configs live in the control plane. Broker configs are synthesised: there is no
+broker to configure, but tools read a few of them (e.g. default.replication.factor,
+which Floe reports as 3 because object storage replicates the data).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.context import REPORTED_REPLICATION_FACTOR, AgentContext
+from agents.topics import DEFAULT_MAX_MESSAGE_BYTES
+from core.kafka.errors import ErrorCode
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+# ConfigSource values (DescribeConfigs v1+)
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+_OPERATIONS = {0: "set", 1: "delete", 2: "append", 3: "subtract"}
+
+
+def _broker_configs(ctx: AgentContext) -> dict[str, str]:
+    retention = ctx.cluster_config.get("default_retention_ms", 604800000)
+    return {
+        "broker.id": str(ctx.node_id),
+        "default.replication.factor": str(REPORTED_REPLICATION_FACTOR),
+        "min.insync.replicas": "1",
+        "num.partitions": str(ctx.default_partitions),
+        "auto.create.topics.enable": "true" if ctx.auto_create_topics else "false",
+        "message.max.bytes": str(DEFAULT_MAX_MESSAGE_BYTES),
+        "log.retention.ms": str(retention),
+        "delete.topic.enable": "true",
+    }
+
+
+def _entry(name: str, value: Any, *, is_default: bool, source: int, read_only: bool) -> dict:
+    return {
+        "name": name,
+        "value": None if value is None else str(value),
+        "read_only": read_only,
+        "is_default": is_default,
+        "config_source": source,
+        "is_sensitive": False,
+        "synonyms": [],
+        "config_type": 0,
+        "documentation": None,
+    }
+
+
+def _result(resource: dict[str, Any], error: int = 0, message: str | None = None) -> dict:
+    return {
+        "error_code": error,
+        "error_message": message,
+        "resource_type": resource["resource_type"],
+        "resource_name": resource["resource_name"],
+        "configs": [],
+    }
+
+
+async def handle_describe_configs(
+    ctx: AgentContext, header, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Kafka DescribeConfigs for topics (from the control plane) and brokers (synthesised)."""
+    resources = body["resources"]
+    topic_names = [r["resource_name"] for r in resources if r["resource_type"] == RESOURCE_TOPIC]
+    described: dict[str, dict[str, Any]] = {}
+    if topic_names:
+        answer = await ctx.client.call("topics/describe-configs", {"names": topic_names})
+        described = {t["name"]: t for t in answer["topics"]}
+    results = []
+    for resource in resources:
+        keys = resource.get("configuration_keys")
+        wanted = None if keys is None else set(keys)
+        result = _result(resource)
+        results.append(result)
+        if resource["resource_type"] == RESOURCE_TOPIC:
+            topic = described.get(resource["resource_name"])
+            if topic is None:
+                result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if topic["error_code"]:
+                result["error_code"] = topic["error_code"]
+                result["error_message"] = topic.get("error_message")
+                continue
+            result["configs"] = [
+                _entry(
+                    c["name"],
+                    c["value"],
+                    is_default=c.get("is_default", False),
+                    source=SOURCE_DEFAULT if c.get("is_default") else SOURCE_DYNAMIC_TOPIC,
+                    read_only=c.get("read_only", False),
+                )
+                for c in topic["configs"]
+                if wanted is None or c["name"] in wanted
+            ]
+        elif resource["resource_type"] == RESOURCE_BROKER:
+            if resource["resource_name"] not in ("", str(ctx.node_id)):
+                result["error_code"] = ErrorCode.INVALID_REQUEST
+                result["error_message"] = f"unknown broker {resource['resource_name']!r}"
+                continue
+            result["configs"] = [
+                _entry(name, value, is_default=False, source=SOURCE_STATIC_BROKER, read_only=True)
+                for name, value in _broker_configs(ctx).items()
+                if wanted is None or name in wanted
+            ]
+        else:
+            result["error_code"] = ErrorCode.INVALID_REQUEST
+            result["error_message"] = f"unsupported resource type {resource['resource_type']}"
+    return {"throttle_time_ms": 0, "results": results}
+
+
+async def _alter(ctx: AgentContext, body: dict[str, Any], *, incremental: bool) -> dict[str, Any]:
+    resources = body["resources"]
+    topics = []
+    results: list[dict[str, Any]] = []
+    for resource in resources:
+        result = _result(resource)
+        del result["configs"]
+        results.append(result)
+        if resource["resource_type"] != RESOURCE_TOPIC:
+            result["error_code"] = ErrorCode.INVALID_REQUEST
+            result["error_message"] = "only topic configs can be changed on Floe"
+            continue
+        ops = []
+        for config in resource["configs"]:
+            op = _OPERATIONS.get(config.get("config_operation", 0)) if incremental else "set"
+            if op is None:
+                result["error_code"] = ErrorCode.INVALID_REQUEST
+                result["error_message"] = f"unknown config operation {config['config_operation']}"
+                break
+            ops.append({"name": config["name"], "op": op, "value": config.get("value")})
+        else:
+            topics.append((result, {"name": resource["resource_name"], "ops": ops}))
+    if topics:
+        answer = await ctx.client.call(
+            "topics/alter-configs",
+            {
+                "topics": [request for _, request in topics],
+                "incremental": incremental,
+                "validate_only": bool(body.get("validate_only", False)),
+            },
+        )
+        for (result, _), item in zip(topics, answer["topics"], strict=True):
+            result["error_code"] = item["error_code"]
+            result["error_message"] = item.get("error_message")
+        ctx.topics.invalidate(names=[request["name"] for _, request in topics])
+    return {"throttle_time_ms": 0, "responses": results}
+
+
+async def handle_alter_configs(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+    """Kafka AlterConfigs: replace a topic's overrides with the given set."""
+    return await _alter(ctx, body, incremental=False)
+
+
+async def handle_incremental_alter_configs(
+    ctx: AgentContext, header, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Kafka IncrementalAlterConfigs (KIP-339): set/delete/append/subtract per key."""
+    return await _alter(ctx, body, incremental=True)

@@ -1,0 +1,69 @@
+"""Fetch: resolve the requested topics and partitions, then read them (``read_path``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents import read_path
+from agents.context import AgentContext
+from core.kafka.errors import ErrorCode
+
+
+async def handle_fetch(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+    """Kafka Fetch v4–v13, sessionless (KIP-227: session_id 0 means "no session")."""
+    uses_ids = header.api_version >= 13
+    if body.get("session_epoch", -1) > 0:
+        # An incremental fetch on a session we never created (we always answer with
+        # session id 0, so a client only gets here after talking to another broker).
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+            "session_id": 0,
+            "responses": [],
+        }
+
+    topics = body["topics"]
+    if uses_ids:
+        found = await ctx.topics.by_ids(t["topic_id"] for t in topics)
+        grown = [
+            t["topic_id"]
+            for t in topics
+            if (info := found.get(t["topic_id"])) is not None
+            and any(p["partition"] >= info.partitions for p in t["partitions"])
+        ]
+        if grown:  # partitions added through another agent: look again once
+            ctx.topics.invalidate(topic_ids=grown)
+            found = await ctx.topics.by_ids(t["topic_id"] for t in topics)
+        infos = [found.get(t["topic_id"]) for t in topics]
+    else:
+        highest = {
+            t["topic"]: max((p["partition"] for p in t["partitions"]), default=-1) for t in topics
+        }
+        found_by_name = await ctx.topics.by_names(highest, need_partition=highest)
+        infos = [found_by_name.get(t["topic"]) for t in topics]
+
+    responses = []
+    wanted: list[read_path.Wanted] = []
+    unknown = ErrorCode.UNKNOWN_TOPIC_ID if uses_ids else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    for topic, info in zip(topics, infos, strict=True):
+        answers = []
+        responses.append(
+            {
+                "topic": info.name if info else topic.get("topic"),
+                "topic_id": topic.get("topic_id") or (info.topic_id if info else None),
+                "partitions": answers,
+            }
+        )
+        for request in topic["partitions"]:
+            item = read_path.Wanted(info, request)
+            answers.append(item.answer)
+            if info is None:
+                item.answer["error_code"] = unknown
+            elif not 0 <= item.partition < info.partitions:
+                item.answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                wanted.append(item)
+
+    if wanted:
+        await read_path.fill(ctx, wanted, body)
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

@@ -1,0 +1,250 @@
+"""OffsetCommit, OffsetFetch and OffsetDelete: committed offsets live in the metadata
+store (agent API `offsets/commit`, `offsets/fetch`, `offsets/delete`), so they survive
+any agent; the group's coordinator checks generations and members before a commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.context import AgentContext
+from agents.control_plane import ControlPlaneError
+from agents.groups.state import GroupState
+from core.kafka import ApiKey
+from core.kafka.consumer_protocol import PROTOCOL_TYPE
+from core.kafka.errors import ErrorCode
+
+# Kafka's offset.metadata.max.bytes.
+MAX_OFFSET_METADATA_BYTES = 4096
+
+
+# -- OffsetCommit --------------------------------------------------------------------------
+
+
+def _commit_answer(topics: list[dict], errors: dict[tuple[str, int], int]) -> dict[str, Any]:
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {
+                        "partition_index": p["partition_index"],
+                        "error_code": int(errors.get((t["name"], p["partition_index"]), 0)),
+                    }
+                    for p in t["partitions"]
+                ],
+            }
+            for t in topics
+        ],
+    }
+
+
+def _everywhere(topics: list[dict], error: int) -> dict[tuple[str, int], int]:
+    return {(t["name"], p["partition_index"]): error for t in topics for p in t["partitions"]}
+
+
+async def handle_offset_commit(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+    """Kafka OffsetCommit v0–8: a member of the current generation, or anyone while the
+    group is Empty and the commit carries no generation (assign() consumers, admins)."""
+    group_id, topics = body["group_id"], body["topics"]
+    if not await ctx.groups.owns(group_id):
+        return _commit_answer(topics, _everywhere(topics, ErrorCode.NOT_COORDINATOR))
+    async with ctx.groups.commits_in_order(group_id):
+        error = ctx.groups.validate_commit(
+            group_id,
+            body.get("member_id") or "",
+            body.get("group_instance_id"),
+            body.get("generation_id_or_member_epoch", -1),
+        )
+        if error is not None:
+            return _commit_answer(topics, _everywhere(topics, error))
+        errors: dict[tuple[str, int], int] = {}
+        offsets = []
+        for topic in topics:
+            for p in topic["partitions"]:
+                key = (topic["name"], p["partition_index"])
+                metadata = p.get("committed_metadata")
+                if metadata is not None and len(metadata.encode()) > MAX_OFFSET_METADATA_BYTES:
+                    errors[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                    continue
+                offsets.append(
+                    {
+                        "topic": key[0],
+                        "partition": key[1],
+                        "offset": p["committed_offset"],
+                        "leader_epoch": p.get("committed_leader_epoch", -1),
+                        "metadata": metadata or "",
+                    }
+                )
+        if offsets:
+            try:
+                answer = await ctx.client.call(
+                    "offsets/commit", {"group_id": group_id, "offsets": offsets}
+                )
+            except ControlPlaneError:
+                # Retriable: the client commits again (to us or the next coordinator).
+                for o in offsets:
+                    errors[(o["topic"], o["partition"])] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            else:
+                for item in answer["offsets"]:
+                    if item["error_code"]:
+                        errors[(item["topic"], item["partition"])] = item["error_code"]
+        return _commit_answer(topics, errors)
+
+
+# -- OffsetFetch ---------------------------------------------------------------------------
+
+
+def _partition_entry(index: int, found: dict | None, error: int = 0) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "committed_offset": found["offset"] if found else -1,
+        "committed_leader_epoch": found.get("leader_epoch", -1) if found else -1,
+        "metadata": found.get("metadata", "") if found else "",
+        "error_code": int(found.get("error_code", 0) if found else error),
+    }
+
+
+async def _fetch_group(
+    ctx: AgentContext, group_id: str, topics: list[dict] | None, name_field: str
+) -> tuple[int, list[dict]]:
+    """(group error, topics) for one group of an OffsetFetch request."""
+    if not await ctx.groups.owns(group_id):
+        return ErrorCode.NOT_COORDINATOR, []
+    partitions = (
+        None
+        if topics is None
+        else [
+            {"topic": t[name_field], "partition": p} for t in topics for p in t["partition_indexes"]
+        ]
+    )
+    try:
+        answer = await ctx.client.call(
+            "offsets/fetch", {"group_id": group_id, "partitions": partitions}
+        )
+    except ControlPlaneError:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    found = {(o["topic"], o["partition"]): o for o in answer["offsets"]}
+    if topics is None:  # everything the group committed
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, partition), o in found.items():
+            by_topic.setdefault(topic, []).append(_partition_entry(partition, o))
+        return 0, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+    return 0, [
+        {
+            "name": t[name_field],
+            "partitions": [
+                _partition_entry(p, found.get((t[name_field], p))) for p in t["partition_indexes"]
+            ],
+        }
+        for t in topics
+    ]
+
+
+async def handle_offset_fetch(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+    """Kafka OffsetFetch v0–8: v2+ null topics = everything committed; v8 several groups
+    (KIP-709). Uncommitted partitions answer offset -1."""
+    version = header.api_version
+    if version >= 8:
+        groups = []
+        for requested in body["groups"]:
+            error, topics = await _fetch_group(
+                ctx, requested["group_id"], requested["topics"], "name"
+            )
+            groups.append(
+                {"group_id": requested["group_id"], "topics": topics, "error_code": error}
+            )
+        return {"throttle_time_ms": 0, "groups": groups}
+    requested_topics = body["topics"]
+    error, topics = await _fetch_group(ctx, body["group_id"], requested_topics, "name")
+    if error and version < 2 and requested_topics:
+        # v0–1 have no top-level error: put it on every partition asked for.
+        topics = [
+            {
+                "name": t["name"],
+                "partitions": [_partition_entry(p, None, error) for p in t["partition_indexes"]],
+            }
+            for t in requested_topics
+        ]
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
+
+
+# -- OffsetDelete --------------------------------------------------------------------------
+
+
+async def handle_offset_delete(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+    """Kafka OffsetDelete (KIP-496): not for topics a live consumer group subscribes to."""
+    group_id, topics = body["group_id"], body["topics"]
+
+    def answer(error: int, errors: dict[tuple[str, int], int] | None = None) -> dict:
+        return {
+            "error_code": int(error),
+            "throttle_time_ms": 0,
+            "topics": []
+            if errors is None
+            else [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {
+                            "partition_index": p["partition_index"],
+                            "error_code": int(errors.get((t["name"], p["partition_index"]), 0)),
+                        }
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in topics
+            ],
+        }
+
+    if not await ctx.groups.owns(group_id):
+        return answer(ErrorCode.NOT_COORDINATOR)
+    group = ctx.groups.groups.get(group_id)
+    subscribed: set[str] = set()
+    if group is not None and not group.is_(GroupState.EMPTY, GroupState.DEAD):
+        topics_of_group = group.subscribed_topics()
+        if group.protocol_type != PROTOCOL_TYPE or topics_of_group is None:
+            return answer(ErrorCode.NON_EMPTY_GROUP)
+        subscribed = topics_of_group
+    errors: dict[tuple[str, int], int] = {}
+    to_delete = []
+    for topic in topics:
+        for p in topic["partitions"]:
+            key = (topic["name"], p["partition_index"])
+            if topic["name"] in subscribed:
+                errors[key] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                to_delete.append({"topic": key[0], "partition": key[1]})
+    try:
+        result = await ctx.client.call(
+            "offsets/delete", {"group_id": group_id, "partitions": to_delete}
+        )
+    except ControlPlaneError:
+        return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if group is None and not result["group_exists"]:
+        return answer(ErrorCode.GROUP_ID_NOT_FOUND)
+    for item in result["partitions"]:
+        if item["error_code"]:
+            errors[(item["topic"], item["partition"])] = item["error_code"]
+    return answer(0, errors)
+
+
+# -- answers for a failed handler (handlers.errors.error_response) --------------------------------
+
+
+def error_response(header, body: dict[str, Any], error: int) -> dict | None:
+    key = header.api_key
+    if key == ApiKey.OFFSET_COMMIT:
+        return _commit_answer(body["topics"], _everywhere(body["topics"], error))
+    if key == ApiKey.OFFSET_FETCH:
+        if header.api_version >= 8:
+            return {
+                "groups": [
+                    {"group_id": g["group_id"], "topics": [], "error_code": error}
+                    for g in body["groups"]
+                ]
+            }
+        return {"topics": [], "error_code": error}
+    if key == ApiKey.OFFSET_DELETE:
+        return {"error_code": error, "topics": []}
+    return None

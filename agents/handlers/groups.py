@@ -1,0 +1,339 @@
+"""FindCoordinator and the group membership and admin APIs: JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups.
+
+FindCoordinator is answered by any agent; every other group API is answered only by the
+group's coordinator (`coordinator_ring`) and gets NOT_COORDINATOR elsewhere, as on Kafka.
+The state machine itself is `agents.groups.coordinator`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from agents.context import AgentContext
+from agents.control_plane import ControlPlaneError
+from agents.groups.coordinator import JoinRequest, join_error, sync_error
+from agents.groups.ring import GROUP_KEY, TRANSACTION_KEY
+from agents.groups.state import GroupState
+from agents.handlers import group_offsets
+from core.kafka import ApiKey
+from core.kafka.errors import ErrorCode
+
+_OPERATIONS_OMITTED = -(2**31)  # KIP-430
+# KIP-430: what a caller may do to a group — READ (3), DELETE (6), DESCRIBE (8).
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+# -- FindCoordinator ---------------------------------------------------------------------
+
+
+async def _coordinator_of(ctx: AgentContext, key: str, key_type: int) -> dict[str, Any]:
+    if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+        return {
+            "key": key,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+            "error_code": ErrorCode.INVALID_REQUEST,
+            "error_message": f"unknown coordinator key type {key_type}",
+        }
+    owner = await ctx.groups.ring.resolve(key, key_type)
+    return {
+        "key": key,
+        "node_id": owner.node_id,
+        "host": owner.host,
+        "port": owner.port,
+        "error_code": 0,
+        "error_message": None,
+    }
+
+
+async def handle_find_coordinator(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+    """Kafka FindCoordinator v0–4: the live agent that hashes highest for the key (v4
+    batches keys, KIP-699). Transactional ids hash over the same agents."""
+    key_type = body.get("key_type", GROUP_KEY)
+    if header.api_version >= 4:
+        found = [await _coordinator_of(ctx, key, key_type) for key in body["coordinator_keys"]]
+        return {"throttle_time_ms": 0, "coordinators": found}
+    one = await _coordinator_of(ctx, body["key"], key_type)
+    return {"throttle_time_ms": 0, **{k: v for k, v in one.items() if k != "key"}}
+
+
+# -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -------------------------------------------
+
+
+def _join_response(version: int, answer: dict[str, Any]) -> dict[str, Any]:
+    if version < 7:  # the protocol name became nullable in v7
+        answer = {**answer, "protocol_name": answer.get("protocol_name") or ""}
+    return {"throttle_time_ms": 0, **answer}
+
+
+async def handle_join_group(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+    """Kafka JoinGroup v0–9; parks until the rebalance completes."""
+    version, group_id = header.api_version, body["group_id"]
+    if not group_id:
+        return _join_response(version, join_error(body["member_id"], ErrorCode.INVALID_GROUP_ID))
+    if not await ctx.groups.owns(group_id):
+        return _join_response(version, join_error(body["member_id"], ErrorCode.NOT_COORDINATOR))
+    instance_id = body.get("group_instance_id") if version >= 5 else None
+    request = JoinRequest(
+        group_id=group_id,
+        member_id=body["member_id"],
+        group_instance_id=instance_id,
+        protocol_type=body["protocol_type"],
+        protocols=[(p["name"], bytes(p["metadata"])) for p in body["protocols"]],
+        session_timeout_ms=body["session_timeout_ms"],
+        rebalance_timeout_ms=body.get("rebalance_timeout_ms", -1) if version >= 1 else -1,
+        client_id=header.client_id or "",
+        client_host="",
+        require_known_member_id=version >= 4 and instance_id is None,
+        supports_skip_assignment=version >= 9,
+        reason=body.get("reason"),
+    )
+    result = ctx.groups.join(request)
+    answer = await result if isinstance(result, asyncio.Future) else result
+    return _join_response(version, answer)
+
+
+async def handle_sync_group(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+    """Kafka SyncGroup v0–5; followers park until the leader's assignment arrives."""
+    group_id = body["group_id"]
+    if not group_id:
+        answer = sync_error(ErrorCode.INVALID_GROUP_ID)
+    elif not await ctx.groups.owns(group_id):
+        answer = sync_error(ErrorCode.NOT_COORDINATOR)
+    else:
+        result = ctx.groups.sync(
+            group_id,
+            body["generation_id"],
+            body["member_id"],
+            body.get("group_instance_id"),
+            body.get("protocol_type"),
+            body.get("protocol_name"),
+            {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]},
+        )
+        answer = await result if isinstance(result, asyncio.Future) else result
+    return {"throttle_time_ms": 0, **answer}
+
+
+async def handle_heartbeat(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+    """Kafka Heartbeat v0–4: REBALANCE_IN_PROGRESS tells a member to rejoin."""
+    group_id = body["group_id"]
+    if not group_id:
+        error = ErrorCode.INVALID_GROUP_ID
+    elif not await ctx.groups.owns(group_id):
+        error = ErrorCode.NOT_COORDINATOR
+    else:
+        error = ctx.groups.heartbeat(
+            group_id, body["member_id"], body.get("group_instance_id"), body["generation_id"]
+        )
+    return {"throttle_time_ms": 0, "error_code": int(error)}
+
+
+async def handle_leave_group(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+    """Kafka LeaveGroup v0–5; v3+ removes several members at once (KIP-345)."""
+    version, group_id = header.api_version, body["group_id"]
+    if version >= 3:
+        identities = [(m["member_id"], m.get("group_instance_id")) for m in body["members"]]
+    else:
+        identities = [(body["member_id"], None)]
+    if not group_id:
+        top, results = ErrorCode.INVALID_GROUP_ID, []
+    elif not await ctx.groups.owns(group_id):
+        top, results = ErrorCode.NOT_COORDINATOR, []
+    else:
+        top, results = ctx.groups.leave(group_id, identities)
+    if version < 3:
+        if not top and results:
+            top = results[0][2]
+        return {"throttle_time_ms": 0, "error_code": int(top)}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(top),
+        "members": [
+            {"member_id": m, "group_instance_id": i, "error_code": int(e)} for m, i, e in results
+        ],
+    }
+
+
+# -- DescribeGroups, ListGroups, DeleteGroups ----------------------------------------------
+
+
+async def _stored_groups(ctx: AgentContext, group_ids: list[str] | None) -> dict[str, dict]:
+    """Groups the metadata store knows (committed offsets, reports), by id."""
+    answer = await ctx.client.call("groups/list", {"group_ids": group_ids})
+    return {g["group_id"]: g for g in answer["groups"]}
+
+
+def _described(group_id: str, state: str, protocol_type: str, operations: int) -> dict:
+    return {
+        "error_code": 0,
+        "group_id": group_id,
+        "group_state": state,
+        "protocol_type": protocol_type,
+        "protocol_data": "",
+        "members": [],
+        "authorized_operations": operations,
+    }
+
+
+async def handle_describe_groups(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+    """Kafka DescribeGroups v0–5: members with metadata and assignments once Stable."""
+    operations = (
+        _GROUP_OPERATIONS if body.get("include_authorized_operations") else _OPERATIONS_OMITTED
+    )
+    described: dict[str, dict] = {}
+    not_in_memory = []
+    for group_id in body["groups"]:
+        if not await ctx.groups.owns(group_id):
+            described[group_id] = {
+                **_described(group_id, "", "", operations),
+                "error_code": ErrorCode.NOT_COORDINATOR,
+            }
+            continue
+        group = ctx.groups.groups.get(group_id)
+        if group is None:
+            not_in_memory.append(group_id)
+            continue
+        stable = group.is_(GroupState.STABLE)
+        entry = _described(group_id, group.state.value, group.protocol_type or "", operations)
+        entry["protocol_data"] = (group.protocol_name or "") if stable else ""
+        entry["members"] = [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_metadata": m.metadata(group.protocol_name or "") if stable else b"",
+                "member_assignment": m.assignment if stable else b"",
+            }
+            for m in group.members.values()
+        ]
+        described[group_id] = entry
+    if not_in_memory:
+        try:
+            stored = await _stored_groups(ctx, not_in_memory)
+        except ControlPlaneError:
+            stored = None
+        for group_id in not_in_memory:
+            if stored is None:
+                described[group_id] = {
+                    **_described(group_id, "", "", operations),
+                    "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                }
+                continue
+            known = stored.get(group_id)
+            # Committed offsets and no members: Empty. Nothing at all: Dead, as Kafka
+            # describes a group it has never heard of.
+            if known is not None and known["has_offsets"]:
+                described[group_id] = _described(
+                    group_id, "Empty", known.get("protocol_type") or "", operations
+                )
+            else:
+                described[group_id] = _described(group_id, "Dead", "", operations)
+    return {"throttle_time_ms": 0, "groups": [described[g] for g in body["groups"]]}
+
+
+async def handle_list_groups(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+    """Kafka ListGroups v0–4: the groups this agent coordinates — those in its memory and
+    those the metadata store knows that hash to it. Clients ask every broker of the
+    Metadata answer and merge, so each group is listed by exactly one agent."""
+    try:
+        await ctx.groups.ring.check_all()
+        stored = await _stored_groups(ctx, None)
+    except ControlPlaneError:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    listed: dict[str, tuple[str, str]] = {}
+    for group_id, known in stored.items():
+        if ctx.groups.ring.owns(group_id) and known["has_offsets"]:
+            listed[group_id] = (known.get("protocol_type") or "", "Empty")
+    for group in ctx.groups.listing():
+        listed[group.group_id] = (group.protocol_type or "", group.state.value)
+    wanted = {s.lower() for s in body.get("states_filter") or ()}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "groups": [
+            {"group_id": group_id, "protocol_type": protocol_type, "group_state": state}
+            for group_id, (protocol_type, state) in sorted(listed.items())
+            if not wanted or state.lower() in wanted
+        ],
+    }
+
+
+async def handle_delete_groups(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+    """Kafka DeleteGroups v0–2: only groups without members; their offsets go too."""
+    results: dict[str, int] = {}
+    deletable: dict[str, bool] = {}  # group id -> it was in this agent's memory
+    for group_id in body["groups_names"]:
+        if not await ctx.groups.owns(group_id):
+            results[group_id] = ErrorCode.NOT_COORDINATOR
+            continue
+        error, was_here = ctx.groups.delete(group_id)
+        if error is not None:
+            results[group_id] = error
+        else:
+            deletable[group_id] = was_here
+    if deletable:
+        try:
+            answer = await ctx.client.call("groups/delete", {"group_ids": list(deletable)})
+            for item in answer["groups"]:
+                code = item["error_code"]
+                if code == ErrorCode.GROUP_ID_NOT_FOUND and deletable.get(item["group_id"]):
+                    code = 0  # it lived in memory only: never committed
+                results[item["group_id"]] = code
+        except ControlPlaneError:
+            for group_id in deletable:
+                results[group_id] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return {
+        "throttle_time_ms": 0,
+        "results": [
+            {"group_id": g, "error_code": int(results.get(g, 0))} for g in body["groups_names"]
+        ],
+    }
+
+
+# -- answers for a failed handler (handlers.errors.error_response) --------------------------------
+
+GROUP_APIS = frozenset(
+    {
+        ApiKey.FIND_COORDINATOR,
+        ApiKey.JOIN_GROUP,
+        ApiKey.SYNC_GROUP,
+        ApiKey.HEARTBEAT,
+        ApiKey.LEAVE_GROUP,
+        ApiKey.DESCRIBE_GROUPS,
+        ApiKey.LIST_GROUPS,
+        ApiKey.DELETE_GROUPS,
+        ApiKey.OFFSET_COMMIT,
+        ApiKey.OFFSET_FETCH,
+        ApiKey.OFFSET_DELETE,
+    }
+)
+
+
+def error_response(header, body: dict[str, Any], error: int) -> dict | None:
+    """The response carrying `error` everywhere, for the group APIs."""
+    key, version = header.api_key, header.api_version
+    if key == ApiKey.FIND_COORDINATOR:
+        failed = {"node_id": -1, "host": "", "port": -1, "error_code": error}
+        if version >= 4:
+            return {"coordinators": [{"key": k, **failed} for k in body["coordinator_keys"]]}
+        return failed
+    if key == ApiKey.JOIN_GROUP:
+        return _join_response(version, join_error(body.get("member_id", ""), error))
+    if key == ApiKey.SYNC_GROUP:
+        return sync_error(error)
+    if key in (ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.LIST_GROUPS):
+        return {"error_code": error}
+    if key == ApiKey.DESCRIBE_GROUPS:
+        return {
+            "groups": [
+                {**_described(g, "", "", _OPERATIONS_OMITTED), "error_code": error}
+                for g in body["groups"]
+            ]
+        }
+    if key == ApiKey.DELETE_GROUPS:
+        return {"results": [{"group_id": g, "error_code": error} for g in body["groups_names"]]}
+    return group_offsets.error_response(header, body, error)

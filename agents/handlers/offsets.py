@@ -1,0 +1,188 @@
+"""ListOffsets, OffsetForLeaderEpoch and DeleteRecords: partition offsets, answered by the
+control plane's `list-offsets` and `delete-records` calls (one call per request)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agents.context import AgentContext
+from agents.topics import TopicInfo
+from core.kafka.errors import ErrorCode
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+# KIP-405 tiered storage specs; Floe has one tier, so they mean earliest / latest.
+EARLIEST_LOCAL, LATEST_TIERED = -4, -5
+_TIMESTAMP_ALIASES = {EARLIEST_LOCAL: EARLIEST, LATEST_TIERED: LATEST}
+_LEADER_EPOCH = 0
+
+
+async def _resolve(
+    ctx: AgentContext,
+    topics: list[dict[str, Any]],
+    name_field: str,
+    partitions_field: str,
+    index_field: str,
+) -> list[tuple[dict[str, Any], TopicInfo | None, int]]:
+    """(request partition, topic or None, error) for every partition of the request."""
+    names = {t[name_field] for t in topics}
+    found = await ctx.topics.by_names(
+        names,
+        need_partition={
+            t[name_field]: max((p[index_field] for p in t[partitions_field]), default=-1)
+            for t in topics
+        },
+    )
+    resolved = []
+    for topic in topics:
+        info = found.get(topic[name_field])
+        for partition in topic[partitions_field]:
+            ok = info is not None and 0 <= partition[index_field] < info.partitions
+            error = 0 if ok else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            resolved.append((partition, info if ok else None, error))
+    return resolved
+
+
+async def _per_partition(
+    ctx: AgentContext,
+    topics: list[dict[str, Any]],
+    *,
+    name_field: str,
+    index_field: str,
+    call: str,
+    query_for: Callable[[dict[str, Any], TopicInfo], dict[str, Any]],
+    entry_for: Callable[[dict[str, Any], int, dict[str, Any] | None], dict[str, Any]],
+) -> dict[str, Any]:
+    """Resolve every partition, make ONE control-plane ``call`` for the known ones, and
+    answer per topic in request order. ``entry_for(request, error, answer)`` builds a
+    partition's entry; ``answer`` is None for a partition that was never asked about."""
+    resolved = await _resolve(ctx, topics, name_field, "partitions", index_field)
+    query = [query_for(p, info) for p, info, _ in resolved if info is not None]
+    answers = (
+        iter((await ctx.client.call(call, {"partitions": query}))["partitions"])
+        if query
+        else iter(())
+    )
+    results = iter(resolved)
+    out_topics = []
+    for topic in topics:
+        partitions = []
+        for _ in topic["partitions"]:
+            request, info, error = next(results)
+            partitions.append(
+                entry_for(request, error, next(answers) if info is not None else None)
+            )
+        out_topics.append({name_field: topic[name_field], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": out_topics}
+
+
+async def handle_list_offsets(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+    """Kafka ListOffsets v1+: earliest (-2), latest (-1), max timestamp (-3) or by time."""
+
+    def query_for(p: dict[str, Any], info: TopicInfo) -> dict[str, Any]:
+        timestamp = _TIMESTAMP_ALIASES.get(p["timestamp"], p["timestamp"])
+        return {
+            "topic_id": info.topic_id_str,
+            "partition": p["partition_index"],
+            "timestamp": timestamp,
+        }
+
+    def entry_for(
+        request: dict[str, Any], error: int, answer: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        entry = {
+            "partition_index": request["partition_index"],
+            "error_code": error,
+            "timestamp": -1,
+            "offset": -1,
+            "leader_epoch": -1,
+            "old_style_offsets": [],
+        }
+        if answer is not None:
+            entry["error_code"] = answer["error_code"]
+            entry["offset"] = answer["offset"]
+            entry["timestamp"] = answer.get("timestamp", -1)
+            if answer["offset"] >= 0 and not answer["error_code"]:
+                entry["leader_epoch"] = _LEADER_EPOCH
+                entry["old_style_offsets"] = [answer["offset"]]
+        return entry
+
+    return await _per_partition(
+        ctx,
+        body["topics"],
+        name_field="name",
+        index_field="partition_index",
+        call="list-offsets",
+        query_for=query_for,
+        entry_for=entry_for,
+    )
+
+
+async def handle_offset_for_leader_epoch(
+    ctx: AgentContext, header, body: dict[str, Any]
+) -> dict[str, Any]:
+    """KIP-320 log truncation check. Floe never truncates and has one leader epoch (0),
+    so every epoch ends at the high watermark: a client's position is always valid."""
+
+    def query_for(p: dict[str, Any], info: TopicInfo) -> dict[str, Any]:
+        return {"topic_id": info.topic_id_str, "partition": p["partition"], "timestamp": LATEST}
+
+    def entry_for(
+        request: dict[str, Any], error: int, answer: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        entry = {
+            "error_code": error,
+            "partition": request["partition"],
+            "leader_epoch": -1,
+            "end_offset": -1,
+        }
+        if answer is not None:
+            entry["error_code"] = answer["error_code"]
+            if not answer["error_code"]:
+                entry["leader_epoch"] = _LEADER_EPOCH
+                entry["end_offset"] = answer["offset"]
+        return entry
+
+    return await _per_partition(
+        ctx,
+        body["topics"],
+        name_field="topic",
+        index_field="partition",
+        call="list-offsets",
+        query_for=query_for,
+        entry_for=entry_for,
+    )
+
+
+async def handle_delete_records(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+    """Kafka DeleteRecords: move each partition's log start offset forward."""
+
+    def query_for(p: dict[str, Any], info: TopicInfo) -> dict[str, Any]:
+        return {
+            "topic_id": info.topic_id_str,
+            "partition": p["partition_index"],
+            "offset": p["offset"],
+        }
+
+    def entry_for(
+        request: dict[str, Any], error: int, answer: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        entry = {
+            "partition_index": request["partition_index"],
+            "low_watermark": -1,
+            "error_code": error,
+        }
+        if answer is not None:
+            entry["error_code"] = answer["error_code"]
+            entry["low_watermark"] = answer.get("low_watermark", -1)
+        return entry
+
+    return await _per_partition(
+        ctx,
+        body["topics"],
+        name_field="name",
+        index_field="partition_index",
+        call="delete-records",
+        query_for=query_for,
+        entry_for=entry_for,
+    )

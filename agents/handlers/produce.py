@@ -1,0 +1,155 @@
+"""Produce: validate each partition's record batches, put the whole request into the open
+segment, and answer after the segment's commit with the assigned base offsets.
+
+No per-record work happens here: `validate_batches` reads the 61-byte batch headers and
+runs the C CRC-32C over a memoryview of the request frame, which the segment keeps by
+reference until it is written out (the only copy of the payload).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from agents.context import AgentContext
+from agents.metrics import Counter
+from agents.topics import TopicInfo
+from agents.write_path import MAX_SEGMENT_BATCHES, BatchToWrite
+from core.kafka.errors import ErrorCode
+from core.kafka.records import CorruptRecord, RecordTooLarge, validate_batches
+
+_PRODUCED_BYTES = Counter("floe_produce_bytes_total", "Record batch bytes accepted for writing.")
+_PRODUCED_BATCHES = Counter("floe_produce_batches_total", "Record batches accepted for writing.")
+_PARTITION_ERRORS = Counter(
+    "floe_produce_partition_errors_total", "Produce partition results by error code.", ("error",)
+)
+
+
+def _partition_result(index: int, error: int = 0, message: str | None = None) -> dict[str, Any]:
+    return {
+        "index": index,
+        "error_code": error,
+        "base_offset": -1,
+        "log_append_time_ms": -1,
+        "log_start_offset": -1,
+        "record_errors": [],
+        "error_message": message,
+    }
+
+
+async def _resolve_topics(
+    ctx: AgentContext, topic_data: list[dict[str, Any]]
+) -> list[TopicInfo | None]:
+    """The topic of each `topic_data` entry, by name (or by id where the version uses ids)."""
+    names: dict[str, int] = {}
+    ids: list[uuid.UUID] = []
+    for topic in topic_data:
+        name = topic.get("name")
+        if name:
+            highest = max((p["index"] for p in topic["partition_data"]), default=-1)
+            names[name] = max(names.get(name, -1), highest)
+        elif topic.get("topic_id"):
+            ids.append(topic["topic_id"])
+    by_name = await ctx.topics.by_names(names, need_partition=names) if names else {}
+    by_id = await ctx.topics.by_ids(ids) if ids else {}
+    return [
+        by_name.get(t["name"]) if t.get("name") else by_id.get(t.get("topic_id"))
+        for t in topic_data
+    ]
+
+
+async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dict | None:
+    """Kafka Produce (v3+: magic-2 batches only). None for acks=0: no response at all."""
+    acks = body["acks"]
+    topic_data = body["topic_data"]
+    if acks not in (0, 1, -1):
+        return _all_failed(topic_data, ErrorCode.INVALID_REQUIRED_ACKS)
+
+    topics = await _resolve_topics(ctx, topic_data)
+    responses = []
+    batches: list[BatchToWrite] = []
+    # (partition result to fill in, index of its first batch, number of batches)
+    slots: list[tuple[dict[str, Any], int, int]] = []
+    for topic, info in zip(topic_data, topics, strict=True):
+        partition_results = []
+        responses.append(
+            {
+                "name": topic.get("name"),
+                "topic_id": topic.get("topic_id"),
+                "partition_responses": partition_results,
+            }
+        )
+        for partition in topic["partition_data"]:
+            index = partition["index"]
+            result = _partition_result(index)
+            partition_results.append(result)
+            if info is None or not 0 <= index < info.partitions:
+                result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            records = partition["records"]
+            if not records:
+                result["error_code"] = ErrorCode.INVALID_RECORD
+                result["error_message"] = "produce request with no record batch"
+                continue
+            try:
+                validated = validate_batches(records, max_batch_bytes=info.max_message_bytes)
+            except (CorruptRecord, RecordTooLarge) as exc:
+                result["error_code"] = exc.error_code
+                result["error_message"] = str(exc)
+                continue
+            view = memoryview(records)
+            first = len(batches)
+            for pos, length, batch_header in validated:
+                batches.append(
+                    BatchToWrite(info.topic_id, index, view[pos : pos + length], batch_header)
+                )
+            slots.append((result, first, len(validated)))
+
+    if len(batches) > MAX_SEGMENT_BATCHES:
+        # A request is one segment and one commit; beyond this the commit is refused.
+        return _all_failed(topic_data, ErrorCode.INVALID_REQUEST)
+    if batches:
+        _PRODUCED_BATCHES.inc(len(batches))
+        _PRODUCED_BYTES.inc(sum(len(b.data) for b in batches))
+        await ctx.writer.wait_for_room()
+        pending = ctx.writer.append(batches, wait=acks != 0)
+    else:
+        pending = None
+    if acks == 0:
+        return None
+    if pending is not None:
+        committed = await pending
+        for result, first, count in slots:
+            answers = committed[first : first + count]
+            error = next((a["error_code"] for a in answers if a["error_code"]), 0)
+            result["error_code"] = error
+            if not error:
+                result["base_offset"] = answers[0]["base_offset"]
+                result["log_start_offset"] = answers[0].get("log_start_offset", -1)
+    for topic in responses:
+        for result in topic["partition_responses"]:
+            _PARTITION_ERRORS.inc(1, int(result["error_code"]))
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _all_failed(topic_data: list[dict[str, Any]], error: int) -> dict[str, Any]:
+    return {
+        "responses": [
+            {
+                "name": topic.get("name"),
+                "topic_id": topic.get("topic_id"),
+                "partition_responses": [
+                    _partition_result(p["index"], error) for p in topic["partition_data"]
+                ],
+            }
+            for topic in topic_data
+        ],
+        "throttle_time_ms": 0,
+    }
+
+
+def produce_error_response(body: dict[str, Any], error: int) -> dict[str, Any] | None:
+    """The answer to a Produce request that failed as a whole (None for acks=0)."""
+    if body.get("acks") == 0:
+        return None
+    return _all_failed(body.get("topic_data") or [], error)

@@ -1,0 +1,160 @@
+"""CreateTopics, DeleteTopics and CreatePartitions: passed to the control plane's topic
+calls, with this agent's topic cache invalidated for what changed."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from agents.context import REPORTED_REPLICATION_FACTOR, AgentContext
+from agents.topics import topic_from_json
+from core.kafka.errors import ErrorCode
+from core.kafka.types import ZERO_UUID
+
+
+async def handle_create_topics(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+    """Kafka CreateTopics. Replica assignments are meaningless here (no brokers own
+    partitions) and are rejected as Kafka rejects bad ones."""
+    requests = []
+    early: dict[int, tuple[int, str]] = {}
+    for position, topic in enumerate(body["topics"]):
+        if topic.get("assignments"):
+            early[position] = (
+                ErrorCode.INVALID_REQUEST,
+                "manual replica assignments are not supported: partitions have no home broker",
+            )
+            continue
+        requests.append(
+            {
+                "name": topic["name"],
+                "num_partitions": topic["num_partitions"],
+                "replication_factor": topic["replication_factor"],
+                "configs": {c["name"]: c["value"] for c in topic.get("configs") or []},
+            }
+        )
+    answers = iter([])
+    if requests:
+        answer = await ctx.client.call(
+            "topics/create",
+            {"topics": requests, "validate_only": bool(body.get("validate_only", False))},
+        )
+        answers = iter(answer["topics"])
+    created = []
+    results = []
+    for position, topic in enumerate(body["topics"]):
+        if position in early:
+            code, message = early[position]
+            results.append(_create_result(topic["name"], code, message))
+            continue
+        item = next(answers)
+        result = _create_result(item["name"], item["error_code"], item.get("error_message"))
+        if not item["error_code"]:
+            result["topic_id"] = uuid.UUID(item["topic_id"]) if item.get("topic_id") else ZERO_UUID
+            result["num_partitions"] = item["num_partitions"]
+            result["replication_factor"] = REPORTED_REPLICATION_FACTOR
+            result["configs"] = [
+                {
+                    "name": c["name"],
+                    "value": None if c["value"] is None else str(c["value"]),
+                    "read_only": False,
+                    "config_source": 5 if c.get("is_default") else 1,  # DEFAULT / DYNAMIC_TOPIC
+                    "is_sensitive": False,
+                }
+                for c in _config_entries(item.get("configs"))
+            ]
+            if item.get("topic_id") and not body.get("validate_only"):
+                overrides = {
+                    c["name"]: c["value"]
+                    for c in _config_entries(item.get("configs"))
+                    if not c.get("is_default")
+                }
+                created.append(
+                    topic_from_json(
+                        {
+                            "name": item["name"],
+                            "topic_id": item["topic_id"],
+                            "partitions": item["num_partitions"],
+                            "configs": overrides,
+                        }
+                    )
+                )
+        results.append(result)
+    ctx.topics.invalidate(names=[t["name"] for t in body["topics"]])
+    ctx.topics.store(created)
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+def _config_entries(configs: Any) -> list[dict[str, Any]]:
+    """Configs as [{name, value, is_default}]; the control plane answers topics/create
+    with that list, topics/list with a {name: value} dict of overrides."""
+    if isinstance(configs, dict):
+        return [{"name": k, "value": v, "is_default": False} for k, v in sorted(configs.items())]
+    return list(configs or [])
+
+
+def _create_result(name: str, error: int, message: str | None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "topic_id": ZERO_UUID,
+        "error_code": error,
+        "error_message": message,
+        "topic_config_error_code": 0,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": [],
+    }
+
+
+async def handle_delete_topics(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+    """Kafka DeleteTopics: by name (v0–5 `topic_names`, v6+ `topics`) or by id (v6+)."""
+    if header.api_version >= 6:
+        names = [t["name"] for t in body["topics"] if t.get("name")]
+        ids = [str(t["topic_id"]) for t in body["topics"] if not t.get("name")]
+    else:
+        names, ids = list(body["topic_names"]), []
+    results = []
+    if names:
+        results += (await ctx.client.call("topics/delete", {"names": names}))["topics"]
+    if ids:
+        results += (await ctx.client.call("topics/delete", {"topic_ids": ids}))["topics"]
+    ctx.topics.invalidate(
+        names=[r["name"] for r in results if r.get("name")],
+        topic_ids=[uuid.UUID(r["topic_id"]) for r in results if r.get("topic_id")],
+    )
+    return {
+        "throttle_time_ms": 0,
+        "responses": [
+            {
+                "name": r.get("name"),
+                "topic_id": uuid.UUID(r["topic_id"]) if r.get("topic_id") else ZERO_UUID,
+                "error_code": r["error_code"],
+                "error_message": r.get("error_message"),
+            }
+            for r in results
+        ],
+    }
+
+
+async def handle_create_partitions(
+    ctx: AgentContext, header, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Kafka CreatePartitions: raise a topic's partition count (`count` is the new total)."""
+    answer = await ctx.client.call(
+        "topics/create-partitions",
+        {
+            "topics": [{"name": t["name"], "count": t["count"]} for t in body["topics"]],
+            "validate_only": bool(body.get("validate_only", False)),
+        },
+    )
+    ctx.topics.invalidate(names=[t["name"] for t in body["topics"]])
+    return {
+        "throttle_time_ms": 0,
+        "results": [
+            {
+                "name": r["name"],
+                "error_code": r["error_code"],
+                "error_message": r.get("error_message"),
+            }
+            for r in answer["topics"]
+        ],
+    }

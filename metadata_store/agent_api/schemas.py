@@ -1,0 +1,321 @@
+"""The shape and bounds of every agent-API request body, in one place.
+
+Agents run in customers' environments: a bug, an old version or a stolen key can send
+anything. Each endpoint decodes its body straight into one of these types (``msgspec``:
+decoding and validation in one pass, in C, which matters on the commit path); a body
+that does not fit is refused with HTTP 400 naming the field (``$.batches[3].records``),
+before any of it reaches the metadata store. Unknown fields are ignored, so an agent
+newer than the control plane can still talk to it.
+
+The bounds are those of the Kafka protocol's own types (int16/int32/int64) unless a
+tighter one is stated; the database keeps CHECK constraints behind them
+(virtualclusters migration 0006) so that a missed check still cannot make an offset negative or move one back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+INT16 = Annotated[int, Meta(ge=-(2**15), le=2**15 - 1)]
+INT32 = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
+INT64 = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
+PARTITION = Annotated[int, Meta(ge=0, le=2**31 - 1)]
+OFFSET = Annotated[int, Meta(ge=0, le=2**62)]  # dense offsets from 0; room for growth
+BYTES = Annotated[int, Meta(ge=0, le=2**40)]  # positions and sizes in a file (≤ 1 TiB)
+NAME = Annotated[str, Meta(max_length=1_000)]  # names the services check further
+SHORT = Annotated[str, Meta(max_length=255)]
+AGENT_ID = Annotated[str, Meta(min_length=1, max_length=64)]
+
+# A commit carries one entry per record batch of a segment. Agents seal a segment at
+# `agents.write_path.MAX_SEGMENT_BATCHES` (half this), so a real commit never nears it.
+MAX_COMMIT_BATCHES = 100_000
+MAX_ITEMS = 100_000  # any other list: partitions, topics, offsets, groups, ACLs
+
+
+def _items(item_type):
+    return Annotated[list[item_type], Meta(max_length=MAX_ITEMS)]
+
+
+class _Body(Struct, forbid_unknown_fields=False, frozen=True):
+    """Every body is a JSON object; unknown fields are ignored."""
+
+
+# --- data path -------------------------------------------------------------------------
+
+
+class CommitBatch(_Body):
+    """One record batch of a segment file (docs/AGENT_API.md "commit")."""
+
+    topic_id: uuid.UUID
+    partition: PARTITION
+    pos: BYTES
+    len: Annotated[int, Meta(gt=0, le=2**31 - 1)]
+    # Kafka's batch header holds an int32 count; a batch has at least one record.
+    records: Annotated[int, Meta(ge=1, le=2**31 - 1)]
+    base_ts: INT64 = -1
+    max_ts: INT64 = -1
+    producer_id: Annotated[int, Meta(ge=-1, le=2**63 - 1)] = -1
+    producer_epoch: Annotated[int, Meta(ge=-1, le=2**15 - 1)] = -1
+    base_sequence: Annotated[int, Meta(ge=-1, le=2**31 - 1)] = -1
+
+
+class CommitRequest(_Body):
+    file_key: Annotated[str, Meta(min_length=1, max_length=512)]
+    size: Annotated[int, Meta(gt=0, le=2**40)]
+    batches: Annotated[list[CommitBatch], Meta(max_length=MAX_COMMIT_BATCHES)]
+
+
+class FetchPartition(_Body, omit_defaults=True):
+    topic_id: uuid.UUID
+    partition: PARTITION
+    offset: INT64 = 0  # out of range is a Kafka answer (OFFSET_OUT_OF_RANGE), not a 400
+    max_bytes: Annotated[int, Meta(ge=0, le=2**31 - 1)] | None = None
+
+
+class FetchPlanRequest(_Body):
+    partitions: _items(FetchPartition)
+    max_bytes: Annotated[int, Meta(ge=0, le=2**31 - 1)] = 50 * 1024 * 1024
+
+
+class ListOffsetsPartition(_Body):
+    topic_id: uuid.UUID
+    partition: PARTITION
+    timestamp: INT64 = -1  # -1 latest, -2 earliest, -3 max timestamp, else a time
+
+
+class ListOffsetsRequest(_Body):
+    partitions: _items(ListOffsetsPartition)
+
+
+class DeleteRecordsPartition(_Body):
+    topic_id: uuid.UUID
+    partition: PARTITION
+    offset: Annotated[int, Meta(ge=-1, le=2**63 - 1)] = -1  # -1: the high watermark
+
+
+class DeleteRecordsRequest(_Body):
+    partitions: _items(DeleteRecordsPartition)
+
+
+class InitProducerIdRequest(_Body):
+    transactional_id: SHORT | None = None
+    transaction_timeout_ms: Annotated[int, Meta(ge=-1, le=2**31 - 1)] = 60_000
+    producer_id: Annotated[int, Meta(ge=-1, le=2**63 - 1)] = -1
+    producer_epoch: Annotated[int, Meta(ge=-1, le=2**15 - 1)] = -1
+
+
+# --- agents ----------------------------------------------------------------------------
+
+
+class HeartbeatRequest(_Body):
+    agent_id: AGENT_ID
+    host: SHORT = "127.0.0.1"
+    port: Annotated[int, Meta(ge=0, le=65_535)] = 9092
+    zone: Annotated[str, Meta(max_length=64)] = ""
+    load: Annotated[float, Meta(ge=0, le=1e9)] = 0.0
+
+
+# --- topics ----------------------------------------------------------------------------
+
+ConfigValue = str | int | float | bool | None
+
+
+class TopicsListRequest(_Body):
+    names: _items(NAME) | None = None
+    topic_ids: _items(NAME) | None = None  # a malformed id names no topic
+
+
+class TopicCreate(_Body):
+    name: NAME
+    num_partitions: INT32 = -1
+    replication_factor: INT16 = -1
+    configs: dict[NAME, ConfigValue] = {}
+
+
+class TopicsCreateRequest(_Body):
+    topics: _items(TopicCreate)
+    validate_only: bool = False
+
+
+class TopicsDeleteRequest(_Body):
+    names: _items(NAME) | None = None
+    topic_ids: _items(NAME) | None = None
+
+
+class TopicPartitionsCreate(_Body):
+    name: NAME
+    count: INT32
+
+
+class TopicsCreatePartitionsRequest(_Body):
+    topics: _items(TopicPartitionsCreate)
+    validate_only: bool = False
+
+
+class TopicsDescribeConfigsRequest(_Body):
+    names: _items(NAME)
+
+
+class ConfigOp(_Body):
+    name: NAME
+    op: Literal["set", "delete", "append", "subtract"] = "set"
+    value: ConfigValue = None
+
+
+class TopicConfigsAlter(_Body):
+    name: NAME
+    ops: _items(ConfigOp) = []
+
+
+class TopicsAlterConfigsRequest(_Body):
+    topics: _items(TopicConfigsAlter)
+    incremental: bool = False
+    validate_only: bool = False
+
+
+# --- consumer groups -------------------------------------------------------------------
+
+
+class OffsetCommit(_Body):
+    topic: NAME
+    partition: PARTITION
+    offset: Annotated[int, Meta(ge=-1, le=2**63 - 1)]
+    leader_epoch: INT32 = -1
+    metadata: Annotated[str, Meta(max_length=100_000)] | None = None
+
+
+class OffsetsCommitRequest(_Body):
+    group_id: SHORT
+    offsets: _items(OffsetCommit)
+
+
+class TopicPartition(_Body):
+    topic: NAME
+    partition: PARTITION
+
+
+class OffsetsFetchRequest(_Body):
+    group_id: SHORT
+    partitions: _items(TopicPartition) | None = None
+
+
+class OffsetsDeleteRequest(_Body):
+    group_id: SHORT
+    partitions: _items(TopicPartition)
+
+
+class MemberAssignment(_Body):
+    topic: NAME
+    partitions: _items(PARTITION) = []
+
+
+class GroupMember(_Body):
+    member_id: SHORT = ""
+    group_instance_id: SHORT | None = None
+    client_id: SHORT = ""
+    client_host: SHORT = ""
+    assignment: _items(MemberAssignment) = []
+
+
+class GroupReport(_Body):
+    group_id: Annotated[str, Meta(min_length=1, max_length=255)]
+    state: Annotated[str, Meta(max_length=32)] = "Empty"
+    protocol_type: Annotated[str, Meta(max_length=64)] = ""
+    protocol: SHORT = ""
+    generation: INT32 = 0
+    leader: SHORT = ""
+    members: _items(GroupMember) = []
+
+
+class GroupsReportRequest(_Body):
+    agent_id: AGENT_ID
+    groups: _items(GroupReport)
+
+
+class GroupsListRequest(_Body):
+    group_ids: _items(SHORT) | None = None
+
+
+class GroupsDeleteRequest(_Body):
+    group_ids: _items(SHORT)
+
+
+# --- SASL and ACLs ---------------------------------------------------------------------
+
+
+class SaslCredentialRequest(_Body):
+    username: SHORT
+
+
+class AclsListRequest(_Body):
+    version: Annotated[str, Meta(max_length=64)] | None = None
+
+
+AclJson = dict[Annotated[str, Meta(max_length=64)], str | None]
+
+
+class AclsCreateRequest(_Body):
+    acls: _items(AclJson)  # each binding is checked by the ACL parser (INVALID_REQUEST)
+
+
+class AclsDescribeRequest(_Body):
+    filter: AclJson = {}
+
+
+class AclsDeleteRequest(_Body):
+    filters: _items(AclJson)
+
+
+class BadBody(ValueError):
+    """The body is not JSON or does not fit the endpoint's schema."""
+
+
+def decode(body: bytes, schema: type[Struct]):
+    """The request body as an instance of `schema`, or `BadBody` with a reason that names
+    the offending field."""
+    try:
+        return msgspec.json.decode(body or b"{}", type=schema)
+    except msgspec.ValidationError as exc:
+        raise BadBody(str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise BadBody(f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadBody("the body is nested too deeply") from None
+
+
+def as_dicts(items) -> list[dict]:
+    """Plain dicts (uuids as strings) for the services that take the JSON shapes."""
+    return msgspec.to_builtins(items)
+
+
+def validate_commit(request: CommitRequest, *, cluster_prefix: str) -> None:
+    """What the types cannot say about a commit: the file is the cluster's, every batch
+    lies inside it and no two batches share a byte. (Producer fields are Kafka's to judge:
+    the commit function answers KIP-98 errors per batch; clients such as aiokafka send a
+    sequence without a producer id, which Kafka ignores.) `BadBody` names the problem."""
+    if not request.file_key.startswith(cluster_prefix) or ".." in request.file_key:
+        raise BadBody(f"file_key must be a path under '{cluster_prefix}'")
+    order = sorted(range(len(request.batches)), key=lambda i: request.batches[i].pos)
+    end_of_previous, previous = 0, None
+    for i in order:
+        b = request.batches[i]
+        where = f"$.batches[{i}]"
+        if b.pos + b.len > request.size:
+            raise BadBody(
+                f"{where}: bytes {b.pos}..{b.pos + b.len} lie past the file's size {request.size}"
+            )
+        if b.pos < end_of_previous:
+            raise BadBody(f"{where} overlaps $.batches[{previous}] in the file")
+        end_of_previous, previous = b.pos + b.len, i
+
+
+def commit_batches(items: list[dict]) -> list[CommitBatch]:
+    """Commit entries from their JSON shape, validated (for callers other than the API)."""
+    try:
+        return msgspec.convert(items, list[CommitBatch])
+    except msgspec.ValidationError as exc:
+        raise BadBody(str(exc)) from None

@@ -1,0 +1,23 @@
+"""The metadata store's calls of the agent API (docs/AGENT_API.md)."""
+
+from django.urls import path
+
+from metadata_store.agent_api import views as a
+
+urlpatterns = [
+    path("register", a.register),
+    path("heartbeat", a.heartbeat),
+    path("commit", a.commit),
+    path("fetch-plan", a.fetch_plan),
+    path("list-offsets", a.list_offsets),
+    path("delete-records", a.delete_records),
+    path("init-producer-id", a.init_producer_id),
+    path("topics/list", a.topics_list_view),
+    path("topics/create", a.topics_create_view),
+    path("topics/delete", a.topics_delete_view),
+    path("topics/create-partitions", a.topics_create_partitions_view),
+    path("topics/describe-configs", a.topics_describe_configs_view),
+    path("topics/alter-configs", a.topics_alter_configs_view),
+    path("offsets/commit", a.offsets_commit),
+    path("offsets/fetch", a.offsets_fetch),
+]

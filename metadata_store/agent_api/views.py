@@ -1,0 +1,127 @@
+"""The agent API's calls on the metadata store (contract: docs/AGENT_API.md): register
+and heartbeat, commit, fetch plans, offsets, producer ids, topics, group offsets.
+
+Plain Django views rather than DRF: these are the hottest endpoints in the system and
+carry no browsable or schema needs (``endpoint`` authenticates and validates).
+"""
+
+from __future__ import annotations
+
+from metadata_store import store
+from metadata_store.agent_api import schemas
+from metadata_store.agent_api.endpoint import endpoint
+from metadata_store.agent_api.schemas import as_dicts
+from metadata_store.agent_api.topics import (
+    topics_alter_configs,
+    topics_create,
+    topics_create_partitions,
+    topics_delete,
+    topics_describe_configs,
+    topics_list,
+)
+from metadata_store.group_offsets import group_offsets_commit, group_offsets_fetch
+from metadata_store.live_agents import agents_heartbeat
+from virtualclusters.models import VirtualCluster
+
+
+@endpoint(schemas.HeartbeatRequest)
+def register(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> dict:
+    return agents_heartbeat(cluster, body)
+
+
+@endpoint(schemas.HeartbeatRequest)
+def heartbeat(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> dict:
+    return agents_heartbeat(cluster, body)
+
+
+@endpoint(schemas.CommitRequest)
+def commit(cluster: VirtualCluster, body: schemas.CommitRequest) -> dict:
+    schemas.validate_commit(body, cluster_prefix=cluster.public_id + "/")
+    results = store.file_commit(
+        cluster_id=cluster.pk, file_key=body.file_key, size=body.size, batches=body.batches
+    )
+    return {"batches": results}
+
+
+@endpoint(schemas.FetchPlanRequest)
+def fetch_plan(cluster: VirtualCluster, body: schemas.FetchPlanRequest) -> dict:
+    return {
+        "partitions": store.fetch_plan(
+            cluster_id=cluster.pk, partitions=as_dicts(body.partitions), max_bytes=body.max_bytes
+        )
+    }
+
+
+@endpoint(schemas.ListOffsetsRequest)
+def list_offsets(cluster: VirtualCluster, body: schemas.ListOffsetsRequest) -> dict:
+    return {
+        "partitions": store.list_offsets(
+            cluster_id=cluster.pk, partitions=as_dicts(body.partitions)
+        )
+    }
+
+
+@endpoint(schemas.DeleteRecordsRequest)
+def delete_records(cluster: VirtualCluster, body: schemas.DeleteRecordsRequest) -> dict:
+    return {
+        "partitions": store.records_delete(
+            cluster_id=cluster.pk, partitions=as_dicts(body.partitions)
+        )
+    }
+
+
+@endpoint(schemas.InitProducerIdRequest)
+def init_producer_id(cluster: VirtualCluster, body: schemas.InitProducerIdRequest) -> dict:
+    producer_id, epoch = store.producer_id_init(
+        cluster_id=cluster.pk, transactional_id=body.transactional_id
+    )
+    return {"error_code": 0, "producer_id": producer_id, "producer_epoch": epoch}
+
+
+@endpoint(schemas.TopicsListRequest)
+def topics_list_view(cluster: VirtualCluster, body: schemas.TopicsListRequest) -> dict:
+    return topics_list(cluster, body.names, body.topic_ids)
+
+
+@endpoint(schemas.TopicsCreateRequest)
+def topics_create_view(cluster: VirtualCluster, body: schemas.TopicsCreateRequest) -> dict:
+    return topics_create(cluster, as_dicts(body.topics), body.validate_only)
+
+
+@endpoint(schemas.TopicsDeleteRequest)
+def topics_delete_view(cluster: VirtualCluster, body: schemas.TopicsDeleteRequest) -> dict:
+    return topics_delete(cluster, body.names, body.topic_ids)
+
+
+@endpoint(schemas.TopicsCreatePartitionsRequest)
+def topics_create_partitions_view(
+    cluster: VirtualCluster, body: schemas.TopicsCreatePartitionsRequest
+) -> dict:
+    return topics_create_partitions(cluster, as_dicts(body.topics), body.validate_only)
+
+
+@endpoint(schemas.TopicsDescribeConfigsRequest)
+def topics_describe_configs_view(
+    cluster: VirtualCluster, body: schemas.TopicsDescribeConfigsRequest
+) -> dict:
+    return topics_describe_configs(cluster, body.names)
+
+
+@endpoint(schemas.TopicsAlterConfigsRequest)
+def topics_alter_configs_view(
+    cluster: VirtualCluster, body: schemas.TopicsAlterConfigsRequest
+) -> dict:
+    return topics_alter_configs(
+        cluster, as_dicts(body.topics), body.incremental, body.validate_only
+    )
+
+
+@endpoint(schemas.OffsetsCommitRequest)
+def offsets_commit(cluster: VirtualCluster, body: schemas.OffsetsCommitRequest) -> dict:
+    return group_offsets_commit(cluster, body.group_id, as_dicts(body.offsets))
+
+
+@endpoint(schemas.OffsetsFetchRequest)
+def offsets_fetch(cluster: VirtualCluster, body: schemas.OffsetsFetchRequest) -> dict:
+    partitions = None if body.partitions is None else as_dicts(body.partitions)
+    return group_offsets_fetch(cluster, body.group_id, partitions)

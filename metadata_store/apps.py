@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class MetadataStoreConfig(AppConfig):
+    """The metadata store: what data exists, where it lives, and its offsets."""
+
+    name = "metadata_store"

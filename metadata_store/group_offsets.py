@@ -1,0 +1,79 @@
+"""Committed consumer-group offsets (OffsetCommit / OffsetFetch through the agent API).
+
+They outlive every agent: a group's coordinator is whichever agent its id hashes to,
+and a new coordinator reads them from here.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from core.kafka.errors import ErrorCode
+from metadata_store.models import GroupOffset, Partition
+from virtualclusters.models import VirtualCluster
+
+
+def _partition_map(cluster: VirtualCluster, pairs: set[tuple[str, int]]) -> dict:
+    names = {p[0] for p in pairs}
+    rows = Partition.objects.filter(topic__cluster=cluster, topic__name__in=names).values_list(
+        "topic__name", "index", "id"
+    )
+    return {(name, index): pid for name, index, pid in rows if (name, index) in pairs}
+
+
+@transaction.atomic
+def group_offsets_commit(cluster: VirtualCluster, group_id: str, offsets: list) -> dict:
+    pairs = {(str(o["topic"]), int(o["partition"])) for o in offsets}
+    partitions = _partition_map(cluster, pairs)
+    answers, rows = [], []
+    for o in offsets:
+        key = (str(o["topic"]), int(o["partition"]))
+        pid = partitions.get(key)
+        code = 0 if pid is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        answers.append({"topic": key[0], "partition": key[1], "error_code": int(code)})
+        if pid is not None:
+            rows.append(
+                GroupOffset(
+                    cluster=cluster,
+                    group_id=group_id,
+                    partition_id=pid,
+                    committed_offset=int(o["offset"]),
+                    leader_epoch=int(o.get("leader_epoch", -1)),
+                    metadata=str(o.get("metadata") or ""),
+                )
+            )
+    if rows:
+        GroupOffset.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["cluster", "group_id", "partition"],
+            update_fields=["committed_offset", "leader_epoch", "metadata", "committed_at"],
+        )
+    return {"offsets": answers}
+
+
+def group_offsets_fetch(cluster: VirtualCluster, group_id: str, partitions: list | None) -> dict:
+    committed = {
+        (o.partition.topic.name, o.partition.index): o
+        for o in GroupOffset.objects.filter(cluster=cluster, group_id=group_id).select_related(
+            "partition__topic"
+        )
+    }
+    if partitions is None:
+        keys = sorted(committed)
+    else:
+        keys = [(str(p["topic"]), int(p["partition"])) for p in partitions]
+    answers = []
+    for key in keys:
+        o = committed.get(key)
+        answers.append(
+            {
+                "topic": key[0],
+                "partition": key[1],
+                "offset": o.committed_offset if o else -1,
+                "leader_epoch": o.leader_epoch if o else -1,
+                "metadata": o.metadata if o else "",
+                "error_code": 0,
+            }
+        )
+    return {"offsets": answers}

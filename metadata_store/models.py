@@ -1,0 +1,181 @@
+"""The metadata store: topics, partitions, segment files, the batch index, producer
+state, committed group offsets and live agents.
+
+The tables are named ``floe_*`` because the hot paths in ``store.py`` address them in
+plain SQL; keep those names stable. Every row belongs to one virtual cluster (directly
+or through its topic), and every query here is scoped by cluster.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+
+class Topic(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    cluster = models.ForeignKey(
+        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="topics"
+    )
+    name = models.CharField(max_length=249)
+    partition_count = models.PositiveIntegerField()
+    configs = models.JSONField(default=dict, blank=True)  # overrides only
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "floe_topic"
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="topic_name_unique")
+        ]
+
+
+class Partition(models.Model):
+    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="partitions")
+    index = models.IntegerField()
+    high_watermark = models.BigIntegerField(default=0)
+    log_start_offset = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "floe_partition"
+        constraints = [
+            models.UniqueConstraint(fields=["topic", "index"], name="partition_unique"),
+            # Behind the agent-API validation: offsets can never go negative or cross.
+            # (Migration 0006 also refuses any update that moves either one back.)
+            models.CheckConstraint(
+                condition=models.Q(log_start_offset__gte=0)
+                & models.Q(high_watermark__gte=models.F("log_start_offset")),
+                name="partition_offsets_ordered",
+            ),
+        ]
+
+
+class SegmentFile(models.Model):
+    class State(models.TextChoices):
+        LIVE = "live"
+        REPLACED = "replaced"  # compacted away or expired: delete after the grace period
+        DELETED = "deleted"
+
+    cluster = models.ForeignKey(
+        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="files"
+    )
+    key = models.CharField(max_length=512)
+    size = models.BigIntegerField()
+    level = models.SmallIntegerField(default=0)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.LIVE)
+    batch_count = models.IntegerField(default=0)
+    commit_result = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    unreferenced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "floe_file"
+        constraints = [models.UniqueConstraint(fields=["cluster", "key"], name="file_key_unique")]
+        indexes = [models.Index(fields=["cluster", "state", "level"], name="file_state_idx")]
+
+
+class Batch(models.Model):
+    """One record batch: where it lives and which offsets the metadata store gave it."""
+
+    # Offsets are dense and batches never overlap, so (partition, last offset) identifies a
+    # batch; fetch plans and offset lookups walk a partition by last offset. No surrogate
+    # id: every index on this, the hottest table, costs on every commit.
+    pk = models.CompositePrimaryKey("partition", "last_offset")
+    partition = models.ForeignKey(Partition, on_delete=models.CASCADE, db_constraint=False)
+    base_offset = models.BigIntegerField()
+    last_offset = models.BigIntegerField()
+    file = models.ForeignKey(SegmentFile, on_delete=models.CASCADE, db_constraint=False)
+    position = models.BigIntegerField()
+    length = models.IntegerField()
+    record_count = models.IntegerField()
+    max_timestamp = models.BigIntegerField()
+    producer_id = models.BigIntegerField(default=-1)
+    producer_epoch = models.SmallIntegerField(default=-1)
+    base_sequence = models.IntegerField(default=-1)
+
+    class Meta:
+        db_table = "floe_batch"
+        indexes = [models.Index(fields=["file"], name="batch_file_idx")]
+        constraints = [
+            # Key compaction may drop records inside a batch (fewer records than its
+            # offset span), never add any; a batch always holds at least one.
+            models.CheckConstraint(
+                condition=models.Q(base_offset__gte=0)
+                & models.Q(record_count__gte=1)
+                & models.Q(last_offset__gte=models.F("base_offset") + models.F("record_count") - 1)
+                & models.Q(position__gte=0)
+                & models.Q(length__gt=0),
+                name="batch_offsets_and_bytes_valid",
+            ),
+        ]
+
+
+class ProducerState(models.Model):
+    """KIP-98: the last sequence each idempotent producer wrote to a partition."""
+
+    partition = models.ForeignKey(Partition, on_delete=models.CASCADE, db_constraint=False)
+    producer_id = models.BigIntegerField()
+    producer_epoch = models.SmallIntegerField()
+    last_sequence = models.IntegerField()
+    last_offset = models.BigIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "floe_producer_state"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["partition", "producer_id"], name="producer_state_unique"
+            )
+        ]
+
+
+class ProducerId(models.Model):
+    """Producer ids come from this table's sequence; transactional ids keep theirs."""
+
+    cluster = models.ForeignKey("virtualclusters.VirtualCluster", on_delete=models.CASCADE)
+    transactional_id = models.CharField(max_length=255, null=True, blank=True)
+    epoch = models.SmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "floe_producer_id"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "transactional_id"], name="transactional_id_unique"
+            )
+        ]
+
+
+class GroupOffset(models.Model):
+    cluster = models.ForeignKey("virtualclusters.VirtualCluster", on_delete=models.CASCADE)
+    group_id = models.CharField(max_length=255)
+    partition = models.ForeignKey(Partition, on_delete=models.CASCADE)
+    committed_offset = models.BigIntegerField()
+    leader_epoch = models.IntegerField(default=-1)
+    metadata = models.TextField(blank=True, default="")
+    committed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "floe_group_offset"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "group_id", "partition"], name="group_offset_unique"
+            )
+        ]
+
+
+class Agent(models.Model):
+    cluster = models.ForeignKey(
+        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="agents"
+    )
+    agent_id = models.CharField(max_length=64)
+    host = models.CharField(max_length=255)
+    port = models.IntegerField()
+    zone = models.CharField(max_length=64, blank=True, default="")
+    load = models.FloatField(default=0.0)
+    started_at = models.DateTimeField(auto_now_add=True)
+    last_heartbeat = models.DateTimeField()
+
+    class Meta:
+        db_table = "floe_agent"
+        constraints = [models.UniqueConstraint(fields=["cluster", "agent_id"], name="agent_unique")]

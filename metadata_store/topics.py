@@ -1,0 +1,145 @@
+"""Writes for topics: create, delete, grow, configure.
+
+The same functions serve the REST API, the web console and the agent API. Kafka-level
+failures raise ``TopicError`` carrying the Kafka error code that agents hand to clients.
+"""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+
+from core.kafka.errors import ErrorCode
+from metadata_store.models import Partition, Topic
+from metadata_store.topic_configs import MAX_PARTITIONS, config_problem, topic_name_problem
+from virtualclusters.models import VirtualCluster
+
+
+class TopicError(Exception):
+    """A Kafka-level refusal (bad name, existing topic, bad config…)."""
+
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _validate_configs(configs: dict) -> dict:
+    clean = {}
+    for name, value in (configs or {}).items():
+        problem = config_problem(name, value)
+        if problem:
+            raise TopicError(ErrorCode.INVALID_CONFIG, problem)
+        clean[name] = str(value)
+    return clean
+
+
+def topic_create(
+    *,
+    cluster: VirtualCluster,
+    name: str,
+    num_partitions: int = -1,
+    replication_factor: int = -1,
+    configs: dict | None = None,
+    validate_only: bool = False,
+) -> Topic:
+    """Create a topic with its partitions. Raises ``TopicError`` as Kafka would."""
+    problem = topic_name_problem(name)
+    if problem:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+    if num_partitions == -1:
+        num_partitions = cluster.default_partitions
+    if not 1 <= num_partitions <= MAX_PARTITIONS:
+        raise TopicError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"Number of partitions must be between 1 and {MAX_PARTITIONS}, got {num_partitions}",
+        )
+    if replication_factor != -1 and not 1 <= replication_factor <= 3:
+        # Storage is replicated by the object store; we accept what clients usually ask.
+        raise TopicError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Replication factor must be between 1 and 3 (storage is replicated by the object store), got {replication_factor}",
+        )
+    clean = _validate_configs(configs or {})
+    if Topic.objects.filter(cluster=cluster, name=name).exists():
+        raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    if validate_only:
+        return Topic(cluster=cluster, name=name, partition_count=num_partitions, configs=clean)
+    try:
+        with transaction.atomic():
+            topic = Topic.objects.create(
+                cluster=cluster, name=name, partition_count=num_partitions, configs=clean
+            )
+            Partition.objects.bulk_create(
+                [Partition(topic=topic, index=i) for i in range(num_partitions)]
+            )
+    except IntegrityError:
+        raise TopicError(
+            ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+        ) from None
+    return topic
+
+
+@transaction.atomic
+def topic_delete(*, topic: Topic) -> None:
+    """Delete a topic and its metadata; its files are left for the cleanup jobs."""
+    topic.delete()
+
+
+@transaction.atomic
+def topic_partitions_create(*, topic: Topic, count: int, validate_only: bool = False) -> Topic:
+    """Grow a topic to ``count`` partitions (never shrink, as Kafka)."""
+    topic = Topic.objects.select_for_update().get(pk=topic.pk)
+    if count <= topic.partition_count:
+        raise TopicError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"Topic currently has {topic.partition_count} partitions, {count} would not be an increase.",
+        )
+    if count > MAX_PARTITIONS:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS, f"At most {MAX_PARTITIONS} partitions.")
+    if not validate_only:
+        Partition.objects.bulk_create(
+            [Partition(topic=topic, index=i) for i in range(topic.partition_count, count)]
+        )
+        topic.partition_count = count
+        topic.save(update_fields=["partition_count"])
+    return topic
+
+
+@transaction.atomic
+def topic_configs_alter(
+    *, topic: Topic, ops: list[dict], incremental: bool, validate_only: bool = False
+) -> Topic:
+    """Apply config operations (set/delete/append/subtract) to a topic's overrides.
+
+    Non-incremental (AlterConfigs) replaces the whole set of overrides with the ``set``
+    ops, as Kafka does.
+    """
+    topic = Topic.objects.select_for_update().get(pk=topic.pk)
+    configs = dict(topic.configs) if incremental else {}
+    for op in ops:
+        name, kind, value = op.get("name"), op.get("op", "set"), op.get("value")
+        if kind == "delete":
+            configs.pop(name, None)
+            continue
+        if kind in ("append", "subtract"):
+            if name != "cleanup.policy":
+                raise TopicError(
+                    ErrorCode.INVALID_CONFIG, f"Config {name} is not a list; cannot {kind}"
+                )
+            current = [p for p in configs.get(name, "delete").split(",") if p]
+            items = [p.strip() for p in str(value or "").split(",") if p.strip()]
+            if kind == "append":
+                current += [p for p in items if p not in current]
+            else:
+                current = [p for p in current if p not in items]
+            value = ",".join(current) or "delete"
+        elif kind != "set":
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {kind}")
+        problem = config_problem(name, value)
+        if problem:
+            raise TopicError(ErrorCode.INVALID_CONFIG, problem)
+        configs[name] = str(value)
+    if not validate_only:
+        topic.configs = configs
+        topic.save(update_fields=["configs"])
+    return topic

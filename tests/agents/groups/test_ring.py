@@ -1,0 +1,67 @@
+"""Which agent coordinates a group: rendezvous hashing over the live agents, with
+unreachable peers left out."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from agents.groups.ring import CoordinatorRing, Peer
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def ring_of(me: str, others: list[dict]) -> CoordinatorRing:
+    ring = CoordinatorRing(Peer(me, "127.0.0.1", 1, 1), lambda agent_id: hash(agent_id) & 0xFFFF)
+    ring.update([{"agent_id": me, "host": "127.0.0.1", "port": 1}, *others])
+    return ring
+
+
+def agents(*names: str) -> list[dict]:
+    return [{"agent_id": n, "host": "127.0.0.1", "port": 1000 + i} for i, n in enumerate(names)]
+
+
+def test_every_agent_names_the_same_coordinator():
+    names = ["a", "b", "c"]
+    rings = [ring_of(n, agents(*(o for o in names if o != n))) for n in names]
+    for key in (f"group-{i}" for i in range(200)):
+        assert len({r.owner(key).agent_id for r in rings}) == 1
+    owners = {r.owner(f"group-{i}").agent_id for r in rings for i in range(200)}
+    assert owners == set(names), "every agent coordinates some groups"
+
+
+def test_a_joining_agent_takes_only_the_groups_it_wins():
+    before = ring_of("a", agents("b", "c"))
+    after = ring_of("a", agents("b", "c", "d"))
+    keys = [f"group-{i}" for i in range(500)]
+    moved = [k for k in keys if before.owner(k).agent_id != after.owner(k).agent_id]
+    assert moved and all(after.owner(k).agent_id == "d" for k in moved)
+    assert len(moved) < len(keys) / 2
+
+
+def test_an_unreachable_peer_is_left_out_until_it_answers_again():
+    async def run():
+        closed = socket.socket()
+        closed.bind(("127.0.0.1", 0))
+        dead_port = closed.getsockname()[1]
+        closed.close()  # nothing listens there: connections are refused
+        listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+        live_port = listener.sockets[0].getsockname()[1]
+        ring = ring_of(
+            "me",
+            [
+                {"agent_id": "dead", "host": "127.0.0.1", "port": dead_port},
+                {"agent_id": "live", "host": "127.0.0.1", "port": live_port},
+            ],
+        )
+        keys = [f"g{i}" for i in range(60)]
+        dead_keys = [k for k in keys if ring.owner(k).agent_id == "dead"]
+        assert dead_keys
+        for key in dead_keys:
+            assert (await ring.resolve(key)).agent_id in ("me", "live")
+        assert all(b["port"] != dead_port for b in ring.brokers())
+        listener.close()
+
+    asyncio.run(run())

@@ -1,0 +1,194 @@
+"""In-process checks of the agent's small parts: flags, the chunk cache, the topic cache."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+
+import pytest
+
+from agents.chunk_cache import ChunkCache
+from agents.config import ConfigError, parse_config
+from agents.groups.ring import node_id_for
+from agents.read_path import _skip
+from agents.topics import DEFAULT_MAX_MESSAGE_BYTES, TopicCache
+
+REQUIRED = ["--control-plane-url", "http://cp:8000/", "--agent-key", "k", "--bucket-url", "mem://b"]
+
+
+def test_flags_win_over_the_environment_which_wins_over_defaults():
+    env = {"FLOE_BATCH_TIMEOUT": "40", "FLOE_ZONE": "eu-1a", "FLOE_KAFKA_PORT": "19092"}
+    config = parse_config([*REQUIRED, "--kafka-port", "29092"], env)
+    assert config.kafka_port == 29092  # flag
+    assert config.batch_timeout_ms == 40  # environment
+    assert config.zone == "eu-1a"
+    assert config.http_port == 8080 and config.batch_max_bytes == 8 * 1024 * 1024  # defaults
+    assert config.control_plane_url == "http://cp:8000"  # trailing slash dropped
+    assert config.agent_id.startswith("agt-") and config.host == "127.0.0.1"
+
+
+def test_every_required_setting_can_come_from_the_environment():
+    env = {
+        "FLOE_CONTROL_PLANE_URL": "https://cp.example",
+        "FLOE_AGENT_KEY": "secret",
+        "FLOE_BUCKET_URL": "s3://bucket?region=eu-west-1",
+    }
+    config = parse_config([], env)
+    assert (config.control_plane_url, config.agent_key) == ("https://cp.example", "secret")
+
+
+def test_binding_all_interfaces_advertises_loopback_unless_told():
+    assert parse_config([*REQUIRED, "--host", "0.0.0.0"], {}).advertise_host == "127.0.0.1"
+    config = parse_config([*REQUIRED, "--host", "0.0.0.0", "--advertise-host", "agent-1"], {})
+    assert config.advertise_host == "agent-1"
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"FLOE_BATCH_TIMEOUT": "soon"}, "FLOE_BATCH_TIMEOUT: expected an integer"),
+        ({"FLOE_HTTP_PORT": "-1"}, "FLOE_HTTP_PORT: must be at least 0"),
+        ({"FLOE_LOG_LEVEL": "LOUD"}, "unknown level"),
+    ],
+)
+def test_bad_environment_values_are_one_line_errors(env, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_config(REQUIRED, env)
+
+
+def test_node_ids_are_stable_positive_int32s():
+    assert node_id_for("agt-1") == node_id_for("agt-1") != node_id_for("agt-2")
+    assert all(0 < node_id_for(f"agt-{i}") < 2**31 for i in range(1000))
+
+
+def test_chunk_cache_loads_each_chunk_once_for_concurrent_readers():
+    data = bytes(range(256)) * 100  # 25,600 bytes: 7 chunks of 4 KiB
+    loads: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def get_range(key: str, start: int, length: int) -> bytes:
+        with lock:
+            loads.append((start, length))
+        time.sleep(0.05)  # slow enough that every reader misses at once
+        return data[start : start + length]
+
+    async def scenario():
+        cache = ChunkCache(get_range, max_bytes=1 << 20, chunk_bytes=4096)
+        reads = await asyncio.gather(*(cache.read("f", 4000, 200) for _ in range(20)))
+        spanning = await cache.read("f", 100, 20_000)
+        return cache, reads, spanning
+
+    cache, reads, spanning = asyncio.run(scenario())
+    assert all(b"".join(pieces) == data[4000:4200] for pieces in reads)
+    assert b"".join(spanning) == data[100:20_100]
+    assert sorted(loads) == [(i * 4096, 4096) for i in range(5)]  # each chunk once
+    assert cache.size == 5 * 4096
+
+
+def test_chunk_cache_is_bounded_by_bytes_and_evicts_least_recently_used():
+    data = bytes(40_000)
+
+    async def scenario():
+        cache = ChunkCache(lambda k, s, n: data[s : s + n], max_bytes=10_000, chunk_bytes=4096)
+        for start in (0, 4096, 8192):
+            await cache.read("f", start, 10)
+        return cache
+
+    cache = asyncio.run(scenario())
+    assert cache.size <= 10_000
+    assert list(cache._chunks) == [("f", 1), ("f", 2)]
+
+
+def test_chunk_cache_reports_a_range_past_the_end():
+    async def scenario():
+        cache = ChunkCache(lambda k, s, n: bytes(100)[s : s + n], max_bytes=1 << 20)
+        cache.insert_file("own", bytes(50))
+        return await cache.read("own", 40, 20)
+
+    with pytest.raises(EOFError):
+        asyncio.run(scenario())
+
+
+def test_skip_drops_a_prefix_that_spans_views():
+    views = [memoryview(b"abc"), memoryview(b"defg"), memoryview(b"hi")]
+    assert b"".join(_skip(views, 5)) == b"fghi"
+    assert b"".join(_skip(views, 0)) == b"abcdefghi"
+
+
+class FakeTopicsApi:
+    def __init__(self, topics: list[dict]):
+        self.topics = topics
+        self.calls: list[dict] = []
+
+    async def call_with_retries(self, name: str, body: dict) -> dict:
+        assert name == "topics/list"
+        self.calls.append(body)
+        await asyncio.sleep(0.01)
+        names = body["names"]
+        return {"topics": [t for t in self.topics if names is None or t["name"] in names]}
+
+
+def test_topic_cache_answers_from_memory_and_refreshes_on_a_partition_miss():
+    topic_id = str(uuid.uuid4())
+    api = FakeTopicsApi([{"name": "a", "topic_id": topic_id, "partitions": 2, "configs": {}}])
+
+    async def scenario():
+        cache = TopicCache(api)  # type: ignore[arg-type]
+        first = await asyncio.gather(*(cache.by_names(["a", "missing"]) for _ in range(10)))
+        again = await cache.by_names(["a"])
+        api.topics[0]["partitions"] = 4  # partitions added through another agent
+        grown = await cache.by_names(["a"], need_partition={"a": 3})
+        by_id = await cache.by_ids([uuid.UUID(topic_id)])
+        return first, again, grown, by_id
+
+    first, again, grown, by_id = asyncio.run(scenario())
+    assert first[0]["a"].partitions == 2 and first[0]["missing"] is None
+    assert first[0]["a"].max_message_bytes == DEFAULT_MAX_MESSAGE_BYTES
+    assert again["a"] is first[0]["a"]
+    assert grown["a"].partitions == 4
+    assert by_id[uuid.UUID(topic_id)].name == "a"
+    # Ten concurrent misses shared one call; the partition miss made a second.
+    assert api.calls == [{"names": ["a", "missing"]}, {"names": ["a"]}]
+
+
+def test_a_handler_bug_is_logged_and_answered_with_unknown_server_error(monkeypatch, caplog):
+    from agents import dispatch
+    from core.kafka import ApiKey, RequestHeader, decode_response
+
+    async def broken(ctx, header, body):
+        raise RuntimeError("a bug in a handler")
+
+    monkeypatch.setitem(dispatch.HANDLERS, ApiKey.INIT_PRODUCER_ID, (broken, 0))
+    dispatcher = dispatch.Dispatcher(ctx=None)  # type: ignore[arg-type]
+    header = RequestHeader(ApiKey.INIT_PRODUCER_ID, 4, 42, "test")
+    body = {"transactional_id": None, "transaction_timeout_ms": 1000}
+
+    answer = asyncio.run(dispatcher.dispatch(header, body))
+
+    correlation, decoded = decode_response(ApiKey.INIT_PRODUCER_ID, 4, answer[4:])
+    assert (correlation, decoded["error_code"]) == (42, -1)  # UNKNOWN_SERVER_ERROR
+    assert "a bug in a handler" in caplog.text  # with its traceback
+
+
+def test_an_unreachable_control_plane_gets_a_retriable_error_not_a_failure(monkeypatch):
+    from agents import dispatch
+    from agents.control_plane import ControlPlaneUnavailable
+    from core.kafka import ApiKey, ErrorCode, RequestHeader, decode_response
+
+    async def unreachable(ctx, header, body):
+        raise ControlPlaneUnavailable("topics/list: connection refused", outcome_unknown=False)
+
+    monkeypatch.setitem(dispatch.HANDLERS, ApiKey.PRODUCE, (unreachable, 3))
+    dispatcher = dispatch.Dispatcher(ctx=None)  # type: ignore[arg-type]
+    header = RequestHeader(ApiKey.PRODUCE, 9, 7, "test")
+    body = {
+        "acks": -1,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b""}]}],
+    }
+    answer = asyncio.run(dispatcher.dispatch(header, body))
+    _, decoded = decode_response(ApiKey.PRODUCE, 9, answer[4:])
+    error = decoded["responses"][0]["partition_responses"][0]["error_code"]
+    assert error == ErrorCode.KAFKA_STORAGE_ERROR and ErrorCode(error).retriable

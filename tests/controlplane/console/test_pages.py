@@ -1,0 +1,377 @@
+"""The web console, page by page, through Django's test client (alice and bob are two
+organizations; see tests/conftest.py)."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import override_settings
+
+from controlplane.models import ApiKey, Membership
+from controlplane.services import user_signup
+from metadata_store.topics import topic_create
+from tests import factories
+from virtualclusters.models import AgentKey, VirtualCluster
+from virtualclusters.services import agent_key_authenticate, agent_key_create
+
+pytestmark = pytest.mark.django_db
+
+
+def field_errors(response, name: str) -> list[str]:
+    """The error lines rendered inside the form field whose input is called ``name``."""
+    for block in response.content.decode().split('<div class="field')[1:]:
+        if f'name="{name}"' in block:
+            return [html.unescape(e) for e in re.findall(r'<p class="error">(.*?)</p>', block)]
+    raise AssertionError(f"no field {name!r} on the page")
+
+
+def signed_in(client, tenant: dict):
+    client.force_login(tenant["user"])
+    return client
+
+
+def cluster_url(cluster: VirtualCluster, action: str = "") -> str:
+    return f"/clusters/{cluster.public_id}/{action}"
+
+
+# --- sign-up, log-in, log-out ---------------------------------------------------------
+
+
+def test_it_signs_up_and_lands_on_the_dashboard_signed_in(client):
+    response = client.post(
+        "/signup",
+        {
+            "email": " Carol@Example.com ",
+            "password": factories.PASSWORD,
+            "organization_name": "Acme",
+        },
+    )
+    assert response.status_code == 302 and response.url == "/"
+    user = get_user_model().objects.get(username="carol@example.com")
+    assert Membership.objects.get(user=user).organization.name == "Acme"
+    dashboard = client.get("/")
+    assert dashboard.status_code == 200
+    assert "Welcome to Floe" in dashboard.content.decode()
+    assert "No clusters yet" in dashboard.content.decode()
+
+
+@pytest.mark.parametrize(
+    "email, password, field, message",
+    [
+        ("not-an-email", factories.PASSWORD, "email", "Enter a valid email address."),
+        ("dora@example.com", "short", "password", "This password is too short."),
+        ("taken@example.com", factories.PASSWORD, "email", "already exists"),
+    ],
+    ids=["bad-email", "short-password", "taken-email"],
+)
+def test_sign_up_shows_each_problem_next_to_its_field(client, email, password, field, message):
+    user_signup(email="taken@example.com", password=factories.PASSWORD)
+    response = client.post("/signup", {"email": email, "password": password})
+    assert response.status_code == 200
+    assert any(message in error for error in field_errors(response, field))
+    other = "password" if field == "email" else "email"
+    assert field_errors(response, other) == []
+    assert "_auth_user_id" not in client.session
+
+
+def test_it_logs_in_with_the_email_in_any_case(client, alice):
+    response = client.post(
+        "/login", {"username": alice["user"].email.upper(), "password": factories.PASSWORD}
+    )
+    assert response.status_code == 302 and response.url == "/"
+    assert client.get("/").status_code == 200
+
+
+def test_it_refuses_a_wrong_password_with_a_message(client, alice):
+    response = client.post("/login", {"username": alice["user"].email, "password": "wrong-one"})
+    assert response.status_code == 200
+    assert "do not match an account" in response.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+def test_log_out_is_a_post_and_ends_the_session(client, alice):
+    signed_in(client, alice)
+    assert client.get("/logout").status_code == 405
+    response = client.post("/logout")
+    assert response.status_code == 302 and response.url == "/login"
+    assert client.get("/").status_code == 302
+
+
+@pytest.mark.parametrize("url", ["/", "/clusters/new", "/api-keys", "/clusters/vci_x/"])
+def test_pages_send_strangers_to_the_log_in_page(client, url):
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response.url.startswith("/login?next=")
+
+
+# --- dashboard -------------------------------------------------------------------------
+
+
+def test_the_dashboard_lists_only_the_users_own_clusters(client, alice, bob):
+    topic_create(cluster=alice["cluster"], name="orders", num_partitions=3)
+    page = signed_in(client, alice).get("/").content.decode()
+    assert alice["cluster"].public_id in page and "alice-cluster" in page
+    assert bob["cluster"].public_id not in page and "bob-cluster" not in page
+    assert re.search(r'<td class="num">1</td>', page)  # alice's one topic
+
+
+def test_the_dashboard_query_count_does_not_grow_with_clusters(
+    client, alice, django_assert_max_num_queries
+):
+    for n in range(5):
+        factories.make_cluster(f"extra-{n}", org=alice["org"])
+    signed_in(client, alice)
+    with django_assert_max_num_queries(6):
+        assert client.get("/").status_code == 200
+
+
+# --- cross-tenant ----------------------------------------------------------------------
+
+
+def test_it_hides_bobs_cluster_from_alice(client, alice, bob):
+    signed_in(client, alice)
+    cluster = bob["cluster"]
+    assert client.get(cluster_url(cluster)).status_code == 404
+    assert client.post(cluster_url(cluster, "rename"), {"name": "mine"}).status_code == 404
+    assert client.post(cluster_url(cluster, "config"), {"default_partitions": 9}).status_code == 404
+    assert client.post(cluster_url(cluster, "agent-keys/new"), {"name": "x"}).status_code == 404
+    delete = client.post(cluster_url(cluster, "delete"), {"confirm_name": "bob-cluster"})
+    assert delete.status_code == 404
+    cluster.refresh_from_db()
+    assert cluster.name == "bob-cluster" and cluster.default_partitions == 1
+    assert cluster.agent_keys.count() == 1
+
+
+def test_alice_cannot_revoke_bobs_agent_key(client, alice, bob):
+    bobs_key = bob["cluster"].agent_keys.get()
+    signed_in(client, alice)
+    for cluster in (bob["cluster"], alice["cluster"]):
+        url = cluster_url(cluster, f"agent-keys/{bobs_key.public_id}/revoke")
+        assert client.post(url).status_code == 404
+    bobs_key.refresh_from_db()
+    assert bobs_key.revoked_at is None
+
+
+def test_alice_cannot_revoke_bobs_api_key(client, alice, bob):
+    bobs_key = ApiKey.objects.for_org(bob["org"]).first()
+    signed_in(client, alice)
+    assert client.post(f"/api-keys/{bobs_key.public_id}/revoke").status_code == 404
+    assert bob["org"].name not in client.get("/api-keys").content.decode()
+    bobs_key.refresh_from_db()
+    assert bobs_key.revoked_at is None
+
+
+# --- creating and changing clusters ----------------------------------------------------
+
+VALID_CLUSTER = {
+    "name": "prod",
+    "auto_create_topics": "on",
+    "default_partitions": "6",
+    "retention_value": "12",
+    "retention_unit": "hours",
+    "max_flush_age_ms": "100",
+    "max_flush_bytes": str(4 * 1024 * 1024),
+}
+
+
+def test_the_create_form_offers_the_defaults(client, alice):
+    response = signed_in(client, alice).get("/clusters/new")
+    form = response.context["form"]
+    assert form["default_partitions"].value() == 1
+    assert (form["retention_value"].value(), form["retention_unit"].value()) == (7, "days")
+    assert form["auto_create_topics"].value() is True
+
+
+def test_it_creates_a_cluster_and_shows_its_page(client, alice):
+    response = signed_in(client, alice).post("/clusters/new", VALID_CLUSTER)
+    cluster = VirtualCluster.objects.for_org(alice["org"]).get(name="prod")
+    assert response.status_code == 302 and response.url == cluster_url(cluster)
+    assert cluster.config() == {
+        "auto_create_topics": True,
+        "default_partitions": 6,
+        "default_retention_ms": 12 * 3600 * 1000,
+        "acls_enabled": False,
+        "max_flush_age_ms": 100,
+        "max_flush_bytes": 4 * 1024 * 1024,
+    }
+    page = client.get(response.url).content.decode()
+    assert "Cluster prod created." in page
+    assert cluster.public_id in page and "127.0.0.1:" in page  # the bootstrap address
+
+
+@pytest.mark.parametrize(
+    "change, field, message",
+    [
+        ({"name": ""}, "name", "This field is required."),
+        ({"name": "alice-cluster"}, "name", "already exists"),
+        ({"default_partitions": "0"}, "default_partitions", "Must be between"),
+        ({"max_flush_age_ms": "soon"}, "max_flush_age_ms", "Enter a whole number."),
+        ({"max_flush_age_ms": "1"}, "max_flush_age_ms", "Must be between 5 and 60000."),
+        ({"max_flush_bytes": "10"}, "max_flush_bytes", "Must be between"),
+        ({"retention_value": "-5"}, "retention_value", "Must be between -1"),
+    ],
+)
+def test_create_cluster_shows_bad_values_next_to_their_fields(
+    client, alice, change, field, message
+):
+    response = signed_in(client, alice).post("/clusters/new", {**VALID_CLUSTER, **change})
+    assert response.status_code == 200
+    assert any(message in error for error in field_errors(response, field)), response.content
+    assert not VirtualCluster.objects.filter(name="prod").exists()
+
+
+def test_retention_of_minus_one_keeps_messages_forever(client, alice):
+    signed_in(client, alice).post(
+        "/clusters/new", {**VALID_CLUSTER, "retention_value": "-1", "retention_unit": "days"}
+    )
+    assert VirtualCluster.objects.get(name="prod").default_retention_ms == -1
+
+
+def test_it_updates_the_configuration(client, alice):
+    cluster = alice["cluster"]
+    data = {**VALID_CLUSTER, "acls_enabled": "on", "retention_value": "3", "retention_unit": "days"}
+    del data["auto_create_topics"]  # an unticked box is absent from the POST
+    response = signed_in(client, alice).post(cluster_url(cluster, "config"), data)
+    assert response.status_code == 302
+    cluster.refresh_from_db()
+    assert cluster.acls_enabled is True and cluster.auto_create_topics is False
+    assert cluster.default_retention_ms == 3 * 24 * 3600 * 1000
+    form = client.get(cluster_url(cluster)).context["config_form"]
+    assert (form["retention_value"].value(), form["retention_unit"].value()) == (3, "days")
+
+
+def test_a_bad_configuration_is_shown_inline_and_not_saved(client, alice):
+    cluster = alice["cluster"]
+    response = signed_in(client, alice).post(
+        cluster_url(cluster, "config"), {**VALID_CLUSTER, "default_partitions": "0"}
+    )
+    assert response.status_code == 200
+    assert field_errors(response, "default_partitions")
+    cluster.refresh_from_db()
+    assert cluster.default_partitions == 1
+
+
+def test_it_renames_a_cluster_but_not_onto_another_name(client, alice):
+    factories.make_cluster("taken", org=alice["org"])
+    cluster = alice["cluster"]
+    signed_in(client, alice)
+    clash = client.post(cluster_url(cluster, "rename"), {"name": "taken"})
+    assert "already exists" in field_errors(clash, "name")[0]
+    assert client.post(cluster_url(cluster, "rename"), {"name": "renamed"}).status_code == 302
+    cluster.refresh_from_db()
+    assert cluster.name == "renamed"
+
+
+def test_delete_requires_the_typed_name(client, alice):
+    cluster = alice["cluster"]
+    signed_in(client, alice)
+    wrong = client.post(cluster_url(cluster, "delete"), {"confirm_name": "alice"})
+    assert wrong.status_code == 200
+    assert field_errors(wrong, "confirm_name") == ["Type the cluster's name to confirm deletion."]
+    assert VirtualCluster.objects.filter(pk=cluster.pk).exists()
+    right = client.post(cluster_url(cluster, "delete"), {"confirm_name": "alice-cluster"})
+    assert right.status_code == 302 and right.url == "/"
+    assert not VirtualCluster.objects.filter(pk=cluster.pk).exists()
+    assert "Cluster alice-cluster deleted." in client.get("/").content.decode()
+
+
+def test_the_cluster_page_lists_topics(client, alice):
+    topic_create(cluster=alice["cluster"], name="payments", num_partitions=4)
+    page = signed_in(client, alice).get(cluster_url(alice["cluster"])).content.decode()
+    assert re.search(r"payments</td><td class=\"num\">4</td><td class=\"num\">0</td>", page)
+
+
+# --- agent keys --------------------------------------------------------------------------
+
+
+@override_settings(FLOE_PUBLIC_URL="https://floe.example.com")
+def test_a_new_agent_key_and_its_command_are_shown_once(client, alice):
+    cluster = alice["cluster"]
+    response = signed_in(client, alice).post(
+        cluster_url(cluster, "agent-keys/new"), {"name": "prod"}
+    )
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "no-store"
+    plaintext = response.context["new_agent_key"].plaintext
+    key = agent_key_authenticate(plaintext)
+    assert key.cluster == cluster and key.name == "prod"
+    page = html.unescape(response.content.decode())
+    assert (
+        f"floe-agent --control-plane-url https://floe.example.com --agent-key {plaintext} "
+        "--bucket-url file:///var/lib/floe"
+    ) in page
+    assert (
+        f"FLOE_CONTROL_PLANE_URL=https://floe.example.com FLOE_AGENT_KEY={plaintext} "
+        "FLOE_BUCKET_URL=file:///var/lib/floe floe-agent"
+    ) in page
+    again = client.get(cluster_url(cluster)).content.decode()
+    assert plaintext not in again
+    assert key.display_prefix in again  # listed, by its prefix only
+
+
+def test_agent_key_names_are_optional(client, alice):
+    response = signed_in(client, alice).post(cluster_url(alice["cluster"], "agent-keys/new"))
+    assert response.context["new_agent_key"].key.name == "agent key"
+
+
+def test_it_revokes_an_agent_key(client, alice):
+    key, _ = agent_key_create(cluster=alice["cluster"], name="old")
+    signed_in(client, alice)
+    response = client.post(cluster_url(alice["cluster"], f"agent-keys/{key.public_id}/revoke"))
+    assert response.status_code == 302
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+    page = client.get(response.url).content.decode()
+    assert "Agent key old revoked" in page and "Revoked" in page
+
+
+def test_active_agent_keys_are_listed_before_revoked_ones(client, alice):
+    old, _ = agent_key_create(cluster=alice["cluster"], name="old")
+    signed_in(client, alice).post(
+        cluster_url(alice["cluster"], f"agent-keys/{old.public_id}/revoke")
+    )
+    agent_key_create(cluster=alice["cluster"], name="new")
+    keys = client.get(cluster_url(alice["cluster"])).context["agent_keys"]
+    assert [k.name for k in keys] == ["new", "test agent", "old"]
+
+
+def test_revoking_is_a_post(client, alice):
+    key = alice["cluster"].agent_keys.get()
+    signed_in(client, alice)
+    url = cluster_url(alice["cluster"], f"agent-keys/{key.public_id}/revoke")
+    assert client.get(url).status_code == 405
+    assert AgentKey.objects.get(pk=key.pk).revoked_at is None
+
+
+# --- API keys ----------------------------------------------------------------------------
+
+
+def test_a_new_api_key_is_shown_once_then_listed_by_prefix(client, alice):
+    signed_in(client, alice)
+    response = client.post("/api-keys/new", {"name": "terraform", "scope": "read_only"})
+    assert response.status_code == 200 and response["Cache-Control"] == "no-store"
+    plaintext = response.context["new_key"]["plaintext"]
+    assert plaintext in response.content.decode()
+    key = ApiKey.objects.for_org(alice["org"]).get(name="terraform")
+    assert key.scope == ApiKey.Scope.READ_ONLY and key.created_by == alice["user"]
+    page = client.get("/api-keys").content.decode()
+    assert plaintext not in page
+    assert key.display_prefix in page and "Read-only" in page
+
+
+def test_an_api_key_needs_a_name(client, alice):
+    response = signed_in(client, alice).post("/api-keys/new", {"name": "", "scope": "admin"})
+    assert field_errors(response, "name") == ["This field is required."]
+
+
+def test_it_revokes_an_api_key(client, alice):
+    key = ApiKey.objects.for_org(alice["org"]).first()
+    signed_in(client, alice)
+    response = client.post(f"/api-keys/{key.public_id}/revoke")
+    assert response.status_code == 302 and response.url == "/api-keys"
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+    assert f"API key {key.name} revoked." in client.get("/api-keys").content.decode()

@@ -1,0 +1,129 @@
+"""`make run`: the README's playground, with embedded parts only, end to end."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LINES = ("console", "login", "api-key", "cluster", "bootstrap")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def playground(tmp_path_factory):
+    """``python -m controlplane.playground`` as ``make run`` starts it, on free ports,
+    with no DATABASE_URL / REDIS_URL: only embedded parts."""
+    data_dir = tmp_path_factory.mktemp("playground")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "REDIS_URL", "PYTEST_VERSION")
+    }
+    env.update(
+        FLOE_DATA_DIR=str(data_dir),
+        FLOE_HTTP_PORT=str(_free_port()),
+        FLOE_KAFKA_PORT=str(_free_port()),
+        FLOE_AGENT_HTTP_PORT=str(_free_port()),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controlplane.playground"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    found: dict[str, str] = {}
+    output: list[str] = []
+    started = time.monotonic()
+    try:
+        while len(found) < len(LINES) and time.monotonic() - started < 120:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            output.append(line)
+            match = re.match(r"^([a-z-]+): (.+)$", line.strip())
+            if match and match.group(1) in LINES:
+                found[match.group(1)] = match.group(2)
+        assert len(found) == len(LINES), "".join(output)
+        found["seconds"] = time.monotonic() - started
+        yield found, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def test_make_run_prints_a_console_that_answers_within_60_seconds(playground):
+    found, _ = playground
+    assert found["seconds"] < 60
+    assert re.match(r"^http://127\.0\.0\.1:\d+/$", found["console"])
+    assert found["cluster"].startswith("vci_") and found["api-key"].startswith("floe_api_")
+    assert re.match(r"^\S+@\S+ \S+$", found["login"])
+    with urllib.request.urlopen(found["console"], timeout=10) as response:
+        assert response.status == 200
+    request = urllib.request.Request(
+        found["console"] + "api/v1/clusters/",
+        headers={"Authorization": f"Bearer {found['api-key']}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert found["cluster"] in response.read().decode()
+
+
+def test_a_kafka_client_produces_and_consumes_through_the_playground(playground):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    found, _ = playground
+    bootstrap = found["bootstrap"]
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    delivered = []
+    for i in range(20):
+        producer.produce(
+            "playground-demo",
+            value=f"m{i}".encode(),
+            partition=0,
+            on_delivery=lambda err, msg: delivered.append(err or msg.offset()),
+        )
+    assert producer.flush(30) == 0
+    assert sorted(delivered) == list(range(20))
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "playground-test", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition("playground-demo", 0, 0)])
+    values = []
+    deadline = time.monotonic() + 30
+    while len(values) < 20 and time.monotonic() < deadline:
+        message = consumer.poll(1.0)
+        if message is not None and not message.error():
+            values.append(message.value().decode())
+    consumer.close()
+    assert values == [f"m{i}" for i in range(20)]
+
+
+def test_sigint_stops_everything_it_started(playground):
+    found, proc = playground
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 0
+    for name in ("console", "bootstrap"):
+        port = int(found[name].rstrip("/").rsplit(":", 1)[1])
+        with socket.socket() as sock:
+            sock.settimeout(1)
+            assert sock.connect_ex(("127.0.0.1", port)) != 0, f"{name} is still listening"

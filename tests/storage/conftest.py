@@ -1,3 +1,0 @@
-"""Fixtures for the object-store tests: no Django, no database."""
-
-from tests.fixtures_s3 import moto_s3_url  # noqa: F401  (registers the session fixture)

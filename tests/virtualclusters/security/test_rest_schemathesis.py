@@ -1,0 +1,80 @@
+"""Schemathesis against the REST API's OpenAPI schema, in process (the Django WSGI app in
+this test's database transaction): whatever it sends, no answer is a server error (5xx).
+
+Requests carry a valid admin key of a tenant that owns a cluster with a SASL user and an
+ACL, and `cluster_id` path parameters point at that cluster, so generated bodies reach
+the services rather than a 404. Bounded: a few examples per operation.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+from hypothesis import HealthCheck, settings
+
+from tests import factories
+from virtualclusters.security.services import acl_binding, acl_create, sasl_credential_create
+
+schemathesis = pytest.importorskip("schemathesis")
+from schemathesis.checks import not_a_server_error  # noqa: E402
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.filterwarnings("ignore")]
+
+
+@pytest.fixture(autouse=True)
+def keep_connections_open():
+    """DB connections stay open across the app's requests (as Django's test client
+    arranges), so the test's transaction survives them."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def tenant(db):
+    _, org = factories.make_org("schemathesis-co")
+    cluster, _ = factories.make_cluster("fuzzed", org=org)
+    sasl_credential_create(cluster=cluster, username="fuzz-user")
+    acl_create(
+        cluster=cluster,
+        binding=acl_binding(
+            {
+                "resource_type": "topic",
+                "resource_name": "t",
+                "principal": "User:fuzz-user",
+                "operation": "read",
+            }
+        ),
+    )
+    return {"cluster": cluster, "key": factories.make_api_key(org)}
+
+
+def _load_schema():
+    from controlplane.wsgi import application
+
+    return schemathesis.openapi.from_wsgi("/api/v1/schema/?format=json", application)
+
+
+schema = _load_schema()
+
+
+@schema.parametrize()
+@settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+    ],
+)
+def test_the_rest_api_never_answers_with_a_server_error(case, tenant):
+    if case.path_parameters and "cluster_id" in case.path_parameters:
+        case.path_parameters["cluster_id"] = tenant["cluster"].public_id
+    case.call_and_validate(
+        headers={"Authorization": f"Bearer {tenant['key']}"}, checks=[not_a_server_error]
+    )

@@ -1,0 +1,170 @@
+"""REST API: virtual clusters, their configuration and agent keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from virtualclusters.models import VirtualCluster
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_lists_only_the_callers_clusters(api, alice, bob):
+    response = api(alice["admin"]).get("/api/v1/clusters/")
+    assert response.status_code == 200
+    assert [c["id"] for c in response.json()] == [alice["cluster"].public_id]
+
+
+def test_it_creates_a_cluster_with_config(api, alice):
+    response = api(alice["admin"]).post(
+        "/api/v1/clusters/", {"name": "prod", "config": {"default_partitions": 6}}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["id"].startswith("vci_") and body["name"] == "prod"
+    assert body["config"]["default_partitions"] == 6
+    assert body["config"]["auto_create_topics"] is True
+    assert VirtualCluster.objects.get(public_id=body["id"]).organization == alice["org"]
+
+
+@pytest.mark.parametrize(
+    "payload, field",
+    [
+        ({}, "name"),
+        ({"name": ""}, "name"),
+        ({"name": "x" * 101}, "name"),
+        ({"name": "ok", "config": {"default_partitions": 0}}, "default_partitions"),
+        ({"name": "ok", "config": {"max_flush_age_ms": "soon"}}, "max_flush_age_ms"),
+    ],
+)
+def test_it_rejects_bad_cluster_payloads_with_a_message(api, alice, payload, field):
+    response = api(alice["admin"]).post("/api/v1/clusters/", payload, format="json")
+    assert response.status_code == 400
+    assert field in response.json()["error"]
+
+
+def test_it_rejects_a_duplicate_cluster_name(api, alice):
+    response = api(alice["admin"]).post(
+        "/api/v1/clusters/", {"name": "alice-cluster"}, format="json"
+    )
+    assert response.status_code == 400
+    assert "already exists" in response.json()["error"]
+
+
+def test_it_describes_renames_and_deletes_a_cluster(api, alice):
+    client, cid = api(alice["admin"]), alice["cluster"].public_id
+    assert client.get(f"/api/v1/clusters/{cid}/").json()["name"] == "alice-cluster"
+    renamed = client.patch(f"/api/v1/clusters/{cid}/", {"name": "renamed"}, format="json")
+    assert renamed.status_code == 200 and renamed.json()["name"] == "renamed"
+    wrong = client.delete(f"/api/v1/clusters/{cid}/?confirm_name=alice-cluster")
+    assert wrong.status_code == 400 and "confirm" in wrong.json()["error"]
+    assert client.delete(f"/api/v1/clusters/{cid}/?confirm_name=renamed").status_code == 204
+    assert client.get(f"/api/v1/clusters/{cid}/").status_code == 404
+
+
+def test_it_reads_and_updates_the_configuration(api, alice):
+    client, cid = api(alice["admin"]), alice["cluster"].public_id
+    assert client.get(f"/api/v1/clusters/{cid}/config/").json()["max_flush_age_ms"] == 250
+    response = client.patch(
+        f"/api/v1/clusters/{cid}/config/",
+        {"max_flush_age_ms": 50, "acls_enabled": True},
+        format="json",
+    )
+    assert response.status_code == 200
+    assert response.json()["max_flush_age_ms"] == 50 and response.json()["acls_enabled"] is True
+    bad = client.patch(f"/api/v1/clusters/{cid}/config/", {"max_flush_age_ms": 1}, format="json")
+    assert bad.status_code == 400 and "max_flush_age_ms" in bad.json()["error"]
+    unknown = client.patch(f"/api/v1/clusters/{cid}/config/", {"colour": "blue"}, format="json")
+    assert unknown.status_code == 400 and "colour" in unknown.json()["error"]
+
+
+def test_it_creates_lists_and_revokes_agent_keys(api, alice):
+    client, cid = api(alice["admin"]), alice["cluster"].public_id
+    created = client.post(f"/api/v1/clusters/{cid}/agent-keys/", {"name": "edge"}, format="json")
+    assert created.status_code == 201
+    key = created.json()
+    assert key["key"].startswith("floe_agent_") and key["id"].startswith("akn_")
+    listed = client.get(f"/api/v1/clusters/{cid}/agent-keys/").json()
+    assert key["id"] in [k["id"] for k in listed]
+    assert all("key" not in k for k in listed), "secrets are shown once only"
+    assert client.delete(f"/api/v1/clusters/{cid}/agent-keys/{key['id']}/").status_code == 204
+    assert client.get(f"/api/v1/clusters/{cid}/agent-keys/{key['id']}/").json()["revoked_at"]
+
+
+def test_it_creates_and_lists_topics(api, alice):
+    client, cid = api(alice["admin"]), alice["cluster"].public_id
+    created = client.post(
+        f"/api/v1/clusters/{cid}/topics/", {"name": "orders", "num_partitions": 3}, format="json"
+    )
+    assert created.status_code == 201, created.json()
+    assert created.json()["partitions"] == 3
+    bad = client.post(f"/api/v1/clusters/{cid}/topics/", {"name": "bad name!"}, format="json")
+    assert bad.status_code == 400 and "illegal" in bad.json()["error"]
+    assert [t["name"] for t in client.get(f"/api/v1/clusters/{cid}/topics/").json()] == ["orders"]
+    assert client.delete(f"/api/v1/clusters/{cid}/topics/orders/").status_code == 204
+
+
+# --- tenancy and permissions, for every endpoint ------------------------------------
+
+ENDPOINTS = [
+    ("get", "/api/v1/clusters/{cid}/", None),
+    ("patch", "/api/v1/clusters/{cid}/", {"name": "stolen"}),
+    ("delete", "/api/v1/clusters/{cid}/?confirm_name=alice-cluster", None),
+    ("get", "/api/v1/clusters/{cid}/config/", None),
+    ("patch", "/api/v1/clusters/{cid}/config/", {"acls_enabled": True}),
+    ("get", "/api/v1/clusters/{cid}/agent-keys/", None),
+    ("post", "/api/v1/clusters/{cid}/agent-keys/", {"name": "x"}),
+    ("get", "/api/v1/clusters/{cid}/agent-keys/{akn}/", None),
+    ("delete", "/api/v1/clusters/{cid}/agent-keys/{akn}/", None),
+    ("get", "/api/v1/clusters/{cid}/topics/", None),
+    ("post", "/api/v1/clusters/{cid}/topics/", {"name": "t"}),
+    ("get", "/api/v1/clusters/{cid}/topics/existing/", None),
+    ("delete", "/api/v1/clusters/{cid}/topics/existing/", None),
+]
+
+
+def _url(template: str, alice) -> str:
+    from metadata_store.topics import topic_create
+
+    if not alice["cluster"].topics.filter(name="existing").exists():
+        topic_create(cluster=alice["cluster"], name="existing", num_partitions=1)
+    akn = alice["cluster"].agent_keys.first().public_id
+    return template.format(cid=alice["cluster"].public_id, akn=akn)
+
+
+@pytest.mark.parametrize("method, template, payload", ENDPOINTS)
+def test_another_organizations_key_gets_404(api, alice, bob, method, template, payload):
+    response = getattr(api(bob["admin"]), method)(_url(template, alice), payload, format="json")
+    assert response.status_code == 404
+    assert "error" in response.json()
+    assert VirtualCluster.objects.filter(pk=alice["cluster"].pk, name="alice-cluster").exists()
+
+
+@pytest.mark.parametrize("method, template, payload", [e for e in ENDPOINTS if e[0] != "get"])
+def test_a_read_only_key_cannot_write(api, alice, method, template, payload):
+    response = getattr(api(alice["reader"]), method)(_url(template, alice), payload, format="json")
+    assert response.status_code == 403
+    assert "read-only" in response.json()["error"]
+
+
+def test_a_read_only_key_can_read(api, alice):
+    assert api(alice["reader"]).get("/api/v1/clusters/").status_code == 200
+
+
+@pytest.mark.parametrize("header", ["", "Bearer nope", "Basic abc", "Bearer floe_api_unknown"])
+def test_missing_or_bad_keys_get_401(api, alice, header):
+    client = api()
+    if header:
+        client.credentials(HTTP_AUTHORIZATION=header)
+    response = client.get("/api/v1/clusters/")
+    assert response.status_code == 401
+    assert response.json()["error"]
+
+
+def test_a_revoked_key_gets_401(api, alice):
+    client = api(alice["admin"])
+    key_id = client.get("/api/v1/api-keys/").json()[-1]["id"]
+    other = client.post("/api/v1/api-keys/", {"name": "temp"}, format="json").json()
+    assert api(other["key"]).delete(f"/api/v1/api-keys/{other['id']}/").status_code == 204
+    assert api(other["key"]).get("/api/v1/clusters/").status_code == 401
+    assert key_id

@@ -1,0 +1,28 @@
+"""Consumer groups as their coordinator agents report them."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class GroupReport(models.Model):
+    """A consumer group as its coordinator agent last reported it: state, members and
+    their assignments (groups.py). Live while `reported_at` is within the agent liveness
+    window; committed offsets are `GroupOffset` rows, independent of this."""
+
+    cluster = models.ForeignKey("virtualclusters.VirtualCluster", on_delete=models.CASCADE)
+    group_id = models.CharField(max_length=255)
+    agent_id = models.CharField(max_length=64)
+    state = models.CharField(max_length=32)
+    protocol_type = models.CharField(max_length=64, blank=True, default="")
+    protocol = models.CharField(max_length=255, blank=True, default="")
+    generation = models.IntegerField(default=0)
+    leader = models.CharField(max_length=255, blank=True, default="")
+    members = models.JSONField(default=list, blank=True)
+    reported_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "floe_group_report"
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "group_id"], name="group_report_unique")
+        ]

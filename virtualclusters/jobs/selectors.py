@@ -1,0 +1,369 @@
+"""Reads for the background jobs: is there work, and the plans the Spark jobs are given.
+
+Plans carry only metadata — object keys, byte ranges, offsets, sizes, timestamps — in
+the row layouts the jobs expect (``jobs/compaction.py``'s ``BATCH_COLUMNS``, …).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Count, Exists, OuterRef, Sum
+
+from metadata_store.models import Agent, Batch, SegmentFile, Topic
+from metadata_store.topic_configs import TOPIC_CONFIGS
+from virtualclusters.jobs.models import JobRun
+from virtualclusters.models import VirtualCluster
+
+Kind = JobRun.Kind
+
+
+def epoch_ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+# --- topic policies ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicPolicy:
+    """The topic configs the jobs act on, overrides applied over the defaults."""
+
+    topic_id: str
+    delete: bool  # cleanup.policy has "delete": retention applies
+    compact: bool  # cleanup.policy has "compact": key compaction applies
+    retention_ms: int  # -1: forever
+    retention_bytes: int  # -1: no limit
+    delete_retention_ms: int
+    min_compaction_lag_ms: int
+    min_cleanable_dirty_ratio: float
+
+
+def topic_policies(cluster: VirtualCluster) -> list[TopicPolicy]:
+    policies = []
+    for topic in Topic.objects.filter(cluster=cluster).only("id", "configs"):
+
+        def config(name: str, topic=topic) -> str:
+            if name in topic.configs:
+                return str(topic.configs[name])
+            if name == "retention.ms":
+                return str(cluster.default_retention_ms)
+            return TOPIC_CONFIGS[name].default
+
+        cleanup = {p.strip() for p in config("cleanup.policy").split(",")}
+        policies.append(
+            TopicPolicy(
+                topic_id=str(topic.id),
+                delete="delete" in cleanup,
+                compact="compact" in cleanup,
+                retention_ms=int(config("retention.ms")),
+                retention_bytes=int(config("retention.bytes")),
+                delete_retention_ms=int(config("delete.retention.ms")),
+                min_compaction_lag_ms=int(config("min.compaction.lag.ms")),
+                min_cleanable_dirty_ratio=float(config("min.cleanable.dirty.ratio")),
+            )
+        )
+    return policies
+
+
+# --- compaction ----------------------------------------------------------------------
+
+
+def compaction_candidates(cluster: VirtualCluster):
+    """Live ingestion (level-0) files, oldest first."""
+    return SegmentFile.objects.filter(
+        cluster=cluster, state=SegmentFile.State.LIVE, level=0
+    ).order_by("id")
+
+
+def compaction_inputs(
+    cluster: VirtualCluster, *, max_files: int, max_bytes: int
+) -> list[SegmentFile]:
+    """The oldest level-0 files, up to `max_files` and about `max_bytes` (at least two)."""
+    chosen, total = [], 0
+    for file in compaction_candidates(cluster).only("id", "key", "size")[:max_files]:
+        if len(chosen) >= 2 and total + file.size > max_bytes:
+            break
+        chosen.append(file)
+        total += file.size
+    return chosen
+
+
+def batch_pointers(file_ids: list[int]) -> list[tuple]:
+    """Index rows of the files: (partition_id, topic_id, partition, base_offset,
+    last_offset, file_key, position, length, file_id)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT b.partition_id, p.topic_id::text, p.index, b.base_offset, b.last_offset,"
+            " f.key, b.position, b.length, b.file_id"
+            " FROM floe_batch b JOIN floe_file f ON f.id = b.file_id"
+            " JOIN floe_partition p ON p.id = b.partition_id"
+            " WHERE b.file_id = ANY(%s)",
+            [file_ids],
+        )
+        return cursor.fetchall()
+
+
+# --- retention ----------------------------------------------------------------------
+
+
+def retention_offsets(cluster: VirtualCluster, *, now: datetime) -> dict[int, int]:
+    """partition id → the log start offset retention.ms / retention.bytes call for,
+    for the partitions where it is ahead of the current one.
+
+    Time: the first batch (from the log start) whose max timestamp is within
+    retention.ms starts the log; none → the log is empty (high watermark). Size: the
+    newest batches whose lengths add up to at most retention.bytes stay, and always the
+    newest one.
+    """
+    now_ms = epoch_ms(now)
+    limits = {
+        p.topic_id: (
+            now_ms - p.retention_ms if p.retention_ms >= 0 else None,
+            p.retention_bytes if p.retention_bytes >= 0 else None,
+        )
+        for p in topic_policies(cluster)
+        if p.delete and (p.retention_ms >= 0 or p.retention_bytes >= 0)
+    }
+    if not limits:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT p.id, p.log_start_offset, p.high_watermark,"
+            " CASE WHEN u.cutoff IS NULL THEN NULL ELSE coalesce("
+            "  (SELECT b.base_offset FROM floe_batch b WHERE b.partition_id = p.id"
+            "    AND b.last_offset >= p.log_start_offset AND b.max_timestamp >= u.cutoff"
+            "    ORDER BY b.last_offset LIMIT 1), p.high_watermark) END,"
+            " CASE WHEN u.max_bytes IS NULL THEN NULL ELSE coalesce("
+            "  (SELECT min(x.base_offset) FROM (SELECT b.base_offset,"
+            "     sum(b.length) OVER (ORDER BY b.last_offset DESC) AS suffix"
+            "     FROM floe_batch b WHERE b.partition_id = p.id"
+            "     AND b.last_offset >= p.log_start_offset) x WHERE x.suffix <= u.max_bytes),"
+            "  (SELECT b.base_offset FROM floe_batch b WHERE b.partition_id = p.id"
+            "    ORDER BY b.last_offset DESC LIMIT 1)) END"
+            " FROM unnest(%s::uuid[], %s::bigint[], %s::bigint[]) AS u(topic_id, cutoff, max_bytes)"
+            " JOIN floe_partition p ON p.topic_id = u.topic_id",
+            [
+                list(limits),
+                [cutoff for cutoff, _ in limits.values()],
+                [max_bytes for _, max_bytes in limits.values()],
+            ],
+        )
+        moves = {}
+        for pid, start, high_watermark, by_time, by_size in cursor.fetchall():
+            wanted = min(high_watermark, max(start, by_time or 0, by_size or 0))
+            if wanted > start:
+                moves[pid] = wanted
+        return moves
+
+
+def has_batches_below_log_start(cluster: VirtualCluster) -> bool:
+    """Whether some index rows lie wholly below their partition's log start offset."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM floe_partition p JOIN floe_topic t ON t.id = p.topic_id"
+            " WHERE t.cluster_id = %s AND EXISTS (SELECT 1 FROM floe_batch b"
+            "  WHERE b.partition_id = p.id AND b.last_offset < p.log_start_offset))",
+            [cluster.id],
+        )
+        return cursor.fetchone()[0]
+
+
+def _referenced():
+    return Exists(Batch.objects.filter(file_id=OuterRef("id")))
+
+
+def unreferenced_live_files(cluster: VirtualCluster):
+    """Live files no index row points at (expired, topic deleted, all duplicates)."""
+    return SegmentFile.objects.filter(cluster=cluster, state=SegmentFile.State.LIVE).exclude(
+        _referenced()
+    )
+
+
+def files_past_grace(cluster: VirtualCluster, *, unreferenced_before: datetime):
+    """Replaced files unreferenced since before the given moment: ready to delete."""
+    return (
+        SegmentFile.objects.filter(
+            cluster=cluster,
+            state=SegmentFile.State.REPLACED,
+            unreferenced_at__lte=unreferenced_before,
+        )
+        .exclude(_referenced())
+        .order_by("id")
+    )
+
+
+def retention_due(cluster: VirtualCluster, *, now: datetime, unreferenced_before: datetime) -> bool:
+    return (
+        files_past_grace(cluster, unreferenced_before=unreferenced_before).exists()
+        or unreferenced_live_files(cluster).exists()
+        or has_batches_below_log_start(cluster)
+        or bool(retention_offsets(cluster, now=now))
+    )
+
+
+# --- orphan cleanup ------------------------------------------------------------------
+
+
+def known_file_keys(cluster: VirtualCluster, keys: list[str] | None = None) -> set[str]:
+    """Keys of the cluster's files that are live or awaiting deletion."""
+    rows = SegmentFile.objects.filter(cluster=cluster).exclude(state=SegmentFile.State.DELETED)
+    if keys is not None:
+        rows = rows.filter(key__in=keys)
+    return set(rows.values_list("key", flat=True))
+
+
+def protected_output_roots(
+    cluster: VirtualCluster, *, exclude_run: JobRun | None = None
+) -> list[str]:
+    """Object prefixes of jobs that are queued or running: their outputs are not orphans."""
+    runs = JobRun.objects.active().filter(cluster=cluster)
+    if exclude_run is not None:
+        runs = runs.exclude(pk=exclude_run.pk)
+    return [root for root in runs.values_list("details__output_root", flat=True) if root]
+
+
+def orphan_cleanup_due(cluster: VirtualCluster) -> bool:
+    """Anything ever written for the cluster: its files, or agents that may have PUT."""
+    return (
+        SegmentFile.objects.filter(cluster=cluster).exists()
+        or Agent.objects.filter(cluster=cluster).exists()
+    )
+
+
+# --- key compaction ------------------------------------------------------------------
+
+
+def cleaned_offsets(cluster: VirtualCluster) -> dict[int, int]:
+    """partition id → last offset the latest key compaction covered."""
+    last = (
+        JobRun.objects.filter(
+            cluster=cluster, kind=Kind.KEY_COMPACTION, state=JobRun.State.SUCCEEDED
+        )
+        .order_by("-id")
+        .values_list("details__cleaned", flat=True)
+        .first()
+    )
+    return {int(pid): int(offset) for pid, offset in (last or {}).items()}
+
+
+@dataclass
+class KeyCompactionPlan:
+    rows: list[tuple]  # jobs.key_compaction.KEY_BATCH_COLUMNS
+    file_ids: dict[tuple[int, int], int]  # (partition id, last offset) → file id
+    record_counts: dict[tuple[int, int], int]
+    covered: dict[int, int]  # partition id → last offset planned
+
+
+def key_compaction_dirty(cluster: VirtualCluster) -> dict[int, TopicPolicy]:
+    """Partitions of compacted topics with enough records written since the last key
+    compaction covered them (min.cleanable.dirty.ratio), with their topic's policy."""
+    policies = {p.topic_id: p for p in topic_policies(cluster) if p.compact}
+    if not policies:
+        return {}
+    cleaned = cleaned_offsets(cluster)
+    dirty = {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT p.id, p.topic_id::text, p.log_start_offset, p.high_watermark"
+            " FROM floe_partition p WHERE p.topic_id = ANY(%s::uuid[])",
+            [list(policies)],
+        )
+        for pid, topic_id, start, high_watermark in cursor.fetchall():
+            total = high_watermark - start
+            new = high_watermark - max(start, cleaned.get(pid, -1) + 1)
+            policy = policies[topic_id]
+            if total > 0 and new > 0 and new / total >= policy.min_cleanable_dirty_ratio:
+                dirty[pid] = policy
+    return dirty
+
+
+def key_compaction_plan(cluster: VirtualCluster, *, now: datetime) -> KeyCompactionPlan:
+    """The batches of every dirty compacted partition, from its log start up to the
+    first batch younger than min.compaction.lag.ms."""
+    now_ms = epoch_ms(now)
+    plan = KeyCompactionPlan([], {}, {}, {})
+    dirty = key_compaction_dirty(cluster)
+    if not dirty:
+        return plan
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT b.partition_id, p.topic_id::text, p.index, b.base_offset, b.last_offset,"
+            " f.key, b.position, b.length, b.record_count, b.max_timestamp, b.file_id"
+            " FROM floe_batch b JOIN floe_file f ON f.id = b.file_id"
+            " JOIN floe_partition p ON p.id = b.partition_id"
+            " WHERE b.partition_id = ANY(%s) AND b.last_offset >= p.log_start_offset"
+            " ORDER BY b.partition_id, b.last_offset",
+            [list(dirty)],
+        )
+        stopped: set[int] = set()
+        for (
+            pid,
+            topic_id,
+            index,
+            base,
+            last,
+            key,
+            pos,
+            length,
+            count,
+            max_ts,
+            file_id,
+        ) in cursor.fetchall():
+            policy = dirty[pid]
+            if pid in stopped or max_ts > now_ms - policy.min_compaction_lag_ms:
+                stopped.add(pid)  # the uncleanable tail starts here
+                continue
+            cutoff = now_ms - policy.delete_retention_ms
+            plan.rows.append((pid, topic_id, index, base, last, key, pos, length, count, cutoff))
+            plan.file_ids[(pid, last)] = file_id
+            plan.record_counts[(pid, last)] = count
+            plan.covered[pid] = last
+    return plan
+
+
+# --- what is due, and the console ---------------------------------------------------
+
+
+def job_due(cluster: VirtualCluster, kind: str, *, now: datetime) -> bool:
+    """Whether a job of `kind` has work to do for the cluster (thresholds: FLOE_* settings)."""
+    if kind == Kind.COMPACTION:
+        return compaction_candidates(cluster).count() >= settings.FLOE_COMPACTION_MIN_FILES
+    if kind == Kind.RETENTION:
+        grace = timedelta(seconds=settings.FLOE_FILE_DELETE_GRACE_S)
+        return retention_due(cluster, now=now, unreferenced_before=now - grace)
+    if kind == Kind.ORPHAN_CLEANUP:
+        return orphan_cleanup_due(cluster)
+    if kind == Kind.KEY_COMPACTION:
+        return bool(key_compaction_dirty(cluster))
+    raise ValueError(f"unknown job kind {kind!r}")
+
+
+def job_runs(cluster: VirtualCluster):
+    """The cluster's job runs, newest first."""
+    return JobRun.objects.filter(cluster=cluster).order_by("-created_at", "-id")
+
+
+def storage_summary(cluster: VirtualCluster) -> dict:
+    """Live files and bytes per level, and what awaits deletion."""
+    files = SegmentFile.objects.filter(cluster=cluster)
+    levels = list(
+        files.filter(state=SegmentFile.State.LIVE)
+        .values("level")
+        .annotate(files=Count("id"), bytes=Sum("size"))
+        .order_by("level")
+    )
+    pending = files.filter(state=SegmentFile.State.REPLACED).aggregate(
+        files=Count("id"), bytes=Sum("size")
+    )
+    return {
+        "levels": levels,
+        "live_files": sum(level["files"] for level in levels),
+        "live_bytes": sum(level["bytes"] or 0 for level in levels),
+        "awaiting_deletion_files": pending["files"],
+        "awaiting_deletion_bytes": pending["bytes"] or 0,
+        "deleted_files": files.filter(state=SegmentFile.State.DELETED).count(),
+    }

@@ -1,0 +1,49 @@
+"""Celery tasks: beat's checks and the job runs they dispatch. Thin: ids in, one service.
+
+    beat ─ jobs_check(kind) ─┬─ cluster_job_check(cluster, kind) ─ job_run_execute(run)
+                             └─ … one per virtual cluster
+    beat ─ history_prune()   (daily)
+
+Each is safe to run twice: a check dispatches only when no run of its kind is under way
+(a unique constraint settles races), and a run starts only from ``queued``.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import transaction
+
+from virtualclusters.jobs import services as jobs_services
+from virtualclusters.jobs.models import JobRun
+from virtualclusters.models import VirtualCluster
+
+
+@shared_task(ignore_result=True)
+def jobs_check(kind: str) -> None:
+    """Beat's entry point: check every cluster for work of `kind`."""
+    JobRun.Kind(kind)  # refuse unknown kinds here, not once per cluster
+    for cluster_id in VirtualCluster.objects.values_list("id", flat=True).iterator():
+        cluster_job_check.delay(cluster_id, kind)
+
+
+@shared_task(ignore_result=True)
+def cluster_job_check(cluster_id: int, kind: str) -> None:
+    """Dispatch a run of `kind` for one cluster if it has work and none is under way."""
+    cluster = VirtualCluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return
+    run = jobs_services.job_dispatch(cluster=cluster, kind=kind)
+    if run is not None:
+        transaction.on_commit(lambda: job_run_execute.delay(run.id))
+
+
+@shared_task(ignore_result=True, acks_late=True)
+def job_run_execute(run_id: int) -> None:
+    """Run one queued job: Spark job, metadata swap, outcome on its JobRun."""
+    jobs_services.job_run_execute(run_id=run_id)
+
+
+@shared_task(ignore_result=True)
+def history_prune() -> None:
+    """Beat, daily: forget old job runs and the rows of long-deleted files."""
+    jobs_services.history_prune()

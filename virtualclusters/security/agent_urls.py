@@ -1,0 +1,13 @@
+"""``/agent/v1/`` calls for SASL verifiers and ACLs (docs/AGENT_API.md)."""
+
+from django.urls import path
+
+from virtualclusters.security import agent_api as s
+
+urlpatterns = [
+    path("sasl/credential", s.sasl_credential),
+    path("acls/list", s.acls_list),
+    path("acls/create", s.acls_create),
+    path("acls/describe", s.acls_describe),
+    path("acls/delete", s.acls_delete),
+]
