@@ -1,0 +1,111 @@
+"""Upgrading a database made before the metadata store became its own app: the tables
+and every row stay; the new code reads them and commits carry on from them."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from metadata_store import store
+from metadata_store.agent_api.schemas import commit_batches
+from metadata_store.models import Batch, GroupOffset, Partition, ProducerState, SegmentFile, Topic
+
+# The last migrations of the release before the move (virtualclusters owned every table).
+BEFORE = [("virtualclusters", "0005_jobrun"), ("metadata_store", None)]
+
+
+def _migrate(targets) -> MigrationExecutor:
+    executor = MigrationExecutor(connection)
+    executor.migrate(targets)
+    return MigrationExecutor(connection)  # a fresh loader sees the applied set
+
+
+def _fill_old_schema(apps) -> dict:
+    """Topics, batches (through the old commit function), producer state and a group's
+    offsets, written through the old schema's models as the previous release did."""
+    organization = apps.get_model("controlplane", "Organization").objects.create(
+        name="old-co", public_id="org_upgrade"
+    )
+    cluster = apps.get_model("virtualclusters", "VirtualCluster").objects.create(
+        organization=organization, name="old-cluster", public_id="vci_upgrade"
+    )
+    topic = apps.get_model("virtualclusters", "Topic").objects.create(
+        id=uuid.uuid4(), cluster=cluster, name="orders", partition_count=2, configs={}
+    )
+    partition_model = apps.get_model("virtualclusters", "Partition")
+    parts = [partition_model.objects.create(topic=topic, index=i) for i in range(2)]
+    with connection.cursor() as cursor:
+        for n in range(3):
+            cursor.execute(
+                "SELECT floe_commit(%s, %s, %s, %s::bigint[], %s::int[], %s::bigint[], %s::int[],"
+                " %s::bigint[], %s::bigint[], %s::int[], %s::int[])",
+                [
+                    cluster.pk,
+                    f"vci_upgrade/segments/{n}.seg",
+                    300,
+                    [parts[0].pk, parts[1].pk],
+                    [10, 5],
+                    [0, 100],
+                    [100, 100],
+                    [1_700_000_000_000 + n, 1_700_000_000_000 + n],
+                    [7, -1],
+                    [0, -1],
+                    [n * 10, -1],
+                ],
+            )
+    apps.get_model("virtualclusters", "GroupOffset").objects.create(
+        cluster=cluster, group_id="billing", partition=parts[0], committed_offset=20
+    )
+    return {"cluster_id": cluster.pk, "topic_id": topic.id}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_move_keeps_every_row_and_the_new_code_carries_on():
+    old = _migrate(BEFORE)
+    made = _fill_old_schema(old.loader.project_state(BEFORE[0]).apps)
+    new = _migrate(old.loader.graph.leaf_nodes())
+    assert not new.migration_plan(new.loader.graph.leaf_nodes())
+
+    topic = Topic.objects.get(id=made["topic_id"])
+    assert (topic.name, topic.partition_count) == ("orders", 2)
+    assert list(
+        Partition.objects.filter(topic=topic).order_by("index").values_list("high_watermark")
+    ) == [(30,), (15,)]
+    assert SegmentFile.objects.filter(cluster_id=made["cluster_id"]).count() == 3
+    assert Batch.objects.filter(partition__topic=topic).count() == 6
+    assert ProducerState.objects.get(producer_id=7).last_sequence == 29
+    assert GroupOffset.objects.get(group_id="billing").committed_offset == 20
+
+    (plan,) = store.fetch_plan(
+        cluster_id=made["cluster_id"],
+        partitions=[{"topic_id": str(topic.id), "partition": 0, "offset": 0}],
+        max_bytes=1 << 20,
+    )
+    assert [(b["base_offset"], b["last_offset"]) for b in plan["batches"]] == [
+        (0, 9),
+        (10, 19),
+        (20, 29),
+    ]
+    answer = store.file_commit(
+        cluster_id=made["cluster_id"],
+        file_key="vci_upgrade/segments/after.seg",
+        size=100,
+        batches=commit_batches(
+            [
+                {
+                    "topic_id": str(topic.id),
+                    "partition": 0,
+                    "pos": 0,
+                    "len": 100,
+                    "records": 4,
+                    "producer_id": 7,
+                    "producer_epoch": 0,
+                    "base_sequence": 30,
+                }
+            ]
+        ),
+    )
+    assert answer == [{"error_code": 0, "base_offset": 30, "log_start_offset": 0}]

@@ -1,0 +1,137 @@
+"""The rules of the layout (docs/ARCHITECTURE.md, "The rooms"), read from the code itself:
+dependencies run one way, the core package is sans-IO, and nothing outside the agent
+process imports it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIRST_PARTY = (
+    "core",
+    "agents",
+    "metadata_store",
+    "virtualclusters",
+    "controlplane",
+    "billing",
+    "jobs",
+)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in FIRST_PARTY:
+        for path in (REPO / package).rglob("*.py"):
+            parts = list(path.relative_to(REPO).with_suffix("").parts)
+            if "migrations" in parts:
+                continue
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Every first-party module `module` imports, at any depth of its code (module level,
+    inside functions, under TYPE_CHECKING): a circle is a circle wherever it hides."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            # `from package import module` imports the module; any other name is the
+            # package's (or module's) own.
+            names = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                for alias in node.names
+            ]
+        else:
+            continue
+        for name in names:
+            while name and name not in MODULES:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                found.add(name)
+    return found
+
+
+GRAPH = {module: _imports(module, path) for module, path in MODULES.items()}
+
+
+def _cycle() -> list[str] | None:
+    """One import circle among first-party modules, or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        stack.append(module)
+        for target in sorted(GRAPH[module]):
+            if state.get(target) == 1:
+                return stack[stack.index(target) :] + [target]
+            if target not in state and (found := visit(target)):
+                return found
+        stack.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(GRAPH):
+        if module not in state and (found := visit(module)):
+            return found
+    return None
+
+
+def test_there_is_no_import_circle():
+    assert _cycle() is None, " -> ".join(_cycle() or [])
+
+
+def test_the_layout_checks_can_see_a_circle(monkeypatch):
+    """The circle finder is not vacuous: two modules importing each other are found."""
+    monkeypatch.setitem(GRAPH, "agents.server", GRAPH["agents.server"] | {"agents.dispatch"})
+    monkeypatch.setitem(GRAPH, "agents.dispatch", GRAPH["agents.dispatch"] | {"agents.server"})
+    assert _cycle() is not None
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith("agents")))
+def test_nothing_outside_the_agent_imports_it(module):
+    assert not {m for m in GRAPH[module] if m == "agents" or m.startswith("agents.")}
+
+
+def _third_party(path: Path) -> set[str]:
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.split(".")[0] == "core"))
+def test_the_core_package_is_sans_io_and_knows_no_django(module):
+    imported = _third_party(MODULES[module])
+    assert not imported & {"django", "rest_framework", "asyncio", "aiohttp", "celery"}
+    assert not {m for m in GRAPH[module] if m.split(".")[0] != "core"}, "core imports only core"
+
+
+def test_tests_outside_tests_agents_do_not_import_the_agent():
+    offenders = []
+    for path in (REPO / "tests").rglob("*.py"):
+        if "node_modules" in path.parts or path.is_relative_to(REPO / "tests" / "agents"):
+            continue
+        if path == Path(__file__):
+            continue
+        if {"agents"} & _third_party(path):
+            offenders.append(str(path.relative_to(REPO)))
+    assert not offenders
