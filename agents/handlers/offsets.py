@@ -1,14 +1,26 @@
 """ListOffsets, OffsetForLeaderEpoch and DeleteRecords: partition offsets, answered by the
-control plane's `list-offsets` and `delete-records` calls (one call per request)."""
+control plane's `list-offsets` and `delete-records` calls (one call per request).
+
+By timestamp (and for the max timestamp) the control plane can only name the partition
+run holding the answer — it never sees records — so the agent reads that run and
+narrows the answer to the exact record, as Kafka does: the first record whose timestamp
+is at or after the target (KIP-79), or the first record carrying the largest timestamp
+(KIP-734).
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from agents.context import AgentContext
 from agents.topics import TopicInfo
 from core.kafka.errors import ErrorCode
+from core.kafka.records import decode_records
+from core.segment import run_batches
+
+log = logging.getLogger(__name__)
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 # KIP-405 tiered storage specs; Floe has one tier, so they mean earliest / latest.
@@ -105,9 +117,12 @@ async def handle_list_offsets(ctx: AgentContext, header, body: dict[str, Any]) -
             if answer["offset"] >= 0 and not answer["error_code"]:
                 entry["leader_epoch"] = _LEADER_EPOCH
                 entry["old_style_offsets"] = [answer["offset"]]
+            if answer.get("batch") and not answer["error_code"]:
+                narrowing.append((entry, answer, request["timestamp"]))
         return entry
 
-    return await _per_partition(
+    narrowing: list[tuple[dict[str, Any], dict[str, Any], int]] = []
+    response = await _per_partition(
         ctx,
         body["topics"],
         name_field="name",
@@ -116,6 +131,47 @@ async def handle_list_offsets(ctx: AgentContext, header, body: dict[str, Any]) -
         query_for=query_for,
         entry_for=entry_for,
     )
+    for entry, answer, target in narrowing:
+        found = await _exact_record(ctx, answer, target)
+        if found is not None:
+            entry["offset"], entry["timestamp"] = found
+            entry["old_style_offsets"] = [found[0]]
+    return response
+
+
+async def _exact_record(
+    ctx: AgentContext, answer: dict[str, Any], target: int
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the record the answer's run holds for `target`: the first
+    at or after it, or for MAX_TIMESTAMP the first with the run's largest timestamp.
+    Records below the log start offset do not count. None if the run cannot be read (the
+    control plane's batch-level answer stands)."""
+    run = answer["batch"]
+    log_start = answer["offset"]  # the control plane gives at least the log start offset
+    wanted = answer["timestamp"] if target == MAX_TIMESTAMP else target
+    try:
+        views = await ctx.cache.read(run["file_key"], run["pos"], run["len"])
+        data = views[0] if len(views) == 1 else memoryview(b"".join(views))
+        for batch in run_batches(
+            data,
+            base_offset=run["base_offset"],
+            last_offset=run["last_offset"],
+            rewrite=run.get("rewrite", True),
+        ):
+            if batch.last_offset < log_start or batch.header.max_timestamp < wanted:
+                continue
+            header, records = decode_records(data[batch.position : batch.position + batch.length])
+            for record in records:
+                offset = batch.base_offset + (record.offset - header.base_offset)
+                if offset < log_start:
+                    continue
+                if record.timestamp == wanted or (
+                    target != MAX_TIMESTAMP and record.timestamp > wanted
+                ):
+                    return offset, record.timestamp
+    except Exception as exc:  # an unreadable run: keep the batch-level answer
+        log.warning("narrowing ListOffsets in %s failed: %s", run.get("file_key"), exc)
+    return None
 
 
 async def handle_offset_for_leader_epoch(

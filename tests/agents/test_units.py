@@ -12,7 +12,6 @@ import pytest
 from agents.chunk_cache import ChunkCache
 from agents.config import ConfigError, parse_config
 from agents.groups.ring import node_id_for
-from agents.read_path import _skip
 from agents.topics import DEFAULT_MAX_MESSAGE_BYTES, TopicCache
 
 REQUIRED = ["--control-plane-url", "http://cp:8000/", "--agent-key", "k", "--bucket-url", "mem://b"]
@@ -109,12 +108,6 @@ def test_chunk_cache_reports_a_range_past_the_end():
 
     with pytest.raises(EOFError):
         asyncio.run(scenario())
-
-
-def test_skip_drops_a_prefix_that_spans_views():
-    views = [memoryview(b"abc"), memoryview(b"defg"), memoryview(b"hi")]
-    assert b"".join(_skip(views, 5)) == b"fghi"
-    assert b"".join(_skip(views, 0)) == b"abcdefghi"
 
 
 class FakeTopicsApi:
