@@ -23,22 +23,31 @@ def free_port() -> int:
 def bench_env(data_dir: Path) -> dict:
     """Environment for a control plane on a fresh bench database.
 
-    With ``DATABASE_URL`` set, a database ``floe_bench`` is (re)created on that server;
-    otherwise the embedded PostgreSQL in ``data_dir`` is used.
+    With ``DATABASE_URL`` set, a database ``floe_bench`` (``FLOE_BENCH_DATABASE``) is
+    (re)created on that server; otherwise the embedded PostgreSQL in ``data_dir`` is used.
     """
     sys.path.insert(0, str(ROOT))
     from controlplane.embedded import postgres_url
 
-    env = dict(os.environ, DEBUG="1", FLOE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+    # Production settings: DEBUG would log every query of every request.
+    env = dict(
+        os.environ,
+        DEBUG="0",
+        SECRET_KEY="bench-" + "x" * 40,
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        FLOE_DATA_DIR=str(data_dir),
+        PYTHONUNBUFFERED="1",
+    )
+    database = env.get("FLOE_BENCH_DATABASE", "floe_bench")
     # An embedded server here belongs to the benchmark: it stops when the benchmark exits.
     base = env.get("DATABASE_URL") or postgres_url(data_dir, keep_running=False)
     import psycopg
 
     with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS floe_bench WITH (FORCE)")
-        conn.execute("CREATE DATABASE floe_bench")
+        conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {database}")
     head, _, tail = base.partition("?")
-    env["DATABASE_URL"] = head.rsplit("/", 1)[0] + "/floe_bench" + ("?" + tail if tail else "")
+    env["DATABASE_URL"] = head.rsplit("/", 1)[0] + f"/{database}" + ("?" + tail if tail else "")
     env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/14")
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True
