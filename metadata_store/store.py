@@ -17,6 +17,7 @@ from django.db import connection, transaction
 
 from core.kafka.errors import ErrorCode
 from metadata_store.agent_api.schemas import CommitBatch
+from metadata_store.commit_group import CommitGroup
 
 FETCH_PLAN_MAX_RUNS = 128  # per partition and call; the client simply fetches again
 
@@ -100,27 +101,42 @@ def _cursor():
     return psycopg.Cursor(connection.connection)
 
 
+@dataclass(frozen=True, slots=True)
+class _FileCommit:
+    cluster_id: int
+    file_key: str
+    size: int
+    batches: list[CommitBatch]
+
+
 def file_commit(
     *, cluster_id: int, file_key: str, size: int, batches: list[CommitBatch]
 ) -> list[dict]:
     """Record a flushed segment file and give each of its batches its offsets.
 
     `batches` are validated (``agent_api.schemas.CommitRequest`` and ``validate_commit``).
-    One transaction, one round trip (the ``floe_commit`` database function,
-    migration 0002): idempotent duplicates get their original offset and are not stored again,
-    every other batch gets the partition's next offsets, high watermarks move. Committing
-    the same ``file_key`` again returns the first answer and changes nothing.
+    One call of the ``floe_commit`` database function (migration 0003): idempotent
+    duplicates get their original offset and are not stored again, every other batch gets
+    the partition's next offsets, each partition run of the file becomes one index row,
+    high watermarks move. Committing the same ``file_key`` again returns the first answer
+    and changes nothing. Commits arriving together share one transaction
+    (``commit_group``): one WAL flush for all of them.
     """
-    with transaction.atomic(), _cursor() as cursor:
+    return _COMMITS.run(_FileCommit(cluster_id, file_key, size, batches))
+
+
+def _commit_one(request: _FileCommit) -> list[dict]:
+    batches = request.batches
+    with _cursor() as cursor:
         pairs = sorted({(b.topic_id, b.partition) for b in batches})
-        ids = _partition_id_map(cursor, cluster_id, pairs)
+        ids = _partition_id_map(cursor, request.cluster_id, pairs)
         cursor.execute(
             "SELECT floe_commit(%s, %s, %s, %s::bigint[], %s::int[], %s::bigint[], %s::int[],"
             " %s::bigint[], %s::bigint[], %s::int[], %s::int[])",
             [
-                cluster_id,
-                file_key,
-                size,
+                request.cluster_id,
+                request.file_key,
+                request.size,
                 _array(ids.get((b.topic_id, b.partition), -1) for b in batches),
                 _array(b.records for b in batches),
                 _array(b.pos for b in batches),
@@ -134,6 +150,22 @@ def file_commit(
         result = cursor.fetchone()[0]
     # Django registers a jsonb loader that leaves decoding to the caller.
     return json.loads(result) if isinstance(result, str) else result
+
+
+def _lock_group(requests: list[_FileCommit]) -> None:
+    """Lock every partition a group of commits writes, in id order (no deadlocks)."""
+    ids: set[int] = set()
+    with _cursor() as cursor:
+        for request in requests:
+            pairs = sorted({(b.topic_id, b.partition) for b in request.batches})
+            ids.update(_partition_id_map(cursor, request.cluster_id, pairs).values())
+        cursor.execute(
+            "SELECT id FROM floe_partition WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
+            [sorted(ids)],
+        )
+
+
+_COMMITS = CommitGroup(lock_all=_lock_group, execute_one=_commit_one)
 
 
 def fetch_plan(*, cluster_id: int, partitions: list[dict], max_bytes: int) -> list[dict]:
