@@ -10,6 +10,7 @@ from agents.chunk_cache import ChunkCache
 from agents.config import AgentConfig
 from agents.control_plane import ControlPlaneClient
 from agents.groups.coordinator import GroupCoordinator
+from agents.partition_offsets import PartitionOffsets
 from agents.topics import TopicCache
 from agents.write_path import CommitWatch, SegmentWriter
 
@@ -31,6 +32,7 @@ class AgentContext:
     cluster_id: str
     node_id: int
     port: int  # the bound Kafka port (differs from the flag when the flag is 0)
+    offsets: PartitionOffsets = field(default_factory=PartitionOffsets)
     cluster_config: dict[str, Any] = field(default_factory=dict)
     live_agents: list[dict[str, Any]] = field(default_factory=list)
     groups: GroupCoordinator | None = None  # set by the runtime once the agent is up

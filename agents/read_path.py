@@ -128,7 +128,14 @@ async def _assemble(
         answer["records"] = b""
         if plan["error_code"]:
             errors = True
-        elif plan["batches"]:
+            continue
+        ctx.offsets.learn(
+            item.info.topic_id_str,
+            item.partition,
+            high_watermark=plan["high_watermark"],
+            log_start=plan["log_start_offset"],
+        )
+        if plan["batches"]:
             chosen.append((item, plan["batches"]))
     if not chosen:
         return 0, errors

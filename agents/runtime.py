@@ -32,6 +32,7 @@ from agents.groups.coordinator import GroupCoordinator
 from agents.groups.ring import Peer, node_id_for
 from agents.http_server import build_app, start_http
 from agents.metrics import Counter, Gauge, Histogram
+from agents.partition_offsets import PartitionOffsets
 from agents.security.session import Security
 from agents.security.tls import TlsConfigError
 from agents.server import KafkaServer
@@ -184,6 +185,7 @@ class AgentRuntime:
             answer = await self._register(port)
             cluster_id = answer["cluster"]["id"]
             watch = CommitWatch()
+            offsets = PartitionOffsets()
             cache = ChunkCache(
                 store.get_range, max_bytes=config.cache_bytes, executor=self.executor
             )
@@ -197,6 +199,7 @@ class AgentRuntime:
                 executor=self.executor,
                 on_committed=cache.insert_file,
                 watch=watch,
+                offsets=offsets,
             )
             self.ctx = AgentContext(
                 config=config,
@@ -205,6 +208,7 @@ class AgentRuntime:
                 writer=writer,
                 cache=cache,
                 watch=watch,
+                offsets=offsets,
                 cluster_id=cluster_id,
                 node_id=node_id_for(config.agent_id),
                 port=port,

@@ -30,6 +30,7 @@ from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlPlaneUnavailable
 from agents.metrics import Counter, Gauge, Histogram, size_histogram
+from agents.partition_offsets import PartitionOffsets
 from core.kafka.errors import ErrorCode
 from core.kafka.records import BatchHeader
 from core.segment import SegmentBuilder
@@ -204,6 +205,7 @@ class SegmentWriter:
         executor: Executor | None = None,
         on_committed: Callable[[str, bytes], None] | None = None,
         watch: CommitWatch | None = None,
+        offsets: PartitionOffsets | None = None,
         max_inflight_bytes: int | None = None,
         put_retry_delays_s: tuple[float, ...] = PUT_RETRY_DELAYS_S,
         commit_retry_delays_s: tuple[float, ...] = COMMIT_RETRY_DELAYS_S,
@@ -219,6 +221,7 @@ class SegmentWriter:
         self._executor = executor
         self._on_committed = on_committed
         self.watch = watch or CommitWatch()
+        self.offsets = offsets
         self._open: _Segment | None = None
         self._commit_tail: asyncio.Future | None = None
         self._flushes: set[asyncio.Task] = set()
@@ -371,6 +374,15 @@ class SegmentWriter:
             if self._on_committed is not None:
                 self._on_committed(key, written.data)
             self.watch.notify(segment.touched)
+            if self.offsets is not None:
+                for entry, result in zip(written.commit_batches, results, strict=True):
+                    if not result["error_code"]:
+                        self.offsets.committed(
+                            entry["topic_id"],
+                            entry["partition"],
+                            end=result["base_offset"] + entry["records"],
+                            log_start=result["log_start_offset"],
+                        )
             results = written.in_append_order(results)
         for future, first, count in segment.waiters:
             if future.done():  # the client went away

@@ -265,6 +265,8 @@ def list_offsets(*, cluster_id: int, partitions: list[dict]) -> list[dict]:
             if part is None:
                 answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            answer["high_watermark"] = part.high_watermark
+            answer["log_start_offset"] = part.log_start_offset
             timestamp = request.get("timestamp", -1)
             if timestamp == -1:
                 answer["offset"] = part.high_watermark

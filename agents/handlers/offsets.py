@@ -64,28 +64,64 @@ async def _per_partition(
     call: str,
     query_for: Callable[[dict[str, Any], TopicInfo], dict[str, Any]],
     entry_for: Callable[[dict[str, Any], int, dict[str, Any] | None], dict[str, Any]],
+    known: Callable[[dict[str, Any], TopicInfo], dict[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
     """Resolve every partition, make ONE control-plane ``call`` for the known ones, and
     answer per topic in request order. ``entry_for(request, error, answer)`` builds a
-    partition's entry; ``answer`` is None for a partition that was never asked about."""
+    partition's entry; ``answer`` is None for a partition that was never asked about.
+    ``known(request, topic)``, when given, may answer a partition from what the agent
+    already knows, without asking."""
     resolved = await _resolve(ctx, topics, name_field, "partitions", index_field)
-    query = [query_for(p, info) for p, info, _ in resolved if info is not None]
-    answers = (
+    local: list[dict[str, Any] | None] = [
+        known(p, info) if known is not None and info is not None else None
+        for p, info, _ in resolved
+    ]
+    query = [
+        query_for(p, info)
+        for (p, info, _), answer in zip(resolved, local, strict=True)
+        if info is not None and answer is None
+    ]
+    asked = (
         iter((await ctx.client.call(call, {"partitions": query}))["partitions"])
         if query
         else iter(())
     )
-    results = iter(resolved)
+    results = iter(zip(resolved, local, strict=True))
     out_topics = []
     for topic in topics:
         partitions = []
         for _ in topic["partitions"]:
-            request, info, error = next(results)
-            partitions.append(
-                entry_for(request, error, next(answers) if info is not None else None)
-            )
+            (request, info, error), answer = next(results)
+            if info is not None and answer is None:
+                answer = next(asked)
+                if call == "list-offsets" and not answer["error_code"]:
+                    _learn(ctx, info, request, index_field, answer)
+            partitions.append(entry_for(request, error, answer))
         out_topics.append({name_field: topic[name_field], "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": out_topics}
+
+
+def _learn(ctx, info: TopicInfo, request: dict, index_field: str, answer: dict) -> None:
+    """Keep the partition's watermarks that came with an answer (``partition_offsets``)."""
+    if "high_watermark" in answer:
+        ctx.offsets.learn(
+            info.topic_id_str,
+            request[index_field],
+            high_watermark=answer["high_watermark"],
+            log_start=answer["log_start_offset"],
+        )
+
+
+def _known_offset(ctx: AgentContext, request: dict, info: TopicInfo, index_field: str):
+    """A latest or earliest answer from what the agent learned in the last moment."""
+    timestamp = _TIMESTAMP_ALIASES.get(request.get("timestamp", LATEST), request.get("timestamp"))
+    if "timestamp" in request and timestamp not in (LATEST, EARLIEST):
+        return None
+    known = ctx.offsets.fresh(info.topic_id_str, request[index_field])
+    if known is None:
+        return None
+    offset = known[1] if timestamp == EARLIEST else known[0]
+    return {"error_code": 0, "offset": offset, "timestamp": -1}
 
 
 async def handle_list_offsets(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
@@ -130,6 +166,7 @@ async def handle_list_offsets(ctx: AgentContext, header, body: dict[str, Any]) -
         call="list-offsets",
         query_for=query_for,
         entry_for=entry_for,
+        known=lambda p, info: _known_offset(ctx, p, info, "partition_index"),
     )
     for entry, answer, target in narrowing:
         found = await _exact_record(ctx, answer, target)
@@ -207,6 +244,7 @@ async def handle_offset_for_leader_epoch(
         call="list-offsets",
         query_for=query_for,
         entry_for=entry_for,
+        known=lambda p, info: _known_offset(ctx, p, info, "partition"),
     )
 
 
@@ -214,6 +252,7 @@ async def handle_delete_records(ctx: AgentContext, header, body: dict[str, Any])
     """Kafka DeleteRecords: move each partition's log start offset forward."""
 
     def query_for(p: dict[str, Any], info: TopicInfo) -> dict[str, Any]:
+        ctx.offsets.forget(info.topic_id_str, p["partition_index"])  # the start moves
         return {
             "topic_id": info.topic_id_str,
             "partition": p["partition_index"],

@@ -185,3 +185,23 @@ def test_an_unreachable_control_plane_gets_a_retriable_error_not_a_failure(monke
     _, decoded = decode_response(ApiKey.PRODUCE, 9, answer[4:])
     error = decoded["responses"][0]["partition_responses"][0]["error_code"]
     assert error == ErrorCode.KAFKA_STORAGE_ERROR and ErrorCode(error).retriable
+
+
+def test_partition_offsets_are_answered_only_while_fresh_and_never_move_back(monkeypatch):
+    from agents import partition_offsets
+
+    now = [100.0]
+    monkeypatch.setattr(partition_offsets.time, "monotonic", lambda: now[0])
+    offsets = partition_offsets.PartitionOffsets(max_age_s=1.0)
+    assert offsets.fresh("t", 0) is None
+    offsets.learn("t", 0, high_watermark=50, log_start=10)
+    offsets.committed("t", 0, end=40, log_start=0)  # an older commit's answer
+    assert offsets.fresh("t", 0) == (50, 10)
+    now[0] += 0.5
+    offsets.committed("t", 0, end=60, log_start=10)
+    assert offsets.fresh("t", 0) == (60, 10)
+    now[0] += 1.01
+    assert offsets.fresh("t", 0) is None  # older than max_age_s: ask again
+    offsets.learn("t", 0, high_watermark=70, log_start=20)
+    offsets.forget("t", 0)
+    assert offsets.fresh("t", 0) is None
