@@ -205,3 +205,16 @@ def test_partition_offsets_are_answered_only_while_fresh_and_never_move_back(mon
     offsets.learn("t", 0, high_watermark=70, log_start=20)
     offsets.forget("t", 0)
     assert offsets.fresh("t", 0) is None
+
+
+def test_the_agent_lifts_its_open_file_limit_to_the_hard_limit():
+    import resource
+
+    from agents.__main__ import raise_file_limit
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
+        assert raise_file_limit() == resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 256
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
