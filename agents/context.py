@@ -10,6 +10,7 @@ from agents.config import AgentConfig
 from agents.control_plane import ControlPlaneClient
 from agents.groups.coordinator import GroupCoordinator
 from agents.groups.ring import Peer
+from agents.peers.client import PeerClient
 from agents.topics import TopicCache
 from agents.write_path import CommitWatch, SegmentWriter
 from agents.zone_cache import ZoneCache
@@ -37,6 +38,7 @@ class AgentContext:
     live_agents: list[dict[str, Any]] = field(default_factory=list)
     groups: GroupCoordinator | None = None  # set by the runtime once the agent is up
     peer_secret: str | None = None  # signs the peer channel; from the heartbeat answer
+    peers: PeerClient | None = None  # the zone's other agents (None: zone cache off)
 
     @property
     def host(self) -> str:

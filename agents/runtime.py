@@ -261,8 +261,10 @@ class AgentRuntime:
             self._apply_cluster(answer)
             self.registered = True
 
+            self.ctx.peers = self.peers
+            dispatcher = Dispatcher(self.ctx)
             server = KafkaServer(
-                Dispatcher(self.ctx), max_frame_bytes=config.max_request_bytes, security=security
+                dispatcher, max_frame_bytes=config.max_request_bytes, security=security
             )
             log.info("Kafka listener security protocol: %s", security.protocol)
             await server.start_on(sock)
@@ -273,6 +275,7 @@ class AgentRuntime:
                 cluster_prefix=cluster_id + "/",
                 chunk_bytes=config.cache_chunk_bytes,
                 serve_chunk=cache.serve_peer,
+                relay=dispatcher.relayed,
             )
             http_runner = await start_http_on(app, http_sock)
             http_sock = None

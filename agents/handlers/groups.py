@@ -245,20 +245,30 @@ async def handle_describe_groups(ctx: AgentContext, header, body: dict[str, Any]
 
 
 async def handle_list_groups(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
-    """Kafka ListGroups v0–4: the groups this agent coordinates — those in its memory and
-    those the metadata store knows that hash to it. Clients ask every broker of the
-    Metadata answer and merge, so each group is listed by exactly one agent."""
+    """Kafka ListGroups v0–4: the groups this agent coordinates for the client — those
+    in its memory and those the metadata store knows that hash to it. Clients ask every
+    broker of the Metadata answer and merge, so each group is listed by exactly one
+    agent; for a client that names its zone, by the zone's front for the group, with
+    the state its coordinator last reported."""
     try:
         await ctx.groups.ring.check_all()
         stored = await _stored_groups(ctx, None)
     except ControlPlaneError:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    ring, zone = ctx.groups.ring, client_zone(header.client_id)
+    me = ring.me.agent_id
     listed: dict[str, tuple[str, str]] = {}
     for group_id, known in stored.items():
-        if ctx.groups.ring.owns(group_id) and known["has_offsets"]:
-            listed[group_id] = (known.get("protocol_type") or "", "Empty")
+        if ring.front(group_id, zone).agent_id != me:
+            continue
+        if zone is None:  # the owner: its memory (below) is the truth
+            if known["has_offsets"]:
+                listed[group_id] = (known.get("protocol_type") or "", "Empty")
+        elif known["has_offsets"] or known.get("agent_id"):
+            listed[group_id] = (known.get("protocol_type") or "", known.get("state") or "Empty")
     for group in ctx.groups.listing():
-        listed[group.group_id] = (group.protocol_type or "", group.state.value)
+        if ring.front(group.group_id, zone).agent_id == me:
+            listed[group.group_id] = (group.protocol_type or "", group.state.value)
     wanted = {s.lower() for s in body.get("states_filter") or ()}
     return {
         "throttle_time_ms": 0,
