@@ -8,6 +8,7 @@ from collections.abc import Callable
 from urllib.parse import urlencode
 
 import aiohttp
+from yarl import URL
 
 from agents.groups.ring import Peer
 from agents.peers import auth
@@ -50,7 +51,8 @@ class PeerClient:
         if not peer.http_port:
             raise PeerError("no_port", f"agent {peer.agent_id} has no HTTP port")
         headers = {"Authorization": auth.sign(secret, self.agent_id, method, target, body)}
-        url = f"http://{peer.host}:{peer.http_port}{target}"
+        # encoded=True: send the target byte for byte as signed (no requoting).
+        url = URL(f"http://{peer.host}:{peer.http_port}{target}", encoded=True)
         timeout = aiohttp.ClientTimeout(total=timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s))
         try:
             async with self._get_session().request(
