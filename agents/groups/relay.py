@@ -27,6 +27,7 @@ import msgspec
 
 from agents.context import AgentContext
 from agents.groups.ring import Peer
+from agents.metrics import Counter
 from agents.peers.client import PeerError
 from agents.zone_routing import client_zone
 from core.kafka import ApiKey, RequestHeader
@@ -35,6 +36,12 @@ from core.kafka.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 Handler = Callable[[AgentContext, RequestHeader, dict[str, Any]], Awaitable[dict | None]]
+
+_RELAYS = Counter(
+    "floe_group_relays_total",
+    "Group requests this agent relayed to the group's coordinator, by API and outcome.",
+    ("api", "outcome"),
+)
 
 RELAYED: ContextVar[bool] = ContextVar("floe_relayed", default=False)
 # A JoinGroup or SyncGroup parks until the rebalance completes (its rebalance timeout);
@@ -115,7 +122,13 @@ async def _call(
             header.api_key, header.api_version, header.correlation_id, header.client_id, body
         )
     )
-    raw = await ctx.peers.relay(owner, payload, _wait_s(header, body))
+    api = ApiKey(header.api_key).name
+    try:
+        raw = await ctx.peers.relay(owner, payload, _wait_s(header, body))
+    except PeerError:
+        _RELAYS.inc(1, api, "failed")
+        raise
+    _RELAYS.inc(1, api, "ok")
     try:
         answer = msgspec.msgpack.decode(raw)
     except msgspec.DecodeError as exc:
