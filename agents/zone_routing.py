@@ -25,8 +25,8 @@ from agents.groups.ring import Peer
 # documents `ws_az=…` this way). A zone is what `--zone` accepts.
 _ZONE_HINT = re.compile(rf"(?:^|[\s,;])(?:floe_az|ws_az)=({ZONE_PATTERN})")
 
-# An agent counts as overloaded above this multiple of its zone's mean load, and only
-# once the load is worth moving (requests per second).
+# An agent counts as overloaded above this multiple of the other agents' mean load, and
+# only once the load is worth moving (requests per second).
 OVERLOAD_FACTOR = 1.5
 MIN_OVERLOAD_REQUESTS_PER_S = 20.0
 MIN_WEIGHT = 0.05
@@ -50,16 +50,16 @@ def zone_members(peers: Sequence[Peer], zone: str | None) -> list[Peer]:
 
 
 def load_weights(peers: Sequence[Peer]) -> dict[str, float]:
-    """Each peer's share of new partitions: 1, or less when it is overloaded.
+    """Each peer's share of partitions: 1, or less when it is overloaded — its load is
+    above `OVERLOAD_FACTOR` times the mean of the others' (its own would hide it).
 
     Rounded to a tenth so that ordinary jitter in reported load moves nothing.
     """
-    if not peers:
-        return {}
-    mean = sum(p.load for p in peers) / len(peers)
+    total = sum(p.load for p in peers)
     weights = {}
     for peer in peers:
-        limit = OVERLOAD_FACTOR * mean
+        others = len(peers) - 1
+        limit = OVERLOAD_FACTOR * (total - peer.load) / others if others else float("inf")
         if peer.load > limit and peer.load > MIN_OVERLOAD_REQUESTS_PER_S:
             weights[peer.agent_id] = max(MIN_WEIGHT, round(limit / peer.load, 1))
         else:
