@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import re
 import signal
@@ -267,6 +268,7 @@ def moto_bucket():
     sys.path.insert(0, str(ROOT))
     from tests.fixtures_s3 import REGION, create_bucket, moto_s3_server
 
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto logs every request
     with moto_s3_server() as endpoint:
         yield f"s3://{create_bucket(endpoint)}?endpoint={endpoint}&region={REGION}"
 
