@@ -38,7 +38,7 @@ class AgentContext:
     live_agents: list[dict[str, Any]] = field(default_factory=list)
     groups: GroupCoordinator | None = None  # set by the runtime once the agent is up
     peer_secret: str | None = None  # signs the peer channel; from the heartbeat answer
-    peers: PeerClient | None = None  # the zone's other agents (None: zone cache off)
+    peers: PeerClient | None = None  # the channel to the cluster's other agents
 
     @property
     def host(self) -> str:

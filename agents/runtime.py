@@ -212,8 +212,8 @@ class AgentRuntime:
             answer = await self._register(port)
             cluster_id = answer["cluster"]["id"]
             watch = CommitWatch()
-            if config.zone_cache:
-                self.peers = PeerClient(config.agent_id, lambda: self.ctx and self.ctx.peer_secret)
+            # Group relays use the peer channel even when the zone cache is off.
+            self.peers = PeerClient(config.agent_id, lambda: self.ctx and self.ctx.peer_secret)
             cache = ZoneCache(
                 store,
                 ChunkCache(
@@ -222,7 +222,7 @@ class AgentRuntime:
                     chunk_bytes=config.cache_chunk_bytes,
                 ),
                 ring=ChunkRing(config.agent_id),
-                peers=self.peers,
+                peers=self.peers if config.zone_cache else None,
                 zone_peers=self._zone_cache_peers,
                 executor=self.executor,
                 peer_timeout_s=config.peer_timeout_ms / 1000,

@@ -63,10 +63,10 @@ class PeerClient:
                     text = payload[:200].decode("utf-8", "replace")
                     raise PeerError(f"http_{response.status}", f"{peer.agent_id}: {text}")
                 return payload
+        except TimeoutError as exc:  # first: aiohttp's timeouts are ClientErrors too
+            raise PeerError("timeout", f"{peer.agent_id}: no answer in {timeout_s}s") from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise PeerError("unreachable", f"{peer.agent_id}: {type(exc).__name__}") from exc
-        except TimeoutError as exc:
-            raise PeerError("timeout", f"{peer.agent_id}: no answer in {timeout_s}s") from exc
 
     async def fetch_chunk(
         self, peer: Peer, key: str, index: int, chunk_bytes: int, timeout_s: float

@@ -210,3 +210,62 @@ def test_zone_and_cache_flags_have_environment_fallbacks():
     assert config.zone_cache is False and config.peer_timeout_ms == 750
     defaults = parse_config(REQUIRED, environ={})
     assert defaults.cache_chunk_bytes == 4 * 1024 * 1024 and defaults.zone_cache is True
+
+
+def test_a_slow_or_dead_owner_costs_a_get_never_the_read():
+    from agents.chunk_cache import ChunkCache
+    from agents.http_server import start_http
+    from agents.peers.client import PeerClient
+    from agents.read_stats import PEER_FAILURES
+    from agents.zone_cache import ZoneCache
+    from core.storage import MemoryStore
+
+    data = bytes(range(256)) * 4096  # 1 MiB: sixteen 64 KiB chunks
+    store = MemoryStore("zone-units-slow-owner")
+    store.put("vci_a/f", data)
+
+    async def scenario():
+        release = asyncio.Event()
+
+        async def hang(request):
+            await release.wait()
+            return web.Response(status=503)
+
+        app = web.Application()
+        app.router.add_get("/peer/v1/chunk", hang)
+        runner, port = await start_http(app, "127.0.0.1", 0)
+        slow = Peer("agt-slow", "127.0.0.1", 1, 1, zone="a", http_port=port)
+        dead = Peer("agt-dead", "127.0.0.1", 1, 2, zone="a", http_port=1)  # nothing listens
+        chunks = ChunkCache(max_bytes=8 << 20, copy_bytes=1 << 20, chunk_bytes=64 * 1024)
+        cache = ZoneCache(
+            store,
+            chunks,
+            ring=ChunkRing("agt-me"),
+            peers=PeerClient("agt-me", lambda: "s3cret"),
+            zone_peers=lambda: [slow, dead],
+            peer_timeout_s=0.3,
+        )
+        cache.refresh_ring()
+        owners = {i: cache.ring.owner("vci_a/f", i) for i in range(16)}
+        by = {name: [i for i, o in owners.items() if o and o.agent_id == name] for name in
+              ("agt-slow", "agt-dead")}  # fmt: skip
+        try:
+            timings = []
+            for index in (by["agt-slow"][0], by["agt-dead"][0], by["agt-slow"][1]):
+                started = time.monotonic()
+                got = await cache.read("vci_a/f", index * 65536 + 10, 100)
+                timings.append(time.monotonic() - started)
+                assert b"".join(got) == data[index * 65536 + 10 : index * 65536 + 110]
+            return timings
+        finally:
+            release.set()
+            await cache.peers.close()
+            await runner.cleanup()
+
+    timeouts_before = PEER_FAILURES.value("timeout")
+    refused_before = PEER_FAILURES.value("unreachable")
+    slow_read, dead_read, later_read = asyncio.run(scenario())
+    assert slow_read < 3.0 and dead_read < 3.0  # bounded by the peer timeout, then the bucket
+    assert later_read < 0.2  # the slow owner is left out for a while: straight to the bucket
+    assert PEER_FAILURES.value("timeout") == timeouts_before + 1
+    assert PEER_FAILURES.value("unreachable") == refused_before + 1
