@@ -20,10 +20,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def bench_env(data_dir: Path) -> dict:
+def bench_env(data_dir: Path, database: str = "floe_bench") -> dict:
     """Environment for a control plane on a fresh bench database.
 
-    With ``DATABASE_URL`` set, a database ``floe_bench`` is (re)created on that server;
+    With ``DATABASE_URL`` set, a database ``database`` is (re)created on that server
+    (benchmarks that may run side by side on one server use their own names);
     otherwise the embedded PostgreSQL in ``data_dir`` is used.
     """
     sys.path.insert(0, str(ROOT))
@@ -35,10 +36,10 @@ def bench_env(data_dir: Path) -> dict:
     import psycopg
 
     with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS floe_bench WITH (FORCE)")
-        conn.execute("CREATE DATABASE floe_bench")
+        conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {database}")
     head, _, tail = base.partition("?")
-    env["DATABASE_URL"] = head.rsplit("/", 1)[0] + "/floe_bench" + ("?" + tail if tail else "")
+    env["DATABASE_URL"] = head.rsplit("/", 1)[0] + f"/{database}" + ("?" + tail if tail else "")
     env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/14")
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True
