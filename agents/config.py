@@ -20,6 +20,12 @@ DEFAULT_BATCH_TIMEOUT_MS = 250
 MIN_BATCH_TIMEOUT_MS = 5
 DEFAULT_BATCH_MAX_BYTES = 8 * 1024 * 1024
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
+DEFAULT_CACHE_CHUNK_BYTES = 4 * 1024 * 1024
+MIN_CACHE_CHUNK_BYTES = 64 * 1024
+DEFAULT_CACHE_COPY_BYTES = 32 * 1024 * 1024
+DEFAULT_PEER_TIMEOUT_MS = 5000
+# What a client may name in client.id (agents.zone_routing), so every zone is nameable.
+ZONE_PATTERN = r"[A-Za-z0-9._:/-]{1,64}"
 # Kafka's socket.request.max.bytes: the largest request frame a client may send.
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 
@@ -44,6 +50,10 @@ class AgentConfig:
     batch_timeout_ms: int = DEFAULT_BATCH_TIMEOUT_MS
     batch_max_bytes: int = DEFAULT_BATCH_MAX_BYTES
     cache_bytes: int = DEFAULT_CACHE_BYTES
+    cache_chunk_bytes: int = DEFAULT_CACHE_CHUNK_BYTES  # one GET, one unit of the zone cache
+    cache_copy_bytes: int = DEFAULT_CACHE_COPY_BYTES  # local copies of chunks peers own
+    zone_cache: bool = True  # share chunks with the zone's agents (off: each GETs its own)
+    peer_timeout_ms: int = DEFAULT_PEER_TIMEOUT_MS
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     log_level: str = "INFO"
     require_sasl: bool = False  # refuse every request but ApiVersions/SASL until logged in
@@ -118,6 +128,28 @@ def _build_parser() -> _OneLineParser:
         type=_positive_int(0),
         help="read cache size in bytes (default 256 MiB) [FLOE_CACHE_BYTES]",
     )
+    add(
+        "--cache-chunk-bytes",
+        type=_positive_int(MIN_CACHE_CHUNK_BYTES),
+        help="bytes per ranged GET and per cached chunk (default 4 MiB) [FLOE_CACHE_CHUNK_BYTES]",
+    )
+    add(
+        "--cache-copy-bytes",
+        type=_positive_int(0),
+        help="memory for copies of chunks other agents of the zone own (default 32 MiB) "
+        "[FLOE_CACHE_COPY_BYTES]",
+    )
+    add(
+        "--zone-cache",
+        type=_boolean,
+        help="share one cache with the zone's agents (default true) [FLOE_ZONE_CACHE]",
+    )
+    add(
+        "--peer-timeout-ms",
+        type=_positive_int(50),
+        help="give up on a peer's chunk after this long and read the bucket (default 5000) "
+        "[FLOE_PEER_TIMEOUT_MS]",
+    )
     add("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="[FLOE_LOG_LEVEL]")
     add(
         "--require-sasl",
@@ -148,6 +180,10 @@ _ENV = {
     "batch_timeout": ("FLOE_BATCH_TIMEOUT", _positive_int(MIN_BATCH_TIMEOUT_MS)),
     "batch_max_bytes": ("FLOE_BATCH_MAX_BYTES", _positive_int(1024)),
     "cache_bytes": ("FLOE_CACHE_BYTES", _positive_int(0)),
+    "cache_chunk_bytes": ("FLOE_CACHE_CHUNK_BYTES", _positive_int(MIN_CACHE_CHUNK_BYTES)),
+    "cache_copy_bytes": ("FLOE_CACHE_COPY_BYTES", _positive_int(0)),
+    "zone_cache": ("FLOE_ZONE_CACHE", _boolean),
+    "peer_timeout_ms": ("FLOE_PEER_TIMEOUT_MS", _positive_int(50)),
     "log_level": ("FLOE_LOG_LEVEL", str.upper),
     "require_sasl": ("FLOE_REQUIRE_SASL", _boolean),
     "tls_cert": ("FLOE_TLS_CERT", str),
@@ -202,6 +238,12 @@ def parse_config(
             f"--agent-id must be 1-64 letters, digits, '.', '_' or '-', got {agent_id!r}"
         )
 
+    zone = str(values["zone"] or "")
+    if zone and not re.fullmatch(ZONE_PATTERN, zone):
+        raise ConfigError(
+            f"--zone must be 1-64 letters, digits, '.', '_', ':', '/' or '-', got {zone!r}"
+        )
+
     host = values["host"] or "127.0.0.1"
     advertise = values["advertise_host"] or (host if host not in ("0.0.0.0", "::") else "127.0.0.1")
     return AgentConfig(
@@ -213,12 +255,20 @@ def parse_config(
         advertise_host=str(advertise),
         kafka_port=DEFAULT_KAFKA_PORT if values["kafka_port"] is None else values["kafka_port"],
         http_port=DEFAULT_HTTP_PORT if values["http_port"] is None else values["http_port"],
-        zone=str(values["zone"] or ""),
+        zone=zone,
         batch_timeout_ms=values["batch_timeout"] or DEFAULT_BATCH_TIMEOUT_MS,
         batch_max_bytes=values["batch_max_bytes"] or DEFAULT_BATCH_MAX_BYTES,
         cache_bytes=(
             DEFAULT_CACHE_BYTES if values["cache_bytes"] is None else values["cache_bytes"]
         ),
+        cache_chunk_bytes=values["cache_chunk_bytes"] or DEFAULT_CACHE_CHUNK_BYTES,
+        cache_copy_bytes=(
+            DEFAULT_CACHE_COPY_BYTES
+            if values["cache_copy_bytes"] is None
+            else values["cache_copy_bytes"]
+        ),
+        zone_cache=values["zone_cache"] is not False,
+        peer_timeout_ms=values["peer_timeout_ms"] or DEFAULT_PEER_TIMEOUT_MS,
         log_level=str(values["log_level"] or "INFO"),
         require_sasl=bool(values["require_sasl"]),
         tls_cert=str(values["tls_cert"]) if values["tls_cert"] else None,

@@ -6,13 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.chunk_cache import ChunkCache
 from agents.config import AgentConfig
 from agents.control_plane import ControlPlaneClient
 from agents.groups.coordinator import GroupCoordinator
+from agents.groups.ring import Peer
 from agents.partition_offsets import PartitionOffsets
+from agents.peers.client import PeerClient
 from agents.topics import TopicCache
 from agents.write_path import CommitWatch, SegmentWriter
+from agents.zone_cache import ZoneCache
+from agents.zone_routing import zone_members
 
 # What Floe tells clients about replication: data lives in object storage, which
 # replicates it; tools that check for a replication factor ≥ 3 should be satisfied.
@@ -27,7 +30,7 @@ class AgentContext:
     client: ControlPlaneClient
     topics: TopicCache
     writer: SegmentWriter
-    cache: ChunkCache
+    cache: ZoneCache
     watch: CommitWatch
     cluster_id: str
     node_id: int
@@ -36,6 +39,8 @@ class AgentContext:
     cluster_config: dict[str, Any] = field(default_factory=dict)
     live_agents: list[dict[str, Any]] = field(default_factory=list)
     groups: GroupCoordinator | None = None  # set by the runtime once the agent is up
+    peer_secret: str | None = None  # signs the peer channel; from the heartbeat answer
+    peers: PeerClient | None = None  # the channel to the cluster's other agents
 
     @property
     def host(self) -> str:
@@ -52,11 +57,20 @@ class AgentContext:
         except (TypeError, ValueError):
             return 1
 
-    def broker(self) -> dict[str, Any]:
-        """This agent as a Metadata response broker entry."""
-        return {"node_id": self.node_id, "host": self.host, "port": self.port, "rack": None}
+    def me(self) -> Peer:
+        """This agent as a peer (its zone and Kafka address)."""
+        if self.groups is not None:
+            return self.groups.ring.me
+        return Peer(self.config.agent_id, self.host, self.port, self.node_id, zone=self.config.zone)
 
-    def brokers(self) -> list[dict[str, Any]]:
-        """Metadata brokers: this agent, then the live peers (group coordinators must be
-        brokers the client knows)."""
-        return self.groups.ring.brokers() if self.groups is not None else [self.broker()]
+    def known_zones(self) -> set[str]:
+        """The zones of the live agents (clients may name any string; these are real)."""
+        return {str(a.get("zone") or "") for a in self.live_agents} | {self.config.zone}
+
+    def zone_peers(self, zone: str | None) -> list[Peer]:
+        """The live agents a client of `zone` is sent to (this one first when it is among
+        them): those of the zone, or every agent when the zone is None or has none. Group
+        coordinators must be among them: clients only reach brokers Metadata listed."""
+        if self.groups is None:
+            return [self.me()]
+        return zone_members(self.groups.ring.candidates(), zone)

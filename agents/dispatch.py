@@ -15,6 +15,7 @@ from typing import Any
 
 from agents.context import AgentContext
 from agents.control_plane import ControlPlaneError
+from agents.groups.relay import handle_relayed, relaying
 from agents.handlers import acls as acl_handlers
 from agents.handlers import cluster, configs, fetch, group_offsets, groups, offsets, produce, topics
 from agents.handlers.errors import CloseConnection, error_response
@@ -28,6 +29,12 @@ from core.kafka.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 Handler = Callable[[AgentContext, RequestHeader, dict[str, Any]], Awaitable[dict | None]]
+
+
+def _relayed(handler: Handler) -> Handler:
+    # A zone's front for a group relays to its coordinator (agents.groups.relay).
+    return relaying(handler, groups.error_response)
+
 
 # What this agent serves, and from which version (the codec may know older ones we
 # do not want: Fetch < 4 has no log start offset, Produce < 3 no magic-2 batches).
@@ -48,16 +55,16 @@ HANDLERS: dict[ApiKey, tuple[Handler, int]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (offsets.handle_offset_for_leader_epoch, 0),
     # Consumer groups (handlers/groups.py, handlers/group_offsets.py).
     ApiKey.FIND_COORDINATOR: (groups.handle_find_coordinator, 0),
-    ApiKey.JOIN_GROUP: (groups.handle_join_group, 0),
-    ApiKey.SYNC_GROUP: (groups.handle_sync_group, 0),
-    ApiKey.HEARTBEAT: (groups.handle_heartbeat, 0),
-    ApiKey.LEAVE_GROUP: (groups.handle_leave_group, 0),
-    ApiKey.DESCRIBE_GROUPS: (groups.handle_describe_groups, 0),
+    ApiKey.JOIN_GROUP: (_relayed(groups.handle_join_group), 0),
+    ApiKey.SYNC_GROUP: (_relayed(groups.handle_sync_group), 0),
+    ApiKey.HEARTBEAT: (_relayed(groups.handle_heartbeat), 0),
+    ApiKey.LEAVE_GROUP: (_relayed(groups.handle_leave_group), 0),
+    ApiKey.DESCRIBE_GROUPS: (_relayed(groups.handle_describe_groups), 0),
     ApiKey.LIST_GROUPS: (groups.handle_list_groups, 0),
-    ApiKey.DELETE_GROUPS: (groups.handle_delete_groups, 0),
-    ApiKey.OFFSET_COMMIT: (group_offsets.handle_offset_commit, 0),
-    ApiKey.OFFSET_FETCH: (group_offsets.handle_offset_fetch, 0),
-    ApiKey.OFFSET_DELETE: (group_offsets.handle_offset_delete, 0),
+    ApiKey.DELETE_GROUPS: (_relayed(groups.handle_delete_groups), 0),
+    ApiKey.OFFSET_COMMIT: (_relayed(group_offsets.handle_offset_commit), 0),
+    ApiKey.OFFSET_FETCH: (_relayed(group_offsets.handle_offset_fetch), 0),
+    ApiKey.OFFSET_DELETE: (_relayed(group_offsets.handle_offset_delete), 0),
     # Security (agents/security): SASL, and ACLs stored by the control plane.
     ApiKey.SASL_HANDSHAKE: (sasl.handle_sasl_handshake, 0),
     ApiKey.SASL_AUTHENTICATE: (sasl.handle_sasl_authenticate, 0),
@@ -102,6 +109,11 @@ class Dispatcher:
             ],
             "throttle_time_ms": 0,
         }
+
+    async def relayed(self, payload: bytes, agent_id: str) -> bytes:
+        """A group request relayed by the agent `agent_id` (`agents.groups.relay`)."""
+        handlers = {key: handler for key, (handler, _) in HANDLERS.items()}
+        return await handle_relayed(self.ctx, payload, handlers, self.serves)
 
     def serves(self, header: RequestHeader) -> bool:
         """Whether this agent answers this API at this version."""

@@ -1,7 +1,9 @@
-"""The agent's HTTP port: `/healthz` for load balancers, `/metrics` for Prometheus."""
+"""The agent's HTTP port: `/healthz` for load balancers, `/metrics` for Prometheus, and
+the peer channel (`agents.peers.server`)."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 
 from aiohttp import web
@@ -27,6 +29,14 @@ def build_app(is_healthy: Callable[[], bool]) -> web.Application:
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
     return app
+
+
+async def start_http_on(app: web.Application, sock: socket.socket) -> web.AppRunner:
+    """Serve `app` on an already bound socket (so the port can be registered first)."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    return runner
 
 
 async def start_http(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:

@@ -60,6 +60,10 @@ class Counter(_Metric):
         """The sum over every label set."""
         return sum(self._values.values())
 
+    def items(self) -> list[tuple[tuple, float]]:
+        """(label values, value) for every series."""
+        return list(self._values.items())
+
     def render(self) -> list[str]:
         lines = super().render()
         for labels, value in sorted(self._values.items(), key=lambda kv: str(kv[0])):

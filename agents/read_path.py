@@ -20,6 +20,7 @@ from typing import Any
 from agents.context import AgentContext
 from agents.control_plane import ControlPlaneError
 from agents.metrics import Counter, Histogram
+from agents.read_stats import count_client_bytes
 from agents.topics import TopicInfo
 from core.kafka.errors import ErrorCode
 from core.segment import run_batches
@@ -31,7 +32,6 @@ REPLAN_INTERVAL_S = 0.1
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 _LEADER_EPOCH = 0  # Floe has no leader changes; Metadata says epoch 0 too
 
-_FETCH_BYTES = Counter("floe_fetch_bytes_total", "Record batch bytes returned to consumers.")
 _PLAN_SECONDS = Histogram("floe_fetch_plan_seconds", "Latency of fetch-plan calls.")
 _READ_ERRORS = Counter("floe_fetch_read_errors_total", "Batches that could not be read.")
 
@@ -62,9 +62,12 @@ class Wanted:
         self.answer = _partition_answer(self.partition)
 
 
-async def fill(ctx: AgentContext, wanted: list[Wanted], body: dict[str, Any]) -> None:
+async def fill(
+    ctx: AgentContext, wanted: list[Wanted], body: dict[str, Any], client_zone: str | None = None
+) -> None:
     """Fill the answers of `wanted` from fetch plans, long-polling as the Fetch `body`
-    asks (`max_wait_ms`, `min_bytes`), within its `max_bytes`."""
+    asks (`max_wait_ms`, `min_bytes`), within its `max_bytes`. The bytes sent are
+    counted by `client_zone`, the zone the client named (None: none)."""
     max_bytes = body.get("max_bytes", 0x7FFFFFFF)
     min_bytes = body.get("min_bytes", 1)
     deadline = time.monotonic() + max(body.get("max_wait_ms", 0), 0) / 1000
@@ -97,7 +100,8 @@ async def fill(ctx: AgentContext, wanted: list[Wanted], body: dict[str, Any]) ->
         total, errors = await _assemble(ctx, wanted, plan["partitions"], max_bytes)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0:
-            _FETCH_BYTES.inc(total)
+            if total:
+                count_client_bytes(total, client_zone, ctx.config.zone, ctx.known_zones())
             return
         # Wake at once when this agent commits to one of the partitions; otherwise look
         # again shortly, since another agent may have committed.

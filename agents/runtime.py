@@ -18,6 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from agents import AGENT_VERSION
 from agents.chunk_cache import ChunkCache
 from agents.config import AgentConfig
 from agents.context import AgentContext
@@ -30,14 +31,18 @@ from agents.control_plane import (
 from agents.dispatch import REQUESTS_TOTAL, Dispatcher
 from agents.groups.coordinator import GroupCoordinator
 from agents.groups.ring import Peer, node_id_for
-from agents.http_server import build_app, start_http
+from agents.http_server import build_app, start_http_on
 from agents.metrics import Counter, Gauge, Histogram
 from agents.partition_offsets import PartitionOffsets
+from agents.peers.client import PeerClient
+from agents.peers.server import add_peer_routes
+from agents.read_stats import CountingStore, heartbeat_stats
 from agents.security.session import Security
 from agents.security.tls import TlsConfigError
 from agents.server import KafkaServer
 from agents.topics import TopicCache
 from agents.write_path import CommitWatch, SegmentWriter
+from agents.zone_cache import ChunkRing, ZoneCache
 from core.storage import open_store
 
 log = logging.getLogger("agents")
@@ -88,6 +93,8 @@ class AgentRuntime:
         self.ctx: AgentContext | None = None
         self._stop = asyncio.Event()
         self._requests_seen = 0
+        self.http_port = 0
+        self.peers: PeerClient | None = None
 
     def request_stop(self) -> None:
         """Begin a clean shutdown (signal handlers call this)."""
@@ -100,6 +107,9 @@ class AgentRuntime:
             "port": port,
             "zone": self.config.zone,
             "load": load,
+            "http_port": self.http_port,
+            "version": AGENT_VERSION,
+            "stats": heartbeat_stats(),
         }
 
     async def _register(self, port: int) -> dict[str, Any]:
@@ -129,6 +139,9 @@ class AgentRuntime:
             return
         ctx.cluster_config = dict(answer["cluster"].get("config") or {})
         ctx.live_agents = list(answer.get("agents") or [])
+        secret = answer.get("peer_secret")
+        if isinstance(secret, str) and 0 < len(secret) <= 256:
+            ctx.peer_secret = secret
         if ctx.groups is not None:
             ctx.groups.live_agents_changed(ctx.live_agents)
         # The cluster may cap how long and how large segments get; our flags can only
@@ -139,6 +152,14 @@ class AgentRuntime:
             self.config.batch_timeout_ms, age or self.config.batch_timeout_ms
         )
         ctx.writer.max_bytes = min(self.config.batch_max_bytes, size or self.config.batch_max_bytes)
+
+    def _zone_cache_peers(self) -> list[Peer]:
+        """The agents sharing this one's cache: the reachable live agents of its zone."""
+        ctx = self.ctx
+        if ctx is None or ctx.groups is None:
+            return []
+        zone = self.config.zone
+        return [p for p in ctx.groups.ring.candidates() if p.zone == zone and p.http_port]
 
     async def _heartbeat_loop(self, port: int) -> None:
         last = time.monotonic()
@@ -168,11 +189,18 @@ class AgentRuntime:
         """Serve until asked to stop. Raises `StartupError` when it cannot start."""
         config = self.config
         try:
-            store = open_store(config.bucket_url)
+            store = CountingStore(open_store(config.bucket_url))
         except Exception as exc:
             raise StartupError(f"cannot open bucket {config.bucket_url}: {exc}") from None
         sock = _bind(config.host, config.kafka_port)
         port = sock.getsockname()[1]
+        # Bound before registering too: peers reach this agent's cache on it.
+        try:
+            http_sock = _bind(config.host, config.http_port)
+        except StartupError:
+            sock.close()
+            raise
+        self.http_port = http_sock.getsockname()[1]
         http_runner = None
         server: KafkaServer | None = None
         heartbeat: asyncio.Task | None = None
@@ -186,8 +214,20 @@ class AgentRuntime:
             cluster_id = answer["cluster"]["id"]
             watch = CommitWatch()
             offsets = PartitionOffsets()
-            cache = ChunkCache(
-                store.get_range, max_bytes=config.cache_bytes, executor=self.executor
+            # Group relays use the peer channel even when the zone cache is off.
+            self.peers = PeerClient(config.agent_id, lambda: self.ctx and self.ctx.peer_secret)
+            cache = ZoneCache(
+                store,
+                ChunkCache(
+                    max_bytes=config.cache_bytes,
+                    copy_bytes=config.cache_copy_bytes,
+                    chunk_bytes=config.cache_chunk_bytes,
+                ),
+                ring=ChunkRing(config.agent_id),
+                peers=self.peers if config.zone_cache else None,
+                zone_peers=self._zone_cache_peers,
+                executor=self.executor,
+                peer_timeout_s=config.peer_timeout_ms / 1000,
             )
             writer = SegmentWriter(
                 put=store.put,
@@ -213,24 +253,37 @@ class AgentRuntime:
                 node_id=node_id_for(config.agent_id),
                 port=port,
             )
-            me = Peer(config.agent_id, self.ctx.host, self.ctx.port, self.ctx.node_id)
+            me = Peer(
+                config.agent_id,
+                self.ctx.host,
+                self.ctx.port,
+                self.ctx.node_id,
+                zone=config.zone,
+                http_port=self.http_port,
+            )
             self.ctx.groups = GroupCoordinator.start_for(me, self.ctx.client)
             self._apply_cluster(answer)
             self.registered = True
 
+            self.ctx.peers = self.peers
+            dispatcher = Dispatcher(self.ctx)
             server = KafkaServer(
-                Dispatcher(self.ctx), max_frame_bytes=config.max_request_bytes, security=security
+                dispatcher, max_frame_bytes=config.max_request_bytes, security=security
             )
             log.info("Kafka listener security protocol: %s", security.protocol)
             await server.start_on(sock)
-            try:
-                http_runner, http_port = await start_http(
-                    build_app(lambda: self.registered), config.host, config.http_port
-                )
-            except OSError as exc:
-                raise StartupError(
-                    f"cannot listen on {config.host}:{config.http_port}: {exc.strerror}"
-                ) from None
+            app = build_app(lambda: self.registered)
+            add_peer_routes(
+                app,
+                secret=lambda: self.ctx.peer_secret,
+                cluster_prefix=cluster_id + "/",
+                chunk_bytes=config.cache_chunk_bytes,
+                serve_chunk=cache.serve_peer,
+                relay=dispatcher.relayed,
+            )
+            http_runner = await start_http_on(app, http_sock)
+            http_sock = None
+            http_port = self.http_port
             heartbeat = asyncio.get_running_loop().create_task(self._heartbeat_loop(port))
             lag_watch = asyncio.get_running_loop().create_task(_watch_loop_lag())
             _UP_SINCE.set(time.time())
@@ -256,6 +309,10 @@ class AgentRuntime:
                 sock.close()
             if http_runner is not None:
                 await http_runner.cleanup()
+            elif http_sock is not None:
+                http_sock.close()
+            if self.peers is not None:
+                await self.peers.close()
             await self.client.close()
             self.executor.shutdown(wait=False, cancel_futures=True)
 

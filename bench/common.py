@@ -20,11 +20,12 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def bench_env(data_dir: Path) -> dict:
+def bench_env(data_dir: Path, database: str | None = None) -> dict:
     """Environment for a control plane on a fresh bench database.
 
-    With ``DATABASE_URL`` set, a database ``floe_bench`` (``FLOE_BENCH_DATABASE``) is
-    (re)created on that server; otherwise the embedded PostgreSQL in ``data_dir`` is used.
+    With ``DATABASE_URL`` set, a database ``database`` (else ``FLOE_BENCH_DATABASE``, else
+    ``floe_bench``) is (re)created on that server (benchmarks that may run side by side on
+    one server use their own names); otherwise the embedded PostgreSQL in ``data_dir``.
     """
     sys.path.insert(0, str(ROOT))
     from controlplane.embedded import postgres_url
@@ -38,7 +39,7 @@ def bench_env(data_dir: Path) -> dict:
         FLOE_DATA_DIR=str(data_dir),
         PYTHONUNBUFFERED="1",
     )
-    database = env.get("FLOE_BENCH_DATABASE", "floe_bench")
+    database = database or env.get("FLOE_BENCH_DATABASE", "floe_bench")
     # An embedded server here belongs to the benchmark: it stops when the benchmark exits.
     base = env.get("DATABASE_URL") or postgres_url(data_dir, keep_running=False)
     import psycopg

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from datetime import timedelta
 
+import msgspec
 from django.conf import settings
 from django.utils import timezone
 
@@ -12,20 +15,33 @@ from metadata_store.models import Agent
 from virtualclusters.models import VirtualCluster
 
 
+def peer_secret_for(cluster: VirtualCluster) -> str:
+    """The secret the agents of one cluster sign their peer calls with.
+
+    Derived from the control plane's SECRET_KEY and the cluster id, so it is stable
+    across control-plane processes, never stored, different for every cluster, and
+    handed only to holders of that cluster's agent key (in the heartbeat answer).
+    """
+    message = b"floe-peer-secret\x00" + cluster.public_id.encode()
+    return hmac.new(settings.SECRET_KEY.encode(), message, hashlib.sha256).hexdigest()
+
+
 def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> dict:
     """Record an agent's heartbeat; answer the live agents and the cluster config."""
     now = timezone.now()
-    Agent.objects.update_or_create(
-        cluster=cluster,
-        agent_id=body.agent_id,
-        defaults={
-            "host": body.host or "127.0.0.1",
-            "port": body.port or 9092,
-            "zone": body.zone,
-            "load": body.load,
-            "last_heartbeat": now,
-        },
-    )
+    defaults = {
+        "host": body.host or "127.0.0.1",
+        "port": body.port or 9092,
+        "zone": body.zone,
+        "load": body.load,
+        "http_port": body.http_port,
+        "version": body.version,
+        "roles": list(body.roles),
+        "last_heartbeat": now,
+    }
+    if body.stats is not None:
+        defaults["stats"] = msgspec.to_builtins(body.stats)
+    Agent.objects.update_or_create(cluster=cluster, agent_id=body.agent_id, defaults=defaults)
     live_since = now - timedelta(seconds=settings.FLOE_AGENT_LIVENESS_S)
     agents = Agent.objects.filter(cluster=cluster, last_heartbeat__gte=live_since).order_by(
         "agent_id"
@@ -33,7 +49,15 @@ def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> dict:
     return {
         "cluster": {"id": cluster.public_id, "name": cluster.name, "config": cluster.config()},
         "agents": [
-            {"agent_id": a.agent_id, "host": a.host, "port": a.port, "zone": a.zone, "load": a.load}
+            {
+                "agent_id": a.agent_id,
+                "host": a.host,
+                "port": a.port,
+                "zone": a.zone,
+                "load": a.load,
+                "http_port": a.http_port,
+            }
             for a in agents
         ],
+        "peer_secret": peer_secret_for(cluster),
     }

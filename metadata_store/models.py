@@ -190,6 +190,10 @@ class Agent(models.Model):
     port = models.IntegerField()
     zone = models.CharField(max_length=64, blank=True, default="")
     load = models.FloatField(default=0.0)
+    http_port = models.IntegerField(default=0)  # /metrics and the zone's peer channel
+    version = models.CharField(max_length=32, blank=True, default="")
+    roles = models.JSONField(default=list, blank=True)
+    stats = models.JSONField(default=dict, blank=True)  # read-path counters, last heartbeat
     started_at = models.DateTimeField(auto_now_add=True)
     last_heartbeat = models.DateTimeField()
 

@@ -115,7 +115,7 @@ def file_commit(
     """Record a flushed segment file and give each of its batches its offsets.
 
     `batches` are validated (``agent_api.schemas.CommitRequest`` and ``validate_commit``).
-    One call of the ``floe_commit`` database function (migration 0003): idempotent
+    One call of the ``floe_commit`` database function (migration 0004): idempotent
     duplicates get their original offset and are not stored again, every other batch gets
     the partition's next offsets, each partition run of the file becomes one index row,
     high watermarks move. Committing the same ``file_key`` again returns the first answer

@@ -20,7 +20,7 @@ import hashlib
 import logging
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,9 @@ class Peer:
     host: str
     port: int
     node_id: int
+    zone: str = ""
+    load: float = 0.0
+    http_port: int = 0  # the peer channel (agents/peers); 0 = unknown
 
 
 def score(key_type: int, key: str, agent_id: str) -> int:
@@ -74,10 +77,19 @@ class CoordinatorRing:
         peers = {}
         for agent in live_agents:
             agent_id = str(agent.get("agent_id") or "")
+            if agent_id == self.me.agent_id:
+                # Our own load as the control plane last heard it, comparable with peers'.
+                self.me = replace(self.me, load=float(agent.get("load") or 0.0))
             if not agent_id or agent_id == self.me.agent_id:
                 continue
             peers[agent_id] = Peer(
-                agent_id, str(agent["host"]), int(agent["port"]), self._node_id_for(agent_id)
+                agent_id,
+                str(agent["host"]),
+                int(agent["port"]),
+                self._node_id_for(agent_id),
+                zone=str(agent.get("zone") or ""),
+                load=float(agent.get("load") or 0.0),
+                http_port=int(agent.get("http_port") or 0),
             )
         for gone in set(self._health) - set(peers):
             self._health.pop(gone, None)
@@ -99,6 +111,21 @@ class CoordinatorRing:
 
     def owns(self, key: str, key_type: int = GROUP_KEY) -> bool:
         return self.owner(key, key_type).agent_id == self.me.agent_id
+
+    def front(
+        self, key: str, zone: str | None, key_type: int = GROUP_KEY, owner: Peer | None = None
+    ) -> Peer:
+        """The agent a client of `zone` is told coordinates `key`: the owner when it is in
+        that zone (or the client names none, or the zone has no live agent), else the
+        zone's own rendezvous choice, which relays to the owner
+        (`agents.groups.relay`). Clients only reach agents their Metadata listed."""
+        owner = owner or self.owner(key, key_type)
+        if zone is None or owner.zone == zone:
+            return owner
+        local = [p for p in self.candidates() if p.zone == zone]
+        if not local:
+            return owner
+        return max(local, key=lambda p: score(key_type, key, p.agent_id))
 
     async def resolve(self, key: str, key_type: int = GROUP_KEY) -> Peer:
         """The coordinator for `key`, having checked that a peer owner is reachable."""

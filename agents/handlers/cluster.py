@@ -1,8 +1,10 @@
 """Metadata, DescribeCluster and InitProducerId.
 
-Every agent tells its clients that it alone is the cluster: the only broker, the
-controller, and the leader (epoch 0) of every partition. Any agent can serve any
-partition, so there is nothing to route.
+Metadata is zone-aware (`agents.zone_routing`): a client that names its zone in
+client.id sees the live agents of that zone as the brokers, the others see every live
+agent; each partition's leader is one of those brokers, chosen by a stable hash
+weighted away from overloaded agents. Any agent can serve any partition, so a leader
+only spreads the load; the rack of a broker is its zone.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from agents.context import AgentContext
+from agents.groups.ring import Peer
 from agents.topics import TopicInfo
+from agents.zone_routing import client_zone, partition_leaders
 from core.kafka.errors import ErrorCode
 from core.kafka.types import ZERO_UUID
 
@@ -18,8 +22,17 @@ _OPERATIONS_OMITTED = -(2**31)  # "authorized operations not requested" (KIP-430
 _LEADER_EPOCH = 0
 
 
-def _topic_entry(ctx: AgentContext, topic: TopicInfo) -> dict[str, Any]:
-    node = ctx.node_id
+def _broker_entry(peer: Peer) -> dict[str, Any]:
+    return {
+        "node_id": peer.node_id,
+        "host": peer.host,
+        "port": peer.port,
+        "rack": peer.zone or None,
+    }
+
+
+def _topic_entry(topic: TopicInfo, brokers: list[Peer]) -> dict[str, Any]:
+    leaders = partition_leaders(topic.topic_id_str, topic.partitions, brokers)
     return {
         "error_code": 0,
         "name": topic.name,
@@ -29,16 +42,27 @@ def _topic_entry(ctx: AgentContext, topic: TopicInfo) -> dict[str, Any]:
             {
                 "error_code": 0,
                 "partition_index": index,
-                "leader_id": node,
+                "leader_id": leader.node_id,
                 "leader_epoch": _LEADER_EPOCH,
-                "replica_nodes": [node],
-                "isr_nodes": [node],
+                "replica_nodes": [leader.node_id],
+                "isr_nodes": [leader.node_id],
                 "offline_replicas": [],
             }
-            for index in range(topic.partitions)
+            for index, leader in enumerate(leaders)
         ],
         "topic_authorized_operations": _OPERATIONS_OMITTED,
     }
+
+
+async def routed_brokers(ctx: AgentContext, header) -> list[Peer]:
+    """The brokers to tell this client about: its zone's live agents (or all of them),
+    having first checked that peers still accept connections (a killed agent stays in
+    the control plane's live list for the liveness window)."""
+    if ctx.groups is not None:
+        await ctx.groups.ring.check_all()
+    brokers = ctx.zone_peers(client_zone(header.client_id))
+    me = ctx.node_id
+    return sorted(brokers, key=lambda p: p.node_id != me)  # this agent first, if listed
 
 
 def _error_entry(name: str | None, topic_id: Any, error: int) -> dict[str, Any]:
@@ -85,11 +109,12 @@ async def _auto_create(
 
 
 async def handle_metadata(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
-    """Kafka Metadata: this agent as the only broker; topics auto-created when both the
-    request and the cluster config allow it."""
+    """Kafka Metadata: the client's zone's agents as brokers (`routed_brokers`); topics
+    auto-created when both the request and the cluster config allow it."""
+    brokers = await routed_brokers(ctx, header)
     requested = body.get("topics")
     if requested is None or (header.api_version == 0 and not requested):
-        entries = [_topic_entry(ctx, t) for t in await ctx.topics.all_topics()]
+        entries = [_topic_entry(t, brokers) for t in await ctx.topics.all_topics()]
     else:
         names = [t["name"] for t in requested if t.get("name")]
         ids = [t["topic_id"] for t in requested if not t.get("name") and t.get("topic_id")]
@@ -108,21 +133,21 @@ async def handle_metadata(ctx: AgentContext, header, body: dict[str, Any]) -> di
                 if topic is None:
                     topic, error = created.get(name, (None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 entries.append(
-                    _topic_entry(ctx, topic) if topic else _error_entry(name, ZERO_UUID, error)
+                    _topic_entry(topic, brokers) if topic else _error_entry(name, ZERO_UUID, error)
                 )
             else:
                 topic_id = request.get("topic_id")
                 topic = by_id.get(topic_id)
                 entries.append(
-                    _topic_entry(ctx, topic)
+                    _topic_entry(topic, brokers)
                     if topic
                     else _error_entry(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
                 )
     return {
         "throttle_time_ms": 0,
-        "brokers": ctx.brokers(),
+        "brokers": [_broker_entry(p) for p in brokers],
         "cluster_id": ctx.cluster_id,
-        "controller_id": ctx.node_id,
+        "controller_id": brokers[0].node_id,
         "topics": entries,
         "cluster_authorized_operations": _OPERATIONS_OMITTED,
     }
@@ -131,22 +156,24 @@ async def handle_metadata(ctx: AgentContext, header, body: dict[str, Any]) -> di
 async def handle_describe_cluster(
     ctx: AgentContext, header, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """Kafka DescribeCluster (KIP-700): this agent as the only broker and the controller."""
+    """Kafka DescribeCluster (KIP-700): the brokers Metadata would list for this client."""
+    brokers = await routed_brokers(ctx, header)
     answer: dict[str, Any] = {
         "throttle_time_ms": 0,
         "error_code": 0,
         "error_message": None,
         "endpoint_type": body.get("endpoint_type", 1),
         "cluster_id": ctx.cluster_id,
-        "controller_id": ctx.node_id,
+        "controller_id": brokers[0].node_id,
         "brokers": [
             {
-                "broker_id": ctx.node_id,
-                "host": ctx.host,
-                "port": ctx.port,
-                "rack": None,
+                "broker_id": p.node_id,
+                "host": p.host,
+                "port": p.port,
+                "rack": p.zone or None,
                 "is_fenced": False,
             }
+            for p in brokers
         ],
         "cluster_authorized_operations": _OPERATIONS_OMITTED,
     }

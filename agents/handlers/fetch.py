@@ -6,6 +6,7 @@ from typing import Any
 
 from agents import read_path
 from agents.context import AgentContext
+from agents.zone_routing import client_zone
 from core.kafka.errors import ErrorCode
 
 
@@ -65,5 +66,5 @@ async def handle_fetch(ctx: AgentContext, header, body: dict[str, Any]) -> dict[
                 wanted.append(item)
 
     if wanted:
-        await read_path.fill(ctx, wanted, body)
+        await read_path.fill(ctx, wanted, body, client_zone(header.client_id))
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

@@ -17,6 +17,7 @@ from agents.groups.coordinator import JoinRequest, join_error, sync_error
 from agents.groups.ring import GROUP_KEY, TRANSACTION_KEY
 from agents.groups.state import GroupState
 from agents.handlers import group_offsets
+from agents.zone_routing import client_zone
 from core.kafka import ApiKey
 from core.kafka.errors import ErrorCode
 
@@ -28,7 +29,9 @@ _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 # -- FindCoordinator ---------------------------------------------------------------------
 
 
-async def _coordinator_of(ctx: AgentContext, key: str, key_type: int) -> dict[str, Any]:
+async def _coordinator_of(
+    ctx: AgentContext, key: str, key_type: int, client_id: str | None
+) -> dict[str, Any]:
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         return {
             "key": key,
@@ -39,6 +42,9 @@ async def _coordinator_of(ctx: AgentContext, key: str, key_type: int) -> dict[st
             "error_message": f"unknown coordinator key type {key_type}",
         }
     owner = await ctx.groups.ring.resolve(key, key_type)
+    # A client that names its zone only knows that zone's agents (Metadata): it is sent
+    # to the zone's front for the key, which relays to the owner (agents.groups.relay).
+    owner = ctx.groups.ring.front(key, client_zone(client_id), key_type, owner)
     return {
         "key": key,
         "node_id": owner.node_id,
@@ -54,9 +60,12 @@ async def handle_find_coordinator(ctx: AgentContext, header, body: dict[str, Any
     batches keys, KIP-699). Transactional ids hash over the same agents."""
     key_type = body.get("key_type", GROUP_KEY)
     if header.api_version >= 4:
-        found = [await _coordinator_of(ctx, key, key_type) for key in body["coordinator_keys"]]
+        found = [
+            await _coordinator_of(ctx, key, key_type, header.client_id)
+            for key in body["coordinator_keys"]
+        ]
         return {"throttle_time_ms": 0, "coordinators": found}
-    one = await _coordinator_of(ctx, body["key"], key_type)
+    one = await _coordinator_of(ctx, body["key"], key_type, header.client_id)
     return {"throttle_time_ms": 0, **{k: v for k, v in one.items() if k != "key"}}
 
 
@@ -236,20 +245,30 @@ async def handle_describe_groups(ctx: AgentContext, header, body: dict[str, Any]
 
 
 async def handle_list_groups(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
-    """Kafka ListGroups v0–4: the groups this agent coordinates — those in its memory and
-    those the metadata store knows that hash to it. Clients ask every broker of the
-    Metadata answer and merge, so each group is listed by exactly one agent."""
+    """Kafka ListGroups v0–4: the groups this agent coordinates for the client — those
+    in its memory and those the metadata store knows that hash to it. Clients ask every
+    broker of the Metadata answer and merge, so each group is listed by exactly one
+    agent; for a client that names its zone, by the zone's front for the group, with
+    the state its coordinator last reported."""
     try:
         await ctx.groups.ring.check_all()
         stored = await _stored_groups(ctx, None)
     except ControlPlaneError:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    ring, zone = ctx.groups.ring, client_zone(header.client_id)
+    me = ring.me.agent_id
     listed: dict[str, tuple[str, str]] = {}
     for group_id, known in stored.items():
-        if ctx.groups.ring.owns(group_id) and known["has_offsets"]:
-            listed[group_id] = (known.get("protocol_type") or "", "Empty")
+        if ring.front(group_id, zone).agent_id != me:
+            continue
+        if zone is None:  # the owner: its memory (below) is the truth
+            if known["has_offsets"]:
+                listed[group_id] = (known.get("protocol_type") or "", "Empty")
+        elif known["has_offsets"] or known.get("agent_id"):
+            listed[group_id] = (known.get("protocol_type") or "", known.get("state") or "Empty")
     for group in ctx.groups.listing():
-        listed[group.group_id] = (group.protocol_type or "", group.state.value)
+        if ring.front(group.group_id, zone).agent_id == me:
+            listed[group.group_id] = (group.protocol_type or "", group.state.value)
     wanted = {s.lower() for s in body.get("states_filter") or ()}
     return {
         "throttle_time_ms": 0,

@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from controlplane.api import views
+from virtualclusters.api import agents as vc_agents
 from virtualclusters.api import groups as vc_groups
 from virtualclusters.api import jobs_views
 from virtualclusters.api import views as vc
@@ -46,6 +47,11 @@ urlpatterns = [
         "clusters/<str:cluster_id>/agent-keys/<str:key_id>/",
         vc.AgentKeyDetailView.as_view(),
         name="api-agent-key",
+    ),
+    path(
+        "clusters/<str:cluster_id>/agents/",
+        vc_agents.AgentListView.as_view(),
+        name="api-agents",
     ),
     path("clusters/<str:cluster_id>/topics/", vc.TopicListView.as_view(), name="api-topics"),
     path(

@@ -111,12 +111,37 @@ class InitProducerIdRequest(_Body):
 # --- agents ----------------------------------------------------------------------------
 
 
+COUNT = Annotated[int, Meta(ge=0, le=2**62)]  # a counter since the agent started
+ZONE = Annotated[str, Meta(max_length=64)]
+
+
+class AgentReadStats(_Body):
+    """The read path's counters since the agent started (docs/AGENT_API.md)."""
+
+    get_requests: COUNT = 0  # object-store GETs this agent made
+    get_bytes: COUNT = 0
+    peer_served_bytes: COUNT = 0  # chunk bytes this agent sent to agents of its zone
+    peer_fetched_bytes: COUNT = 0  # chunk bytes this agent got from them
+    cache_hits: COUNT = 0
+    cache_misses: COUNT = 0
+    # Record bytes sent to consumers, by the zone the client named ("" = no hint,
+    # "other" = a zone no agent of the cluster is in); few keys: agents bound them.
+    client_bytes_by_zone: Annotated[dict[ZONE, COUNT], Meta(max_length=64)] = {}
+
+
 class HeartbeatRequest(_Body):
     agent_id: AGENT_ID
     host: SHORT = "127.0.0.1"
     port: Annotated[int, Meta(ge=0, le=65_535)] = 9092
-    zone: Annotated[str, Meta(max_length=64)] = ""
+    zone: ZONE = ""
     load: Annotated[float, Meta(ge=0, le=1e9)] = 0.0
+    # The agent's HTTP port (/metrics, and the zone's peer channel); 0 = none.
+    http_port: Annotated[int, Meta(ge=0, le=65_535)] = 0
+    version: Annotated[str, Meta(max_length=32)] = ""
+    roles: Annotated[
+        list[Annotated[str, Meta(min_length=1, max_length=32)]], Meta(max_length=8)
+    ] = []
+    stats: AgentReadStats | None = None
 
 
 # --- topics ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from agents.chunk_cache import ChunkCache
 from agents.config import ConfigError, parse_config
 from agents.groups.ring import node_id_for
 from agents.topics import DEFAULT_MAX_MESSAGE_BYTES, TopicCache
+from agents.zone_cache import ChunkRing, ZoneCache
 
 REQUIRED = ["--control-plane-url", "http://cp:8000/", "--agent-key", "k", "--bucket-url", "mem://b"]
 
@@ -62,6 +63,19 @@ def test_node_ids_are_stable_positive_int32s():
     assert all(0 < node_id_for(f"agt-{i}") < 2**31 for i in range(1000))
 
 
+class _RangeStore:
+    """Just what the read path calls on a bucket."""
+
+    def __init__(self, get_range) -> None:
+        self.get_range = get_range
+
+
+def _local_cache(get_range, *, max_bytes: int, chunk_bytes: int = 4 * 1024 * 1024) -> ZoneCache:
+    """The read cache of an agent alone in its zone."""
+    chunks = ChunkCache(max_bytes=max_bytes, copy_bytes=0, chunk_bytes=chunk_bytes)
+    return ZoneCache(_RangeStore(get_range), chunks, ring=ChunkRing("me"), peers=None)
+
+
 def test_chunk_cache_loads_each_chunk_once_for_concurrent_readers():
     data = bytes(range(256)) * 100  # 25,600 bytes: 7 chunks of 4 KiB
     loads: list[tuple[int, int]] = []
@@ -74,7 +88,7 @@ def test_chunk_cache_loads_each_chunk_once_for_concurrent_readers():
         return data[start : start + length]
 
     async def scenario():
-        cache = ChunkCache(get_range, max_bytes=1 << 20, chunk_bytes=4096)
+        cache = _local_cache(get_range, max_bytes=1 << 20, chunk_bytes=4096)
         reads = await asyncio.gather(*(cache.read("f", 4000, 200) for _ in range(20)))
         spanning = await cache.read("f", 100, 20_000)
         return cache, reads, spanning
@@ -83,26 +97,26 @@ def test_chunk_cache_loads_each_chunk_once_for_concurrent_readers():
     assert all(b"".join(pieces) == data[4000:4200] for pieces in reads)
     assert b"".join(spanning) == data[100:20_100]
     assert sorted(loads) == [(i * 4096, 4096) for i in range(5)]  # each chunk once
-    assert cache.size == 5 * 4096
+    assert cache.chunks.size == 5 * 4096
 
 
 def test_chunk_cache_is_bounded_by_bytes_and_evicts_least_recently_used():
     data = bytes(40_000)
 
     async def scenario():
-        cache = ChunkCache(lambda k, s, n: data[s : s + n], max_bytes=10_000, chunk_bytes=4096)
+        cache = _local_cache(lambda k, s, n: data[s : s + n], max_bytes=10_000, chunk_bytes=4096)
         for start in (0, 4096, 8192):
             await cache.read("f", start, 10)
         return cache
 
     cache = asyncio.run(scenario())
-    assert cache.size <= 10_000
-    assert list(cache._chunks) == [("f", 1), ("f", 2)]
+    assert cache.chunks.size <= 10_000
+    assert list(cache.chunks.owned.chunks) == [("f", 1), ("f", 2)]
 
 
 def test_chunk_cache_reports_a_range_past_the_end():
     async def scenario():
-        cache = ChunkCache(lambda k, s, n: bytes(100)[s : s + n], max_bytes=1 << 20)
+        cache = _local_cache(lambda k, s, n: bytes(100)[s : s + n], max_bytes=1 << 20)
         cache.insert_file("own", bytes(50))
         return await cache.read("own", 40, 20)
 

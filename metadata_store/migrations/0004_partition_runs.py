@@ -216,7 +216,7 @@ DROP FUNCTION IF EXISTS floe_tail(anyarray, int);
 
 
 class Migration(migrations.Migration):
-    dependencies = [("metadata_store", "0002_commit_function")]
+    dependencies = [("metadata_store", "0003_agent_version_roles_read_stats")]
 
     operations = [
         migrations.SeparateDatabaseAndState(

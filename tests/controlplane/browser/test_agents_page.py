@@ -1,0 +1,46 @@
+"""The cluster's Agents page in a real browser, wide and narrow."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.factories import PASSWORD, make_cluster, make_org
+from tests.metadata_store.conftest import AgentApi
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_the_agents_page_lists_each_agent_with_its_zone(page, live_server, screenshots):
+    user, org = make_org("Zoned")
+    cluster, key = make_cluster("orders", org=org)
+    for n, zone in enumerate(["us-east-1a", "us-east-1a", "us-east-1b", "us-east-1b"]):
+        AgentApi(key)(
+            "heartbeat",
+            {
+                "agent_id": f"agt-{zone[-1]}{n}",
+                "host": "10.0.1.2",
+                "port": 9092 + n,
+                "zone": zone,
+                "load": 12.5 * n,
+                "http_port": 8080,
+                "version": "0.1.0",
+                "stats": {"get_requests": 16, "get_bytes": 67_108_864, "cache_hits": 90,
+                          "cache_misses": 10},
+            },
+        )  # fmt: skip
+    page.goto("/login")
+    page.get_by_label("Email").fill(user.email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.goto(f"/clusters/{cluster.public_id}/")
+    page.get_by_role("link", name="Agents").click()
+    expect(page.get_by_role("heading", name="Agents")).to_be_visible()
+    rows = page.locator("tr[data-agent]")
+    expect(rows).to_have_count(4)
+    expect(rows.first).to_contain_text("us-east-1a")
+    expect(page.locator("#agents")).to_contain_text("64.0")
+    expect(page.locator("#agents")).to_contain_text("90%")
+    for width in (1366, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.screenshot(path=screenshots / f"agents-{width}.png", full_page=True)

@@ -1,0 +1,141 @@
+"""A cluster's agents: what heartbeats record, the REST list, the console table, and the
+per-cluster peer secret handed to agents."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from metadata_store.models import Agent
+from tests.metadata_store.conftest import AgentApi
+
+pytestmark = pytest.mark.django_db
+
+STATS = {
+    "get_requests": 3,
+    "get_bytes": 12_582_912,
+    "peer_served_bytes": 4_194_304,
+    "peer_fetched_bytes": 0,
+    "cache_hits": 9,
+    "cache_misses": 3,
+    "client_bytes_by_zone": {"a": 1000, "": 5},
+}
+
+
+def heartbeat(key: str, agent_id: str, **fields) -> dict:
+    body = {"agent_id": agent_id, "host": "10.0.0.7", "port": 9092, **fields}
+    return AgentApi(key)("heartbeat", body)
+
+
+def test_a_heartbeat_records_zone_version_roles_and_read_stats(api, alice):
+    answer = heartbeat(
+        alice["agent_key"],
+        "agt-a1",
+        zone="us-east-1a",
+        load=12.5,
+        http_port=8081,
+        version="0.1.0",
+        roles=["proxy"],
+        stats=STATS,
+    )
+    assert answer["agents"] == [
+        {
+            "agent_id": "agt-a1",
+            "host": "10.0.0.7",
+            "port": 9092,
+            "zone": "us-east-1a",
+            "load": 12.5,
+            "http_port": 8081,
+        }
+    ]
+    listed = api(alice["reader"]).get(f"/api/v1/clusters/{alice['cluster'].public_id}/agents/")
+    assert listed.status_code == 200
+    (agent,) = listed.json()
+    assert agent["agent_id"] == "agt-a1" and agent["zone"] == "us-east-1a"
+    assert agent["address"] == "10.0.0.7:9092" and agent["http_port"] == 8081
+    assert agent["version"] == "0.1.0" and agent["roles"] == ["proxy"]
+    assert agent["load"] == 12.5 and agent["live"] is True
+    assert agent["last_heartbeat"] and agent["started_at"]
+    assert agent["stats"]["get_bytes"] == 12_582_912
+    assert agent["stats"]["client_bytes_by_zone"] == {"a": 1000, "": 5}
+    assert agent["stats"]["cache_hit_ratio"] == 0.75
+
+
+def test_an_agent_that_stopped_heartbeating_is_listed_as_gone(api, alice):
+    heartbeat(alice["agent_key"], "agt-old")
+    heartbeat(alice["agent_key"], "agt-new")
+    Agent.objects.filter(agent_id="agt-old").update(
+        last_heartbeat=timezone.now() - timedelta(minutes=5)
+    )
+    Agent.objects.create(
+        cluster=alice["cluster"],
+        agent_id="agt-ancient",
+        host="h",
+        port=1,
+        last_heartbeat=timezone.now() - timedelta(days=3),
+    )
+    listed = api(alice["admin"]).get(f"/api/v1/clusters/{alice['cluster'].public_id}/agents/")
+    assert [(a["agent_id"], a["live"]) for a in listed.json()] == [
+        ("agt-new", True),
+        ("agt-old", False),
+    ]
+    assert listed.json()[0]["stats"]["cache_hit_ratio"] is None
+
+
+def test_another_organization_gets_a_404_for_the_agent_list(api, alice, bob):
+    heartbeat(alice["agent_key"], "agt-alice")
+    url = f"/api/v1/clusters/{alice['cluster'].public_id}/agents/"
+    assert api(bob["admin"]).get(url).status_code == 404
+    assert api().get(url).status_code == 401
+    own = api(bob["admin"]).get(f"/api/v1/clusters/{bob['cluster'].public_id}/agents/")
+    assert own.status_code == 200 and own.json() == []
+
+
+@pytest.mark.parametrize(
+    "fields, named",
+    [
+        ({"http_port": 70_000}, "http_port"),
+        ({"version": "v" * 33}, "version"),
+        ({"roles": ["x" * 33]}, "roles"),
+        ({"roles": ["r"] * 9}, "roles"),
+        ({"stats": {"get_bytes": -1}}, "get_bytes"),
+        ({"stats": {"client_bytes_by_zone": {f"z{i}": 1 for i in range(65)}}}, "client_bytes"),
+        ({"stats": {"client_bytes_by_zone": {"z" * 65: 1}}}, "client_bytes"),
+    ],
+)
+def test_a_heartbeat_with_out_of_bounds_fields_is_refused_naming_the_field(alice, fields, named):
+    response = AgentApi(alice["agent_key"]).raw("heartbeat", {"agent_id": "agt-1", **fields})
+    assert response.status_code == 400
+    assert named in response.json()["error"]
+    assert not Agent.objects.filter(agent_id="agt-1").exists()
+
+
+def test_each_cluster_gets_its_own_stable_peer_secret(alice, bob):
+    first = heartbeat(alice["agent_key"], "agt-1")["peer_secret"]
+    again = AgentApi(alice["agent_key"])("register", {"agent_id": "agt-2"})["peer_secret"]
+    other = heartbeat(bob["agent_key"], "agt-3")["peer_secret"]
+    assert first == again and len(first) == 64
+    assert other != first
+
+
+def test_the_console_lists_the_agents_in_a_table(client, alice):
+    heartbeat(alice["agent_key"], "agt-z1", zone="eu-west-1b", version="0.1.0", stats=STATS)
+    client.force_login(alice["user"])
+    page = client.get(f"/clusters/{alice['cluster'].public_id}/agents/").content.decode()
+    assert 'data-agent="agt-z1"' in page
+    assert "eu-west-1b" in page and "10.0.0.7:9092" in page and "0.1.0" in page
+    assert "12.0\xa0MB" in page and "75%" in page
+    detail = client.get(f"/clusters/{alice['cluster'].public_id}/").content.decode()
+    assert f"/clusters/{alice['cluster'].public_id}/agents/" in detail
+
+
+def test_the_console_agents_page_of_another_organization_is_a_404(client, alice, bob):
+    heartbeat(alice["agent_key"], "agt-secret")
+    client.force_login(bob["user"])
+    assert client.get(f"/clusters/{alice['cluster'].public_id}/agents/").status_code == 404
+    assert (
+        "No agents yet"
+        in client.get(f"/clusters/{bob['cluster'].public_id}/agents/").content.decode()
+    )

@@ -1,0 +1,65 @@
+"""REST API: a cluster's agents — where they run, what they report, whether they are live."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from metadata_store.selectors import agents_of_cluster
+from virtualclusters.api.views import ClusterScopedView
+
+
+class AgentStatsSerializer(serializers.Serializer):
+    get_requests = serializers.IntegerField(help_text="Object-store GET requests.")
+    get_bytes = serializers.IntegerField(help_text="Bytes read from the object store.")
+    peer_served_bytes = serializers.IntegerField(
+        help_text="Cached chunk bytes sent to agents of the same zone."
+    )
+    peer_fetched_bytes = serializers.IntegerField(
+        help_text="Cached chunk bytes received from agents of the same zone."
+    )
+    cache_hits = serializers.IntegerField()
+    cache_misses = serializers.IntegerField()
+    cache_hit_ratio = serializers.FloatField(allow_null=True)
+    client_bytes_by_zone = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Record bytes sent to consumers by the zone the client named in its "
+        'client.id ("" = no zone hint, "other" = a zone no agent is in).',
+    )
+
+
+class AgentSerializer(serializers.Serializer):
+    agent_id = serializers.CharField()
+    zone = serializers.CharField(allow_blank=True)
+    address = serializers.SerializerMethodField(help_text="host:port of the Kafka listener.")
+    http_port = serializers.IntegerField(help_text="/metrics, /healthz and the peer channel.")
+    version = serializers.CharField(allow_blank=True)
+    roles = serializers.ListField(child=serializers.CharField())
+    load = serializers.FloatField(help_text="Kafka requests per second, last heartbeat.")
+    live = serializers.BooleanField(help_text="Heartbeat within the liveness window.")
+    started_at = serializers.DateTimeField()
+    last_heartbeat = serializers.DateTimeField()
+    stats = serializers.SerializerMethodField()
+
+    def get_address(self, agent) -> str:
+        return f"{agent.host}:{agent.port}"
+
+    @extend_schema(responses=AgentStatsSerializer)
+    def get_stats(self, agent) -> dict:
+        stats = {name: 0 for name in AgentStatsSerializer().fields}
+        stats.update(agent.stats or {})
+        stats["client_bytes_by_zone"] = dict((agent.stats or {}).get("client_bytes_by_zone", {}))
+        looked = stats["cache_hits"] + stats["cache_misses"]
+        stats["cache_hit_ratio"] = round(stats["cache_hits"] / looked, 4) if looked else None
+        return stats
+
+
+class AgentListView(ClusterScopedView):
+    @extend_schema(
+        responses=AgentSerializer(many=True),
+        summary="List a cluster's agents (live first, then those gone in the last day)",
+    )
+    def get(self, request, cluster_id: str):
+        agents = agents_of_cluster(self.cluster(cluster_id))
+        return Response(AgentSerializer(agents, many=True).data)
