@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.coalesced_calls import CoalescedCalls
 from agents.config import AgentConfig
 from agents.control_plane import ControlPlaneClient
 from agents.groups.coordinator import GroupCoordinator
@@ -41,6 +42,14 @@ class AgentContext:
     groups: GroupCoordinator | None = None  # set by the runtime once the agent is up
     peer_secret: str | None = None  # signs the peer channel; from the heartbeat answer
     peers: PeerClient | None = None  # the channel to the cluster's other agents
+    _coalesced: dict[str, CoalescedCalls] = field(default_factory=dict)
+
+    def coalesced(self, call: str) -> CoalescedCalls:
+        """The shared `CoalescedCalls` of a per-partition control-plane call."""
+        calls = self._coalesced.get(call)
+        if calls is None:
+            calls = self._coalesced[call] = CoalescedCalls(self.client, call)
+        return calls
 
     @property
     def host(self) -> str:

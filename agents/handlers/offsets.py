@@ -81,11 +81,7 @@ async def _per_partition(
         for (p, info, _), answer in zip(resolved, local, strict=True)
         if info is not None and answer is None
     ]
-    asked = (
-        iter((await ctx.client.call(call, {"partitions": query}))["partitions"])
-        if query
-        else iter(())
-    )
+    asked = iter(await ctx.coalesced(call).ask(query) if query else ())
     results = iter(zip(resolved, local, strict=True))
     out_topics = []
     for topic in topics:

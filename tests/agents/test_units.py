@@ -232,3 +232,36 @@ def test_the_agent_lifts_its_open_file_limit_to_the_hard_limit():
         assert raise_file_limit() == resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 256
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_requests_arriving_while_a_call_is_out_share_the_next_call():
+    from agents.coalesced_calls import CoalescedCalls
+
+    class SlowApi:
+        def __init__(self) -> None:
+            self.calls: list[int] = []
+            self.fail = False
+
+        async def call(self, name: str, body: dict) -> dict:
+            self.calls.append(len(body["partitions"]))
+            await asyncio.sleep(0.05)
+            if self.fail:
+                raise RuntimeError("control plane down")
+            return {"partitions": [{"echo": p["n"]} for p in body["partitions"]]}
+
+    async def scenario() -> None:
+        api = SlowApi()
+        calls = CoalescedCalls(api, "list-offsets")  # type: ignore[arg-type]
+        first = asyncio.ensure_future(calls.ask([{"n": 0}, {"n": 0}]))
+        await asyncio.sleep(0.01)  # the first call is out; these wait for the next one
+        later = [calls.ask([{"n": i}, {"n": -i}]) for i in range(1, 100)]
+        answers = [await first, *await asyncio.gather(*later)]
+        assert answers == [[{"echo": i}, {"echo": -i}] for i in range(100)]
+        assert api.calls == [2, 198]  # the first at once, the other 99 requests together
+        api.fail = True
+        failed = await asyncio.gather(
+            *(calls.ask([{"n": 1}]) for _ in range(3)), return_exceptions=True
+        )
+        assert all(isinstance(f, RuntimeError) for f in failed)
+
+    asyncio.run(scenario())
