@@ -7,11 +7,27 @@ unreachable control plane, port in use…), 2 for bad flags. Each failure is one
 from __future__ import annotations
 
 import asyncio
+import logging
+import resource
 import sys
 from collections.abc import Sequence
 
 from agents.config import ConfigError, parse_config
 from agents.runtime import StartupError, configure_logging, run_agent
+
+
+def raise_file_limit() -> int:
+    """Lift the soft limit on open files to the hard one: each client connection is a
+    file descriptor, and many systems start processes at 1,024. Returns the limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        wanted = 1_048_576 if hard == resource.RLIM_INFINITY else hard
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError) as exc:  # a container may refuse; keep what we have
+            logging.getLogger(__name__).warning("cannot raise the open-file limit: %s", exc)
+    return soft
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -22,6 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"floe-agent: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.log_level)
+    raise_file_limit()
     try:
         asyncio.run(run_agent(config))
     except StartupError as exc:

@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.coalesced_calls import CoalescedCalls
 from agents.config import AgentConfig
 from agents.control_plane import ControlPlaneClient
 from agents.groups.coordinator import GroupCoordinator
 from agents.groups.ring import Peer
+from agents.partition_offsets import PartitionOffsets
 from agents.peers.client import PeerClient
 from agents.topics import TopicCache
 from agents.write_path import CommitWatch, SegmentWriter
@@ -34,11 +36,20 @@ class AgentContext:
     cluster_id: str
     node_id: int
     port: int  # the bound Kafka port (differs from the flag when the flag is 0)
+    offsets: PartitionOffsets = field(default_factory=PartitionOffsets)
     cluster_config: dict[str, Any] = field(default_factory=dict)
     live_agents: list[dict[str, Any]] = field(default_factory=list)
     groups: GroupCoordinator | None = None  # set by the runtime once the agent is up
     peer_secret: str | None = None  # signs the peer channel; from the heartbeat answer
     peers: PeerClient | None = None  # the channel to the cluster's other agents
+    _coalesced: dict[str, CoalescedCalls] = field(default_factory=dict)
+
+    def coalesced(self, call: str) -> CoalescedCalls:
+        """The shared `CoalescedCalls` of a per-partition control-plane call."""
+        calls = self._coalesced.get(call)
+        if calls is None:
+            calls = self._coalesced[call] = CoalescedCalls(self.client, call)
+        return calls
 
     @property
     def host(self) -> str:

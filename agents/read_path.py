@@ -3,7 +3,9 @@ requested partitions, byte ranges read through the chunk cache, each batch's bas
 rewritten to its assigned offset, and a long poll that wakes on this agent's commits or
 on a periodic re-plan.
 
-Batches are never copied here: a response's records are a list of views into cached
+The plan names partition runs (one index row: a partition's consecutive batches in one
+file); each run is walked batch by batch (``core.segment.run_batches``). Batches are not
+copied (a run spanning cache chunks is, once): a response's records are views into cached
 chunks plus a 16-byte rewritten prefix per batch (baseOffset, batchLength and
 partitionLeaderEpoch, none of which the CRC covers — KIP-98).
 """
@@ -21,6 +23,7 @@ from agents.metrics import Counter, Histogram
 from agents.read_stats import count_client_bytes
 from agents.topics import TopicInfo
 from core.kafka.errors import ErrorCode
+from core.segment import run_batches
 
 log = logging.getLogger(__name__)
 
@@ -110,14 +113,15 @@ async def _assemble(
 ) -> tuple[int, bool]:
     """Fill each answer from its plan; returns (bytes of records, any partition error).
 
-    Size rules as Kafka's (KIP-74): the first batch of the first partition with data is
-    returned whatever its size; after that, a batch is included only if it fits both the
-    partition's and the request's remaining budget.
+    The plan names partition runs; each is read whole and walked batch by batch: batches
+    before the fetch offset are skipped, every batch gets its assigned baseOffset, and
+    the size rules are Kafka's (KIP-74) at batch granularity: the first batch of the
+    response is returned whatever its size; after that a batch is included only if it
+    fits both the partition's and the request's remaining budget.
     """
     if len(planned) != len(wanted):
         raise ValueError(f"fetch-plan answered {len(planned)} partitions for {len(wanted)}")
     chosen: list[tuple[Wanted, list[dict[str, Any]]]] = []
-    total = 0
     errors = False
     for item, plan in zip(wanted, planned, strict=True):
         answer = item.answer
@@ -129,53 +133,59 @@ async def _assemble(
         if plan["error_code"]:
             errors = True
             continue
-        picked = []
-        used = 0
-        for batch in plan["batches"]:
-            size = batch["len"]
-            first_of_response = total == 0 and not picked
-            if not first_of_response and (used + size > item.max_bytes or total + size > max_bytes):
-                break
-            picked.append(batch)
-            used += size
-            total += size
-        if picked:
-            chosen.append((item, picked))
+        ctx.offsets.learn(
+            item.info.topic_id_str,
+            item.partition,
+            high_watermark=plan["high_watermark"],
+            log_start=plan["log_start_offset"],
+        )
+        if plan["batches"]:
+            chosen.append((item, plan["batches"]))
     if not chosen:
         return 0, errors
 
     cache = ctx.cache
-    for _, picked in chosen:
-        for batch in picked:
-            cache.prefetch(batch["file_key"], batch["pos"], batch["len"])
+    for _, runs in chosen:
+        for run in runs:
+            cache.prefetch(run["file_key"], run["pos"], run["len"])
     total = 0
-    for item, picked in chosen:
+    for item, runs in chosen:
         pieces: list[bytes | memoryview] = []
-        for batch in picked:
-            try:
-                views = await cache.read(batch["file_key"], batch["pos"], batch["len"])
-            except Exception as exc:  # missing object, I/O error, short file
-                _READ_ERRORS.inc()
-                log.warning("reading %s@%d failed: %s", batch["file_key"], batch["pos"], exc)
-                if not pieces:
-                    item.answer["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-                    errors = True
-                break
-            pieces.append(_PREFIX.pack(batch["base_offset"], batch["len"] - 12, _LEADER_EPOCH))
-            pieces.extend(_skip(views, _PREFIX.size))
-            total += batch["len"]
+        used = 0
+        try:
+            for run in runs:
+                views = await cache.read(run["file_key"], run["pos"], run["len"])
+                data = views[0] if len(views) == 1 else memoryview(b"".join(views))
+                for batch in run_batches(
+                    data,
+                    base_offset=run["base_offset"],
+                    last_offset=run["last_offset"],
+                    rewrite=run.get("rewrite", True),
+                ):
+                    if batch.last_offset < item.offset:
+                        continue  # before the fetch offset: the consumer would skip it
+                    size = batch.length
+                    first_of_response = total == 0 and not pieces
+                    if not first_of_response and (
+                        used + size > item.max_bytes or total + size > max_bytes
+                    ):
+                        raise _Full
+                    pieces.append(_PREFIX.pack(batch.base_offset, size - 12, _LEADER_EPOCH))
+                    pieces.append(data[batch.position + _PREFIX.size : batch.position + size])
+                    used += size
+                    total += size
+        except _Full:
+            pass
+        except Exception as exc:  # missing object, I/O error, short file, a bad run
+            _READ_ERRORS.inc()
+            log.warning("reading %s of partition %d failed: %s", item.info, item.partition, exc)
+            if not pieces:
+                item.answer["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                errors = True
         if pieces:
             item.answer["records"] = pieces
     return total, errors
 
 
-def _skip(views: list[memoryview], count: int) -> list[memoryview]:
-    """`views` without their first `count` bytes (which may span several views)."""
-    out = []
-    for view in views:
-        if count >= len(view):
-            count -= len(view)
-            continue
-        out.append(view[count:] if count else view)
-        count = 0
-    return out
+class _Full(Exception):
+    """A partition's or the response's byte budget is used up."""

@@ -33,6 +33,7 @@ from agents.groups.coordinator import GroupCoordinator
 from agents.groups.ring import Peer, node_id_for
 from agents.http_server import build_app, start_http_on
 from agents.metrics import Counter, Gauge, Histogram
+from agents.partition_offsets import PartitionOffsets
 from agents.peers.client import PeerClient
 from agents.peers.server import add_peer_routes
 from agents.read_stats import CountingStore, heartbeat_stats
@@ -212,6 +213,7 @@ class AgentRuntime:
             answer = await self._register(port)
             cluster_id = answer["cluster"]["id"]
             watch = CommitWatch()
+            offsets = PartitionOffsets()
             # Group relays use the peer channel even when the zone cache is off.
             self.peers = PeerClient(config.agent_id, lambda: self.ctx and self.ctx.peer_secret)
             cache = ZoneCache(
@@ -237,6 +239,7 @@ class AgentRuntime:
                 executor=self.executor,
                 on_committed=cache.insert_file,
                 watch=watch,
+                offsets=offsets,
             )
             self.ctx = AgentContext(
                 config=config,
@@ -245,6 +248,7 @@ class AgentRuntime:
                 writer=writer,
                 cache=cache,
                 watch=watch,
+                offsets=offsets,
                 cluster_id=cluster_id,
                 node_id=node_id_for(config.agent_id),
                 port=port,

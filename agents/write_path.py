@@ -1,6 +1,10 @@
 """The write path: one open segment for every partition, flushed by size or age, then
 PUT to object storage and committed to the control plane — in segment order.
 
+A sealed segment is laid out by partition: each partition's batches sit next to each
+other, in the order they arrived, so the metadata store indexes one run per partition
+and file instead of one row per batch.
+
 Produce handlers call `SegmentWriter.append` with a whole request's validated batches;
 all of them land in the same segment (a request is atomic: one file, one commit). The
 answer is a future that resolves, after the commit, to one commit result per batch.
@@ -26,6 +30,7 @@ from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlPlaneUnavailable
 from agents.metrics import Counter, Gauge, Histogram, size_histogram
+from agents.partition_offsets import PartitionOffsets
 from core.kafka.errors import ErrorCode
 from core.kafka.records import BatchHeader
 from core.segment import SegmentBuilder
@@ -72,16 +77,67 @@ class BatchToWrite:
 
 @dataclass
 class _Segment:
-    builder: SegmentBuilder
+    size: int = 0  # bytes of batches appended
     sealed: bool = False
-    # one JSON-ready dict per batch, in append order (the commit request's "batches")
-    commit_batches: list[dict[str, Any]] = field(default_factory=list)
-    # (future, index of the request's first batch, number of batches)
+    batches: list[BatchToWrite] = field(default_factory=list)  # in append order
+    # (future, index of the request's first batch, number of batches), append order
     waiters: list[tuple[asyncio.Future, int, int]] = field(default_factory=list)
     touched: set[tuple[str, int]] = field(default_factory=set)
     committed: asyncio.Future | None = None
     timer: asyncio.TimerHandle | None = None
     overdue: bool = False  # its age passed while the commit pipeline was full
+
+
+@dataclass(frozen=True)
+class _Written:
+    """A sealed segment laid out: the file's bytes, the commit's batch entries in file
+    order, and for each of them the batch's index in append order."""
+
+    data: bytes
+    commit_batches: list[dict[str, Any]]
+    append_index: list[int]
+
+    def in_append_order(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Commit results (file order) rearranged to the order batches were appended."""
+        ordered: list[dict[str, Any]] = [{}] * len(results)
+        for result, index in zip(results, self.append_index, strict=True):
+            ordered[index] = result
+        return ordered
+
+
+def _lay_out(batches: list[BatchToWrite]) -> _Written:
+    """The segment file with each partition's batches side by side (one run per
+    partition), partitions in the order they first appeared, batches in arrival order."""
+    runs: dict[tuple[uuid.UUID, int], list[int]] = {}
+    for index, batch in enumerate(batches):
+        runs.setdefault((batch.topic_id, batch.partition), []).append(index)
+    builder = SegmentBuilder()
+    entries: list[dict[str, Any]] = []
+    order: list[int] = []
+    for (topic_id, partition), indexes in runs.items():
+        topic = str(topic_id)
+        for index in indexes:
+            batch = batches[index]
+            header = batch.header
+            entry = builder.append(
+                topic_id=topic_id, partition=partition, batch=batch.data, header=header
+            )
+            entries.append(
+                {
+                    "topic_id": topic,
+                    "partition": partition,
+                    "pos": entry.position,
+                    "len": entry.length,
+                    "records": header.record_count,
+                    "base_ts": header.base_timestamp,
+                    "max_ts": header.max_timestamp,
+                    "producer_id": header.producer_id,
+                    "producer_epoch": header.producer_epoch,
+                    "base_sequence": header.base_sequence,
+                }
+            )
+            order.append(index)
+    return _Written(builder.finish(), entries, order)
 
 
 class CommitWatch:
@@ -149,6 +205,7 @@ class SegmentWriter:
         executor: Executor | None = None,
         on_committed: Callable[[str, bytes], None] | None = None,
         watch: CommitWatch | None = None,
+        offsets: PartitionOffsets | None = None,
         max_inflight_bytes: int | None = None,
         put_retry_delays_s: tuple[float, ...] = PUT_RETRY_DELAYS_S,
         commit_retry_delays_s: tuple[float, ...] = COMMIT_RETRY_DELAYS_S,
@@ -164,6 +221,7 @@ class SegmentWriter:
         self._executor = executor
         self._on_committed = on_committed
         self.watch = watch or CommitWatch()
+        self.offsets = offsets
         self._open: _Segment | None = None
         self._commit_tail: asyncio.Future | None = None
         self._flushes: set[asyncio.Task] = set()
@@ -193,45 +251,25 @@ class SegmentWriter:
         incoming = sum(len(b.data) for b in batches)
         segment = self._open
         if segment is not None and (
-            segment.builder.size + incoming > self.max_bytes
-            or len(segment.commit_batches) + len(batches) > MAX_SEGMENT_BATCHES
+            segment.size + incoming > self.max_bytes
+            or len(segment.batches) + len(batches) > MAX_SEGMENT_BATCHES
         ):
             self._seal("size")
             segment = None
         if segment is None:
-            segment = self._open = _Segment(SegmentBuilder())
+            segment = self._open = _Segment()
             loop = asyncio.get_running_loop()
             segment.timer = loop.call_later(self.max_age_ms / 1000, self._seal_if_open, segment)
-        first = len(segment.commit_batches)
+        first = len(segment.batches)
+        segment.batches.extend(batches)
+        segment.size += incoming
         for batch in batches:
-            header = batch.header
-            entry = segment.builder.append(
-                topic_id=batch.topic_id,
-                partition=batch.partition,
-                batch=batch.data,
-                header=header,
-            )
-            topic_id = str(batch.topic_id)
-            segment.commit_batches.append(
-                {
-                    "topic_id": topic_id,
-                    "partition": batch.partition,
-                    "pos": entry.position,
-                    "len": entry.length,
-                    "records": header.record_count,
-                    "base_ts": header.base_timestamp,
-                    "max_ts": header.max_timestamp,
-                    "producer_id": header.producer_id,
-                    "producer_epoch": header.producer_epoch,
-                    "base_sequence": header.base_sequence,
-                }
-            )
-            segment.touched.add((topic_id, batch.partition))
+            segment.touched.add((str(batch.topic_id), batch.partition))
         future = None
         if wait:
             future = asyncio.get_running_loop().create_future()
             segment.waiters.append((future, first, len(batches)))
-        if segment.builder.size >= self.max_bytes:
+        if segment.size >= self.max_bytes:
             self._seal("size")
         return future
 
@@ -260,7 +298,7 @@ class SegmentWriter:
         previous = self._commit_tail
         segment.committed = asyncio.get_running_loop().create_future()
         self._commit_tail = segment.committed
-        size = segment.builder.size
+        size = segment.size
         self._inflight_bytes += size
         _INFLIGHT.set(self._inflight_bytes)
         if self._inflight_bytes > self._max_inflight:
@@ -279,15 +317,15 @@ class SegmentWriter:
         )
         return f"{self.cluster_id}/segments/{now:%Y/%m/%d}/{name}.seg"
 
-    def _finish_and_put(self, key: str, builder: SegmentBuilder) -> bytes:
-        # Runs in a worker thread: the sealed builder is no longer touched by the loop.
-        data = builder.finish()
+    def _finish_and_put(self, key: str, segment: _Segment) -> _Written:
+        # Runs in a worker thread: the sealed segment is no longer touched by the loop.
+        written = _lay_out(segment.batches)
         for delay in (*self.put_retry_delays_s, None):
             started = time.perf_counter()
             try:
-                self._put(key, data)
+                self._put(key, written.data)
                 _PUT_SECONDS.observe(time.perf_counter() - started, "ok")
-                return data
+                return written
             except Exception as exc:  # any backend failure; retried, then reported
                 _PUT_SECONDS.observe(time.perf_counter() - started, "error")
                 if delay is None:
@@ -302,20 +340,20 @@ class SegmentWriter:
         outcome = "ok"
         results: list[dict[str, Any]] | None = None
         error_code = 0
-        data = b""
+        written: _Written | None = None
         try:
             loop = asyncio.get_running_loop()
             try:
-                data = await loop.run_in_executor(
-                    self._executor, self._finish_and_put, key, segment.builder
+                written = await loop.run_in_executor(
+                    self._executor, self._finish_and_put, key, segment
                 )
             except Exception as exc:
                 log.error("segment %s: PUT failed, failing its requests: %s", key, exc)
                 error_code, outcome = KAFKA_STORAGE_ERROR, "put_failed"
             if previous is not None:
                 await asyncio.shield(previous)  # commits go out in segment order
-            if not error_code:
-                results, error_code, outcome = await self._commit(key, len(data), segment)
+            if not error_code and written is not None:
+                results, error_code, outcome = await self._commit(key, written)
         except Exception:  # our bug: never leave producers hanging
             log.exception("segment %s: flush failed", key)
             results, error_code, outcome = None, KAFKA_STORAGE_ERROR, "error"
@@ -331,11 +369,21 @@ class SegmentWriter:
                 self._seal("age")
         _SEGMENTS.inc(1, outcome)
         _FLUSH_SECONDS.observe(time.perf_counter() - started, outcome)
-        if results is not None:
-            _FLUSH_BYTES.observe(len(data))
+        if results is not None and written is not None:
+            _FLUSH_BYTES.observe(len(written.data))
             if self._on_committed is not None:
-                self._on_committed(key, data)
+                self._on_committed(key, written.data)
             self.watch.notify(segment.touched)
+            if self.offsets is not None:
+                for entry, result in zip(written.commit_batches, results, strict=True):
+                    if not result["error_code"]:
+                        self.offsets.committed(
+                            entry["topic_id"],
+                            entry["partition"],
+                            end=result["base_offset"] + entry["records"],
+                            log_start=result["log_start_offset"],
+                        )
+            results = written.in_append_order(results)
         for future, first, count in segment.waiters:
             if future.done():  # the client went away
                 continue
@@ -346,18 +394,19 @@ class SegmentWriter:
                 future.set_result([failed] * count)
 
     async def _commit(
-        self, key: str, size: int, segment: _Segment
+        self, key: str, written: _Written
     ) -> tuple[list[dict[str, Any]] | None, int, str]:
-        body = {"file_key": key, "size": size, "batches": segment.commit_batches}
+        """The commit answer, one result per batch in file order (the body's order)."""
+        body = {"file_key": key, "size": len(written.data), "batches": written.commit_batches}
         for delay in (*self.commit_retry_delays_s, None):
             started = time.perf_counter()
             try:
                 answer = await self._client.call("commit", body)
                 _COMMIT_SECONDS.observe(time.perf_counter() - started, "ok")
                 results = answer["batches"]
-                if len(results) != len(segment.commit_batches):
+                if len(results) != len(written.commit_batches):
                     raise ValueError(
-                        f"commit answered {len(results)} batches for {len(segment.commit_batches)}"
+                        f"commit answered {len(results)} batches for {len(written.commit_batches)}"
                     )
                 return results, 0, "ok"
             except ControlPlaneUnavailable as exc:

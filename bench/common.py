@@ -20,17 +20,26 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def bench_env(data_dir: Path, database: str = "floe_bench") -> dict:
+def bench_env(data_dir: Path, database: str | None = None) -> dict:
     """Environment for a control plane on a fresh bench database.
 
-    With ``DATABASE_URL`` set, a database ``database`` is (re)created on that server
-    (benchmarks that may run side by side on one server use their own names);
-    otherwise the embedded PostgreSQL in ``data_dir`` is used.
+    With ``DATABASE_URL`` set, a database ``database`` (else ``FLOE_BENCH_DATABASE``, else
+    ``floe_bench``) is (re)created on that server (benchmarks that may run side by side on
+    one server use their own names); otherwise the embedded PostgreSQL in ``data_dir``.
     """
     sys.path.insert(0, str(ROOT))
     from controlplane.embedded import postgres_url
 
-    env = dict(os.environ, DEBUG="1", FLOE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+    # Production settings: DEBUG would log every query of every request.
+    env = dict(
+        os.environ,
+        DEBUG="0",
+        SECRET_KEY="bench-" + "x" * 40,
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        FLOE_DATA_DIR=str(data_dir),
+        PYTHONUNBUFFERED="1",
+    )
+    database = database or env.get("FLOE_BENCH_DATABASE", "floe_bench")
     # An embedded server here belongs to the benchmark: it stops when the benchmark exits.
     base = env.get("DATABASE_URL") or postgres_url(data_dir, keep_running=False)
     import psycopg

@@ -43,11 +43,12 @@ class Client:
 
 
 def commit_body(cluster_id: str, topic_id: str, n: str, rng: random.Random) -> bytes:
-    partitions = rng.sample(range(PARTITIONS), 50)
+    # Laid out as an agent lays out a segment: each partition's two batches side by side.
+    partitions = sorted(rng.sample(range(PARTITIONS), 50))
     batches = [
         {
             "topic_id": topic_id,
-            "partition": partitions[i % 50],
+            "partition": partitions[i // 2],
             "pos": i * 16384,
             "len": 16384,
             "records": 16,

@@ -3,8 +3,8 @@
 Starts a control plane (gunicorn, bench database) and one agent with a file:// bucket —
 or uses `--control-plane-url` + `--agent-key` of a running control plane, or measures a
 running agent given by `--bootstrap` — then, for each
-`--batch-timeouts` value (default 250 and 50 ms), on a fresh 12-partition topic with
-1 KiB records and acks=all:
+`--batch-timeouts` value (default 250 and 50 ms) and each `--partitions` count (default
+12), on a fresh topic with 1 KiB records and acks=all:
 
 1. throughput: produce as fast as possible for `--seconds`; MiB/s;
 2. latency: produce at `--rate` records/s while a consumer tails the topic; produce
@@ -15,6 +15,7 @@ running agent given by `--bootstrap` — then, for each
 Prints one JSON object.
 
     .venv/bin/python bench/produce.py [--seconds 10] [--batch-timeouts 250,50]
+                                      [--partitions 12,100,1000]
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from common import ROOT, bench_env, control_plane, django_setup, percentile
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-PARTITIONS = 12
 RECORD_BYTES = 1024
 MIB = 1024 * 1024
 _STAMP = struct.Struct(">d")  # send time, at the start of every value
@@ -59,9 +59,9 @@ def start_agent(url: str, key: str, bucket: Path, batch_timeout_ms: int) -> tupl
     return proc, match.group(1)
 
 
-def create_topic(bootstrap: str, name: str) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, PARTITIONS, 1)]).values():
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
         future.result(30)
 
 
@@ -77,7 +77,7 @@ def producer(bootstrap: str) -> Producer:
     )
 
 
-def run_throughput(bootstrap: str, topic: str, seconds: float) -> dict:
+def run_throughput(bootstrap: str, topic: str, partitions: int, seconds: float) -> dict:
     """Produce flat out; MiB/s from the first send to the last delivery."""
     prod = producer(bootstrap)
     payload = bytes(RECORD_BYTES)
@@ -91,7 +91,7 @@ def run_throughput(bootstrap: str, topic: str, seconds: float) -> dict:
     while time.perf_counter() - started < seconds:
         for _ in range(1000):
             try:
-                prod.produce(topic, payload, partition=sent % PARTITIONS, on_delivery=on_delivery)
+                prod.produce(topic, payload, partition=sent % partitions, on_delivery=on_delivery)
                 sent += 1
             except BufferError:
                 prod.poll(0.005)
@@ -106,7 +106,7 @@ def run_throughput(bootstrap: str, topic: str, seconds: float) -> dict:
     }
 
 
-def run_latency(bootstrap: str, topic: str, seconds: float, rate: int) -> dict:
+def run_latency(bootstrap: str, topic: str, partitions: int, seconds: float, rate: int) -> dict:
     """Produce at `rate` records/s while a consumer tails the topic."""
     e2e: list[float] = []
     stop = threading.Event()
@@ -116,7 +116,7 @@ def run_latency(bootstrap: str, topic: str, seconds: float, rate: int) -> dict:
         consumer = Consumer(
             {"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False}
         )
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         ready.set()
         while not stop.is_set():
             # poll, not consume(n, timeout): consume holds messages until n or the timeout.
@@ -143,7 +143,7 @@ def run_latency(bootstrap: str, topic: str, seconds: float, rate: int) -> dict:
                 if not err:
                     produce_latency.append(time.perf_counter() - sent_at)
 
-            prod.produce(topic, value, partition=sent % PARTITIONS, on_delivery=on_delivery)
+            prod.produce(topic, value, partition=sent % partitions, on_delivery=on_delivery)
             sent += 1
         prod.poll(0.001)
     prod.flush(30)
@@ -167,7 +167,7 @@ def run_latency(bootstrap: str, topic: str, seconds: float, rate: int) -> dict:
     }
 
 
-def run_catch_up(bootstrap: str, topic: str, records: int) -> dict:
+def run_catch_up(bootstrap: str, topic: str, partitions: int, records: int) -> dict:
     """Read `records` records of the topic from the beginning; MiB/s."""
     consumer = Consumer(
         {
@@ -178,7 +178,7 @@ def run_catch_up(bootstrap: str, topic: str, records: int) -> dict:
             "max.partition.fetch.bytes": 8 * MIB,
         }
     )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = size = 0
     started = time.perf_counter()
     deadline = time.monotonic() + 120
@@ -203,22 +203,37 @@ def stop_embedded_postgres(data_dir: Path) -> None:
         os.kill(int(pid_file.read_text().split()[0]), signal.SIGINT)  # fast shutdown
 
 
-def run_phases(bootstrap: str, label: str, args) -> dict:
-    """Throughput, latency and catch-up against one agent."""
-    topic = f"bench-{label}-{int(time.time())}"
-    create_topic(bootstrap, topic)
-    throughput = run_throughput(bootstrap, topic, args.seconds)
-    latency_topic = topic + "-latency"
-    create_topic(bootstrap, latency_topic)
-    latency = run_latency(bootstrap, latency_topic, args.seconds, args.rate)
-    catch_up = run_catch_up(bootstrap, topic, throughput["records"] - throughput["failed"])
-    return {"produce": throughput, "latency": latency, "catch_up": catch_up}
+def run_phases(bootstrap: str, label: str, args) -> list[dict]:
+    """Throughput, latency and catch-up against one agent, per partition count."""
+    results = []
+    for partitions in [int(p) for p in args.partitions.split(",")]:
+        topic = f"bench-{label}-{partitions}-{int(time.time())}"
+        create_topic(bootstrap, topic, partitions)
+        throughput = run_throughput(bootstrap, topic, partitions, args.seconds)
+        latency_topic = topic + "-latency"
+        create_topic(bootstrap, latency_topic, partitions)
+        latency = run_latency(bootstrap, latency_topic, partitions, args.seconds, args.rate)
+        written = throughput["records"] - throughput["failed"]
+        catch_up = run_catch_up(bootstrap, topic, partitions, written)
+        results.append(
+            {
+                "partitions": partitions,
+                "produce": throughput,
+                "latency": latency,
+                "catch_up": catch_up,
+            }
+        )
+        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    return results
 
 
 def bench_one(url: str, key: str, bucket: Path, timeout_ms: int, args) -> dict:
     proc, bootstrap = start_agent(url, key, bucket, timeout_ms)
     try:
-        return {"batch_timeout_ms": timeout_ms, **run_phases(bootstrap, str(timeout_ms), args)}
+        return {
+            "batch_timeout_ms": timeout_ms,
+            "topics": run_phases(bootstrap, str(timeout_ms), args),
+        }
     finally:
         proc.terminate()
         proc.wait(30)
@@ -229,12 +244,17 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each phase")
     parser.add_argument("--batch-timeouts", default="250,50")
     parser.add_argument("--rate", type=int, default=5000, help="records/s in the latency phase")
+    parser.add_argument("--partitions", default="12", help="partition counts, e.g. 12,100,1000")
     parser.add_argument("--control-plane-url", help="use a running control plane")
     parser.add_argument("--agent-key", help="agent key of a cluster on that control plane")
     parser.add_argument("--bootstrap", help="measure a running agent (host:port) instead")
     args = parser.parse_args()
     if args.bootstrap:
-        print(json.dumps({"bootstrap": args.bootstrap, **run_phases(args.bootstrap, "x", args)}))
+        print(
+            json.dumps(
+                {"bootstrap": args.bootstrap, "topics": run_phases(args.bootstrap, "x", args)}
+            )
+        )
         return
     data_dir = Path(tempfile.mkdtemp(prefix="floe-bench-produce-"))
     bucket = data_dir / "bucket"
@@ -263,8 +283,7 @@ def main() -> None:
         finally:
             if embedded:
                 stop_embedded_postgres(data_dir)
-    print(json.dumps({"record_bytes": RECORD_BYTES, "partitions": PARTITIONS, "runs": results},
-                     indent=2))  # fmt: skip
+    print(json.dumps({"record_bytes": RECORD_BYTES, "runs": results}, indent=2))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from crc32c import crc32c
@@ -275,3 +276,49 @@ def _mismatched_fields(entry: SegmentEntry, header: BatchHeader) -> list[str]:
     if entry.base_offset != -1:  # compacted files: the batch carries its assigned offset
         pairs["base_offset"] = header.base_offset
     return [name for name, value in pairs.items() if getattr(entry, name) != value]
+
+
+@dataclass(frozen=True, slots=True)
+class RunBatch:
+    """One batch of a partition run, with the offsets the metadata store gave it."""
+
+    position: int  # within the run's bytes
+    length: int
+    base_offset: int
+    header: BatchHeader
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.header.last_offset_delta
+
+
+def run_batches(
+    data: bytes | bytearray | memoryview, *, base_offset: int, last_offset: int, rewrite: bool
+) -> Iterator[RunBatch]:
+    """Walk the batches of one partition run (an index row: consecutive batches of one
+    partition in one file) and give each its assigned base offset.
+
+    With `rewrite` (level-0 files, batches as producers sent them) offsets are dense from
+    the run's `base_offset`, each batch taking lastOffsetDelta + 1 of them; otherwise the
+    batches already carry theirs (compacted files; key compaction leaves gaps). Raises
+    `SegmentCorrupt` when the bytes disagree with the index: a partial batch, offsets
+    outside the run, or — walked to the end — a dense run not ending at `last_offset`.
+    """
+    cursor = base_offset
+    try:
+        for position, length, header in iter_batches(data):
+            base = cursor if rewrite else header.base_offset
+            batch = RunBatch(position, length, base, header)
+            if base < cursor or batch.last_offset > last_offset:
+                raise SegmentCorrupt(
+                    f"batch at {position} has offsets {base}..{batch.last_offset}, outside "
+                    f"the run's {cursor}..{last_offset}"
+                )
+            yield batch
+            cursor = batch.last_offset + 1
+    except CorruptRecord as exc:
+        raise SegmentCorrupt(f"run at offset {base_offset}: {exc.reason}") from None
+    if rewrite and cursor != last_offset + 1:
+        raise SegmentCorrupt(
+            f"run {base_offset}..{last_offset} holds batches for {base_offset}..{cursor - 1}"
+        )

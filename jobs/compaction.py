@@ -8,8 +8,9 @@ footer). Offsets never change: the control plane repoints the index rows at the 
 files in one compare-and-swap (``virtualclusters.jobs.services.compaction_swap``).
 
 Plan: ``bucket_url``, ``output_prefix`` (unique per attempt), ``target_bytes`` and
-``batches``, rows of `BATCH_COLUMNS`. Result: ``files`` written ({key, size,
-batch_count}) and ``batches``: [partition_id, last_offset, file_key, position, length].
+``batches``, index rows (partition runs) as `BATCH_COLUMNS`. Result: ``files`` written
+({key, size, batch_count}) and ``batches``: [partition_id, last_offset, file_key,
+position, length] — each run is moved whole.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from jobs.cli import job_main
-from jobs.segment_io import BatchRef, OutputFile, batch_at_offset, read_batches, store_for
+from jobs.segment_io import BatchRef, OutputFile, read_batches, run_at_offsets, store_for
 
+# One row per index row (a partition run); `rewrite`: its file is level 0, so its
+# batches still carry the producers' baseOffsets.
 BATCH_COLUMNS = (
     "partition_id",
     "topic_id",
@@ -34,10 +37,11 @@ BATCH_COLUMNS = (
     "file_key",
     "position",
     "length",
+    "rewrite",
 )
 BATCH_SCHEMA = (
     "partition_id long, topic_id string, partition int, base_offset long, last_offset long,"
-    " file_key string, position long, length int"
+    " file_key string, position long, length int, rewrite boolean"
 )
 
 
@@ -80,19 +84,33 @@ def write_outputs(
         data = read_batches(store, [BatchRef(r[5], r[6], r[7]) for r in members])
         output = OutputFile(f"{output_prefix}{out_index:06d}.seg")
         placed = []
-        for pid, topic_id, partition, base, last, key, position, length in members:
-            batch = batch_at_offset(
+        for pid, topic_id, partition, base, last, key, position, length, rewrite in members:
+            batches = run_at_offsets(
                 data.pop(BatchRef(key, position, length)),
                 base_offset=base,
                 last_offset=last,
+                rewrite=rewrite,
                 where=f"{key}@{position}",
             )
-            entry = output.append(
-                topic_id=topic_id, partition=partition, batch=batch, base_offset=base
+            # The run stays one run: its batches go side by side into the output.
+            entries = [
+                output.append(
+                    topic_id=topic_id, partition=partition, batch=b.data, base_offset=b.base_offset
+                )
+                for b in batches
+            ]
+            placed.append(
+                (
+                    "batch",
+                    pid,
+                    last,
+                    output.key,
+                    entries[0].position,
+                    sum(e.length for e in entries),
+                )
             )
-            placed.append(("batch", pid, last, output.key, entry.position, entry.length))
         size = output.put(store)
-        yield ("file", output.key, size, len(placed))
+        yield ("file", output.key, size, len(output.builder))
         yield from placed
 
 

@@ -5,18 +5,19 @@ Two passes over a partition's batches, as Kafka's log cleaner does:
 1. decode every record into (partition, batch, offset, key, tombstone?, timestamp) rows,
    and keep (`transform_latest_per_key`) the last record of each key, dropping
    tombstones older than ``delete.retention.ms``;
-2. rewrite only the batches that lost records: the kept records keep their ORIGINAL
-   offsets (offset deltas with gaps) and the batch keeps its baseOffset and
-   lastOffsetDelta (Kafka's cleaner does the same), so the index row keeps its
-   (base_offset, last_offset) and only its file, position, length, record count and
-   max timestamp change. A batch left with no records leaves the index.
+2. rewrite only the index rows (partition runs) that lost records: the kept records
+   keep their ORIGINAL offsets (offset deltas with gaps) and each batch keeps its
+   baseOffset and lastOffsetDelta (Kafka's cleaner does the same), so the index row
+   keeps its (base_offset, last_offset) and only its file, position, length, record and
+   batch counts and max timestamp change. A batch left with no records is dropped from
+   its run; a run left with no batch leaves the index.
 
 Record keys travel between executors (the shuffle of pass 1) and never reach the
 driver: it collects only offsets and pointers.
 
 Plan: as compaction's, with rows of `KEY_BATCH_COLUMNS`. Result: ``files`` and
 ``batches``: [partition_id, last_offset, file_key or None (dropped), position, length,
-record_count, max_timestamp] for every rewritten or dropped batch.
+record_count, max_timestamp, batch_count] for every rewritten or dropped row.
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ from pyspark.sql import functions as F
 from core.kafka.records import RecordInput, decode_records, encode_batch
 from jobs.cli import job_main
 from jobs.compaction import BATCH_COLUMNS, output_count, transform_output_layout
-from jobs.segment_io import BatchRef, OutputFile, batch_at_offset, read_batches, store_for
+from jobs.segment_io import BatchRef, OutputFile, read_batches, run_at_offsets, store_for
 
 KEY_BATCH_COLUMNS = (*BATCH_COLUMNS, "record_count", "tombstone_cutoff_ms")
 KEY_BATCH_SCHEMA = (
     "partition_id long, topic_id string, partition int, base_offset long, last_offset long,"
-    " file_key string, position long, length int, record_count int, tombstone_cutoff_ms long"
+    " file_key string, position long, length int, rewrite boolean, record_count int,"
+    " tombstone_cutoff_ms long"
 )
 RECORD_SCHEMA = (
     "partition_id long, batch_last_offset long, offset long, key binary, tombstone boolean,"
@@ -71,18 +73,19 @@ def transform_latest_per_key(records: DataFrame) -> DataFrame:
 
 
 def _decoded(store, rows: list[tuple]):
-    """(row, batch header, records) of each row, read with coalesced requests per file."""
+    """(row, [(stored batch, records)]) of each row (a partition run), read with
+    coalesced requests per file."""
     data = read_batches(store, [BatchRef(r[5], r[6], r[7]) for r in rows])
     for row in rows:
-        _, _, _, base, last, key, position, length = row[:8]
-        batch = batch_at_offset(
+        _, _, _, base, last, key, position, length, rewrite = row[:9]
+        batches = run_at_offsets(
             data.pop(BatchRef(key, position, length)),
             base_offset=base,
             last_offset=last,
+            rewrite=rewrite,
             where=f"{key}@{position}",
         )
-        header, records = decode_records(batch)
-        yield row, header, records
+        yield row, [(b, decode_records(b.data)[1]) for b in batches]
 
 
 def record_rows(rows: Iterable[tuple], *, bucket_url: str) -> Iterator[tuple]:
@@ -92,13 +95,15 @@ def record_rows(rows: Iterable[tuple], *, bucket_url: str) -> Iterator[tuple]:
     for row in rows:
         by_file[row[5]].append(row)
     for members in by_file.values():
-        for row, header, records in _decoded(store, members):
-            pid, last, cutoff = row[0], row[4], row[9]
-            for record in records:
-                # Control records (transaction markers) are never compacted away.
-                key = None if header.is_control else record.key
-                tombstone = record.value is None and not header.is_control
-                yield (pid, last, record.offset, key, tombstone, record.timestamp, cutoff)
+        for row, batches in _decoded(store, members):
+            pid, last, cutoff = row[0], row[4], row[10]
+            for stored, records in batches:
+                header = stored.header
+                for record in records:
+                    # Control records (transaction markers) are never compacted away.
+                    key = None if header.is_control else record.key
+                    tombstone = record.value is None and not header.is_control
+                    yield (pid, last, record.offset, key, tombstone, record.timestamp, cutoff)
 
 
 def rewrite_outputs(
@@ -107,7 +112,7 @@ def rewrite_outputs(
     """Executor side of pass 2: rewrite each batch with only its kept records.
 
     Yields ("file", key, size, batch_count) and ("batch", partition_id, last_offset,
-    key or None, position, length, record_count, max_timestamp).
+    key or None, position, length, record_count, max_timestamp, batch_count).
     """
     store = store_for(bucket_url)
     by_output: dict[int, list[tuple]] = defaultdict(list)
@@ -118,40 +123,48 @@ def rewrite_outputs(
         kept = {(m[0], m[4]): set(m[-1]) for m in members}
         output = OutputFile(f"{output_prefix}{out_index:06d}.seg")
         placed = []
-        for row, header, records in _decoded(store, [m[:-1] for m in members]):
+        for row, batches in _decoded(store, [m[:-1] for m in members]):
             pid, topic_id, partition, base, last = row[:5]
-            survivors = [r for r in records if r.offset in kept[(pid, last)]]
-            if not survivors:
-                placed.append(("batch", pid, last, None, -1, 0, 0, -1))
+            entries = []
+            for stored, records in batches:
+                survivors = [r for r in records if r.offset in kept[(pid, last)]]
+                if not survivors:
+                    continue  # the whole batch goes; the run keeps its other batches
+                header, batch_base = stored.header, stored.base_offset
+                batch = encode_batch(
+                    [
+                        RecordInput(r.offset - batch_base, r.timestamp, r.key, r.value, r.headers)
+                        for r in survivors
+                    ],
+                    base_offset=batch_base,
+                    compression=header.compression,
+                    producer_id=header.producer_id,
+                    producer_epoch=header.producer_epoch,
+                    base_sequence=header.base_sequence,
+                    is_transactional=header.is_transactional,
+                    partition_leader_epoch=header.partition_leader_epoch,
+                    timestamp_type=header.timestamp_type,
+                    last_offset_delta=header.last_offset_delta,
+                )
+                entries.append(
+                    output.append(
+                        topic_id=topic_id, partition=partition, batch=batch, base_offset=batch_base
+                    )
+                )
+            if not entries:
+                placed.append(("batch", pid, last, None, -1, 0, 0, -1, 0))
                 continue
-            batch = encode_batch(
-                [
-                    RecordInput(r.offset - base, r.timestamp, r.key, r.value, r.headers)
-                    for r in survivors
-                ],
-                base_offset=base,
-                compression=header.compression,
-                producer_id=header.producer_id,
-                producer_epoch=header.producer_epoch,
-                base_sequence=header.base_sequence,
-                is_transactional=header.is_transactional,
-                partition_leader_epoch=header.partition_leader_epoch,
-                timestamp_type=header.timestamp_type,
-                last_offset_delta=header.last_offset_delta,
-            )
-            entry = output.append(
-                topic_id=topic_id, partition=partition, batch=batch, base_offset=base
-            )
             placed.append(
                 (
                     "batch",
                     pid,
                     last,
                     output.key,
-                    entry.position,
-                    entry.length,
-                    entry.record_count,
-                    entry.max_timestamp,
+                    entries[0].position,
+                    sum(e.length for e in entries),
+                    sum(e.record_count for e in entries),
+                    max(e.max_timestamp for e in entries),
+                    len(entries),
                 )
             )
         if len(output.builder):
@@ -191,7 +204,7 @@ def run(spark: SparkSession, plan: dict) -> dict:
         .where(F.size("kept") < F.col("record_count"))
     )
     outputs = output_count(rows, target_bytes=target)
-    columns = [*KEY_BATCH_COLUMNS[:8], "kept"]
+    columns = [*KEY_BATCH_COLUMNS[:9], "kept"]
     written = (
         transform_output_layout(shrunk, target_bytes=target)
         .rdd.map(lambda r: (r["out_index"], tuple(r[c] for c in columns)))

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from core.kafka.records import BatchHeader, batch_crc_ok, iter_batches, patch_base_offset
-from core.segment import SegmentBuilder, SegmentCorrupt
+from core.segment import SegmentBuilder, SegmentCorrupt, run_batches
 from core.storage import FileStore, ObjectStore, open_store
 
 REMOTE_MAX_GAP = 1024 * 1024
@@ -37,7 +37,7 @@ def store_for(url: str) -> ObjectStore:
 
 
 class BatchRef(NamedTuple):
-    """Where one batch lives: the index's pointer."""
+    """Where one index row (a partition run) lives: the index's pointer."""
 
     file_key: str
     position: int
@@ -83,28 +83,36 @@ def _spans(refs: list[BatchRef], *, max_gap: int) -> Iterator[tuple[int, int, li
         yield start, end, members
 
 
-def batch_at_offset(
-    data: bytes | memoryview, *, base_offset: int, last_offset: int, where: str
-) -> bytearray:
-    """A copy of one stored batch with its baseOffset set to the index's, checked whole.
+class StoredBatch(NamedTuple):
+    """One batch of a run, copied out with its baseOffset set to the one it was given."""
 
-    The index and the bytes must agree: one batch, CRC-32C intact, and the offsets the
-    index gave it spanning exactly the batch's lastOffsetDelta.
+    data: bytearray
+    header: BatchHeader  # as read back after the offset was set
+    base_offset: int
+
+
+def run_at_offsets(
+    data: bytes | memoryview, *, base_offset: int, last_offset: int, rewrite: bool, where: str
+) -> list[StoredBatch]:
+    """The batches of one index row (a partition run), each copied and checked whole.
+
+    The index and the bytes must agree: every batch's CRC-32C intact and the offsets the
+    index gave the run spanning exactly its batches (``core.segment.run_batches``). With
+    `rewrite` (level-0 files) each batch's baseOffset is set to its assigned offset.
     """
-    batch = bytearray(data)
-    headers = list(iter_batches(batch))
-    if len(headers) != 1 or headers[0][1] != len(batch):
-        raise SegmentCorrupt(f"{where}: the index points at {len(headers)} batches, not one")
-    header = headers[0][2]
-    if not batch_crc_ok(batch, header):
-        raise SegmentCorrupt(f"{where}: CRC-32C mismatch")
-    if header.last_offset_delta != last_offset - base_offset:
-        raise SegmentCorrupt(
-            f"{where}: the index gives offsets {base_offset}..{last_offset} to a batch "
-            f"whose lastOffsetDelta is {header.last_offset_delta}"
-        )
-    patch_base_offset(batch, 0, base_offset)
-    return batch
+    out = []
+    try:
+        for batch in run_batches(
+            data, base_offset=base_offset, last_offset=last_offset, rewrite=rewrite
+        ):
+            copy = bytearray(data[batch.position : batch.position + batch.length])
+            if not batch_crc_ok(copy, batch.header):
+                raise SegmentCorrupt(f"batch at {batch.position}: CRC-32C mismatch")
+            patch_base_offset(copy, 0, batch.base_offset)
+            out.append(StoredBatch(copy, header_of(copy), batch.base_offset))
+    except SegmentCorrupt as exc:
+        raise SegmentCorrupt(f"{where}: {exc}") from None
+    return out
 
 
 def header_of(batch: bytes | bytearray) -> BatchHeader:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 
@@ -75,11 +76,19 @@ class SegmentFile(models.Model):
 
 
 class Batch(models.Model):
-    """One record batch: where it lives and which offsets the metadata store gave it."""
+    """One partition run of a file: consecutive record batches of one partition, side by
+    side in one file, with the offsets the metadata store gave them.
 
-    # Offsets are dense and batches never overlap, so (partition, last offset) identifies a
-    # batch; fetch plans and offset lookups walk a partition by last offset. No surrogate
-    # id: every index on this, the hottest table, costs on every commit.
+    A file holds one run per partition it writes (agents lay segments out that way), so
+    the index grows with files, not with batches. The batches inside a run are found by
+    walking their headers; in level-0 files their baseOffset fields are the producers',
+    and readers rewrite them from the run's base offset, batch by batch (dense); in
+    compacted files they already carry their offsets (possibly with gaps, after key
+    compaction). Offsets never overlap, so (partition, last offset) identifies a run.
+    No surrogate id: every index on this, the hottest table, costs on every commit.
+    Idempotent producers' recent batches are remembered in `ProducerState`.
+    """
+
     pk = models.CompositePrimaryKey("partition", "last_offset")
     partition = models.ForeignKey(Partition, on_delete=models.CASCADE, db_constraint=False)
     base_offset = models.BigIntegerField()
@@ -88,10 +97,8 @@ class Batch(models.Model):
     position = models.BigIntegerField()
     length = models.IntegerField()
     record_count = models.IntegerField()
+    batch_count = models.IntegerField(default=1)
     max_timestamp = models.BigIntegerField()
-    producer_id = models.BigIntegerField(default=-1)
-    producer_epoch = models.SmallIntegerField(default=-1)
-    base_sequence = models.IntegerField(default=-1)
 
     class Meta:
         db_table = "floe_batch"
@@ -107,17 +114,27 @@ class Batch(models.Model):
                 & models.Q(length__gt=0),
                 name="batch_offsets_and_bytes_valid",
             ),
+            models.CheckConstraint(
+                condition=models.Q(batch_count__gte=1)
+                & models.Q(batch_count__lte=models.F("record_count")),
+                name="run_batch_count_valid",
+            ),
         ]
 
 
 class ProducerState(models.Model):
-    """KIP-98: the last sequence each idempotent producer wrote to a partition."""
+    """KIP-98: the last sequence each idempotent producer wrote to a partition, and the
+    base sequence and base offset of its last (up to 5) batches, oldest first, so that a
+    retried batch is recognised and answered with its original offset (Kafka keeps the
+    same five)."""
 
     partition = models.ForeignKey(Partition, on_delete=models.CASCADE, db_constraint=False)
     producer_id = models.BigIntegerField()
     producer_epoch = models.SmallIntegerField()
     last_sequence = models.IntegerField()
     last_offset = models.BigIntegerField()
+    recent_sequences = ArrayField(models.IntegerField(), default=list)
+    recent_offsets = ArrayField(models.BigIntegerField(), default=list)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -17,8 +17,9 @@ from django.db import connection, transaction
 
 from core.kafka.errors import ErrorCode
 from metadata_store.agent_api.schemas import CommitBatch
+from metadata_store.commit_group import CommitGroup
 
-FETCH_PLAN_MAX_BATCHES = 128  # per partition and call; the client simply fetches again
+FETCH_PLAN_MAX_RUNS = 128  # per partition and call; the client simply fetches again
 
 
 @dataclass(slots=True)
@@ -100,27 +101,42 @@ def _cursor():
     return psycopg.Cursor(connection.connection)
 
 
+@dataclass(frozen=True, slots=True)
+class _FileCommit:
+    cluster_id: int
+    file_key: str
+    size: int
+    batches: list[CommitBatch]
+
+
 def file_commit(
     *, cluster_id: int, file_key: str, size: int, batches: list[CommitBatch]
 ) -> list[dict]:
     """Record a flushed segment file and give each of its batches its offsets.
 
     `batches` are validated (``agent_api.schemas.CommitRequest`` and ``validate_commit``).
-    One transaction, one round trip (the ``floe_commit`` database function,
-    migration 0002): idempotent duplicates get their original offset and are not stored again,
-    every other batch gets the partition's next offsets, high watermarks move. Committing
-    the same ``file_key`` again returns the first answer and changes nothing.
+    One call of the ``floe_commit`` database function (migration 0004): idempotent
+    duplicates get their original offset and are not stored again, every other batch gets
+    the partition's next offsets, each partition run of the file becomes one index row,
+    high watermarks move. Committing the same ``file_key`` again returns the first answer
+    and changes nothing. Commits arriving together share one transaction
+    (``commit_group``): one WAL flush for all of them.
     """
-    with transaction.atomic(), _cursor() as cursor:
+    return _COMMITS.run(_FileCommit(cluster_id, file_key, size, batches))
+
+
+def _commit_one(request: _FileCommit) -> list[dict]:
+    batches = request.batches
+    with _cursor() as cursor:
         pairs = sorted({(b.topic_id, b.partition) for b in batches})
-        ids = _partition_id_map(cursor, cluster_id, pairs)
+        ids = _partition_id_map(cursor, request.cluster_id, pairs)
         cursor.execute(
             "SELECT floe_commit(%s, %s, %s, %s::bigint[], %s::int[], %s::bigint[], %s::int[],"
             " %s::bigint[], %s::bigint[], %s::int[], %s::int[])",
             [
-                cluster_id,
-                file_key,
-                size,
+                request.cluster_id,
+                request.file_key,
+                request.size,
                 _array(ids.get((b.topic_id, b.partition), -1) for b in batches),
                 _array(b.records for b in batches),
                 _array(b.pos for b in batches),
@@ -136,8 +152,24 @@ def file_commit(
     return json.loads(result) if isinstance(result, str) else result
 
 
+def _lock_group(requests: list[_FileCommit]) -> None:
+    """Lock every partition a group of commits writes, in id order (no deadlocks)."""
+    ids: set[int] = set()
+    with _cursor() as cursor:
+        for request in requests:
+            pairs = sorted({(b.topic_id, b.partition) for b in request.batches})
+            ids.update(_partition_id_map(cursor, request.cluster_id, pairs).values())
+        cursor.execute(
+            "SELECT id FROM floe_partition WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
+            [sorted(ids)],
+        )
+
+
+_COMMITS = CommitGroup(lock_all=_lock_group, execute_one=_commit_one)
+
+
 def fetch_plan(*, cluster_id: int, partitions: list[dict], max_bytes: int) -> list[dict]:
-    """Batch pointers from each requested offset on, within the byte budgets."""
+    """Run pointers from each requested offset on, within the byte budgets."""
     with _cursor() as cursor:
         wanted = [(_as_uuid(p.get("topic_id")), p.get("partition", -1)) for p in partitions]
         rows = _partitions_for(cursor, cluster_id, sorted({w for w in wanted if w[0]}), lock=False)
@@ -166,36 +198,36 @@ def fetch_plan(*, cluster_id: int, partitions: list[dict], max_bytes: int) -> li
                 to_read.append((len(answers) - 1, part.id, offset))
         if not to_read:
             return answers
-        # Per partition: batches from the offset on while the running byte count stays
-        # under the partition's budget (plus the batch that crosses it: KIP-74).
+        # Per partition: runs from the offset on while the running byte count stays under
+        # the partition's budget, plus the run that crosses it (the agent trims runs to
+        # the budgets batch by batch, KIP-74).
         cursor.execute(
-            "SELECT r.i, b.base_offset, b.last_offset, b.position, b.length,"
-            " (SELECT key FROM floe_file WHERE id = b.file_id)"
+            "SELECT r.i, b.base_offset, b.last_offset, b.position, b.length, b.batch_count,"
+            " f.key, f.level"
             " FROM unnest(%s::int[], %s::bigint[], %s::bigint[], %s::bigint[]) AS r(i, pid, off, budget)"
-            " CROSS JOIN LATERAL (SELECT * FROM (SELECT base_offset, last_offset, position, length, file_id,"
-            "   sum(length) OVER (ORDER BY last_offset) - length AS before"
+            " CROSS JOIN LATERAL (SELECT * FROM (SELECT base_offset, last_offset, position, length,"
+            "   batch_count, file_id, sum(length) OVER (ORDER BY last_offset) - length AS before"
             "   FROM (SELECT * FROM floe_batch WHERE partition_id = r.pid AND last_offset >= r.off"
             "         ORDER BY last_offset LIMIT %s) x) y WHERE y.before < r.budget) b"
+            " JOIN floe_file f ON f.id = b.file_id"
             " ORDER BY r.i, b.last_offset",
             [
                 [t[0] for t in to_read],
                 [t[1] for t in to_read],
                 [t[2] for t in to_read],
                 [max(1, partitions[t[0]].get("max_bytes", max_bytes)) for t in to_read],
-                FETCH_PLAN_MAX_BATCHES,
+                FETCH_PLAN_MAX_RUNS,
             ],
         )
         budget = max_bytes
         part_budget = {t[0]: partitions[t[0]].get("max_bytes", max_bytes) for t in to_read}
-        full: set[int] = set()  # partitions whose next batch did not fit: stop there
-        for index, base, last, position, length, key in cursor.fetchall():
-            if index in full:
+        first = True
+        for index, base, last, position, length, batches, key, level in cursor.fetchall():
+            # KIP-74: the first run of the response is returned whatever the limits, so a
+            # consumer always makes progress; a later one only while budget is left.
+            if not first and (part_budget[index] <= 0 or budget <= 0):
                 continue
-            # KIP-74: the first batch of the response is returned even when it is larger
-            # than the limits, so a consumer always makes progress.
-            if (length > part_budget[index] or length > budget) and budget != max_bytes:
-                full.add(index)
-                continue
+            first = False
             answers[index]["batches"].append(
                 {
                     "file_key": key,
@@ -203,6 +235,10 @@ def fetch_plan(*, cluster_id: int, partitions: list[dict], max_bytes: int) -> li
                     "len": length,
                     "base_offset": base,
                     "last_offset": last,
+                    "batch_count": batches,
+                    # Level-0 files hold producers' batches as sent: the reader sets
+                    # each batch's baseOffset from the run's. Compacted files carry them.
+                    "rewrite": level == 0,
                 }
             )
             part_budget[index] -= length
@@ -229,39 +265,42 @@ def list_offsets(*, cluster_id: int, partitions: list[dict]) -> list[dict]:
             if part is None:
                 answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            answer["high_watermark"] = part.high_watermark
+            answer["log_start_offset"] = part.log_start_offset
             timestamp = request.get("timestamp", -1)
             if timestamp == -1:
                 answer["offset"] = part.high_watermark
             elif timestamp == -2:
                 answer["offset"] = part.log_start_offset
-            elif timestamp == -3:
-                cursor.execute(
-                    "SELECT last_offset, max_timestamp FROM floe_batch WHERE partition_id = %s"
-                    " AND last_offset >= %s ORDER BY max_timestamp DESC, base_offset LIMIT 1",
-                    [part.id, part.log_start_offset],
-                )
-                found = cursor.fetchone()
-                if found:
-                    answer["offset"], answer["timestamp"] = found
             else:
+                # -3: the run holding the largest timestamp; else the first run holding a
+                # record at or after the timestamp. The agent reads the run and narrows the
+                # answer to the exact record (the control plane never sees records).
+                order = (
+                    "b.max_timestamp DESC, b.last_offset" if timestamp == -3 else "b.last_offset"
+                )
+                since = "" if timestamp == -3 else " AND b.max_timestamp >= %s"
                 cursor.execute(
-                    "SELECT b.base_offset, b.max_timestamp, f.key, b.position, b.length"
-                    " FROM floe_batch b JOIN floe_file f ON f.id = b.file_id"
-                    " WHERE b.partition_id = %s AND b.last_offset >= %s AND b.max_timestamp >= %s"
-                    " ORDER BY b.last_offset LIMIT 1",
-                    [part.id, part.log_start_offset, timestamp],
+                    "SELECT b.base_offset, b.last_offset, b.max_timestamp, b.position, b.length,"
+                    " b.batch_count, f.key, f.level FROM floe_batch b"
+                    " JOIN floe_file f ON f.id = b.file_id"
+                    f" WHERE b.partition_id = %s AND b.last_offset >= %s{since}"
+                    f" ORDER BY {order} LIMIT 1",
+                    [part.id, part.log_start_offset] + ([] if timestamp == -3 else [timestamp]),
                 )
                 found = cursor.fetchone()
                 if found:
-                    # The batch holding the first record at or after the timestamp; the
-                    # agent narrows it to the exact record (it may read record data).
-                    answer["offset"] = max(found[0], part.log_start_offset)
-                    answer["timestamp"] = found[1]
+                    base, last, max_ts, position, length, batches, key, level = found
+                    answer["offset"] = max(base, part.log_start_offset)
+                    answer["timestamp"] = max_ts
                     answer["batch"] = {
-                        "file_key": found[2],
-                        "pos": found[3],
-                        "len": found[4],
-                        "base_offset": found[0],
+                        "file_key": key,
+                        "pos": position,
+                        "len": length,
+                        "base_offset": base,
+                        "last_offset": last,
+                        "batch_count": batches,
+                        "rewrite": level == 0,
                     }
     return answers
 

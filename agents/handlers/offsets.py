@@ -1,14 +1,26 @@
 """ListOffsets, OffsetForLeaderEpoch and DeleteRecords: partition offsets, answered by the
-control plane's `list-offsets` and `delete-records` calls (one call per request)."""
+control plane's `list-offsets` and `delete-records` calls (one call per request).
+
+By timestamp (and for the max timestamp) the control plane can only name the partition
+run holding the answer — it never sees records — so the agent reads that run and
+narrows the answer to the exact record, as Kafka does: the first record whose timestamp
+is at or after the target (KIP-79), or the first record carrying the largest timestamp
+(KIP-734).
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from agents.context import AgentContext
 from agents.topics import TopicInfo
 from core.kafka.errors import ErrorCode
+from core.kafka.records import decode_records
+from core.segment import run_batches
+
+log = logging.getLogger(__name__)
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 # KIP-405 tiered storage specs; Floe has one tier, so they mean earliest / latest.
@@ -52,28 +64,60 @@ async def _per_partition(
     call: str,
     query_for: Callable[[dict[str, Any], TopicInfo], dict[str, Any]],
     entry_for: Callable[[dict[str, Any], int, dict[str, Any] | None], dict[str, Any]],
+    known: Callable[[dict[str, Any], TopicInfo], dict[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
     """Resolve every partition, make ONE control-plane ``call`` for the known ones, and
     answer per topic in request order. ``entry_for(request, error, answer)`` builds a
-    partition's entry; ``answer`` is None for a partition that was never asked about."""
+    partition's entry; ``answer`` is None for a partition that was never asked about.
+    ``known(request, topic)``, when given, may answer a partition from what the agent
+    already knows, without asking."""
     resolved = await _resolve(ctx, topics, name_field, "partitions", index_field)
-    query = [query_for(p, info) for p, info, _ in resolved if info is not None]
-    answers = (
-        iter((await ctx.client.call(call, {"partitions": query}))["partitions"])
-        if query
-        else iter(())
-    )
-    results = iter(resolved)
+    local: list[dict[str, Any] | None] = [
+        known(p, info) if known is not None and info is not None else None
+        for p, info, _ in resolved
+    ]
+    query = [
+        query_for(p, info)
+        for (p, info, _), answer in zip(resolved, local, strict=True)
+        if info is not None and answer is None
+    ]
+    asked = iter(await ctx.coalesced(call).ask(query) if query else ())
+    results = iter(zip(resolved, local, strict=True))
     out_topics = []
     for topic in topics:
         partitions = []
         for _ in topic["partitions"]:
-            request, info, error = next(results)
-            partitions.append(
-                entry_for(request, error, next(answers) if info is not None else None)
-            )
+            (request, info, error), answer = next(results)
+            if info is not None and answer is None:
+                answer = next(asked)
+                if call == "list-offsets" and not answer["error_code"]:
+                    _learn(ctx, info, request, index_field, answer)
+            partitions.append(entry_for(request, error, answer))
         out_topics.append({name_field: topic[name_field], "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": out_topics}
+
+
+def _learn(ctx, info: TopicInfo, request: dict, index_field: str, answer: dict) -> None:
+    """Keep the partition's watermarks that came with an answer (``partition_offsets``)."""
+    if "high_watermark" in answer:
+        ctx.offsets.learn(
+            info.topic_id_str,
+            request[index_field],
+            high_watermark=answer["high_watermark"],
+            log_start=answer["log_start_offset"],
+        )
+
+
+def _known_offset(ctx: AgentContext, request: dict, info: TopicInfo, index_field: str):
+    """A latest or earliest answer from what the agent learned in the last moment."""
+    timestamp = _TIMESTAMP_ALIASES.get(request.get("timestamp", LATEST), request.get("timestamp"))
+    if "timestamp" in request and timestamp not in (LATEST, EARLIEST):
+        return None
+    known = ctx.offsets.fresh(info.topic_id_str, request[index_field])
+    if known is None:
+        return None
+    offset = known[1] if timestamp == EARLIEST else known[0]
+    return {"error_code": 0, "offset": offset, "timestamp": -1}
 
 
 async def handle_list_offsets(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
@@ -105,9 +149,12 @@ async def handle_list_offsets(ctx: AgentContext, header, body: dict[str, Any]) -
             if answer["offset"] >= 0 and not answer["error_code"]:
                 entry["leader_epoch"] = _LEADER_EPOCH
                 entry["old_style_offsets"] = [answer["offset"]]
+            if answer.get("batch") and not answer["error_code"]:
+                narrowing.append((entry, answer, request["timestamp"]))
         return entry
 
-    return await _per_partition(
+    narrowing: list[tuple[dict[str, Any], dict[str, Any], int]] = []
+    response = await _per_partition(
         ctx,
         body["topics"],
         name_field="name",
@@ -115,7 +162,49 @@ async def handle_list_offsets(ctx: AgentContext, header, body: dict[str, Any]) -
         call="list-offsets",
         query_for=query_for,
         entry_for=entry_for,
+        known=lambda p, info: _known_offset(ctx, p, info, "partition_index"),
     )
+    for entry, answer, target in narrowing:
+        found = await _exact_record(ctx, answer, target)
+        if found is not None:
+            entry["offset"], entry["timestamp"] = found
+            entry["old_style_offsets"] = [found[0]]
+    return response
+
+
+async def _exact_record(
+    ctx: AgentContext, answer: dict[str, Any], target: int
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the record the answer's run holds for `target`: the first
+    at or after it, or for MAX_TIMESTAMP the first with the run's largest timestamp.
+    Records below the log start offset do not count. None if the run cannot be read (the
+    control plane's batch-level answer stands)."""
+    run = answer["batch"]
+    log_start = answer["offset"]  # the control plane gives at least the log start offset
+    wanted = answer["timestamp"] if target == MAX_TIMESTAMP else target
+    try:
+        views = await ctx.cache.read(run["file_key"], run["pos"], run["len"])
+        data = views[0] if len(views) == 1 else memoryview(b"".join(views))
+        for batch in run_batches(
+            data,
+            base_offset=run["base_offset"],
+            last_offset=run["last_offset"],
+            rewrite=run.get("rewrite", True),
+        ):
+            if batch.last_offset < log_start or batch.header.max_timestamp < wanted:
+                continue
+            header, records = decode_records(data[batch.position : batch.position + batch.length])
+            for record in records:
+                offset = batch.base_offset + (record.offset - header.base_offset)
+                if offset < log_start:
+                    continue
+                if record.timestamp == wanted or (
+                    target != MAX_TIMESTAMP and record.timestamp > wanted
+                ):
+                    return offset, record.timestamp
+    except Exception as exc:  # an unreadable run: keep the batch-level answer
+        log.warning("narrowing ListOffsets in %s failed: %s", run.get("file_key"), exc)
+    return None
 
 
 async def handle_offset_for_leader_epoch(
@@ -151,6 +240,7 @@ async def handle_offset_for_leader_epoch(
         call="list-offsets",
         query_for=query_for,
         entry_for=entry_for,
+        known=lambda p, info: _known_offset(ctx, p, info, "partition"),
     )
 
 
@@ -158,6 +248,7 @@ async def handle_delete_records(ctx: AgentContext, header, body: dict[str, Any])
     """Kafka DeleteRecords: move each partition's log start offset forward."""
 
     def query_for(p: dict[str, Any], info: TopicInfo) -> dict[str, Any]:
+        ctx.offsets.forget(info.topic_id_str, p["partition_index"])  # the start moves
         return {
             "topic_id": info.topic_id_str,
             "partition": p["partition_index"],

@@ -12,7 +12,6 @@ import pytest
 from agents.chunk_cache import ChunkCache
 from agents.config import ConfigError, parse_config
 from agents.groups.ring import node_id_for
-from agents.read_path import _skip
 from agents.topics import DEFAULT_MAX_MESSAGE_BYTES, TopicCache
 from agents.zone_cache import ChunkRing, ZoneCache
 
@@ -125,12 +124,6 @@ def test_chunk_cache_reports_a_range_past_the_end():
         asyncio.run(scenario())
 
 
-def test_skip_drops_a_prefix_that_spans_views():
-    views = [memoryview(b"abc"), memoryview(b"defg"), memoryview(b"hi")]
-    assert b"".join(_skip(views, 5)) == b"fghi"
-    assert b"".join(_skip(views, 0)) == b"abcdefghi"
-
-
 class FakeTopicsApi:
     def __init__(self, topics: list[dict]):
         self.topics = topics
@@ -206,3 +199,69 @@ def test_an_unreachable_control_plane_gets_a_retriable_error_not_a_failure(monke
     _, decoded = decode_response(ApiKey.PRODUCE, 9, answer[4:])
     error = decoded["responses"][0]["partition_responses"][0]["error_code"]
     assert error == ErrorCode.KAFKA_STORAGE_ERROR and ErrorCode(error).retriable
+
+
+def test_partition_offsets_are_answered_only_while_fresh_and_never_move_back(monkeypatch):
+    from agents import partition_offsets
+
+    now = [100.0]
+    monkeypatch.setattr(partition_offsets.time, "monotonic", lambda: now[0])
+    offsets = partition_offsets.PartitionOffsets(max_age_s=1.0)
+    assert offsets.fresh("t", 0) is None
+    offsets.learn("t", 0, high_watermark=50, log_start=10)
+    offsets.committed("t", 0, end=40, log_start=0)  # an older commit's answer
+    assert offsets.fresh("t", 0) == (50, 10)
+    now[0] += 0.5
+    offsets.committed("t", 0, end=60, log_start=10)
+    assert offsets.fresh("t", 0) == (60, 10)
+    now[0] += 1.01
+    assert offsets.fresh("t", 0) is None  # older than max_age_s: ask again
+    offsets.learn("t", 0, high_watermark=70, log_start=20)
+    offsets.forget("t", 0)
+    assert offsets.fresh("t", 0) is None
+
+
+def test_the_agent_lifts_its_open_file_limit_to_the_hard_limit():
+    import resource
+
+    from agents.__main__ import raise_file_limit
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
+        assert raise_file_limit() == resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 256
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_requests_arriving_while_a_call_is_out_share_the_next_call():
+    from agents.coalesced_calls import CoalescedCalls
+
+    class SlowApi:
+        def __init__(self) -> None:
+            self.calls: list[int] = []
+            self.fail = False
+
+        async def call(self, name: str, body: dict) -> dict:
+            self.calls.append(len(body["partitions"]))
+            await asyncio.sleep(0.05)
+            if self.fail:
+                raise RuntimeError("control plane down")
+            return {"partitions": [{"echo": p["n"]} for p in body["partitions"]]}
+
+    async def scenario() -> None:
+        api = SlowApi()
+        calls = CoalescedCalls(api, "list-offsets")  # type: ignore[arg-type]
+        first = asyncio.ensure_future(calls.ask([{"n": 0}, {"n": 0}]))
+        await asyncio.sleep(0.01)  # the first call is out; these wait for the next one
+        later = [calls.ask([{"n": i}, {"n": -i}]) for i in range(1, 100)]
+        answers = [await first, *await asyncio.gather(*later)]
+        assert answers == [[{"echo": i}, {"echo": -i}] for i in range(100)]
+        assert api.calls == [2, 198]  # the first at once, the other 99 requests together
+        api.fail = True
+        failed = await asyncio.gather(
+            *(calls.ask([{"n": 1}]) for _ in range(3)), return_exceptions=True
+        )
+        assert all(isinstance(f, RuntimeError) for f in failed)
+
+    asyncio.run(scenario())

@@ -21,7 +21,7 @@ from core.kafka.records import (
     iter_batches,
     patch_base_offset,
 )
-from core.segment import SegmentBuilder
+from core.segment import SegmentBuilder, run_batches
 from core.storage import open_store
 from metadata_store import store as metadata
 from metadata_store.agent_api.schemas import commit_batches
@@ -119,14 +119,18 @@ def read_partition(writer: SegmentWriter, topic: Topic, partition: int = 0) -> l
             assert offset == answer["high_watermark"], (offset, answer)
             return records
         for pointer in answer["batches"]:
-            data = bytearray(
-                writer.store.get_range(pointer["file_key"], pointer["pos"], pointer["len"])
-            )
-            patch_base_offset(data, 0, pointer["base_offset"])
-            header, decoded = decode_records(data)
-            assert header.base_offset == pointer["base_offset"]
-            assert header.last_offset == pointer["last_offset"]
-            records.extend(r for r in decoded if r.offset >= offset)
+            data = writer.store.get_range(pointer["file_key"], pointer["pos"], pointer["len"])
+            for stored in run_batches(
+                data,
+                base_offset=pointer["base_offset"],
+                last_offset=pointer["last_offset"],
+                rewrite=pointer["rewrite"],
+            ):
+                batch = bytearray(data[stored.position : stored.position + stored.length])
+                patch_base_offset(batch, 0, stored.base_offset)
+                header, decoded = decode_records(batch)
+                assert header.base_offset == stored.base_offset
+                records.extend(r for r in decoded if r.offset >= offset)
             offset = pointer["last_offset"] + 1
 
 

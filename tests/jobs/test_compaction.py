@@ -26,7 +26,7 @@ CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ
 
 
 def fill(writer, topics, files: int, *, start: int = 0) -> None:
-    """`files` segment files, each with one small batch for every partition."""
+    """`files` segment files, each with a run of two small batches for every partition."""
     for n in range(start, start + files):
         writer.commit(
             [
@@ -36,13 +36,14 @@ def fill(writer, topics, files: int, *, start: int = 0) -> None:
                     batch(
                         [
                             (f"k{n}-{i}".encode(), f"{topic.name}/{p}/{n}/{i}".encode() * 3)
-                            for i in range(5)
+                            for i in range(first, first + size)
                         ],
-                        compression=CODECS[(n + p) % len(CODECS)],
+                        compression=CODECS[(n + p + first) % len(CODECS)],
                     ),
                 )
                 for topic in topics
                 for p in range(topic.partition_count)
+                for first, size in ((0, 5), (5, 3))
             ]
         )
 
@@ -89,11 +90,16 @@ def test_compaction_keeps_every_record_at_its_offset_in_ten_times_fewer_files(wr
     output = SegmentFile.objects.get(cluster=tenant, level=1)
     assert output.key.startswith(f"{tenant.public_id}/compacted/{run.public_id}/")
     entries = verify_segment(writer.store.get(output.key))
-    assert len(entries) == Batch.objects.filter(file=output).count() == 160
+    runs = Batch.objects.filter(file=output)
+    assert len(entries) == 320 and runs.count() == 160  # each input run moved whole
+    assert {r.batch_count for r in runs} == {2}
     order = [(str(e.topic_id), e.partition, e.base_offset) for e in entries]
     assert order == sorted(order)
-    rows = {(b.position, b.base_offset) for b in Batch.objects.filter(file=output)}
-    assert rows == {(e.position, e.base_offset) for e in entries}
+    rows = {(r.position, r.base_offset, r.length) for r in runs}
+    firsts = {e.position: e for e in entries}
+    assert rows == {(r.position, firsts[r.position].base_offset, r.length) for r in runs} and all(
+        firsts[r.position].base_offset == r.base_offset for r in runs
+    )
 
 
 def test_compaction_is_due_only_from_the_threshold_on(writer, tenant):
@@ -194,7 +200,7 @@ def test_commits_during_compaction_lose_nothing(writer, tenant, transactional_db
 
     def producer(number: int) -> None:
         try:
-            n = 1000 * (number + 1)
+            n = 1_000_000 * (number + 1)  # the two producers never reuse a file number
             while not stop.is_set() or committed["files"] < 40:
                 fill(writer, topics, 1, start=n)
                 n += 1
@@ -226,7 +232,7 @@ def test_commits_during_compaction_lose_nothing(writer, tenant, transactional_db
         records = read_partition(writer, topics[0], p)
         high_watermark = Partition.objects.get(topic=topics[0], index=p).high_watermark
         assert [r.offset for r in records] == list(range(high_watermark))
-        assert high_watermark == 5 * (16 + committed["files"])
+        assert high_watermark == 8 * (16 + committed["files"])  # 5 + 3 records a file
         files = {r.value.decode().split("/")[2] for r in records}
         assert len(files) == 16 + committed["files"]
 

@@ -8,7 +8,7 @@ import pytest
 
 from core.segment import SegmentCorrupt
 from core.storage import FileStore, MemoryStore
-from jobs.segment_io import BatchRef, batch_at_offset, read_batches, store_for
+from jobs.segment_io import BatchRef, read_batches, run_at_offsets, store_for
 from tests.jobs.segments import batch
 
 
@@ -61,16 +61,32 @@ def test_a_short_object_is_corrupt(tmp_path):
         read_batches(store, refs("a.seg", (50, 100)))
 
 
-def test_a_batch_must_agree_with_its_index_row():
-    data = batch([(b"k", b"v"), (b"k2", b"v2")])
-    patched = batch_at_offset(data, base_offset=40, last_offset=41, where="f@0")
-    assert patched[:8] == (40).to_bytes(8, "big") and patched[8:] == data[8:]
-    with pytest.raises(SegmentCorrupt, match="lastOffsetDelta is 1"):
-        batch_at_offset(data, base_offset=40, last_offset=44, where="f@0")
-    flipped = bytearray(data)
+def test_a_run_must_agree_with_its_index_row():
+    first, second = batch([(b"k", b"v"), (b"k2", b"v2")]), batch([(b"k3", b"v3")])
+    run = first + second
+    batches = run_at_offsets(run, base_offset=40, last_offset=42, rewrite=True, where="f@0")
+    assert [b.base_offset for b in batches] == [40, 42]
+    assert batches[0].data[:8] == (40).to_bytes(8, "big") and batches[0].data[8:] == first[8:]
+    assert batches[1].data[:8] == (42).to_bytes(8, "big") and batches[1].data[8:] == second[8:]
+    with pytest.raises(SegmentCorrupt, match="holds batches for 40..42"):
+        run_at_offsets(run, base_offset=40, last_offset=44, rewrite=True, where="f@0")
+    with pytest.raises(SegmentCorrupt, match="outside the run"):
+        run_at_offsets(run, base_offset=40, last_offset=41, rewrite=True, where="f@0")
+    flipped = bytearray(run)
     flipped[-1] ^= 0xFF
     with pytest.raises(SegmentCorrupt, match="CRC-32C mismatch"):
-        batch_at_offset(flipped, base_offset=40, last_offset=41, where="f@0")
+        run_at_offsets(flipped, base_offset=40, last_offset=42, rewrite=True, where="f@0")
+    with pytest.raises(SegmentCorrupt, match="f@0"):
+        run_at_offsets(run[:-3], base_offset=40, last_offset=42, rewrite=True, where="f@0")
+
+
+def test_a_compacted_run_keeps_the_offsets_its_batches_carry():
+    run = bytearray(batch([(b"k", b"v")])) + bytearray(batch([(b"k2", b"v2")]))
+    second = len(batch([(b"k", b"v")]))
+    run[0:8] = (10).to_bytes(8, "big")  # key compaction left a gap: 10, then 15
+    run[second : second + 8] = (15).to_bytes(8, "big")
+    batches = run_at_offsets(run, base_offset=10, last_offset=15, rewrite=False, where="f@0")
+    assert [b.base_offset for b in batches] == [10, 15]
 
 
 def test_executors_refuse_a_memory_store():

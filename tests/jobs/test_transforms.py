@@ -16,23 +16,23 @@ T2 = "00000000-0000-0000-0000-000000000002"
 def test_output_layout_groups_partitions_in_offset_order_and_cuts_at_the_target(spark):
     batches = spark.createDataFrame(
         [
-            # partition_id, topic, partition, base, last, file, position, length
-            (3, T2, 0, 0, 9, "f1", 0, 40),
-            (1, T1, 0, 10, 19, "f2", 0, 40),
-            (2, T1, 1, 0, 4, "f1", 40, 40),
-            (1, T1, 0, 0, 9, "f1", 80, 40),
-            (1, T1, 0, 20, 29, "f3", 0, 40),
+            # partition_id, topic, partition, base, last, file, position, length, rewrite
+            (3, T2, 0, 0, 9, "f1", 0, 40, True),
+            (1, T1, 0, 10, 19, "f2", 0, 40, True),
+            (2, T1, 1, 0, 4, "f1", 40, 40, True),
+            (1, T1, 0, 0, 9, "f1", 80, 40, True),
+            (1, T1, 0, 20, 29, "f3", 0, 40, True),
         ],
         schema=BATCH_SCHEMA,
     )
     laid_out = transform_output_layout(batches, target_bytes=100)
     expected = spark.createDataFrame(
         [
-            (1, T1, 0, 0, 9, "f1", 80, 40, 0),  # bytes 0..40
-            (1, T1, 0, 10, 19, "f2", 0, 40, 0),  # 40..80
-            (1, T1, 0, 20, 29, "f3", 0, 40, 0),  # starts at 80 < 100
-            (2, T1, 1, 0, 4, "f1", 40, 40, 1),  # starts at 120
-            (3, T2, 0, 0, 9, "f1", 0, 40, 1),  # starts at 160 < 200
+            (1, T1, 0, 0, 9, "f1", 80, 40, True, 0),  # bytes 0..40
+            (1, T1, 0, 10, 19, "f2", 0, 40, True, 0),  # 40..80
+            (1, T1, 0, 20, 29, "f3", 0, 40, True, 0),  # starts at 80 < 100
+            (2, T1, 1, 0, 4, "f1", 40, 40, True, 1),  # starts at 120
+            (3, T2, 0, 0, 9, "f1", 0, 40, True, 1),  # starts at 160 < 200
         ],
         schema=BATCH_SCHEMA + ", out_index int",
     )

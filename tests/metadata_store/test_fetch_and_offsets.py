@@ -46,7 +46,10 @@ def test_it_plans_from_the_batch_holding_the_offset(agent_api, orders):
 
 
 def test_it_respects_byte_budgets_but_always_returns_one_batch(agent_api, orders):
-    assert len(plan(agent_api, orders, 0, max_bytes=150)["batches"]) == 1
+    # Runs up to the budget plus the one crossing it (the agent trims that one batch by
+    # batch); always at least one, whatever the budget (KIP-74).
+    assert len(plan(agent_api, orders, 0, max_bytes=150)["batches"]) == 2
+    assert len(plan(agent_api, orders, 0, max_bytes=100)["batches"]) == 1
     assert len(plan(agent_api, orders, 0, max_bytes=10, total=10)["batches"]) == 1
 
 
@@ -65,15 +68,22 @@ def test_out_of_range_offsets_are_refused(agent_api, orders):
 
 
 def test_list_offsets(agent_api, orders):
-    def offset(ts):
-        answer = agent_api(
+    def answer(ts):
+        return agent_api(
             "list-offsets", {"partitions": [{"topic_id": orders, "partition": 0, "timestamp": ts}]}
-        )
-        return answer["partitions"][0]["offset"]
+        )["partitions"][0]
+
+    def offset(ts):
+        return answer(ts)["offset"]
 
     assert (offset(-2), offset(-1)) == (0, 30)
     assert offset(1100) == 10 and offset(1050) == 10 and offset(5000) == -1
-    assert offset(-3) == 29
+    # By time and for the max timestamp: the run holding the answer, for the agent to
+    # narrow to the record (the control plane never sees records).
+    largest = answer(-3)
+    assert (largest["offset"], largest["timestamp"]) == (20, 1200)
+    assert (largest["batch"]["base_offset"], largest["batch"]["last_offset"]) == (20, 29)
+    assert answer(1050)["batch"]["rewrite"] is True
 
 
 def test_delete_records_moves_the_log_start(agent_api, orders):

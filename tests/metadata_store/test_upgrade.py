@@ -76,7 +76,12 @@ def test_the_move_keeps_every_row_and_the_new_code_carries_on():
     ) == [(30,), (15,)]
     assert SegmentFile.objects.filter(cluster_id=made["cluster_id"]).count() == 3
     assert Batch.objects.filter(partition__topic=topic).count() == 6
-    assert ProducerState.objects.get(producer_id=7).last_sequence == 29
+    state = ProducerState.objects.get(producer_id=7)
+    assert state.last_sequence == 29
+    # One row per batch before runs: each is a run of one; the producer's recent batches
+    # come from the rows before their producer columns went.
+    assert set(Batch.objects.values_list("batch_count", flat=True)) == {1}
+    assert (state.recent_sequences, state.recent_offsets) == ([0, 10, 20], [0, 10, 20])
     assert GroupOffset.objects.get(group_id="billing").committed_offset == 20
 
     (plan,) = store.fetch_plan(
@@ -109,3 +114,23 @@ def test_the_move_keeps_every_row_and_the_new_code_carries_on():
         ),
     )
     assert answer == [{"error_code": 0, "base_offset": 30, "log_start_offset": 0}]
+    retried = store.file_commit(
+        cluster_id=made["cluster_id"],
+        file_key="vci_upgrade/segments/retry.seg",
+        size=100,
+        batches=commit_batches(
+            [
+                {
+                    "topic_id": str(topic.id),
+                    "partition": 0,
+                    "pos": 0,
+                    "len": 100,
+                    "records": 10,
+                    "producer_id": 7,
+                    "producer_epoch": 0,
+                    "base_sequence": 10,
+                }
+            ]
+        ),
+    )
+    assert retried == [{"error_code": 0, "base_offset": 10, "log_start_offset": 0}]

@@ -93,12 +93,13 @@ def compaction_inputs(
 
 
 def batch_pointers(file_ids: list[int]) -> list[tuple]:
-    """Index rows of the files: (partition_id, topic_id, partition, base_offset,
-    last_offset, file_key, position, length, file_id)."""
+    """Index rows (partition runs) of the files: (partition_id, topic_id, partition,
+    base_offset, last_offset, file_key, position, length, file_id, rewrite) — `rewrite`:
+    the file is level 0, its batches carry the producers' baseOffsets."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT b.partition_id, p.topic_id::text, p.index, b.base_offset, b.last_offset,"
-            " f.key, b.position, b.length, b.file_id"
+            " f.key, b.position, b.length, b.file_id, f.level = 0"
             " FROM floe_batch b JOIN floe_file f ON f.id = b.file_id"
             " JOIN floe_partition p ON p.id = b.partition_id"
             " WHERE b.file_id = ANY(%s)",
@@ -282,8 +283,8 @@ def key_compaction_dirty(cluster: VirtualCluster) -> dict[int, TopicPolicy]:
 
 
 def key_compaction_plan(cluster: VirtualCluster, *, now: datetime) -> KeyCompactionPlan:
-    """The batches of every dirty compacted partition, from its log start up to the
-    first batch younger than min.compaction.lag.ms."""
+    """The index rows (partition runs) of every dirty compacted partition, from its log
+    start up to the first run younger than min.compaction.lag.ms."""
     now_ms = epoch_ms(now)
     plan = KeyCompactionPlan([], {}, {}, {})
     dirty = key_compaction_dirty(cluster)
@@ -292,7 +293,8 @@ def key_compaction_plan(cluster: VirtualCluster, *, now: datetime) -> KeyCompact
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT b.partition_id, p.topic_id::text, p.index, b.base_offset, b.last_offset,"
-            " f.key, b.position, b.length, b.record_count, b.max_timestamp, b.file_id"
+            " f.key, b.position, b.length, b.record_count, b.max_timestamp, b.file_id,"
+            " f.level = 0"
             " FROM floe_batch b JOIN floe_file f ON f.id = b.file_id"
             " JOIN floe_partition p ON p.id = b.partition_id"
             " WHERE b.partition_id = ANY(%s) AND b.last_offset >= p.log_start_offset"
@@ -312,13 +314,16 @@ def key_compaction_plan(cluster: VirtualCluster, *, now: datetime) -> KeyCompact
             count,
             max_ts,
             file_id,
+            rewrite,
         ) in cursor.fetchall():
             policy = dirty[pid]
             if pid in stopped or max_ts > now_ms - policy.min_compaction_lag_ms:
                 stopped.add(pid)  # the uncleanable tail starts here
                 continue
             cutoff = now_ms - policy.delete_retention_ms
-            plan.rows.append((pid, topic_id, index, base, last, key, pos, length, count, cutoff))
+            plan.rows.append(
+                (pid, topic_id, index, base, last, key, pos, length, rewrite, count, cutoff)
+            )
             plan.file_ids[(pid, last)] = file_id
             plan.record_counts[(pid, last)] = count
             plan.covered[pid] = last

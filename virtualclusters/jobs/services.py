@@ -188,7 +188,7 @@ def _execute_compaction(run: JobRun) -> dict:
             "bucket_url": settings.FLOE_BUCKET_URL,
             "output_prefix": _output_prefix(run),
             "target_bytes": settings.FLOE_COMPACTION_TARGET_BYTES,
-            "batches": [list(p[:8]) for p in pointers],
+            "batches": [[*p[:8], p[9]] for p in pointers],
         },
     )
     counts = {"input_files": len(inputs), "input_bytes": sum(f.size for f in inputs)}
@@ -378,8 +378,9 @@ def key_compaction_swap(
     SwapConflict.
 
     `placements`: [partition_id, last_offset, file key or None (dropped), position,
-    length, record_count, max_timestamp]. A rewritten batch keeps its offsets (its index
-    row keeps its key); only where it lives, its size, count and max timestamp change.
+    length, record_count, max_timestamp, batch_count]. A rewritten run keeps its offsets
+    (its index row keeps its key); only where it lives, its size, counts and max
+    timestamp change.
     """
     keys = [(p[0], p[1]) for p in placements]
     rows = {(r[0], r[4]): r for r in plan.rows}
@@ -406,10 +407,11 @@ def key_compaction_swap(
         dropped = [p for p in placements if p[2] is None and (p[0], p[1]) in current]
         cursor.execute(
             "UPDATE floe_batch b SET file_id = u.file_id, position = u.position,"
-            " length = u.length, record_count = u.record_count, max_timestamp = u.max_ts"
+            " length = u.length, record_count = u.record_count, max_timestamp = u.max_ts,"
+            " batch_count = u.batch_count"
             " FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::int[],"
-            "  %s::int[], %s::bigint[])"
-            "  AS u(partition_id, last_offset, file_id, position, length, record_count, max_ts)"
+            "  %s::int[], %s::bigint[], %s::int[]) AS u(partition_id, last_offset, file_id,"
+            "  position, length, record_count, max_ts, batch_count)"
             " WHERE b.partition_id = u.partition_id AND b.last_offset = u.last_offset",
             [
                 [p[0] for p in kept],
@@ -419,6 +421,7 @@ def key_compaction_swap(
                 [p[4] for p in kept],
                 [p[5] for p in kept],
                 [p[6] for p in kept],
+                [p[7] for p in kept],
             ],
         )
         updated = cursor.rowcount

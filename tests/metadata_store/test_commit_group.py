@@ -1,0 +1,84 @@
+"""Group commit: concurrent commits share transactions, each gets its own answer, one
+failing file fails alone, and offsets stay dense."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from metadata_store import store
+from metadata_store.agent_api.schemas import commit_batches
+from metadata_store.commit_group import CommitGroup
+from metadata_store.models import Partition
+from metadata_store.topics import topic_create
+from tests.factories import make_cluster
+from tests.metadata_store.conftest import batch
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _commit(cluster, tid: str, name: str, partitions=(0, 1, 2)) -> list[dict]:
+    try:
+        return store.file_commit(
+            cluster_id=cluster.pk,
+            file_key=f"{cluster.public_id}/segments/{name}.seg",
+            size=1000,
+            batches=commit_batches([batch(tid, p, 2, pos=p * 100) for p in partitions]),
+        )
+    finally:
+        connection.close()  # each thread has its own connection
+
+
+def test_concurrent_commits_share_transactions_and_get_their_own_answers(monkeypatch):
+    cluster, _ = make_cluster("group")
+    tid = str(topic_create(cluster=cluster, name="t", num_partitions=3).id)
+    groups: list[int] = []
+    real = CommitGroup._run_group
+
+    def counting(self, group):
+        groups.append(len(group))
+        real(self, group)
+
+    monkeypatch.setattr(CommitGroup, "_run_group", counting)
+    # The first commit waits inside its transaction until the others are queued behind it.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION test_slow() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN IF NEW.key LIKE '%%slow%%' THEN PERFORM pg_sleep(1); END IF;"
+            " IF NEW.key LIKE '%%bad%%' THEN RAISE EXCEPTION 'injected failure'; END IF;"
+            " RETURN NEW; END $$"
+        )
+        cursor.execute(
+            "CREATE TRIGGER test_slow BEFORE INSERT ON floe_file"
+            " FOR EACH ROW EXECUTE FUNCTION test_slow()"
+        )
+    answers: dict[str, object] = {}
+
+    def commit(name: str) -> None:
+        try:
+            answers[name] = _commit(cluster, tid, name)
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            answers[name] = exc
+
+    first = threading.Thread(target=commit, args=("slow",))
+    first.start()
+    while not groups:
+        time.sleep(0.005)
+    others = [threading.Thread(target=commit, args=(f"f{n}",)) for n in range(10)]
+    others.append(threading.Thread(target=commit, args=("bad",)))
+    for thread in others:
+        thread.start()
+    for thread in [first, *others]:
+        thread.join(30)
+
+    assert isinstance(answers["bad"], Exception) and "injected failure" in str(answers["bad"])
+    good = [a for name, a in answers.items() if name != "bad"]
+    assert all(not isinstance(a, Exception) for a in good), answers
+    bases = sorted(a[0]["base_offset"] for a in good)
+    assert bases == list(range(0, 2 * 11, 2))  # dense: every good file once
+    assert groups[0] == 1 and sum(groups) == 12 and len(groups) < 12, groups
+    hw = set(Partition.objects.filter(topic_id=tid).values_list("high_watermark", flat=True))
+    assert hw == {22}
