@@ -25,6 +25,21 @@ _LATENCY = Histogram(
 )
 
 
+# Every call is bounded: connecting, each read, and the whole call. A call that outlives
+# its bound is abandoned (for a write: outcome unknown), never waited out — a hung worker,
+# a dropped NAT entry or a frozen host would otherwise wedge whoever awaits it.
+DEFAULT_TIMEOUT_S = 15.0
+CONNECT_TIMEOUT_S = 5.0
+
+
+def call_timeout(total_s: float) -> aiohttp.ClientTimeout:
+    """Connect, read and total bounds for one call of at most `total_s` seconds."""
+    connect = min(CONNECT_TIMEOUT_S, total_s)
+    return aiohttp.ClientTimeout(
+        total=total_s, connect=connect, sock_connect=connect, sock_read=total_s
+    )
+
+
 class ControlPlaneError(Exception):
     """A call failed. `retriable` says whether trying again may help."""
 
@@ -53,13 +68,15 @@ class AgentKeyRejected(ControlPlaneRejected):
 class ControlPlaneClient:
     """`await client.call("commit", {...})` → the decoded JSON answer."""
 
-    def __init__(self, base_url: str, agent_key: str, *, timeout_s: float = 15.0) -> None:
+    def __init__(
+        self, base_url: str, agent_key: str, *, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> None:
         self.base_url = base_url.rstrip("/") + "/agent/v1/"
         self._headers = {
             "Authorization": f"Bearer {agent_key}",
             "Content-Type": "application/json",
         }
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=min(5.0, timeout_s))
+        self._timeout = call_timeout(timeout_s)
         self._session: aiohttp.ClientSession | None = None
 
     def _get_session(self) -> aiohttp.ClientSession:
@@ -80,14 +97,16 @@ class ControlPlaneClient:
     async def call(self, name: str, body: dict[str, Any], *, timeout_s: float | None = None) -> Any:
         """POST `body` to `/agent/v1/<name>` and return the decoded answer.
 
-        Raises `AgentKeyRejected` (401), `ControlPlaneRejected` (other 4xx) or
+        Bounded by `timeout_s` (the client's default when not given). Raises
+        `AgentKeyRejected` (401), `ControlPlaneRejected` (other 4xx) or
         `ControlPlaneUnavailable` (transport errors, timeouts, 5xx).
         """
         session = self._get_session()
         data = json.dumps(body, separators=(",", ":"))
         started = time.perf_counter()
         outcome = "error"
-        timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s else None
+        # Never None: aiohttp reads timeout=None as "no timeout at all".
+        timeout = call_timeout(timeout_s) if timeout_s else self._timeout
         try:
             async with session.post(self.base_url + name, data=data, timeout=timeout) as resp:
                 payload = await resp.read()

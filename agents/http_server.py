@@ -11,13 +11,15 @@ from aiohttp import web
 from agents.metrics import render_all
 
 
-def build_app(is_healthy: Callable[[], bool]) -> web.Application:
-    """The aiohttp application; `is_healthy` says whether the agent is registered."""
+def build_app(unhealthy_reason: Callable[[], str | None]) -> web.Application:
+    """The aiohttp application; `unhealthy_reason` says why the agent cannot serve
+    (not registered, commits stuck), or None when it can."""
 
     async def healthz(request: web.Request) -> web.Response:
-        if is_healthy():
+        reason = unhealthy_reason()
+        if reason is None:
             return web.Response(text="ok\n")
-        return web.Response(status=503, text="not registered\n")
+        return web.Response(status=503, text=reason + "\n")
 
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(

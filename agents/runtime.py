@@ -3,8 +3,8 @@
 Start-up order matters: the Kafka socket is bound first (so the port we register is
 the one we serve, even with `--kafka-port 0`), then the agent registers, and only then
 does it accept connections and print its ready line. Shutdown (SIGINT/SIGTERM): stop
-accepting, flush the open segment and wait for every sealed one to be answered, write
-the remaining responses, then exit 0.
+accepting, flush the open segment and wait (at most `SHUTDOWN_FLUSH_S`) for every sealed
+one to be answered, write the remaining responses, then exit 0.
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ log = logging.getLogger("agents")
 
 HEARTBEAT_INTERVAL_S = 3.0
 REGISTER_ATTEMPTS = 5
+# SIGTERM waits at most this long for sealed segments to commit (one commit timeout and
+# a retry), then fails what is left: the process always ends.
+SHUTDOWN_FLUSH_S = 15.0
 _HEARTBEATS = Counter("floe_heartbeats_total", "Heartbeats sent, by outcome.", ("outcome",))
 _UP_SINCE = Gauge("floe_agent_start_time_seconds", "Unix time the agent started.")
 _LOOP_LAG = Histogram(
@@ -99,6 +102,12 @@ class AgentRuntime:
     def request_stop(self) -> None:
         """Begin a clean shutdown (signal handlers call this)."""
         self._stop.set()
+
+    def _unhealthy_reason(self) -> str | None:
+        """What /healthz reports: not registered, or commits not going through."""
+        if not self.registered:
+            return "not registered"
+        return self.ctx.writer.commits_stuck() if self.ctx is not None else None
 
     def _heartbeat_body(self, port: int, load: float = 0.0) -> dict[str, Any]:
         return {
@@ -272,7 +281,7 @@ class AgentRuntime:
             )
             log.info("Kafka listener security protocol: %s", security.protocol)
             await server.start_on(sock)
-            app = build_app(lambda: self.registered)
+            app = build_app(self._unhealthy_reason)
             add_peer_routes(
                 app,
                 secret=lambda: self.ctx.peer_secret,
@@ -296,7 +305,16 @@ class AgentRuntime:
             await self._stop.wait()
             log.info("shutting down: flushing the open segment")
             server.stop_accepting()
-            await writer.close()
+            try:
+                # Bounded: a control plane that never answers must not keep us alive.
+                await asyncio.wait_for(writer.close(), SHUTDOWN_FLUSH_S)
+            except TimeoutError:
+                log.error(
+                    "shutting down: segments still uncommitted after %.0fs; their "
+                    "requests are failed",
+                    SHUTDOWN_FLUSH_S,
+                )
+                writer.abandon()
             await self.ctx.groups.close()
             await server.close_connections()
         finally:

@@ -53,10 +53,18 @@ _FLUSH_REASON = Counter("floe_segment_flush_reason_total", "Why segments were se
 _INFLIGHT = Gauge("floe_segment_inflight_bytes", "Bytes of sealed segments not yet committed.")
 
 # Back-off before each retry. A commit may be retried safely: re-committing a file key
-# returns the first answer (docs/AGENT_API.md). ~2 s in all stays well inside a producer's
-# request timeout (30 s by default).
+# returns the first answer (docs/AGENT_API.md), so a commit whose outcome is unknown (a
+# timeout, a dropped connection) is retried with the same key before the next segment's
+# commit goes out. ~12.5 s of back-off rides out a control-plane restart; then the
+# produce requests fail with a retriable error and the producer tries again.
 PUT_RETRY_DELAYS_S = (0.05, 0.2)
-COMMIT_RETRY_DELAYS_S = (0.1, 0.4, 1.6)
+COMMIT_RETRY_DELAYS_S = (0.1, 0.4, 1.0, 2.0, 3.0, 3.0, 3.0)
+# One commit attempt is abandoned after this long (the control plane's own statement
+# timeout is shorter, so a commit the database is still working on is rare).
+COMMIT_TIMEOUT_S = 10.0
+# /healthz says "commits stuck" while a commit attempt has run this long, while commits
+# are failing, and for this long after the last one failed.
+STUCK_AFTER_S = 5.0
 # Sealed segments allowed in the pipeline (one committing, one uploading / waiting its
 # turn) before the age limit stops sealing and lets the open segment grow.
 MAX_SEALED_PENDING = 2
@@ -75,7 +83,7 @@ class BatchToWrite:
     header: BatchHeader
 
 
-@dataclass
+@dataclass(eq=False)  # identity: sealed segments are kept in a set until answered
 class _Segment:
     size: int = 0  # bytes of batches appended
     sealed: bool = False
@@ -209,7 +217,12 @@ class SegmentWriter:
         max_inflight_bytes: int | None = None,
         put_retry_delays_s: tuple[float, ...] = PUT_RETRY_DELAYS_S,
         commit_retry_delays_s: tuple[float, ...] = COMMIT_RETRY_DELAYS_S,
+        commit_timeout_s: float = COMMIT_TIMEOUT_S,
     ) -> None:
+        self.commit_timeout_s = commit_timeout_s
+        self._attempt_started: float | None = None  # monotonic, while a commit call is out
+        self._failing_since: float | None = None  # first failure since the last success
+        self._last_failure = float("-inf")
         self.put_retry_delays_s = put_retry_delays_s
         self.commit_retry_delays_s = commit_retry_delays_s
         self._put = put
@@ -225,6 +238,7 @@ class SegmentWriter:
         self._open: _Segment | None = None
         self._commit_tail: asyncio.Future | None = None
         self._flushes: set[asyncio.Task] = set()
+        self._unanswered: set[_Segment] = set()  # sealed, their waiters not answered yet
         self._sequence = 0
         self._boot = secrets.token_hex(3)
         self._inflight_bytes = 0
@@ -233,6 +247,17 @@ class SegmentWriter:
         self._room = asyncio.Event()
         self._room.set()
         self._closing = False
+
+    def commits_stuck(self) -> str | None:
+        """Why commits are not going through right now (for /healthz), or None."""
+        now = time.monotonic()
+        if self._failing_since is not None:
+            return f"commits failing for {now - self._failing_since:.0f}s"
+        if self._attempt_started is not None and now - self._attempt_started > STUCK_AFTER_S:
+            return f"a commit has been waiting {now - self._attempt_started:.0f}s"
+        if now - self._last_failure < STUCK_AFTER_S:
+            return "the last commit failed"
+        return None
 
     async def wait_for_room(self) -> None:
         """Backpressure: wait while too many sealed bytes are still being uploaded."""
@@ -303,6 +328,7 @@ class SegmentWriter:
         _INFLIGHT.set(self._inflight_bytes)
         if self._inflight_bytes > self._max_inflight:
             self._room.clear()
+        self._unanswered.add(segment)
         task = asyncio.get_running_loop().create_task(self._flush(segment, previous, size))
         self._flushes.add(task)
         task.add_done_callback(self._flushes.discard)
@@ -384,6 +410,12 @@ class SegmentWriter:
                             log_start=result["log_start_offset"],
                         )
             results = written.in_append_order(results)
+        self._answer(segment, results, error_code)
+
+    def _answer(
+        self, segment: _Segment, results: list[dict[str, Any]] | None, error_code: int
+    ) -> None:
+        self._unanswered.discard(segment)
         for future, first, count in segment.waiters:
             if future.done():  # the client went away
                 continue
@@ -398,19 +430,35 @@ class SegmentWriter:
     ) -> tuple[list[dict[str, Any]] | None, int, str]:
         """The commit answer, one result per batch in file order (the body's order)."""
         body = {"file_key": key, "size": len(written.data), "batches": written.commit_batches}
+        try:
+            results, code, outcome = await self._commit_attempts(
+                key, body, len(written.commit_batches)
+            )
+        finally:
+            self._attempt_started = None
+        if outcome == "commit_failed":
+            self._last_failure = time.monotonic()
+        self._failing_since = None
+        return results, code, outcome
+
+    async def _commit_attempts(
+        self, key: str, body: dict[str, Any], count: int
+    ) -> tuple[list[dict[str, Any]] | None, int, str]:
         for delay in (*self.commit_retry_delays_s, None):
             started = time.perf_counter()
+            self._attempt_started = time.monotonic()
             try:
-                answer = await self._client.call("commit", body)
+                answer = await self._client.call("commit", body, timeout_s=self.commit_timeout_s)
                 _COMMIT_SECONDS.observe(time.perf_counter() - started, "ok")
                 results = answer["batches"]
-                if len(results) != len(written.commit_batches):
-                    raise ValueError(
-                        f"commit answered {len(results)} batches for {len(written.commit_batches)}"
-                    )
+                if len(results) != count:
+                    raise ValueError(f"commit answered {len(results)} batches for {count}")
                 return results, 0, "ok"
             except ControlPlaneUnavailable as exc:
                 _COMMIT_SECONDS.observe(time.perf_counter() - started, "unavailable")
+                self._attempt_started = None
+                if self._failing_since is None:
+                    self._failing_since = time.monotonic()
                 if delay is None:
                     log.error("segment %s: commit failed, failing its requests: %s", key, exc)
                     # Unknown outcome → "possibly persisted"; a clean 5xx → not persisted.
@@ -433,4 +481,13 @@ class SegmentWriter:
         self.flush_now()
         self._closing = True
         while self._flushes:
-            await asyncio.gather(*list(self._flushes), return_exceptions=True)
+            await asyncio.wait(list(self._flushes))
+
+    def abandon(self) -> None:
+        """Give up on what is not committed yet (shutdown ran out of time): its requests
+        fail with REQUEST_TIMED_OUT, "possibly persisted", which producers retry."""
+        self._closing = True
+        for task in list(self._flushes):
+            task.cancel()
+        for segment in list(self._unanswered):
+            self._answer(segment, None, REQUEST_TIMED_OUT)

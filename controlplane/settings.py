@@ -157,6 +157,13 @@ FLOE_PUBLIC_URL = env_str(
 )
 # An agent is live when it heartbeated within this many seconds.
 FLOE_AGENT_LIVENESS_S = env_int("FLOE_AGENT_LIVENESS_S", 15, minimum=1)
+# Bounds on the agent API's database work: a statement runs at most this long, and waits
+# at most this long for a lock, then the call answers 503 and the agent retries. Both stay
+# under the agent's commit timeout (10 s), so the agent learns the outcome.
+FLOE_AGENT_API_STATEMENT_TIMEOUT_MS = env_int(
+    "FLOE_AGENT_API_STATEMENT_TIMEOUT_MS", 8000, minimum=100
+)
+FLOE_AGENT_API_LOCK_TIMEOUT_MS = env_int("FLOE_AGENT_API_LOCK_TIMEOUT_MS", 3000, minimum=100)
 
 LOGGING = {
     "version": 1,

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable
 
+import psycopg
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -26,6 +30,43 @@ _KEY_CACHE_SECONDS = 5.0
 # (DATA_UPLOAD_MAX_MEMORY_SIZE, 2.5 MB) would refuse big segments of small batches.
 MAX_BODY_BYTES = 64 * 1024 * 1024
 _key_cache: dict[str, tuple[float, VirtualCluster | None]] = {}
+# PostgreSQL connections that already carry the agent API's timeouts.
+_bounded: weakref.WeakSet = weakref.WeakSet()
+# SQLSTATEs of a statement cut short by our bounds (query_canceled, lock_not_available).
+_TIMED_OUT = {"57014", "55P03"}
+
+
+def _bound_database_work() -> None:
+    """Set statement_timeout and lock_timeout on this thread's connection (once per
+    connection): an agent-API call never waits on the database without limit."""
+    connection.ensure_connection()
+    raw = connection.connection
+    if raw in _bounded:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('statement_timeout', %s, false),"
+            " set_config('lock_timeout', %s, false)",
+            [
+                f"{settings.FLOE_AGENT_API_STATEMENT_TIMEOUT_MS}ms",
+                f"{settings.FLOE_AGENT_API_LOCK_TIMEOUT_MS}ms",
+            ],
+        )
+    _bounded.add(raw)
+
+
+def _unavailable(exc: Exception) -> str | None:
+    """Why a database error (Django's, or psycopg's from store.py's raw cursors) means
+    "try again" (503), or None for a bug of ours (500)."""
+    for error in (exc, exc.__cause__):
+        if getattr(error, "sqlstate", None) in _TIMED_OUT:
+            return "the metadata store is busy (statement or lock timeout)"
+        if isinstance(
+            error,
+            OperationalError | InterfaceError | psycopg.OperationalError | psycopg.InterfaceError,
+        ):
+            return "the metadata store is unavailable"
+    return None
 
 
 def _cluster_for(request: HttpRequest) -> VirtualCluster | None:
@@ -61,7 +102,10 @@ def endpoint(schema: type):
         def view(request: HttpRequest) -> JsonResponse:
             if request.method != "POST":
                 return error_response(405, f"{request.method} is not allowed: use POST")
-            cluster = _cluster_for(request)
+            try:
+                cluster = _cluster_for(request)
+            except DatabaseError as exc:
+                return error_response(503, _unavailable(exc) or "cannot check the agent key")
             if cluster is None:
                 return error_response(401, "missing, unknown or revoked agent key")
             try:
@@ -73,9 +117,18 @@ def endpoint(schema: type):
             try:
                 # read(), not .body: the agent API has its own size limit (above).
                 body = request.read(length) if length else b""
-                return JsonResponse(handler(cluster, schemas.decode(body, schema)))
+                decoded = schemas.decode(body, schema)
+                _bound_database_work()
+                return JsonResponse(handler(cluster, decoded))
             except BadBody as exc:
                 return error_response(400, f"bad request: {exc}")
+            except (DatabaseError, psycopg.Error) as exc:
+                reason = _unavailable(exc)
+                if reason is None:
+                    log.exception("agent API %s failed", handler.__name__)
+                    return error_response(500, f"{handler.__name__} failed: {type(exc).__name__}")
+                log.warning("agent API %s: %s (%s)", handler.__name__, reason, exc)
+                return error_response(503, reason)
             except Exception as exc:  # ours, or the database's: never the debug page
                 log.exception("agent API %s failed", handler.__name__)
                 return error_response(500, f"{handler.__name__} failed: {type(exc).__name__}")

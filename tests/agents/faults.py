@@ -1,4 +1,6 @@
-"""A real HTTP proxy between agents and the control plane that can refuse commits.
+"""Fault injection for tests: `TcpProxy` (below) freezes, cuts or tears a TCP
+connection; `FaultyProxy` is a real HTTP proxy between agents and the control plane that
+can refuse commits.
 
 It forwards every call unchanged; with ``fail_commits`` set, ``POST /agent/v1/commit``
 gets a 503 instead, as when the metadata store is down. Used to show that a failed
@@ -8,6 +10,7 @@ commit fails exactly the produce requests of that segment and leaves nothing vis
 from __future__ import annotations
 
 import threading
+import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -55,3 +58,125 @@ class FaultyProxy:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class TcpProxy:
+    """A TCP proxy in front of `target_port` that can freeze or cut the connection.
+
+    ``frozen``: nothing is forwarded either way and nothing is closed — new connections
+    are accepted and left hanging — as a hung worker, a dropped NAT entry or a frozen host
+    would do. When it thaws, forwarding resumes. ``cut()``: every connection is reset and
+    new ones are closed at once (a dependency that is down). ``tear_after(n)``: the next
+    connection carrying more than n bytes upstream is reset mid-body (a torn PUT).
+    """
+
+    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+        import socket
+
+        self.target = (target_host, target_port)
+        self.frozen = threading.Event()  # set = frozen
+        self.down = False
+        self._tear_after: int | None = None
+        self.torn = 0
+        self._lock = threading.Lock()
+        self._sockets: set = set()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def freeze(self) -> None:
+        self.frozen.set()
+
+    def thaw(self) -> None:
+        self.frozen.clear()
+
+    def cut(self) -> None:
+        """Down: reset what is open, close what arrives."""
+        self.down = True
+        with self._lock:
+            for sock in list(self._sockets):
+                _reset(sock)
+            self._sockets.clear()
+
+    def restore(self) -> None:
+        self.down = False
+
+    def tear_after(self, upstream_bytes: int) -> None:
+        self._tear_after = upstream_bytes
+
+    def close(self) -> None:
+        self._closed = True
+        self.thaw()
+        self._listener.close()
+        self.cut()
+
+    def _accept(self) -> None:
+        import socket
+
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self.down:
+                _reset(client)
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                _reset(client)
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._sockets.update((client, upstream))
+            pair = {"up": 0}
+            threading.Thread(
+                target=self._pump, args=(client, upstream, pair, True), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._pump, args=(upstream, client, pair, False), daemon=True
+            ).start()
+
+    def _pump(self, source, sink, pair: dict, upstream: bool) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                while self.frozen.is_set() and not self._closed:
+                    time.sleep(0.02)
+                if upstream and self._tear_after is not None:
+                    pair["up"] += len(data)
+                    if pair["up"] > self._tear_after:
+                        self._tear_after = None
+                        self.torn += 1
+                        sink.sendall(data[: len(data) // 2])
+                        _reset(source)
+                        _reset(sink)
+                        return
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with self._lock:
+                    self._sockets.discard(sock)
+                try:
+                    sock.shutdown(2)
+                except OSError:
+                    pass
+                sock.close()
+
+
+def _reset(sock) -> None:
+    """Close with RST (SO_LINGER 0), as a dead peer or a firewall would."""
+    import socket
+    import struct
+
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+    except OSError:
+        pass

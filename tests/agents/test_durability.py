@@ -32,7 +32,8 @@ def test_a_multi_partition_produce_is_all_or_nothing_when_the_commit_fails(
                 "bootstrap.servers": a.bootstrap,
                 "linger.ms": 50,
                 "retries": 0,
-                "message.timeout.ms": 10000,
+                # The agent retries a refused commit for ~12.5 s before failing it.
+                "message.timeout.ms": 40000,
                 "acks": "all",
             }
         )
@@ -44,7 +45,7 @@ def test_a_multi_partition_produce_is_all_or_nothing_when_the_commit_fails(
                 partition=p,
                 on_delivery=lambda err, msg: outcomes.append(err),
             )
-        producer.flush(30)
+        producer.flush(45)
         assert proxy.refused >= 1
         assert len(outcomes) == 3 and all(err is not None for err in outcomes), outcomes
         from core.kafka.errors import ErrorCode

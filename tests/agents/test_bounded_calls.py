@@ -1,0 +1,130 @@
+"""No control-plane call can wedge an agent: every call is bounded, a commit whose outcome
+is unknown is retried with the same file key, /healthz says when commits are stuck, and
+SIGTERM ends the process in bounded time — tried through a TCP proxy that freezes the
+agent↔control-plane connection without closing it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from agents.control_plane import ControlPlaneClient, ControlPlaneUnavailable
+from agents.runtime import SHUTDOWN_FLUSH_S
+from agents.write_path import COMMIT_TIMEOUT_S
+from tests.agents.faults import TcpProxy
+
+FREEZE_S = 10.0
+
+
+def test_a_call_to_a_control_plane_that_never_answers_times_out():
+    async def scenario() -> float:
+        async def silent(reader, writer):  # accepts, reads, never answers, never closes
+            await reader.read(1 << 20)
+            await asyncio.sleep(60)
+
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = ControlPlaneClient(f"http://127.0.0.1:{port}", "key", timeout_s=1.0)
+        started = time.monotonic()
+        try:
+            with pytest.raises(ControlPlaneUnavailable) as caught:
+                await asyncio.wait_for(client.call("topics/list", {}), 10)
+            assert caught.value.outcome_unknown
+            return time.monotonic() - started
+        finally:
+            await client.close()
+            server.close()
+
+    assert asyncio.run(scenario()) < 3
+
+
+def _health(agent) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(agent.http_url + "/healthz", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+class _Acks:
+    """Produces one message at a time and records when each was acknowledged."""
+
+    def __init__(self, bootstrap: str) -> None:
+        from confluent_kafka import Producer
+
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "linger.ms": 0,
+                "message.timeout.ms": 120000,
+            }
+        )
+        self.acked: dict[bytes, float] = {}
+        self.failed: list = []
+
+    def send(self, value: bytes) -> None:
+        def done(err, msg) -> None:
+            if err is None:
+                self.acked[msg.value()] = time.monotonic()
+            else:
+                self.failed.append(err)
+
+        self.producer.produce("frozen", value=value, on_delivery=done)
+        self.producer.poll(0)
+
+    def wait_for(self, value: bytes, timeout_s: float) -> float | None:
+        deadline = time.monotonic() + timeout_s
+        while value not in self.acked and time.monotonic() < deadline:
+            self.producer.poll(0.05)
+        return self.acked.get(value)
+
+
+@pytest.mark.kafka
+@pytest.mark.django_db(transaction=True)
+def test_after_a_frozen_control_plane_connection_the_agent_acks_again_without_restart(
+    agent, cluster, live_server
+):
+    proxy = TcpProxy(int(live_server.url.rsplit(":", 1)[1]))
+    try:
+        a = agent(cluster.key, control_plane_url=proxy.url)
+        acks = _Acks(a.bootstrap)
+        acks.send(b"before")
+        assert acks.wait_for(b"before", 30), acks.failed
+        assert _health(a)[0] == 200
+
+        proxy.freeze()
+        acks.send(b"during")
+        time.sleep(7)
+        status, reason = _health(a)
+        assert status == 503 and "commit" in reason, (status, reason)
+        time.sleep(FREEZE_S - 7)
+        proxy.thaw()
+        thawed = time.monotonic()
+
+        acks.send(b"after")
+        for value in (b"during", b"after"):
+            acked_at = acks.wait_for(value, COMMIT_TIMEOUT_S + 5)
+            assert acked_at is not None, (value, acks.failed, a.logs()[-3000:])
+            assert acked_at - thawed <= COMMIT_TIMEOUT_S + 5
+        assert not acks.failed
+        deadline = time.monotonic() + 10
+        while _health(a)[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _health(a) == (200, "ok\n")
+        assert a.proc.poll() is None  # no restart
+
+        # SIGTERM while the control plane is frozen again: the process still ends, in time.
+        proxy.freeze()
+        acks.send(b"at-shutdown")
+        acks.producer.poll(0.5)
+        started = time.monotonic()
+        code = a.stop(timeout_s=SHUTDOWN_FLUSH_S + 15)
+        took = time.monotonic() - started
+        assert code == 0 and took < SHUTDOWN_FLUSH_S + 10, (code, took, a.logs()[-3000:])
+    finally:
+        proxy.close()
