@@ -141,13 +141,19 @@ class ControlPlaneClient:
             _LATENCY.observe(time.perf_counter() - started, name, outcome)
 
     async def call_with_retries(
-        self, name: str, body: dict[str, Any], *, attempts: int = 3, first_delay_s: float = 0.05
+        self,
+        name: str,
+        body: dict[str, Any],
+        *,
+        attempts: int = 3,
+        first_delay_s: float = 0.05,
+        timeout_s: float | None = None,
     ) -> Any:
         """`call`, retried with backoff on `ControlPlaneUnavailable` (idempotent calls only)."""
         delay = first_delay_s
         for attempt in range(attempts):
             try:
-                return await self.call(name, body)
+                return await self.call(name, body, timeout_s=timeout_s)
             except ControlPlaneUnavailable as exc:
                 if attempt == attempts - 1:
                     raise

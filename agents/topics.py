@@ -4,7 +4,8 @@ Produce and Fetch need it on every request, so it must be a dictionary lookup, n
 HTTP call. Entries live `ttl_s` seconds; a miss (unknown name or id, or a partition past
 the cached count) asks the control plane once, and concurrent misses share that call.
 Admin handlers invalidate what they change so this agent sees its own changes at once;
-changes made through other agents show up within the TTL.
+changes made through other agents show up within the TTL. While the control plane is
+unreachable, expired entries still answer (`last_known`, and name lookups that fail).
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.control_plane import ControlPlaneClient
+from agents.control_plane import ControlPlaneClient, ControlPlaneUnavailable
 
+# A topic listing is small and answered from indexes: waiting longer only delays the
+# fallback to what this agent last knew.
+LIST_TIMEOUT_S = 5.0
 # Kafka's default max.message.bytes (1 MiB + the 12-byte log overhead).
 DEFAULT_MAX_MESSAGE_BYTES = 1048588
 
@@ -93,6 +97,21 @@ class TopicCache:
             return entry[1]
         return None
 
+    def last_known(
+        self, *, name: str | None = None, topic_id: uuid.UUID | None = None
+    ) -> TopicInfo | None:
+        """What this agent last knew of a topic, however old; never calls anyone (for
+        answering while the control plane is unreachable)."""
+        if name is not None:
+            entry = self._by_name.get(name)
+            return entry[1] if entry else None
+        entry_by_id = self._by_id.get(topic_id) if topic_id is not None else None
+        return entry_by_id[1] if entry_by_id else None
+
+    def last_known_all(self) -> list[TopicInfo]:
+        """Every topic this agent last knew of, however old, by name."""
+        return sorted((t for _, t in self._by_name.values() if t is not None), key=lambda t: t.name)
+
     async def by_names(
         self, names: Iterable[str], *, need_partition: dict[str, int] | None = None
     ) -> dict[str, TopicInfo | None]:
@@ -120,7 +139,21 @@ class TopicCache:
                 continue
             result[name] = topic
         if missing:
-            await self._load(frozenset(missing))
+            try:
+                await self._load(frozenset(missing))
+            except ControlPlaneUnavailable:
+                # The control plane is away: what we last knew serves, if we knew it.
+                stale = {name: self._by_name.get(name) for name in missing}
+                if any(
+                    entry is None
+                    or entry[1] is None
+                    or (need_partition and need_partition.get(name, -1) >= entry[1].partitions)
+                    for name, entry in stale.items()
+                ):
+                    raise
+                for name, entry in stale.items():
+                    result[name] = entry[1] if entry else None
+                return result
             for name in missing:
                 entry = self._by_name.get(name)
                 result[name] = entry[1] if entry else None
@@ -153,7 +186,9 @@ class TopicCache:
         self._inflight[names] = future
         try:
             answer = await self._client.call_with_retries(
-                "topics/list", {"names": sorted(names) if names is not None else None}
+                "topics/list",
+                {"names": sorted(names) if names is not None else None},
+                timeout_s=LIST_TIMEOUT_S,
             )
             self._apply(names, answer.get("topics", []))
             future.set_result(None)

@@ -9,14 +9,18 @@ only spreads the load; the rack of a broker is its zone.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from agents.context import AgentContext
+from agents.control_plane import ControlPlaneUnavailable
 from agents.groups.ring import Peer
 from agents.topics import TopicInfo
 from agents.zone_routing import client_zone, partition_leaders
 from core.kafka.errors import ErrorCode
 from core.kafka.types import ZERO_UUID
+
+log = logging.getLogger(__name__)
 
 _OPERATIONS_OMITTED = -(2**31)  # "authorized operations not requested" (KIP-430)
 _LEADER_EPOCH = 0
@@ -110,39 +114,19 @@ async def _auto_create(
 
 async def handle_metadata(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
     """Kafka Metadata: the client's zone's agents as brokers (`routed_brokers`); topics
-    auto-created when both the request and the cluster config allow it."""
+    auto-created when both the request and the cluster config allow it.
+
+    While the control plane cannot be reached, the answer comes from what this agent last
+    knew (topics it has seen, agents of the last heartbeat), and a topic it never saw is
+    LEADER_NOT_AVAILABLE (retriable): clients keep their connections and retry instead of
+    reading "all brokers down" while every agent is up.
+    """
     brokers = await routed_brokers(ctx, header)
-    requested = body.get("topics")
-    if requested is None or (header.api_version == 0 and not requested):
-        entries = [_topic_entry(t, brokers) for t in await ctx.topics.all_topics()]
-    else:
-        names = [t["name"] for t in requested if t.get("name")]
-        ids = [t["topic_id"] for t in requested if not t.get("name") and t.get("topic_id")]
-        by_name = await ctx.topics.by_names(names) if names else {}
-        by_id = await ctx.topics.by_ids(ids) if ids else {}
-        missing = [n for n in dict.fromkeys(names) if by_name.get(n) is None]
-        created: dict[str, tuple[TopicInfo | None, int]] = {}
-        if missing and body.get("allow_auto_topic_creation", True) and ctx.auto_create_topics:
-            created = await _auto_create(ctx, missing)
-        entries = []
-        for request in requested:
-            name = request.get("name")
-            if name:
-                topic = by_name.get(name)
-                error = 0
-                if topic is None:
-                    topic, error = created.get(name, (None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                entries.append(
-                    _topic_entry(topic, brokers) if topic else _error_entry(name, ZERO_UUID, error)
-                )
-            else:
-                topic_id = request.get("topic_id")
-                topic = by_id.get(topic_id)
-                entries.append(
-                    _topic_entry(topic, brokers)
-                    if topic
-                    else _error_entry(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
-                )
+    try:
+        entries = await _topic_entries(ctx, body, header.api_version, brokers)
+    except ControlPlaneUnavailable as exc:
+        log.warning("Metadata: control plane unavailable (%s); answering from the cache", exc)
+        entries = _last_known_entries(ctx, body, header.api_version, brokers)
     return {
         "throttle_time_ms": 0,
         "brokers": [_broker_entry(p) for p in brokers],
@@ -151,6 +135,70 @@ async def handle_metadata(ctx: AgentContext, header, body: dict[str, Any]) -> di
         "topics": entries,
         "cluster_authorized_operations": _OPERATIONS_OMITTED,
     }
+
+
+def _lists_all(body: dict[str, Any], api_version: int) -> bool:
+    requested = body.get("topics")
+    return requested is None or (api_version == 0 and not requested)
+
+
+async def _topic_entries(
+    ctx: AgentContext, body: dict[str, Any], api_version: int, brokers: list[Peer]
+) -> list[dict[str, Any]]:
+    if _lists_all(body, api_version):
+        return [_topic_entry(t, brokers) for t in await ctx.topics.all_topics()]
+    requested = body["topics"]
+    names = [t["name"] for t in requested if t.get("name")]
+    ids = [t["topic_id"] for t in requested if not t.get("name") and t.get("topic_id")]
+    by_name = await ctx.topics.by_names(names) if names else {}
+    by_id = await ctx.topics.by_ids(ids) if ids else {}
+    missing = [n for n in dict.fromkeys(names) if by_name.get(n) is None]
+    created: dict[str, tuple[TopicInfo | None, int]] = {}
+    if missing and body.get("allow_auto_topic_creation", True) and ctx.auto_create_topics:
+        created = await _auto_create(ctx, missing)
+    entries = []
+    for request in requested:
+        name = request.get("name")
+        if name:
+            topic = by_name.get(name)
+            error = 0
+            if topic is None:
+                topic, error = created.get(name, (None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            entries.append(
+                _topic_entry(topic, brokers) if topic else _error_entry(name, ZERO_UUID, error)
+            )
+        else:
+            topic_id = request.get("topic_id")
+            topic = by_id.get(topic_id)
+            entries.append(
+                _topic_entry(topic, brokers)
+                if topic
+                else _error_entry(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
+            )
+    return entries
+
+
+def _last_known_entries(
+    ctx: AgentContext, body: dict[str, Any], api_version: int, brokers: list[Peer]
+) -> list[dict[str, Any]]:
+    """Topic entries from the topic cache, fresh or not, without calling anyone."""
+    if _lists_all(body, api_version):
+        return [_topic_entry(t, brokers) for t in ctx.topics.last_known_all()]
+    entries = []
+    for request in body["topics"]:
+        name = request.get("name")
+        topic = ctx.topics.last_known(name=name, topic_id=None if name else request.get("topic_id"))
+        if topic is not None:
+            entries.append(_topic_entry(topic, brokers))
+        else:
+            entries.append(
+                _error_entry(
+                    name,
+                    ZERO_UUID if name else request.get("topic_id"),
+                    ErrorCode.LEADER_NOT_AVAILABLE,
+                )
+            )
+    return entries
 
 
 async def handle_describe_cluster(

@@ -129,7 +129,7 @@ class FakeTopicsApi:
         self.topics = topics
         self.calls: list[dict] = []
 
-    async def call_with_retries(self, name: str, body: dict) -> dict:
+    async def call_with_retries(self, name: str, body: dict, **_) -> dict:
         assert name == "topics/list"
         self.calls.append(body)
         await asyncio.sleep(0.01)
