@@ -66,8 +66,8 @@ class TcpProxy:
     ``frozen``: nothing is forwarded either way and nothing is closed — new connections
     are accepted and left hanging — as a hung worker, a dropped NAT entry or a frozen host
     would do. When it thaws, forwarding resumes. ``cut()``: every connection is reset and
-    new ones are closed at once (a dependency that is down). ``tear_after(n)``: the next
-    connection carrying more than n bytes upstream is reset mid-body (a torn PUT).
+    new ones are closed at once (a dependency that is down). ``tear_next_put()``: the next
+    PUT going upstream is cut off halfway through its body and both sides reset.
     """
 
     def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
@@ -76,7 +76,7 @@ class TcpProxy:
         self.target = (target_host, target_port)
         self.frozen = threading.Event()  # set = frozen
         self.down = False
-        self._tear_after: int | None = None
+        self._tear_next_put = False
         self.torn = 0
         self._lock = threading.Lock()
         self._sockets: set = set()
@@ -103,8 +103,8 @@ class TcpProxy:
     def restore(self) -> None:
         self.down = False
 
-    def tear_after(self, upstream_bytes: int) -> None:
-        self._tear_after = upstream_bytes
+    def tear_next_put(self) -> None:
+        self._tear_next_put = True
 
     def close(self) -> None:
         self._closed = True
@@ -139,6 +139,28 @@ class TcpProxy:
                 target=self._pump, args=(upstream, client, pair, False), daemon=True
             ).start()
 
+    def _tear(self, data: bytes, sink, source, pair: dict) -> bool:
+        """Forward a PUT's headers and half its body, then reset both sides."""
+        if data.startswith(b"PUT "):
+            pair["put"] = True
+            end = data.find(b"\r\n\r\n")
+            if end < 0 or end + 4 == len(data):
+                return False  # headers only: the body follows in the next chunk
+            cut = end + 4 + (len(data) - end - 4) // 2
+        elif data[:4] in (b"GET ", b"HEAD", b"POST", b"DELE"):
+            pair["put"] = False
+            return False
+        elif pair.get("put"):
+            cut = len(data) // 2
+        else:
+            return False
+        self._tear_next_put = False
+        self.torn += 1
+        sink.sendall(data[:cut])
+        _reset(source)
+        _reset(sink)
+        return True
+
     def _pump(self, source, sink, pair: dict, upstream: bool) -> None:
         try:
             while True:
@@ -147,15 +169,8 @@ class TcpProxy:
                     break
                 while self.frozen.is_set() and not self._closed:
                     time.sleep(0.02)
-                if upstream and self._tear_after is not None:
-                    pair["up"] += len(data)
-                    if pair["up"] > self._tear_after:
-                        self._tear_after = None
-                        self.torn += 1
-                        sink.sendall(data[: len(data) // 2])
-                        _reset(source)
-                        _reset(sink)
-                        return
+                if upstream and self._tear_next_put and self._tear(data, sink, source, pair):
+                    return
                 sink.sendall(data)
         except OSError:
             pass

@@ -1,0 +1,142 @@
+"""Nothing lost and nothing stuck: an outside probe (an idempotent producer at a steady
+rate, then a consumer reading everything back) through each fault, one after another in
+one world. Per fault: acknowledged messages lost (must be 0), duplicates (0 with
+idempotence), the longest ack latency, how long until produce works again after the
+dependency returns, and whether anything needed a manual restart (it must not)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import psycopg
+import pytest
+
+from tests.faults.probe import Probe
+
+pytestmark = [pytest.mark.faults, pytest.mark.kafka]
+
+PARTITIONS = 2
+
+
+def _run(
+    world,
+    outcomes,
+    fault: str,
+    inject: Callable[[], None],
+    *,
+    idempotent: bool = True,
+    killed: int | None = None,
+):
+    """Create a topic, start the probe, inject the fault (returning once the dependency is
+    back), see produce work again, read everything back and record the figures."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = fault
+    admin = AdminClient({"bootstrap.servers": world.bootstrap, "log_level": 0})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    with Probe(world.bootstrap, topic, idempotent=idempotent) as probe:
+        assert probe.wait_acked(20, 30), "the probe did not get going"
+        inject()
+        probe.fault_ended()
+        back = probe.wait_acked(20, 60)
+    # Alive: every agent but the one the fault killed, and none was restarted to get here.
+    alive = world.agents_alive(but=killed)
+    outcome = probe.outcome(fault, manual_restart=not back or not alive)
+    outcomes.append(outcome)
+    assert outcome.lost == 0, outcome
+    assert not outcome.manual_restart, outcome
+    if idempotent:
+        assert outcome.duplicates == 0, outcome
+    return outcome
+
+
+def test_an_agent_killed_loses_nothing_idempotent(world, outcomes):
+    def inject():
+        world.agents[0].kill()
+        time.sleep(2)  # the other agent carries on alone
+
+    _run(world, outcomes, "agent-sigkill-idempotent", inject, killed=0)
+    world.restart_agent(0)
+
+
+def test_an_agent_killed_loses_nothing_plain_producer(world, outcomes):
+    def inject():
+        world.agents[1].kill()
+        time.sleep(2)
+
+    _run(world, outcomes, "agent-sigkill-plain", inject, idempotent=False, killed=1)
+    world.restart_agent(1)
+
+
+def test_the_web_server_killed_and_restarted(world, outcomes):
+    def inject():
+        world.web.kill()
+        world.web.start()
+
+    _run(world, outcomes, "web-server-killed-restarted", inject)
+
+
+def test_postgres_restarted(world, outcomes):
+    _run(world, outcomes, "postgres-restarted", world.pg.restart)
+
+
+def test_postgres_stopped_15s(world, outcomes):
+    def inject():
+        world.pg.stop()
+        time.sleep(15)
+        world.pg.start()
+
+    _run(world, outcomes, "postgres-stopped-15s", inject)
+
+
+def test_object_store_unreachable_10s(world, outcomes):
+    def inject():
+        world.s3_proxy.cut()
+        time.sleep(10)
+        world.s3_proxy.restore()
+
+    _run(world, outcomes, "object-store-unreachable-10s", inject)
+
+
+def test_a_put_torn_mid_body(world, outcomes):
+    def inject():
+        torn = world.s3_proxy.torn
+        world.s3_proxy.tear_next_put()
+        deadline = time.monotonic() + 10
+        while world.s3_proxy.torn == torn and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert world.s3_proxy.torn > torn, "no PUT was torn"
+
+    _run(world, outcomes, "object-store-put-torn", inject)
+
+
+def test_agent_control_plane_connection_frozen_10s(world, outcomes):
+    def inject():
+        world.cp_proxy.freeze()
+        time.sleep(10)
+        world.cp_proxy.thaw()
+
+    outcome = _run(world, outcomes, "control-plane-link-frozen-10s", inject)
+    from agents.write_path import COMMIT_TIMEOUT_S
+
+    assert outcome.recovered_s is not None and outcome.recovered_s <= COMMIT_TIMEOUT_S + 5
+
+
+def test_a_commit_held_35s_by_a_database_lock(world, outcomes):
+    def inject():
+        ids = world.partition_ids("commit-held-35s-by-lock")
+        assert ids
+        with psycopg.connect(world.pg.url) as conn, conn.transaction():
+            conn.execute("SELECT 1 FROM floe_partition WHERE id = ANY(%s) FOR UPDATE", [ids])
+            time.sleep(35)
+
+    _run(world, outcomes, "commit-held-35s-by-lock", inject)
+
+
+def test_a_clean_restart_of_everything(world, outcomes):
+    def inject():
+        world.stop_everything()
+        world.start_everything()
+
+    _run(world, outcomes, "clean-restart-everything", inject)

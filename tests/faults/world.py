@@ -1,0 +1,255 @@
+"""The fault suite's own world: every part a separate process that a fault can kill.
+
+A PostgreSQL of its own (initdb'd from the `pgserver` package's binaries into a temporary
+folder, on its own port — never the machine's PostgreSQL, which others use), the control
+plane's web server under gunicorn, moto's S3 server behind a `TcpProxy`, and two agents
+whose control-plane connections go through another `TcpProxy`. Agents and the web server
+keep their ports across restarts, so clients bootstrapped to them find them again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.agents.conftest import AgentProcess, agent_command
+from tests.agents.faults import TcpProxy
+
+REPO = Path(__file__).resolve().parents[2]
+PG_USER = "pgserver"  # initdb refuses root; pgserver's package creates this user
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_port(port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.settimeout(0.5)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s}s")
+
+
+class LocalPostgres:
+    """A throwaway PostgreSQL cluster: `start`, `stop` (fast shutdown), `restart`."""
+
+    def __init__(self, folder: Path) -> None:
+        import pgserver
+
+        self.bin = Path(pgserver.__file__).parent / "pginstall" / "bin"
+        self.data = folder / "pgdata"
+        self.port = free_port()
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/floe"
+        self._as_user = ["runuser", "-u", PG_USER, "--"] if os.geteuid() == 0 else []
+        self.data.mkdir(parents=True)
+        if self._as_user:
+            shutil.chown(folder, PG_USER)
+            shutil.chown(self.data, PG_USER)
+        self._run(
+            str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
+            "--encoding=utf8", "--no-sync",
+        )  # fmt: skip
+        self.start()
+        self._run(str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port),
+                  "-U", "postgres", "floe")  # fmt: skip
+
+    def _run(self, *command: str) -> None:
+        subprocess.run([*self._as_user, *command], check=True, capture_output=True, timeout=60)
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-w",
+                  "-l", str(self.data / "log"), "start")  # fmt: skip
+
+    def stop(self) -> None:
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        try:
+            self.stop()
+        except subprocess.CalledProcessError:
+            pass
+
+
+class WebServer:
+    """The control plane's web server (gunicorn, one worker, threads) on a fixed port."""
+
+    def __init__(self, env: dict[str, str], folder: Path) -> None:
+        self.env = env
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = folder / "web.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gunicorn", "controlplane.wsgi", "-b",
+                 f"127.0.0.1:{self.port}", "--worker-class", "gthread", "--workers", "1",
+                 "--threads", "16", "--timeout", "60", "--graceful-timeout", "5"],
+                cwd=REPO, env=self.env, stdout=log, stderr=log,
+            )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(self.url + "/agent/v1/heartbeat", timeout=2)
+            except urllib.error.HTTPError:
+                return  # answering (405 for a GET)
+            except OSError:
+                time.sleep(0.1)
+        raise TimeoutError("the web server did not start:\n" + self.log.read_text()[-3000:])
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        # gunicorn's worker is a child: a killed arbiter leaves it to notice alone.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) != 0:
+                    return
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class World:
+    """Everything the fault suite runs: see the module docstring."""
+
+    def __init__(self, s3_endpoint: str, bucket: str) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="floe-faults-"))
+        os.chmod(self.folder, 0o755)
+        self.pg = LocalPostgres(self.folder / "pg")
+        env = {
+            **os.environ,
+            "DATABASE_URL": self.pg.url,
+            "SECRET_KEY": "fault-suite-" + "x" * 40,
+            "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "FLOE_DATA_DIR": str(self.folder / "data"),
+            "DEBUG": "0",
+            "PYTHONUNBUFFERED": "1",
+        }
+        env.pop("PYTEST_VERSION", None)
+        env.pop("PYTEST_CURRENT_TEST", None)
+        self.env = env
+        self.agent_key = self._prepare_database()
+        self.web = WebServer(env, self.folder)
+        self.web.start()
+        self.cp_proxy = TcpProxy(self.web.port)
+        s3_port = int(s3_endpoint.rsplit(":", 1)[1])
+        self.s3_proxy = TcpProxy(s3_port)
+        self.bucket_url = (
+            f"s3://{bucket}?endpoint=http://127.0.0.1:{self.s3_proxy.port}&region=us-east-1"
+        )
+        self.agents: list[AgentProcess] = []
+        self._agent_ports: list[tuple[int, int]] = []
+        for n in range(2):
+            self._agent_ports.append((free_port(), free_port()))
+            self.agents.append(self._start_agent(n))
+
+    def _prepare_database(self) -> str:
+        script = (
+            "import django; django.setup();"
+            "from django.core.management import call_command;"
+            "call_command('migrate', verbosity=0);"
+            "from tests.factories import make_cluster;"
+            "c, key = make_cluster('faults', auto_create_topics=True);"
+            "print('KEY', key)"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=REPO,
+            env={**self.env, "DJANGO_SETTINGS_MODULE": "controlplane.settings"},
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr[-3000:])
+        return done.stdout.split("KEY ", 1)[1].strip()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{kafka}" for kafka, _ in self._agent_ports)
+
+    def _start_agent(self, n: int) -> AgentProcess:
+        kafka, http = self._agent_ports[n]
+        command = agent_command(
+            control_plane_url=self.cp_proxy.url,
+            key=self.agent_key,
+            bucket_url=self.bucket_url,
+            batch_timeout_ms=50,
+        )
+        command[command.index("--kafka-port") + 1] = str(kafka)
+        command[command.index("--http-port") + 1] = str(http)
+        out, err = self.folder / f"agent{n}.out", self.folder / f"agent{n}.err"
+        env = {k: v for k, v in self.env.items() if not k.startswith("FLOE_")}
+        with out.open("wb") as stdout, err.open("ab") as stderr:
+            out.write_bytes(b"")
+            proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=stdout, stderr=stderr)
+        agent = AgentProcess(proc, out, err)
+        agent.wait_ready(60)
+        return agent
+
+    def restart_agent(self, n: int) -> None:
+        self.agents[n].kill()
+        self.agents[n] = self._start_agent(n)
+
+    def agents_alive(self, but: int | None = None) -> bool:
+        return all(a.proc.poll() is None for n, a in enumerate(self.agents) if n != but)
+
+    def partition_ids(self, topic: str) -> list[int]:
+        import psycopg
+
+        with psycopg.connect(self.pg.url) as conn:
+            rows = conn.execute(
+                "SELECT p.id FROM floe_partition p JOIN floe_topic t ON t.id = p.topic_id"
+                " WHERE t.name = %s ORDER BY p.id",
+                [topic],
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def stop_everything(self) -> None:
+        for agent in self.agents:
+            agent.stop(25)
+        self.web.stop()
+        self.pg.stop()
+
+    def start_everything(self) -> None:
+        self.pg.start()
+        self.web.start()
+        for n in range(len(self.agents)):
+            self.agents[n] = self._start_agent(n)
+
+    def close(self) -> None:
+        for agent in self.agents:
+            agent.kill()
+        self.web.kill()
+        self.cp_proxy.close()
+        self.s3_proxy.close()
+        self.pg.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
