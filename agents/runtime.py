@@ -20,7 +20,7 @@ from typing import Any
 
 from agents import AGENT_VERSION
 from agents.chunk_cache import ChunkCache
-from agents.config import AgentConfig
+from agents.config import CLIENT_ROLES, AgentConfig
 from agents.context import AgentContext
 from agents.control_plane import (
     AgentKeyRejected,
@@ -109,6 +109,8 @@ class AgentRuntime:
             "load": load,
             "http_port": self.http_port,
             "version": AGENT_VERSION,
+            "roles": list(self.config.roles),
+            "bucket_url": self.config.bucket_url,
             "stats": heartbeat_stats(),
         }
 
@@ -138,7 +140,8 @@ class AgentRuntime:
         if ctx is None:
             return
         ctx.cluster_config = dict(answer["cluster"].get("config") or {})
-        ctx.live_agents = list(answer.get("agents") or [])
+        # Only agents that serve clients are brokers, coordinators or cache peers.
+        ctx.live_agents = [a for a in answer.get("agents") or [] if serves_clients(a)]
         secret = answer.get("peer_secret")
         if isinstance(secret, str) and 0 < len(secret) <= 256:
             ctx.peer_secret = secret
@@ -315,6 +318,13 @@ class AgentRuntime:
                 await self.peers.close()
             await self.client.close()
             self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def serves_clients(agent: dict[str, Any]) -> bool:
+    """Whether a live agent serves Kafka clients (produce or consume; an agent that
+    reports no roles predates them and does everything)."""
+    roles = agent.get("roles") or CLIENT_ROLES
+    return bool(CLIENT_ROLES & set(roles))
 
 
 def _positive(value: Any) -> int | None:

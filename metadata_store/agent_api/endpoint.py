@@ -46,6 +46,15 @@ def _cluster_for(request: HttpRequest) -> VirtualCluster | None:
     return cluster
 
 
+class CallRefused(Exception):
+    """A call the control plane refuses with `status` and a message for the operator
+    (a bucket that is not the cluster's, a job result from a lost lease…)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 def error_response(status: int, message: str) -> JsonResponse:
     """Every agent-API error is a short JSON object, whatever DEBUG says."""
     return JsonResponse({"error": message}, status=status)
@@ -76,6 +85,8 @@ def endpoint(schema: type):
                 return JsonResponse(handler(cluster, schemas.decode(body, schema)))
             except BadBody as exc:
                 return error_response(400, f"bad request: {exc}")
+            except CallRefused as exc:
+                return error_response(exc.status, str(exc))
             except Exception as exc:  # ours, or the database's: never the debug page
                 log.exception("agent API %s failed", handler.__name__)
                 return error_response(500, f"{handler.__name__} failed: {type(exc).__name__}")

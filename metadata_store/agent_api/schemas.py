@@ -142,6 +142,9 @@ class HeartbeatRequest(_Body):
         list[Annotated[str, Meta(min_length=1, max_length=32)]], Meta(max_length=8)
     ] = []
     stats: AgentReadStats | None = None
+    # The bucket the agent writes to (a URL, never credentials); register checks it
+    # against the cluster's. Empty from agents older than bring-your-own-cloud.
+    bucket_url: Annotated[str, Meta(max_length=1024)] = ""
 
 
 # --- topics ----------------------------------------------------------------------------
