@@ -32,6 +32,7 @@ from agents.dispatch import REQUESTS_TOTAL, Dispatcher
 from agents.groups.coordinator import GroupCoordinator
 from agents.groups.ring import Peer, node_id_for
 from agents.http_server import build_app, start_http_on
+from agents.job_runner import JobRunner
 from agents.metrics import Counter, Gauge, Histogram
 from agents.partition_offsets import PartitionOffsets
 from agents.peers.client import PeerClient
@@ -208,6 +209,8 @@ class AgentRuntime:
         server: KafkaServer | None = None
         heartbeat: asyncio.Task | None = None
         lag_watch: asyncio.Task | None = None
+        jobs: asyncio.Task | None = None
+        job_runner: JobRunner | None = None
         try:
             try:
                 security = Security.from_config(config, self.client)
@@ -289,6 +292,16 @@ class AgentRuntime:
             http_port = self.http_port
             heartbeat = asyncio.get_running_loop().create_task(self._heartbeat_loop(port))
             lag_watch = asyncio.get_running_loop().create_task(_watch_loop_lag())
+            if "jobs" in config.roles:
+                job_runner = JobRunner(
+                    self.client,
+                    open_store(config.bucket_url),
+                    agent_id=config.agent_id,
+                    bucket_url=config.bucket_url,
+                    spark_master=config.spark_master,
+                    lease_s=config.job_lease_s,
+                )
+                jobs = asyncio.get_running_loop().create_task(job_runner.run_forever())
             _UP_SINCE.set(time.time())
             log.info("metrics and health on http://%s:%d/", config.host, http_port)
             print(
@@ -303,9 +316,11 @@ class AgentRuntime:
             await self.ctx.groups.close()
             await server.close_connections()
         finally:
-            for task in (heartbeat, lag_watch):
+            for task in (heartbeat, lag_watch, jobs):
                 if task is not None:
                     task.cancel()
+            if job_runner is not None:
+                job_runner.close()
             if server is not None:
                 server.stop_accepting()
             else:
