@@ -52,7 +52,7 @@ class JobRunner:
         bucket_url: str,
         spark_master: str = "",
         lease_s: int = 120,
-        poll_s: float = 3.0,
+        poll_s: float = 1.0,
     ) -> None:
         self.client = client
         self.store = store
