@@ -26,6 +26,11 @@ DEFAULT_CACHE_COPY_BYTES = 32 * 1024 * 1024
 DEFAULT_PEER_TIMEOUT_MS = 5000
 # What a client may name in client.id (agents.zone_routing), so every zone is nameable.
 ZONE_PATTERN = r"[A-Za-z0-9._:/-]{1,64}"
+# Agent roles (seed 001, "Agent Roles"): which work an agent takes. Metadata lists only
+# agents that serve clients (produce or consume); `jobs` agents lease the cluster's
+# background jobs (compaction, retention…) and run them against their own bucket.
+ROLES = ("produce", "consume", "jobs")
+CLIENT_ROLES = frozenset({"produce", "consume"})
 # Kafka's socket.request.max.bytes: the largest request frame a client may send.
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 
@@ -60,6 +65,9 @@ class AgentConfig:
     tls_cert: str | None = None  # PEM certificate (chain) of the Kafka listener
     tls_key: str | None = None
     tls_client_ca: str | None = None  # mutual TLS: client certificates signed by this CA
+    roles: tuple[str, ...] = ROLES
+    spark_master: str = ""  # jobs role: where Spark runs ("" = SPARK_MASTER or local[*])
+    job_lease_s: int = 120  # jobs role: a lease lasts this long unless renewed
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -89,6 +97,16 @@ def _boolean(text: str) -> bool:
     if lowered in ("0", "false", "no", "off", ""):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _roles(text: str) -> tuple[str, ...]:
+    names = [r.strip().lower() for r in text.split(",") if r.strip()]
+    unknown = sorted(set(names) - set(ROLES))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"roles are a comma-separated list of {', '.join(ROLES)}, got {text!r}"
+        )
+    return tuple(r for r in ROLES if r in names)
 
 
 def _port(text: str) -> int:
@@ -163,6 +181,17 @@ def _build_parser() -> _OneLineParser:
         "--tls-client-ca",
         help="PEM CA: require client certificates (mTLS) [FLOE_TLS_CLIENT_CA]",
     )
+    add(
+        "--roles",
+        type=_roles,
+        help="comma-separated: produce, consume, jobs (default all) [FLOE_ROLES]",
+    )
+    add("--spark-master", help="jobs role: Spark master (default local[*]) [SPARK_MASTER]")
+    add(
+        "--job-lease-s",
+        type=_positive_int(10),
+        help="jobs role: lease length, renewed while a job runs (default 120) [FLOE_JOB_LEASE_S]",
+    )
     return parser
 
 
@@ -189,6 +218,9 @@ _ENV = {
     "tls_cert": ("FLOE_TLS_CERT", str),
     "tls_key": ("FLOE_TLS_KEY", str),
     "tls_client_ca": ("FLOE_TLS_CLIENT_CA", str),
+    "roles": ("FLOE_ROLES", _roles),
+    "spark_master": ("SPARK_MASTER", str),
+    "job_lease_s": ("FLOE_JOB_LEASE_S", _positive_int(10)),
 }
 
 
@@ -274,4 +306,7 @@ def parse_config(
         tls_cert=str(values["tls_cert"]) if values["tls_cert"] else None,
         tls_key=str(values["tls_key"]) if values["tls_key"] else None,
         tls_client_ca=str(values["tls_client_ca"]) if values["tls_client_ca"] else None,
+        roles=values["roles"] or ROLES,
+        spark_master=str(values["spark_master"] or ""),
+        job_lease_s=values["job_lease_s"] or 120,
     )

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.coalesced_calls import CoalescedCalls
-from agents.config import AgentConfig
+from agents.config import CLIENT_ROLES, AgentConfig
 from agents.control_plane import ControlPlaneClient
 from agents.groups.coordinator import GroupCoordinator
 from agents.groups.ring import Peer
@@ -82,4 +82,9 @@ class AgentContext:
         coordinators must be among them: clients only reach brokers Metadata listed."""
         if self.groups is None:
             return [self.me()]
-        return zone_members(self.groups.ring.candidates(), zone)
+        candidates = self.groups.ring.candidates()
+        if not CLIENT_ROLES & set(self.config.roles):
+            # An agent without client roles never names itself (clients that found it
+            # anyway are sent to the agents that serve them).
+            candidates = [p for p in candidates if p.agent_id != self.config.agent_id] or candidates
+        return zone_members(candidates, zone)

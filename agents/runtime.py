@@ -20,7 +20,7 @@ from typing import Any
 
 from agents import AGENT_VERSION
 from agents.chunk_cache import ChunkCache
-from agents.config import AgentConfig
+from agents.config import CLIENT_ROLES, AgentConfig
 from agents.context import AgentContext
 from agents.control_plane import (
     AgentKeyRejected,
@@ -32,6 +32,7 @@ from agents.dispatch import REQUESTS_TOTAL, Dispatcher
 from agents.groups.coordinator import GroupCoordinator
 from agents.groups.ring import Peer, node_id_for
 from agents.http_server import build_app, start_http_on
+from agents.job_runner import JobRunner
 from agents.metrics import Counter, Gauge, Histogram
 from agents.partition_offsets import PartitionOffsets
 from agents.peers.client import PeerClient
@@ -118,6 +119,8 @@ class AgentRuntime:
             "load": load,
             "http_port": self.http_port,
             "version": AGENT_VERSION,
+            "roles": list(self.config.roles),
+            "bucket_url": self.config.bucket_url,
             "stats": heartbeat_stats(),
         }
 
@@ -147,7 +150,8 @@ class AgentRuntime:
         if ctx is None:
             return
         ctx.cluster_config = dict(answer["cluster"].get("config") or {})
-        ctx.live_agents = list(answer.get("agents") or [])
+        # Only agents that serve clients are brokers, coordinators or cache peers.
+        ctx.live_agents = [a for a in answer.get("agents") or [] if serves_clients(a)]
         secret = answer.get("peer_secret")
         if isinstance(secret, str) and 0 < len(secret) <= 256:
             ctx.peer_secret = secret
@@ -214,6 +218,8 @@ class AgentRuntime:
         server: KafkaServer | None = None
         heartbeat: asyncio.Task | None = None
         lag_watch: asyncio.Task | None = None
+        jobs: asyncio.Task | None = None
+        job_runner: JobRunner | None = None
         try:
             try:
                 security = Security.from_config(config, self.client)
@@ -295,6 +301,16 @@ class AgentRuntime:
             http_port = self.http_port
             heartbeat = asyncio.get_running_loop().create_task(self._heartbeat_loop(port))
             lag_watch = asyncio.get_running_loop().create_task(_watch_loop_lag())
+            if "jobs" in config.roles:
+                job_runner = JobRunner(
+                    self.client,
+                    open_store(config.bucket_url),
+                    agent_id=config.agent_id,
+                    bucket_url=config.bucket_url,
+                    spark_master=config.spark_master,
+                    lease_s=config.job_lease_s,
+                )
+                jobs = asyncio.get_running_loop().create_task(job_runner.run_forever())
             _UP_SINCE.set(time.time())
             log.info("metrics and health on http://%s:%d/", config.host, http_port)
             print(
@@ -318,9 +334,11 @@ class AgentRuntime:
             await self.ctx.groups.close()
             await server.close_connections()
         finally:
-            for task in (heartbeat, lag_watch):
+            for task in (heartbeat, lag_watch, jobs):
                 if task is not None:
                     task.cancel()
+            if job_runner is not None:
+                job_runner.close()
             if server is not None:
                 server.stop_accepting()
             else:
@@ -333,6 +351,13 @@ class AgentRuntime:
                 await self.peers.close()
             await self.client.close()
             self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def serves_clients(agent: dict[str, Any]) -> bool:
+    """Whether a live agent serves Kafka clients (produce or consume; an agent that
+    reports no roles predates them and does everything)."""
+    roles = agent.get("roles") or CLIENT_ROLES
+    return bool(CLIENT_ROLES & set(roles))
 
 
 def _positive(value: Any) -> int | None:

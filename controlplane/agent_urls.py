@@ -8,5 +8,6 @@ urlpatterns = [
     path("", include("metadata_store.agent_api.urls")),
     path("", include("virtualclusters.groups.agent_urls")),
     path("", include("virtualclusters.security.agent_urls")),
+    path("", include("virtualclusters.jobs.agent_urls")),
     re_path(r"", unknown_call),  # anything else: a JSON 404, never an HTML page
 ]

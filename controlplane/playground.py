@@ -2,8 +2,9 @@
 
 Starts (or reuses) an embedded PostgreSQL and Redis unless ``DATABASE_URL`` /
 ``REDIS_URL`` are set, migrates, creates the demo tenant, then runs the control plane
-(gunicorn), one agent (``file://`` bucket under the data folder) and a Celery worker with
-beat. Prints one ``name: value`` line per thing a person or a script needs, then waits;
+(gunicorn), one agent with every role (``file://`` bucket under the data folder; it also
+runs the Spark jobs, as a customer's jobs-role agent would) and a Celery worker with beat
+(which plans the jobs). Prints one ``name: value`` line per thing a person or a script needs, then waits;
 Ctrl-C (SIGINT) or SIGTERM stops everything it started.
 """
 
@@ -131,9 +132,11 @@ def main() -> int:
         str(kafka_port),
         "--http-port",
         str(agent_http_port),
+        "--roles",
+        "produce,consume,jobs",
     ]
     start("agent", agent_args)
-    # Threads, not prefork: the Spark jobs share one in-process SparkSession (one JVM).
+    # The worker only plans (jobs run on the agent): two threads are plenty.
     start(
         "worker",
         [

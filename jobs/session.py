@@ -61,3 +61,19 @@ def spark_session(
         _session = builder.getOrCreate()
         _session.sparkContext.setLogLevel("ERROR")
         return _session
+
+
+def active_fraction() -> float | None:
+    """How far the running Spark stages are (completed tasks / tasks), or None when
+    nothing runs: the progress a jobs-role agent reports while it waits for a job."""
+    session = _session
+    if session is None or session.sparkContext._jsc is None:
+        return None
+    tracker = session.sparkContext.statusTracker()
+    done = total = 0
+    for stage_id in tracker.getActiveStageIds():
+        info = tracker.getStageInfo(stage_id)
+        if info is not None:
+            done += info.numCompletedTasks
+            total += info.numTasks
+    return done / total if total else None

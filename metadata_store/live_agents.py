@@ -47,7 +47,12 @@ def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> dict:
         "agent_id"
     )
     return {
-        "cluster": {"id": cluster.public_id, "name": cluster.name, "config": cluster.config()},
+        "cluster": {
+            "id": cluster.public_id,
+            "name": cluster.name,
+            "config": cluster.config(),
+            "bucket_url": cluster.bucket_url,
+        },
         "agents": [
             {
                 "agent_id": a.agent_id,
@@ -56,6 +61,7 @@ def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> dict:
                 "zone": a.zone,
                 "load": a.load,
                 "http_port": a.http_port,
+                "roles": a.roles,
             }
             for a in agents
         ],

@@ -43,6 +43,9 @@ class VirtualCluster(models.Model):
     acls_enabled = models.BooleanField(default=False)
     max_flush_age_ms = models.PositiveIntegerField(default=250)
     max_flush_bytes = models.PositiveIntegerField(default=8 * 1024 * 1024)
+    # The cluster's bucket (BYOC): fixed by the first agent that registers (or at
+    # creation); agents with another bucket are refused. A URL, never credentials.
+    bucket_url = models.CharField(max_length=1024, blank=True, default="")
 
     objects = VirtualClusterQuerySet.as_manager()
 

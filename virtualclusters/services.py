@@ -6,6 +6,8 @@ the metadata store's (``metadata_store.topics``).
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -56,9 +58,63 @@ def _check_config(config: dict) -> dict:
     return clean
 
 
+BUCKET_SCHEMES = ("file", "s3", "mem")
+
+
+class BucketMismatch(Exception):
+    """An agent came with another bucket than its cluster's; the message names both."""
+
+
+def bucket_url_clean(url: str) -> str:
+    """A bucket URL as stored: file://, s3:// or mem://, and never credentials (those
+    stay in the agents' environment: AWS_* variables, instance roles…)."""
+    url = (url or "").strip()
+    parts = urlsplit(url)
+    if parts.scheme not in BUCKET_SCHEMES or not (parts.netloc or parts.path):
+        raise ValidationError({"bucket_url": ["Use a file://, s3:// or mem:// URL."]})
+    if parts.username or parts.password or len(url) > 1024:
+        raise ValidationError(
+            {"bucket_url": ["A bucket URL of at most 1024 characters, without credentials."]}
+        )
+    return url
+
+
+@transaction.atomic
+def cluster_bucket_claim(*, cluster: VirtualCluster, bucket_url: str) -> str:
+    """The cluster's bucket, fixed by the first agent that names one; an agent naming
+    another is refused (`BucketMismatch`) rather than writing where jobs never look."""
+    url = bucket_url_clean(bucket_url)
+    locked = VirtualCluster.objects.select_for_update().get(pk=cluster.pk)
+    if not locked.bucket_url:
+        locked.bucket_url = url
+        locked.save(update_fields=["bucket_url"])
+    elif locked.bucket_url != url:
+        raise BucketMismatch(
+            f"this agent's bucket {url} is not the bucket of cluster {locked.public_id}, "
+            f"{locked.bucket_url}: start the agent with --bucket-url {locked.bucket_url}, "
+            "or change the cluster's bucket first (PUT /api/v1/clusters/<id>/bucket/)"
+        )
+    cluster.bucket_url = locked.bucket_url
+    return locked.bucket_url
+
+
+@transaction.atomic
+def cluster_bucket_change(*, cluster: VirtualCluster, bucket_url: str) -> VirtualCluster:
+    """Point the cluster at another bucket (an explicit operation: its files must have
+    been copied there, object keys unchanged, while its agents were stopped). Agents
+    with the old URL are refused from their next start."""
+    cluster.bucket_url = bucket_url_clean(bucket_url) if bucket_url else ""
+    cluster.save(update_fields=["bucket_url"])
+    return cluster
+
+
 @transaction.atomic
 def cluster_create(
-    *, organization: Organization, name: str, config: dict | None = None
+    *,
+    organization: Organization,
+    name: str,
+    config: dict | None = None,
+    bucket_url: str = "",
 ) -> VirtualCluster:
     """A new virtual cluster in ``organization``; names are unique per organization."""
     errors: dict[str, list[str]] = {}
@@ -71,6 +127,11 @@ def cluster_create(
         errors.update(exc.message_dict)
     try:
         clean = _check_config(config or {})
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    try:
+        if bucket_url:
+            clean["bucket_url"] = bucket_url_clean(bucket_url)
     except ValidationError as exc:
         errors.update(exc.message_dict)
     if errors:

@@ -39,6 +39,11 @@ urlpatterns = [
         name="api-cluster-config",
     ),
     path(
+        "clusters/<str:cluster_id>/bucket/",
+        vc.ClusterBucketView.as_view(),
+        name="api-cluster-bucket",
+    ),
+    path(
         "clusters/<str:cluster_id>/agent-keys/",
         vc.AgentKeyListView.as_view(),
         name="api-agent-keys",

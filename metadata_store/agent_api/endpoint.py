@@ -87,6 +87,15 @@ def _cluster_for(request: HttpRequest) -> VirtualCluster | None:
     return cluster
 
 
+class CallRefused(Exception):
+    """A call the control plane refuses with `status` and a message for the operator
+    (a bucket that is not the cluster's, a job result from a lost lease…)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 def error_response(status: int, message: str) -> JsonResponse:
     """Every agent-API error is a short JSON object, whatever DEBUG says."""
     return JsonResponse({"error": message}, status=status)
@@ -122,6 +131,8 @@ def endpoint(schema: type):
                 return JsonResponse(handler(cluster, decoded))
             except BadBody as exc:
                 return error_response(400, f"bad request: {exc}")
+            except CallRefused as exc:
+                return error_response(exc.status, str(exc))
             except (DatabaseError, psycopg.Error) as exc:
                 reason = _unavailable(exc)
                 if reason is None:

@@ -142,6 +142,43 @@ class HeartbeatRequest(_Body):
         list[Annotated[str, Meta(min_length=1, max_length=32)]], Meta(max_length=8)
     ] = []
     stats: AgentReadStats | None = None
+    # The bucket the agent writes to (a URL, never credentials); register checks it
+    # against the cluster's. Empty from agents older than bring-your-own-cloud.
+    bucket_url: Annotated[str, Meta(max_length=1024)] = ""
+
+
+# --- jobs (docs/AGENT_API.md "jobs/…") ---------------------------------------------------
+
+LEASE_S = Annotated[int, Meta(ge=10, le=3600)]
+RUN_ID = Annotated[str, Meta(min_length=1, max_length=32)]
+TOKEN = Annotated[str, Meta(min_length=1, max_length=64)]
+
+
+class JobLeaseRequest(_Body):
+    agent_id: AGENT_ID
+    lease_s: LEASE_S = 120
+
+
+class JobProgress(_Body, omit_defaults=True):
+    stage: Annotated[str, Meta(max_length=64)] = ""
+    bytes_done: COUNT = 0
+    bytes_total: COUNT = 0
+
+
+class JobHeartbeatRequest(_Body):
+    run_id: RUN_ID
+    lease: TOKEN
+    lease_s: LEASE_S = 120
+    progress: JobProgress | None = None
+
+
+class JobReportRequest(_Body):
+    run_id: RUN_ID
+    lease: TOKEN
+    lease_s: LEASE_S = 120
+    # The Spark job's own result (its shape is the job's: jobs/<name>.py), or an error.
+    result: dict | None = None
+    error: Annotated[str, Meta(max_length=10_000)] = ""
 
 
 # --- topics ----------------------------------------------------------------------------

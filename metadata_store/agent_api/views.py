@@ -7,9 +7,11 @@ carry no browsable or schema needs (``endpoint`` authenticates and validates).
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
+
 from metadata_store import store
 from metadata_store.agent_api import schemas
-from metadata_store.agent_api.endpoint import endpoint
+from metadata_store.agent_api.endpoint import CallRefused, endpoint
 from metadata_store.agent_api.schemas import as_dicts
 from metadata_store.agent_api.topics import (
     topics_alter_configs,
@@ -21,11 +23,21 @@ from metadata_store.agent_api.topics import (
 )
 from metadata_store.group_offsets import group_offsets_commit, group_offsets_fetch
 from metadata_store.live_agents import agents_heartbeat
+from virtualclusters import services as cluster_services
 from virtualclusters.models import VirtualCluster
 
 
 @endpoint(schemas.HeartbeatRequest)
 def register(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> dict:
+    """A heartbeat that first checks the agent's bucket against the cluster's (the first
+    agent fixes it): 409 naming both when they differ."""
+    if body.bucket_url:
+        try:
+            cluster_services.cluster_bucket_claim(cluster=cluster, bucket_url=body.bucket_url)
+        except cluster_services.BucketMismatch as exc:
+            raise CallRefused(409, str(exc)) from None
+        except ValidationError as exc:
+            raise CallRefused(400, f"bad request: bucket_url: {exc.messages[0]}") from None
     return agents_heartbeat(cluster, body)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -39,6 +40,7 @@ def playground(tmp_path_factory):
         FLOE_HTTP_PORT=str(_free_port()),
         FLOE_KAFKA_PORT=str(_free_port()),
         FLOE_AGENT_HTTP_PORT=str(_free_port()),
+        FLOE_ORPHAN_CLEANUP_CHECK_S="2",  # a job soon: the agent runs it
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "controlplane.playground"],
@@ -116,6 +118,23 @@ def test_a_kafka_client_produces_and_consumes_through_the_playground(playground)
             values.append(message.value().decode())
     consumer.close()
     assert values == [f"m{i}" for i in range(20)]
+
+
+def test_the_playgrounds_agent_runs_the_jobs_beat_plans(playground):
+    found, _ = playground
+    url = found["console"] + f"api/v1/clusters/{found['cluster']}/job-runs/?kind=orphan_cleanup"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {found['api-key']}"})
+    deadline, runs = time.monotonic() + 120, []
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            runs = json.loads(response.read())
+        if any(r["state"] in ("succeeded", "failed") for r in runs):
+            break
+        time.sleep(1)
+    finished = [r for r in runs if r["state"] in ("succeeded", "failed")]
+    assert finished, runs
+    assert finished[0]["state"] == "succeeded", finished[0]["error"]
+    assert finished[0]["lease_agent"].startswith("agt-")
 
 
 def test_sigint_stops_everything_it_started(playground):

@@ -40,6 +40,28 @@ def runs(alice, bob):
     return done, failed
 
 
+def test_the_jobs_page_shows_a_running_jobs_progress_and_agent(alice):
+    JobRun.objects.create(
+        cluster=alice["cluster"],
+        kind="compaction",
+        state="running",
+        started_at=timezone.now(),
+        lease_agent="agt-jobs-1",
+        attempts=2,
+        progress={
+            "stage": "compacting",
+            "bytes_done": 3 * 1024 * 1024,
+            "bytes_total": 12 * 1024 * 1024,
+        },
+    )
+    client = Client()
+    client.force_login(alice["user"])
+    html = client.get(f"/clusters/{alice['cluster'].public_id}/jobs").content.decode()
+    assert "Compacting" in html and "3.0\xa0MB of 12.0\xa0MB" in html
+    assert "agt-jobs-1" in html and "attempt 2" in html
+    assert '<progress max="12582912" value="3145728">' in html
+
+
 def test_the_jobs_page_lists_runs_and_files_per_level(alice, runs):
     client = Client()
     client.force_login(alice["user"])

@@ -48,6 +48,7 @@ def test_a_heartbeat_records_zone_version_roles_and_read_stats(api, alice):
             "zone": "us-east-1a",
             "load": 12.5,
             "http_port": 8081,
+            "roles": ["proxy"],
         }
     ]
     listed = api(alice["reader"]).get(f"/api/v1/clusters/{alice['cluster'].public_id}/agents/")

@@ -37,6 +37,11 @@ class JobRunSerializer(serializers.ModelSerializer):
     id = serializers.CharField(source="public_id")
     duration_s = serializers.FloatField(allow_null=True, help_text="Running time in seconds.")
     details = serializers.SerializerMethodField()
+    progress = serializers.JSONField(
+        help_text="While running: {stage, bytes_done, bytes_total}, from the leasing agent."
+    )
+    lease_agent = serializers.CharField(help_text="The jobs-role agent that ran (or runs) it.")
+    attempts = serializers.IntegerField(help_text="Leases so far (a lost lease is retried).")
 
     class Meta:
         model = JobRun
@@ -54,6 +59,9 @@ class JobRunSerializer(serializers.ModelSerializer):
             "output_bytes",
             "error",
             "details",
+            "progress",
+            "lease_agent",
+            "attempts",
         ]
         read_only_fields = fields
 

@@ -41,7 +41,7 @@ class ClusterSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = VirtualCluster
-        fields = ["id", "name", "created_at", "bootstrap", "config"]
+        fields = ["id", "name", "created_at", "bootstrap", "bucket_url", "config"]
         read_only_fields = fields
 
     def get_config(self, cluster: VirtualCluster) -> dict:
@@ -56,6 +56,21 @@ class ClusterSerializer(serializers.ModelSerializer):
 class ClusterCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     config = ClusterConfigSerializer(required=False)
+    bucket_url = serializers.CharField(
+        max_length=1024,
+        required=False,
+        allow_blank=True,
+        help_text="The cluster's bucket (file://, s3://…; no credentials). Default: the "
+        "first agent's.",
+    )
+
+
+class ClusterBucketSerializer(serializers.Serializer):
+    bucket_url = serializers.CharField(
+        max_length=1024,
+        allow_blank=True,
+        help_text="The new bucket; empty: the next agent to register fixes it.",
+    )
 
 
 class ClusterRenameSerializer(serializers.Serializer):

@@ -15,6 +15,7 @@ from virtualclusters.api.serializers import (
     AgentKeyCreatedSerializer,
     AgentKeyCreateSerializer,
     AgentKeySerializer,
+    ClusterBucketSerializer,
     ClusterConfigSerializer,
     ClusterCreateSerializer,
     ClusterDeleteSerializer,
@@ -52,6 +53,7 @@ class ClusterListView(ClusterScopedView):
             organization=self.organization,
             name=data.validated_data["name"],
             config=data.validated_data.get("config") or {},
+            bucket_url=data.validated_data.get("bucket_url") or "",
         )
         return Response(ClusterSerializer(cluster).data, status=status.HTTP_201_CREATED)
 
@@ -119,6 +121,23 @@ class ClusterConfigView(ClusterScopedView):
         return Response(cluster.config())
 
     put = patch
+
+
+class ClusterBucketView(ClusterScopedView):
+    @extend_schema(
+        request=ClusterBucketSerializer,
+        responses=ClusterSerializer,
+        summary="Change a cluster's bucket (after copying its files there; agents with "
+        "the old bucket URL are refused from then on)",
+    )
+    def put(self, request, cluster_id: str):
+        cluster = self.cluster(cluster_id)
+        data = ClusterBucketSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.cluster_bucket_change(
+            cluster=cluster, bucket_url=data.validated_data["bucket_url"]
+        )
+        return Response(ClusterSerializer(cluster).data)
 
 
 class AgentKeyListView(ClusterScopedView):

@@ -23,8 +23,9 @@ class JobRunQuerySet(models.QuerySet):
 class JobRun(models.Model):
     """One run of a background job (a Spark job plus its metadata swap) for one cluster.
 
-    queued (dispatched by a beat check) → running (a worker took it) → succeeded or
-    failed. At most one run per cluster and kind is queued or running at a time.
+    queued (dispatched by a beat check) → running (a jobs-role agent of the cluster
+    leased it) → succeeded or failed; a lease that expires puts it back to queued. At
+    most one run per cluster and kind is queued or running at a time.
     """
 
     class Kind(models.TextChoices):
@@ -56,6 +57,14 @@ class JobRun(models.Model):
     output_bytes = models.BigIntegerField(default=0)
     error = models.TextField(blank=True, default="")
     details = models.JSONField(default=dict, blank=True)
+    # The lease of a running run (a jobs-role agent of the cluster holds it): a token
+    # per lease, so a result from an earlier, lost lease is recognized and refused.
+    lease_agent = models.CharField(max_length=64, blank=True, default="")
+    lease_token = models.CharField(max_length=64, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.IntegerField(default=0)
+    # Progress the leasing agent reports: {"stage": …, "bytes_done": …, "bytes_total": …}.
+    progress = models.JSONField(default=dict, blank=True)
 
     objects = JobRunQuerySet.as_manager()
 

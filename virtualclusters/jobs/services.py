@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -59,7 +60,27 @@ def job_runs_expire(*, cluster: VirtualCluster, now: datetime | None = None) -> 
         .update(
             state=State.FAILED,
             finished_at=now,
-            error="abandoned: no result within the job timeout",
+            error="abandoned: no jobs-role agent of the cluster leased it in time, or no "
+            "result within the job timeout",
+        )
+    )
+
+
+def job_leases_expire(*, cluster: VirtualCluster, now: datetime | None = None) -> int:
+    """Running runs whose lease deadline passed go back to queued (their agent died or
+    lost the control plane); the next lease plans them afresh."""
+    return (
+        JobRun.objects.filter(
+            cluster=cluster, state=State.RUNNING, lease_expires_at__lt=now or timezone.now()
+        )
+        .exclude(lease_token="")
+        .update(
+            state=State.QUEUED,
+            lease_agent="",
+            lease_token="",
+            lease_expires_at=None,
+            started_at=None,
+            progress={},
         )
     )
 
@@ -71,6 +92,7 @@ def job_dispatch(
     the last one did not fail within the failure back-off (a broken bucket or a missing
     Java should not start a doomed run every 30 seconds)."""
     now = now or timezone.now()
+    job_leases_expire(cluster=cluster, now=now)
     job_runs_expire(cluster=cluster, now=now)
     active = set(JobRun.objects.active().filter(cluster=cluster).values_list("kind", flat=True))
     if kind in active or (kind in REWRITES and active & REWRITES):
@@ -123,24 +145,89 @@ def _details_update(run: JobRun, **details) -> None:
 def job_run_finish(*, run: JobRun, state: str, error: str = "", details=None, **counts) -> None:
     """running → succeeded/failed with what the run read and wrote (a no-op if expired)."""
     run.details = {**run.details, **(details or {})}
-    JobRun.objects.filter(pk=run.pk, state=State.RUNNING).update(
-        state=state, finished_at=timezone.now(), error=error, details=run.details, **counts
+    run.details.pop("_plan", None)
+    JobRun.objects.filter(pk=run.pk, state=State.RUNNING, lease_token=run.lease_token).update(
+        state=state,
+        finished_at=timezone.now(),
+        error=error,
+        details=run.details,
+        lease_expires_at=None,
+        **counts,
     )
     run.refresh_from_db()
 
 
-def job_run_execute(*, run_id: int) -> JobRun | None:
-    """Run a queued job to its end; safe to call again (only a queued run starts)."""
-    run = job_run_start(run_id=run_id)
-    if run is None:
-        return None
+@dataclass(frozen=True)
+class Step:
+    """What a run needs done in the data plane next: Spark job `job` on `plan` (the
+    executor adds its own ``bucket_url``); `stage` names it for the progress shown."""
+
+    job: str
+    plan: dict
+    stage: str = ""
+
+    def as_dict(self) -> dict:
+        return {"job": self.job, "plan": self.plan, "stage": self.stage or self.job}
+
+
+@dataclass(frozen=True)
+class Advance:
+    """The outcome of feeding a run one result: the next step (None: the run finished,
+    its outcome recorded) and the objects the executor must delete (outputs a conflict
+    left unreferenced: only the data plane can touch the bucket)."""
+
+    step: Step | None
+    discard: list[str] = field(default_factory=list)
+
+
+def job_run_advance(*, run: JobRun, result: dict | None = None, error: str = "") -> Advance:
+    """Begin a started run (`result` None) or feed it the result of its current step.
+    The plans, checks and compare-and-swap rules are here, whoever ran the Spark job."""
+    if error:
+        job_run_finish(run=run, state=State.FAILED, error=error[:10_000])
+        return Advance(None)
     try:
-        outcome = _EXECUTE[run.kind](run)
+        if result is None:
+            outcome = _BEGIN[run.kind](run)
+        else:
+            outcome = _CONTINUE[run.kind](run, result)
     except Exception as exc:
         log.exception("job run %s (%s) failed", run.public_id, run.kind)
         job_run_finish(run=run, state=State.FAILED, error=f"{type(exc).__name__}: {exc}"[:10_000])
-    else:
-        job_run_finish(run=run, state=State.SUCCEEDED, **outcome)
+        return Advance(None, discard=_outputs_of(result))
+    if isinstance(outcome, Step):
+        _details_update(run, step=outcome.stage or outcome.job)
+        return Advance(outcome)
+    discard = outcome.pop("discard", [])
+    job_run_finish(run=run, state=State.SUCCEEDED, **outcome)
+    return Advance(None, discard=discard)
+
+
+def _outputs_of(result: dict | None) -> list[str]:
+    """Objects a job's result says it wrote (deleted when nothing will reference them)."""
+    files = (result or {}).get("files") or []
+    return [f["key"] for f in files if isinstance(f, dict) and isinstance(f.get("key"), str)]
+
+
+def job_run_execute(*, run_id: int, bucket_url: str | None = None) -> JobRun | None:
+    """Run a queued job to its end in this process, on a bucket this process can open
+    (tests, benchmarks, the `floe_job_run` command); jobs-role agents do the same
+    through the agent API (`virtualclusters.jobs.leases`). Safe to call again."""
+    run = job_run_start(run_id=run_id)
+    if run is None:
+        return None
+    bucket = bucket_url or run.cluster.bucket_url or settings.FLOE_BUCKET_URL
+    advance = job_run_advance(run=run)
+    while advance.step is not None:
+        try:
+            result = _spark(advance.step.job, {**advance.step.plan, "bucket_url": bucket})
+        except Exception as exc:
+            log.exception("job run %s (%s) failed", run.public_id, run.kind)
+            advance = job_run_advance(run=run, error=f"{type(exc).__name__}: {exc}")
+        else:
+            advance = job_run_advance(run=run, result=result)
+    _outputs_discard(bucket, advance.discard)
+    run.refresh_from_db()
     return run
 
 
@@ -162,18 +249,26 @@ def _output_prefix(run: JobRun) -> str:
     return f"{root}{secrets.token_hex(4)}/"
 
 
-def _outputs_discard(files: list[dict]) -> None:
+def _outputs_discard(bucket_url: str, keys: list[str]) -> None:
     """Delete outputs a conflict left unreferenced (the orphan cleaner is the backstop)."""
+    if not keys:
+        return
     try:
-        store_for(settings.FLOE_BUCKET_URL).delete_many(f["key"] for f in files)
+        store_for(bucket_url).delete_many(keys)
     except Exception:
-        log.exception("could not delete %d unswapped outputs", len(files))
+        log.exception("could not delete %d unswapped outputs", len(keys))
 
 
 # --- compaction ----------------------------------------------------------------------
 
 
-def _execute_compaction(run: JobRun) -> dict:
+def _plan_keep(run: JobRun, plan: dict) -> None:
+    """What the continuation of a step needs (the inputs as planned, for the
+    compare-and-swap), kept on the run until it finishes."""
+    _details_update(run, _plan=plan)
+
+
+def _begin_compaction(run: JobRun) -> Step | dict:
     inputs = selectors.compaction_inputs(
         run.cluster,
         max_files=settings.FLOE_COMPACTION_MAX_INPUT_FILES,
@@ -182,27 +277,53 @@ def _execute_compaction(run: JobRun) -> dict:
     if len(inputs) < 2:
         return {"details": {"skipped": "fewer than two level-0 files"}}
     pointers = selectors.batch_pointers([f.id for f in inputs])
-    result = _spark(
+    _plan_keep(
+        run,
+        {
+            "input_file_ids": [f.id for f in inputs],
+            "input_bytes": sum(f.size for f in inputs),
+            "pointers": [list(p) for p in pointers],
+        },
+    )
+    return Step(
         "compaction",
         {
-            "bucket_url": settings.FLOE_BUCKET_URL,
             "output_prefix": _output_prefix(run),
             "target_bytes": settings.FLOE_COMPACTION_TARGET_BYTES,
             "batches": [[*p[:8], p[9]] for p in pointers],
         },
+        stage="compacting",
     )
-    counts = {"input_files": len(inputs), "input_bytes": sum(f.size for f in inputs)}
+
+
+def _outputs_check(run: JobRun, result: dict) -> None:
+    """A job's outputs lie under this run's output root (the agent that ran it is the
+    cluster's, but its answer is still input)."""
+    root = f"{run.cluster.public_id}/compacted/{run.public_id}/"
+    keys = _outputs_of(result)
+    if len(keys) != len(result["files"]) or any(not k.startswith(root) or ".." in k for k in keys):
+        raise ValueError(f"the job's output files must lie under {root}")
+
+
+def _continue_compaction(run: JobRun, result: dict) -> dict:
+    _outputs_check(run, result)
+    plan = run.details["_plan"]
+    pointers = [tuple(p) for p in plan["pointers"]]
+    counts = {"input_files": len(plan["input_file_ids"]), "input_bytes": plan["input_bytes"]}
     try:
         compaction_swap(
             run=run,
-            input_file_ids=[f.id for f in inputs],
+            input_file_ids=plan["input_file_ids"],
             planned=pointers,
             files=result["files"],
             placements=result["batches"],
         )
     except SwapConflict as conflict:
-        _outputs_discard(result["files"])
-        return {**counts, "details": {"swapped": False, "conflict": str(conflict)}}
+        return {
+            **counts,
+            "details": {"swapped": False, "conflict": str(conflict)},
+            "discard": _outputs_of(result),
+        }
     return {
         **counts,
         "output_files": len(result["files"]),
@@ -257,10 +378,12 @@ def compaction_swap(
 
 def _lock_run(cursor, run: JobRun) -> None:
     """The run must still be running: an expired run's outputs are no longer protected."""
-    cursor.execute("SELECT state FROM floe_job_run WHERE id = %s FOR UPDATE", [run.pk])
+    cursor.execute("SELECT state, lease_token FROM floe_job_run WHERE id = %s FOR UPDATE", [run.pk])
     row = cursor.fetchone()
     if row is None or row[0] != State.RUNNING:
         raise SwapConflict(f"run {run.public_id} is no longer running")
+    if row[1] != run.lease_token:
+        raise SwapConflict(f"run {run.public_id} was leased again: this result came too late")
 
 
 def _lock_files(cursor, cluster_id: int, file_ids: list[int]) -> None:
@@ -328,21 +451,44 @@ def _files_release(cursor, file_ids: list[int]) -> int:
 # --- key compaction ------------------------------------------------------------------
 
 
-def _execute_key_compaction(run: JobRun) -> dict:
+def _begin_key_compaction(run: JobRun) -> Step | dict:
     cleaned = selectors.cleaned_offsets(run.cluster)
     plan = selectors.key_compaction_plan(run.cluster, now=timezone.now())
     keep_cleaned = {"cleaned": {str(k): v for k, v in cleaned.items()}}
     if not plan.rows:
         return {"details": {"skipped": "no partition is dirty enough", **keep_cleaned}}
-    result = _spark(
+    _plan_keep(
+        run,
+        {
+            "cleaned": [[k, v] for k, v in cleaned.items()],
+            "rows": [list(row) for row in plan.rows],
+            "file_ids": [[*k, v] for k, v in plan.file_ids.items()],
+            "record_counts": [[*k, v] for k, v in plan.record_counts.items()],
+            "covered": [[k, v] for k, v in plan.covered.items()],
+        },
+    )
+    return Step(
         "key_compaction",
         {
-            "bucket_url": settings.FLOE_BUCKET_URL,
             "output_prefix": _output_prefix(run),
             "target_bytes": settings.FLOE_COMPACTION_TARGET_BYTES,
             "batches": [list(row) for row in plan.rows],
         },
+        stage="compacting keys",
     )
+
+
+def _continue_key_compaction(run: JobRun, result: dict) -> dict:
+    _outputs_check(run, result)
+    kept = run.details["_plan"]
+    cleaned = {k: v for k, v in kept["cleaned"]}
+    plan = selectors.KeyCompactionPlan(
+        rows=[tuple(row) for row in kept["rows"]],
+        file_ids={(pid, last): fid for pid, last, fid in kept["file_ids"]},
+        record_counts={(pid, last): n for pid, last, n in kept["record_counts"]},
+        covered={k: v for k, v in kept["covered"]},
+    )
+    keep_cleaned = {"cleaned": {str(k): v for k, v in cleaned.items()}}
     counts = {
         "input_files": len(set(plan.file_ids.values())),
         "input_bytes": sum(row[7] for row in plan.rows),
@@ -350,8 +496,11 @@ def _execute_key_compaction(run: JobRun) -> dict:
     try:
         key_compaction_swap(run=run, plan=plan, files=result["files"], placements=result["batches"])
     except SwapConflict as conflict:
-        _outputs_discard(result["files"])
-        return {**counts, "details": {"swapped": False, "conflict": str(conflict), **keep_cleaned}}
+        return {
+            **counts,
+            "details": {"swapped": False, "conflict": str(conflict), **keep_cleaned},
+            "discard": _outputs_of(result),
+        }
     records_in = sum(plan.record_counts.values())
     dropped = sum(plan.record_counts[(p[0], p[1])] - p[5] for p in result["batches"])
     return {
@@ -524,23 +673,21 @@ def _grace() -> timedelta:
     return timedelta(seconds=settings.FLOE_FILE_DELETE_GRACE_S)
 
 
-def _delete_past_grace(entries: list[tuple[int | None, str, datetime]], *, now: datetime):
-    """Have the retention job delete these (file id or None, key, unreferenced since)."""
-    if not entries:
-        return []
-    result = _spark(
+def _deletion(entries: list[tuple[int | None, str, datetime]], *, now: datetime, stage: str):
+    """The retention job's step that deletes these (file id or None, key, unreferenced
+    since) once their grace period has passed."""
+    return Step(
         "retention",
         {
-            "bucket_url": settings.FLOE_BUCKET_URL,
             "now_ms": epoch_ms(now),
             "grace_ms": settings.FLOE_FILE_DELETE_GRACE_S * 1000,
             "files": [[file_id, key, epoch_ms(since)] for file_id, key, since in entries],
         },
+        stage=stage,
     )
-    return result["deleted"]
 
 
-def _execute_retention(run: JobRun) -> dict:
+def _begin_retention(run: JobRun) -> Step | dict:
     now = timezone.now()
     applied = retention_apply(cluster=run.cluster, now=now)
     due = list(
@@ -548,32 +695,59 @@ def _execute_retention(run: JobRun) -> dict:
             "id", "key", "size", "unreferenced_at"
         )[:MAX_DELETES_PER_RUN]
     )
-    deleted = _delete_past_grace([(i, key, since) for i, key, _, since in due], now=now)
-    deleted_ids = {row[0] for row in deleted}
+    if not due:
+        return {"details": {**applied, "files_deleted": 0}}
+    _plan_keep(run, {"applied": applied, "sizes": [[i, size] for i, _, size, _ in due]})
+    return _deletion([(i, key, since) for i, key, _, since in due], now=now, stage="deleting")
+
+
+def _continue_retention(run: JobRun, result: dict) -> dict:
+    kept = run.details["_plan"]
+    sizes = {i: size for i, size in kept["sizes"]}
+    deleted_ids = {row[0] for row in result["deleted"] if row[0] in sizes}
     files_mark_deleted(cluster=run.cluster, file_ids=list(deleted_ids))
     return {
         "input_files": len(deleted_ids),
-        "input_bytes": sum(size for i, _, size, _ in due if i in deleted_ids),
-        "details": {**applied, "files_deleted": len(deleted_ids)},
+        "input_bytes": sum(sizes[i] for i in deleted_ids),
+        "details": {**kept["applied"], "files_deleted": len(deleted_ids)},
     }
 
 
 # --- orphan cleanup ------------------------------------------------------------------
 
 
-def _execute_orphan_cleanup(run: JobRun) -> dict:
+def _begin_orphan_cleanup(run: JobRun) -> Step:
     cluster, now = run.cluster, timezone.now()
     known = selectors.known_file_keys(cluster)  # read before the listing: see below
-    result = _spark(
+    _plan_keep(run, {"phase": "list", "now_ms": epoch_ms(now)})
+    return Step(
         "orphan_cleanup",
         {
-            "bucket_url": settings.FLOE_BUCKET_URL,
             "prefix": f"{cluster.public_id}/",
             "cutoff_ms": epoch_ms(now - _grace()),
             "known_keys": sorted(known),
             "protected_prefixes": selectors.protected_output_roots(cluster, exclude_run=run),
         },
+        stage="listing",
     )
+
+
+def _continue_orphan_cleanup(run: JobRun, result: dict) -> Step | dict:
+    kept = run.details["_plan"]
+    if kept["phase"] == "delete":
+        sizes = kept["sizes"]
+        deleted_keys = [key for _, key in result["deleted"] if key in sizes]
+        return {
+            "input_files": kept["listed"],
+            "input_bytes": kept["listed_bytes"],
+            "details": {
+                "orphans_deleted": len(deleted_keys),
+                "orphan_bytes_deleted": sum(sizes[key] for key in deleted_keys),
+                "orphans_sample": sorted(deleted_keys)[:20],
+            },
+        }
+    cluster = run.cluster
+    now = datetime.fromtimestamp(kept["now_ms"] / 1000, tz=timezone.get_current_timezone())
     # A file committed after `known` was read is in the listing but not in `known`:
     # look the candidates up again now, and spare outputs of jobs started meanwhile.
     candidates = {key: (size, modified) for key, size, modified in result["orphans"]}
@@ -584,28 +758,36 @@ def _execute_orphan_cleanup(run: JobRun) -> dict:
         for key, found in candidates.items()
         if key not in known_now and not key.startswith(protected)
     }
-    deleted = _delete_past_grace(
+    listed = {"listed": result["listed"], "listed_bytes": result["listed_bytes"]}
+    if not candidates:
+        return {
+            "input_files": listed["listed"],
+            "input_bytes": listed["listed_bytes"],
+            "details": {"orphans_deleted": 0, "orphan_bytes_deleted": 0, "orphans_sample": []},
+        }
+    _plan_keep(
+        run,
+        {"phase": "delete", **listed, "sizes": {k: size for k, (size, _) in candidates.items()}},
+    )
+    return _deletion(
         [
             (None, key, datetime.fromtimestamp(modified / 1000, tz=now.tzinfo))
             for key, (_, modified) in candidates.items()
         ],
         now=now,
+        stage="deleting orphans",
     )
-    deleted_keys = [key for _, key in deleted]
-    return {
-        "input_files": result["listed"],
-        "input_bytes": result["listed_bytes"],
-        "details": {
-            "orphans_deleted": len(deleted_keys),
-            "orphan_bytes_deleted": sum(candidates[key][0] for key in deleted_keys),
-            "orphans_sample": sorted(deleted_keys)[:20],
-        },
-    }
 
 
-_EXECUTE = {
-    Kind.COMPACTION: _execute_compaction,
-    Kind.KEY_COMPACTION: _execute_key_compaction,
-    Kind.RETENTION: _execute_retention,
-    Kind.ORPHAN_CLEANUP: _execute_orphan_cleanup,
+_BEGIN = {
+    Kind.COMPACTION: _begin_compaction,
+    Kind.KEY_COMPACTION: _begin_key_compaction,
+    Kind.RETENTION: _begin_retention,
+    Kind.ORPHAN_CLEANUP: _begin_orphan_cleanup,
+}
+_CONTINUE = {
+    Kind.COMPACTION: _continue_compaction,
+    Kind.KEY_COMPACTION: _continue_key_compaction,
+    Kind.RETENTION: _continue_retention,
+    Kind.ORPHAN_CLEANUP: _continue_orphan_cleanup,
 }

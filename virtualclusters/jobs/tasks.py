@@ -1,17 +1,18 @@
-"""Celery tasks: beat's checks and the job runs they dispatch. Thin: ids in, one service.
+"""Celery tasks: beat's checks and the job runs they queue. Thin: ids in, one service.
 
-    beat ─ jobs_check(kind) ─┬─ cluster_job_check(cluster, kind) ─ job_run_execute(run)
+    beat ─ jobs_check(kind) ─┬─ cluster_job_check(cluster, kind) ─ a queued JobRun
                              └─ … one per virtual cluster
     beat ─ history_prune()   (daily)
 
-Each is safe to run twice: a check dispatches only when no run of its kind is under way
-(a unique constraint settles races), and a run starts only from ``queued``.
+The runs themselves execute in the data plane: a jobs-role agent of the cluster leases
+them (`virtualclusters.jobs.leases`), so the control plane never opens a bucket. Each
+task is safe to run twice: a check queues a run only when no run of its kind is under
+way (a unique constraint settles races).
 """
 
 from __future__ import annotations
 
 from celery import shared_task
-from django.db import transaction
 
 from virtualclusters.jobs import services as jobs_services
 from virtualclusters.jobs.models import JobRun
@@ -32,15 +33,7 @@ def cluster_job_check(cluster_id: int, kind: str) -> None:
     cluster = VirtualCluster.objects.filter(pk=cluster_id).first()
     if cluster is None:
         return
-    run = jobs_services.job_dispatch(cluster=cluster, kind=kind)
-    if run is not None:
-        transaction.on_commit(lambda: job_run_execute.delay(run.id))
-
-
-@shared_task(ignore_result=True, acks_late=True)
-def job_run_execute(run_id: int) -> None:
-    """Run one queued job: Spark job, metadata swap, outcome on its JobRun."""
-    jobs_services.job_run_execute(run_id=run_id)
+    jobs_services.job_dispatch(cluster=cluster, kind=kind)
 
 
 @shared_task(ignore_result=True)

@@ -1,0 +1,133 @@
+"""Job runs leased by the cluster's jobs-role agents: the Spark jobs run in the data
+plane, against the cluster's own bucket, with the agents' own credentials.
+
+    queued ─ job_run_lease ─▶ running (lease: agent, token, deadline)
+       ▲                        │ job_lease_renew (heartbeats, progress)
+       │                        │ job_run_report → next step, or succeeded/failed
+       └── job_leases_expire ◀──┘ (the deadline passed: the agent died)
+
+A lease belongs to one agent key's cluster: runs are looked up through it, so an agent
+of another cluster finds nothing. The token changes with every lease, so the result of
+a lost lease is refused (`LeaseLost`) and its executor deletes what it wrote.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from virtualclusters.jobs.models import JobRun
+from virtualclusters.jobs.services import Advance, Step, job_leases_expire, job_run_advance
+from virtualclusters.models import VirtualCluster
+
+State = JobRun.State
+MIN_LEASE_S, MAX_LEASE_S = 10, 3600
+# A lease that finds a run with nothing to do finishes it and looks at the next one.
+MAX_RUNS_PER_LEASE_CALL = 8
+
+
+class LeaseLost(Exception):
+    """The run is not (or no longer) leased with this token."""
+
+
+def _lease_length(lease_s: int) -> timedelta:
+    return timedelta(seconds=min(max(lease_s, MIN_LEASE_S), MAX_LEASE_S))
+
+
+def job_run_lease(
+    *, cluster: VirtualCluster, agent_id: str, lease_s: int
+) -> tuple[JobRun, Step] | None:
+    """The oldest queued run of the cluster, leased to `agent_id`, with its first step;
+    None when there is nothing to run."""
+    job_leases_expire(cluster=cluster)
+    for _ in range(MAX_RUNS_PER_LEASE_CALL):
+        now = timezone.now()
+        with transaction.atomic():
+            run = (
+                JobRun.objects.select_for_update(skip_locked=True)
+                .filter(cluster=cluster, state=State.QUEUED)
+                .order_by("id")
+                .first()
+            )
+            if run is None:
+                return None
+            run.state = State.RUNNING
+            run.started_at = now
+            run.lease_agent = agent_id
+            run.lease_token = secrets.token_hex(16)
+            run.lease_expires_at = now + _lease_length(lease_s)
+            run.attempts += 1
+            run.progress = {"stage": "planning"}
+            run.save(
+                update_fields=[
+                    "state",
+                    "started_at",
+                    "lease_agent",
+                    "lease_token",
+                    "lease_expires_at",
+                    "attempts",
+                    "progress",
+                ]
+            )
+        run.cluster = cluster
+        advance = job_run_advance(run=run)
+        if advance.step is not None:
+            _progress_stage(run, advance.step)
+            return run, advance.step
+    return None
+
+
+def _progress_stage(run: JobRun, step: Step) -> None:
+    run.progress = {"stage": step.stage or step.job, "bytes_done": 0}
+    JobRun.objects.filter(pk=run.pk, lease_token=run.lease_token).update(progress=run.progress)
+
+
+def _leased(cluster: VirtualCluster, run_id: str, token: str) -> JobRun:
+    run = JobRun.objects.filter(cluster=cluster, public_id=run_id).first()
+    if run is None:
+        raise LeaseLost(f"no job run {run_id} in this cluster")
+    if run.state != State.RUNNING or not token or run.lease_token != token:
+        raise LeaseLost(f"job run {run_id} is not leased with this token (the lease was lost)")
+    if run.lease_expires_at is not None and run.lease_expires_at < timezone.now():
+        raise LeaseLost(f"the lease of job run {run_id} expired")
+    run.cluster = cluster
+    return run
+
+
+def job_lease_renew(
+    *, cluster: VirtualCluster, run_id: str, token: str, lease_s: int, progress: dict
+) -> JobRun:
+    """Extend a lease (the agent's heartbeat while Spark works) and record progress."""
+    run = _leased(cluster, run_id, token)
+    run.progress = {**run.progress, **progress}
+    run.lease_expires_at = timezone.now() + _lease_length(lease_s)
+    updated = JobRun.objects.filter(pk=run.pk, state=State.RUNNING, lease_token=token).update(
+        progress=run.progress, lease_expires_at=run.lease_expires_at
+    )
+    if not updated:
+        raise LeaseLost(f"job run {run_id} is not leased with this token (the lease was lost)")
+    return run
+
+
+def job_run_report(
+    *,
+    cluster: VirtualCluster,
+    run_id: str,
+    token: str,
+    lease_s: int,
+    result: dict | None,
+    error: str = "",
+) -> Advance:
+    """The result (or error) of the current step of a leased run: applied with the
+    compare-and-swap rules; the answer is the next step, or none, and what to delete."""
+    run = _leased(cluster, run_id, token)
+    if result is None and not error:
+        error = "the agent reported neither a result nor an error"
+    advance = job_run_advance(run=run, result=result, error=error)
+    if advance.step is not None:
+        job_lease_renew(cluster=cluster, run_id=run_id, token=token, lease_s=lease_s, progress={})
+        _progress_stage(run, advance.step)
+    return advance
