@@ -145,6 +145,7 @@ def endpoint(schema: type):
                 return error_response(500, f"{handler.__name__} failed: {type(exc).__name__}")
 
         view.__name__ = handler.__name__
+        view.schema = schema  # what the body must fit (the agent-API fuzz test reads it)
         return view
 
     return wrap

@@ -14,6 +14,7 @@ tighter one is stated; the database keeps CHECK constraints behind them
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Annotated, Literal
 
@@ -336,9 +337,16 @@ class BadBody(ValueError):
     """The body is not JSON or does not fit the endpoint's schema."""
 
 
+# A NUL escaped in a JSON string (an even run of backslashes before it is escaped text):
+# PostgreSQL's text cannot hold one, so no string of any call may carry it.
+_NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+
+
 def decode(body: bytes, schema: type[Struct]):
     """The request body as an instance of `schema`, or `BadBody` with a reason that names
     the offending field."""
+    if _NUL_ESCAPE.search(body or b""):
+        raise BadBody("strings must not contain NUL (\\u0000)")
     try:
         return msgspec.json.decode(body or b"{}", type=schema)
     except msgspec.ValidationError as exc:

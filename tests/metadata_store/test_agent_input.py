@@ -268,3 +268,18 @@ def test_the_rest_api_refuses_deeply_nested_json(api, alice):
     )
     assert response.status_code == 400
     assert "nested" in json.loads(response.content)["error"]
+
+
+@pytest.mark.parametrize(
+    ("call", "body"),
+    [
+        ("init-producer-id", {"transactional_id": "tx\x00"}),
+        ("heartbeat", {"agent_id": "agt\x00", "host": "h", "port": 1}),
+        ("offsets/fetch", {"group_id": "g\x00", "partitions": None}),
+    ],
+)
+def test_a_nul_in_any_string_is_a_400_not_a_database_error(agent_api, call, body):
+    # Found by the agent-API fuzzer: PostgreSQL text cannot hold NUL, so this was a 500.
+    response = agent_api.raw(call, json.dumps(body))
+    assert response.status_code == 400, response.content
+    assert "NUL" in response.json()["error"]
