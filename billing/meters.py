@@ -1,0 +1,183 @@
+"""Meters: usage per cluster and UTC hour, derived from what the metadata store holds.
+
+Nothing here runs on the commit path. Celery beat runs `meters_run` every minute or so:
+
+- **written** — level-0 files (one per committed segment, one object PUT each) after a
+  high-water mark on the file id. A file's record-batch bytes are its size less its
+  index footer (`core.segment`: 74 bytes per batch plus a 22-byte trailer), so a commit
+  retried with the same file key (one row) or a file never committed (no row) can never
+  count twice or at all. Only files older than ``FLOE_BILLING_METER_LAG_S`` are taken,
+  and the mark stops before the first younger one, so a commit still in flight when the
+  meter runs is counted by the next run.
+- **stored** — live file bytes (and partitions) sampled at each run and weighted by the
+  time since the previous run, split at hour boundaries: byte-seconds, partition-seconds.
+- **cluster time** — each 15-minute interval in which an agent heartbeated (its row's
+  ``started_at`` … ``last_heartbeat``), recorded once (a unique row per interval).
+
+Each meter advances its mark in the transaction that adds its usage, under a row lock,
+so running it twice (or two beats at once) counts everything exactly once.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from billing.models import ActiveInterval, MeterMark
+from core.segment import ENTRY_SIZE, TRAILER_SIZE
+
+INTERVAL = timedelta(minutes=15)
+
+_ADD_USAGE = """
+INSERT INTO billing_usagehour AS u (organization_id, cluster_id, cluster_public_id, hour,
+    bytes_written, files_written, stored_byte_seconds, partition_seconds, object_gets,
+    bytes_read)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 0, 0)
+ON CONFLICT (cluster_public_id, hour) DO UPDATE SET
+    bytes_written = u.bytes_written + EXCLUDED.bytes_written,
+    files_written = u.files_written + EXCLUDED.files_written,
+    stored_byte_seconds = u.stored_byte_seconds + EXCLUDED.stored_byte_seconds,
+    partition_seconds = u.partition_seconds + EXCLUDED.partition_seconds
+"""
+
+
+def _mark(name: str) -> MeterMark:
+    mark, _ = MeterMark.objects.get_or_create(name=name)
+    return MeterMark.objects.select_for_update().get(pk=mark.pk)
+
+
+def _add(cursor, rows: list[tuple]) -> None:
+    if rows:
+        cursor.executemany(_ADD_USAGE, rows)
+
+
+@transaction.atomic
+def meter_written(*, now: datetime | None = None) -> int:
+    """Count the files committed since the last run; returns how many."""
+    now = now or timezone.now()
+    mark = _mark("written")
+    settled = now - timedelta(seconds=settings.FLOE_BILLING_METER_LAG_S)
+    with connection.cursor() as cursor:
+        # The first file too young to count bounds this run (ids are handed out in
+        # order, but a younger transaction may commit before an older one).
+        cursor.execute(
+            "SELECT coalesce(min(id), (SELECT coalesce(max(id), 0) + 1 FROM floe_file))"
+            " FROM floe_file WHERE id > %s AND created_at >= %s",
+            [mark.position, settled],
+        )
+        (bound,) = cursor.fetchone()
+        cursor.execute(
+            "SELECT c.organization_id, c.id, c.public_id,"
+            "       date_trunc('hour', f.created_at AT TIME ZONE 'UTC'),"
+            "       sum(f.size - %s * f.batch_count - %s), count(*), max(f.id)"
+            " FROM floe_file f JOIN virtualclusters_virtualcluster c ON c.id = f.cluster_id"
+            " WHERE f.id > %s AND f.id < %s AND f.level = 0"
+            " GROUP BY 1, 2, 3, 4",
+            [ENTRY_SIZE, TRAILER_SIZE, mark.position, bound],
+        )
+        found = cursor.fetchall()
+        _add(
+            cursor,
+            [
+                (org, cid, pid, hour.replace(tzinfo=UTC), int(written), files, 0, 0)
+                for org, cid, pid, hour, written, files, _ in found
+            ],
+        )
+    mark.position = bound - 1
+    mark.mark = now
+    mark.save(update_fields=["position", "mark"])
+    return sum(row[5] for row in found)
+
+
+def _hour_pieces(start: datetime, end: datetime):
+    """[start, end) cut at hour boundaries: (hour start, microseconds in it)."""
+    cursor = start
+    while cursor < end:
+        hour = cursor.replace(minute=0, second=0, microsecond=0)
+        piece_end = min(end, hour + timedelta(hours=1))
+        yield hour, (piece_end - cursor) // timedelta(microseconds=1)
+        cursor = piece_end
+
+
+@transaction.atomic
+def meter_stored(*, now: datetime | None = None) -> None:
+    """Add live bytes × seconds and partitions × seconds since the previous sample."""
+    now = (now or timezone.now()).astimezone(UTC)
+    mark = _mark("stored")
+    previous = mark.mark
+    mark.mark = now
+    mark.save(update_fields=["mark"])
+    if previous is None or previous >= now:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.organization_id, c.id, c.public_id,"
+            "  (SELECT coalesce(sum(size), 0) FROM floe_file f"
+            "    WHERE f.cluster_id = c.id AND f.state = 'live'),"
+            "  (SELECT count(*) FROM floe_partition p JOIN floe_topic t ON t.id = p.topic_id"
+            "    WHERE t.cluster_id = c.id)"
+            " FROM virtualclusters_virtualcluster c"
+        )
+        rows = []
+        for org, cid, pid, stored, partitions in cursor.fetchall():
+            if not stored and not partitions:
+                continue
+            for hour, micros in _hour_pieces(previous.astimezone(UTC), now):
+                rows.append(
+                    (
+                        org,
+                        cid,
+                        pid,
+                        hour,
+                        0,
+                        0,
+                        int(stored) * micros // 1_000_000,
+                        int(partitions) * micros // 1_000_000,
+                    )
+                )
+        _add(cursor, rows)
+
+
+def _interval_start(moment: datetime) -> datetime:
+    moment = moment.astimezone(UTC)
+    return moment.replace(minute=moment.minute - moment.minute % 15, second=0, microsecond=0)
+
+
+@transaction.atomic
+def meter_cluster_time(*, now: datetime | None = None) -> None:
+    """Record the 15-minute intervals in which each cluster had a live agent."""
+    now = now or timezone.now()
+    mark = _mark("cluster_time")
+    since = (mark.mark or now - timedelta(hours=1)) - timedelta(
+        seconds=settings.FLOE_AGENT_LIVENESS_S
+    )
+    mark.mark = now
+    mark.save(update_fields=["mark"])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.organization_id, c.public_id, a.started_at, a.last_heartbeat"
+            " FROM floe_agent a JOIN virtualclusters_virtualcluster c ON c.id = a.cluster_id"
+            " WHERE a.last_heartbeat >= %s",
+            [since],
+        )
+        intervals = set()
+        for org, pid, started, last in cursor.fetchall():
+            start = _interval_start(max(started, since))
+            while start <= last:
+                intervals.add((org, pid, start))
+                start += INTERVAL
+    ActiveInterval.objects.bulk_create(
+        [ActiveInterval(organization_id=o, cluster_public_id=p, start=s) for o, p, s in intervals],
+        ignore_conflicts=True,
+    )
+
+
+def meters_run(*, now: datetime | None = None) -> None:
+    """Every meter, once (what the beat task calls)."""
+    now = now or timezone.now()
+    meter_written(now=now)
+    meter_stored(now=now)
+    meter_cluster_time(now=now)

@@ -1,0 +1,124 @@
+"""The meters against real produce: written bytes to the byte, storage over time,
+cluster time from the agents' lifetime; running them twice changes nothing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from confluent_kafka import Producer
+from django.db.models import Sum
+
+from billing.meters import meter_cluster_time, meter_stored, meter_written, meters_run
+from billing.models import ActiveInterval, UsageHour
+from core.segment import read_index
+from metadata_store.models import SegmentFile
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def produce(bootstrap: str, topic: str, count: int, **config) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
+    failures = []
+    for n in range(count):
+        producer.produce(
+            topic,
+            key=f"k{n}".encode(),
+            value=(f"value {n} " * 20).encode(),
+            on_delivery=lambda err, msg: err and failures.append(err),
+        )
+        producer.poll(0)
+    assert producer.flush(20) == 0
+    assert not failures
+
+
+def bucket_batch_bytes(bucket_url: str) -> tuple[int, int]:
+    """(record-batch bytes, files) as the bucket holds them: the ground truth."""
+    files = [p for p in Path(urlparse(bucket_url).path).rglob("*") if p.is_file()]
+    return sum(e.length for f in files for e in read_index(f.read_bytes())), len(files)
+
+
+def written(cluster) -> tuple[int, int]:
+    sums = UsageHour.objects.filter(cluster_public_id=cluster.public_id).aggregate(
+        b=Sum("bytes_written"), f=Sum("files_written")
+    )
+    return sums["b"] or 0, sums["f"] or 0
+
+
+def test_written_bytes_equal_the_committed_batches_to_the_byte(
+    agent, cluster, bucket_url, settings
+):
+    settings.FLOE_BILLING_METER_LAG_S = 0
+    a = agent(cluster.key)
+    produce(a.bootstrap, "plain", 300)
+    produce(a.bootstrap, "squeezed", 300, **{"compression.type": "lz4"})
+    produce(a.bootstrap, "plain", 1, **{"compression.type": "gzip"})
+    expected = bucket_batch_bytes(bucket_url)
+    assert expected[0] > 0
+
+    meters_run()
+    assert written(cluster.cluster) == expected
+    meters_run()  # again: nothing new, nothing counted twice
+    assert written(cluster.cluster) == expected
+
+
+def test_a_file_too_young_waits_for_the_next_run(agent, cluster, bucket_url, settings):
+    settings.FLOE_BILLING_METER_LAG_S = 3600
+    a = agent(cluster.key)
+    produce(a.bootstrap, "t", 10)
+    assert meter_written() == 0
+    settings.FLOE_BILLING_METER_LAG_S = 0
+    assert meter_written() == bucket_batch_bytes(bucket_url)[1]
+    assert written(cluster.cluster) == bucket_batch_bytes(bucket_url)
+
+
+def test_storage_is_weighted_by_time_and_falls_after_retention(agent, cluster, bucket_url):
+    a = agent(cluster.key)
+    produce(a.bootstrap, "t", 50)
+    live = sum(SegmentFile.objects.filter(cluster=cluster.cluster).values_list("size", flat=True))
+    t0 = datetime(2026, 3, 1, 9, 59, 30, tzinfo=UTC)
+    meter_stored(now=t0)  # the first sample only sets the mark
+    meter_stored(now=t0 + timedelta(seconds=60))  # 30 s in 09:00, 30 s in 10:00
+    meter_stored(now=t0 + timedelta(seconds=60))  # twice: nothing more
+    rows = dict(
+        UsageHour.objects.filter(cluster_public_id=cluster.public_id).values_list(
+            "hour", "stored_byte_seconds"
+        )
+    )
+    assert rows == {
+        datetime(2026, 3, 1, 9, tzinfo=UTC): live * 30,
+        datetime(2026, 3, 1, 10, tzinfo=UTC): live * 30,
+    }
+    # Retention replaces the files: the next minute stores nothing.
+    SegmentFile.objects.filter(cluster=cluster.cluster).update(state=SegmentFile.State.REPLACED)
+    meter_stored(now=t0 + timedelta(seconds=120))
+    assert (
+        UsageHour.objects.get(
+            cluster_public_id=cluster.public_id, hour=datetime(2026, 3, 1, 10, tzinfo=UTC)
+        ).stored_byte_seconds
+        == live * 30
+    )
+
+
+def test_cluster_time_covers_the_agents_lifetime(agent, cluster):
+    a = agent(cluster.key)
+    produce(a.bootstrap, "t", 1)
+    a.stop()
+    meter_cluster_time()
+    meter_cluster_time()
+    agent_row = cluster.cluster.agents.get()
+    starts = list(
+        ActiveInterval.objects.filter(cluster_public_id=cluster.public_id).values_list(
+            "start", flat=True
+        )
+    )
+    first = agent_row.started_at.replace(
+        minute=agent_row.started_at.minute // 15 * 15, second=0, microsecond=0
+    )
+    last = agent_row.last_heartbeat.replace(
+        minute=agent_row.last_heartbeat.minute // 15 * 15, second=0, microsecond=0
+    )
+    assert starts == [first + timedelta(minutes=15 * n) for n in range(len(starts))]
+    assert starts[-1] == last
