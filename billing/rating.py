@@ -229,3 +229,14 @@ def format_money(micros: int, currency: str = "USD") -> str:
     digits = f"{frac:06d}".rstrip("0")
     digits = digits.ljust(2, "0")
     return f"{sign}{currency} {whole:,}.{digits}"
+
+
+def parse_money(text: str) -> int:
+    """``"99.50"`` → 99_500_000 micro-units (exact; up to six decimals)."""
+    try:
+        value = Decimal(text.replace(",", ""))
+    except ArithmeticError as exc:
+        raise ValueError(f"not an amount: {text!r}") from exc
+    if not value.is_finite() or value <= 0 or value.as_tuple().exponent < -6:
+        raise ValueError(f"not a positive amount with at most six decimals: {text!r}")
+    return int(value * 1_000_000)

@@ -201,13 +201,23 @@ def month_report(org: Organization, month: str | None = None, *, now=None) -> di
     )
     budget = Budget.objects.filter(organization=org).first()
     so_far = rating.total(lines)
+    plan = current_plan(org)
     return {
         "month": f"{start:%Y-%m}",
         "start": start,
         "end": end,
         "closed": now >= end,
         "currency": currency,
-        "plan": current_plan(org),
+        "plan": plan,
+        "alerts": alerts(
+            plan=plan,
+            bytes_written=usage.bytes_written,
+            cost_micros=so_far,
+            budget_micros=budget.monthly_micros if budget else None,
+            currency=currency,
+        )
+        if not now >= end
+        else [],
         "usage": usage,
         "cluster_minutes": 15 * usage.active_intervals,
         "quantities": quantities,
@@ -215,7 +225,9 @@ def month_report(org: Organization, month: str | None = None, *, now=None) -> di
         "clusters": clusters,
         "lines": lines,
         "cost_so_far_micros": so_far,
-        "forecast_micros": max(forecast_total, so_far),
+        # A forecast is an estimate: whole cents.
+        "forecast_micros": rating.round_micros(Fraction(max(forecast_total, so_far), 10_000))
+        * 10_000,
         "bucket_lines": bucket,
         "bucket_total_micros": rating.total(bucket),
         "budget_micros": budget.monthly_micros if budget else None,
@@ -225,3 +237,54 @@ def month_report(org: Organization, month: str | None = None, *, now=None) -> di
             else None
         ),
     }
+
+
+def alerts(
+    *, plan: Plan, bytes_written: int, cost_micros: int, budget_micros: int | None, currency: str
+) -> list[dict]:
+    """The console's banners: the plan's cap (produce is refused at 100 %) and the
+    owner's budget, each at 80 % and 100 %."""
+    found = []
+    cap = (plan.caps or {}).get("written_bytes")
+    if cap:
+        used = Fraction(bytes_written, cap)
+        if used >= 1:
+            found.append(
+                {
+                    "kind": "cap-reached",
+                    "level": "error",
+                    "text": f"This month's {plan.name} cap of {cap / 1024**3:g} GiB written is "
+                    "reached: agents refuse produce requests until the month ends or you "
+                    "upgrade.",
+                }
+            )
+        elif used >= Fraction(8, 10):
+            found.append(
+                {
+                    "kind": "cap-near",
+                    "level": "warning",
+                    "text": f"{int(used * 100)} % of this month's {plan.name} cap of "
+                    f"{cap / 1024**3:g} GiB written is used: at 100 % agents refuse produce "
+                    "requests.",
+                }
+            )
+    if budget_micros:
+        used = Fraction(cost_micros, budget_micros)
+        limit = rating.format_money(budget_micros, currency)
+        if used >= 1:
+            found.append(
+                {
+                    "kind": "budget-100",
+                    "level": "error",
+                    "text": f"This month's cost has reached your budget of {limit}.",
+                }
+            )
+        elif used >= Fraction(8, 10):
+            found.append(
+                {
+                    "kind": "budget-80",
+                    "level": "warning",
+                    "text": f"This month's cost is {int(used * 100)} % of your budget of {limit}.",
+                }
+            )
+    return found
