@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 from billing import rating, selectors, services
 from billing.api.views import invoice_file_response
 from billing.charts import bar_chart
-from billing.models import Invoice, Plan
+from billing.models import Invoice
 from controlplane.console.tenancy import current_org, org_or_404
 from controlplane.models import Membership
 
@@ -69,7 +69,7 @@ def billing_usage(request):
         "prev_month": f"{prev:%Y-%m}",
         "next_month": f"{report['end']:%Y-%m}" if report["closed"] else None,
         "invoices": Invoice.objects.for_org(org).order_by("-number")[:24],
-        "plans": Plan.objects.filter(public=True).order_by("monthly_minimum_micros", "pk"),
+        "plans": selectors.public_plans(),
         "is_owner": _is_owner(request, org),
         "month_seconds": int((report["end"] - report["start"]).total_seconds()),
     }
@@ -82,7 +82,7 @@ def billing_plan_change(request):
     org = org_or_404(request)
     if not _is_owner(request, org):
         raise PermissionDenied("only owners change the plan")
-    plan = get_object_or_404(Plan, code=request.POST.get("plan", ""), public=True)
+    plan = get_object_or_404(selectors.public_plans(), code=request.POST.get("plan", ""))
     services.subscription_change(organization=org, plan=plan)
     messages.success(request, f"You are on the {plan.name} plan from now on.")
     return redirect("billing-usage")

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from billing import rating
 from billing.models import ActiveInterval, Budget, Plan, Subscription, UsageHour
+from billing.plans import PLANS, plan_defaults
 from controlplane.models import Organization
 
 FREE_PLAN = "free"
@@ -28,9 +29,28 @@ def plan_terms(plan: Plan) -> rating.PlanTerms:
     )
 
 
-def current_plan(org: Organization) -> Plan:
-    sub = Subscription.objects.filter(organization=org, ends_at__isnull=True).first()
-    return sub.plan if sub else Plan.objects.get(code=FREE_PLAN)
+def catalog_plan(code: str) -> Plan:
+    """A plan of the catalog (`billing.plans`), created from it if the row is missing."""
+    plan = Plan.objects.filter(code=code).first()
+    if plan is None:
+        plan, _ = Plan.objects.get_or_create(code=code, defaults=plan_defaults(code))
+    return plan
+
+
+def public_plans():
+    """The plans on offer, cheapest first (the catalog's rows are made if missing)."""
+    for plan in PLANS:
+        catalog_plan(plan["code"])
+    return Plan.objects.filter(public=True).order_by("monthly_minimum_micros", "pk")
+
+
+def current_plan(org: Organization | int) -> Plan:
+    sub = (
+        Subscription.objects.filter(organization=org, ends_at__isnull=True)
+        .select_related("plan")
+        .first()
+    )
+    return sub.plan if sub else catalog_plan(FREE_PLAN)
 
 
 def plan_spans(
@@ -38,7 +58,7 @@ def plan_spans(
 ) -> list[tuple[Plan, datetime, datetime]]:
     """The plans in force over [start, end), in order; time on no subscription is on
     the free plan."""
-    free = Plan.objects.get(code=FREE_PLAN)
+    free = catalog_plan(FREE_PLAN)
     subs = (
         Subscription.objects.filter(organization=org, starts_at__lt=end)
         .exclude(ends_at__lte=start)

@@ -10,6 +10,7 @@ import msgspec
 from django.conf import settings
 from django.utils import timezone
 
+from billing.quotas import produce_quota_exceeded
 from metadata_store.agent_api.schemas import HeartbeatRequest
 from metadata_store.models import Agent
 from virtualclusters.models import VirtualCluster
@@ -47,7 +48,14 @@ def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> dict:
         "agent_id"
     )
     return {
-        "cluster": {"id": cluster.public_id, "name": cluster.name, "config": cluster.config()},
+        "cluster": {
+            "id": cluster.public_id,
+            "name": cluster.name,
+            "config": {
+                **cluster.config(),
+                "produce_quota_exceeded": produce_quota_exceeded(cluster.organization_id),
+            },
+        },
         "agents": [
             {
                 "agent_id": a.agent_id,

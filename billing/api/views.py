@@ -17,7 +17,7 @@ from billing.api.serializers import (
     PlanSerializer,
 )
 from billing.invoice_documents import invoice_csv, invoice_pdf
-from billing.models import Invoice, Plan
+from billing.models import Invoice
 from controlplane.api.views import OrgScopedView
 
 
@@ -73,7 +73,7 @@ class UsageView(OrgScopedView):
 class PlanListView(OrgScopedView):
     @extend_schema(responses=PlanSerializer(many=True), summary="Plans on offer")
     def get(self, request):
-        return Response(PlanSerializer(Plan.objects.filter(public=True), many=True).data)
+        return Response(PlanSerializer(selectors.public_plans(), many=True).data)
 
 
 class CurrentPlanView(OrgScopedView):

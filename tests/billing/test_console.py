@@ -9,7 +9,8 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from billing.models import Plan, UsageHour
+from billing.models import UsageHour
+from billing.selectors import catalog_plan
 from billing.services import budget_set, invoice_issue, subscription_change
 from tests.factories import PASSWORD, make_cluster, make_org
 
@@ -40,7 +41,7 @@ def test_the_owner_sees_the_month_its_charts_and_a_closed_months_invoice(page, s
     for day in range(1, now.day + 1):
         hour_usage(org, cluster, now.replace(day=day, hour=0), bytes_written=day * GIB // 4,
                    files_written=10 * day, stored_byte_seconds=day * GIB * 3600)  # fmt: skip
-    subscription_change(organization=org, plan=Plan.objects.get(code="pay-as-you-go"), at=OCT)
+    subscription_change(organization=org, plan=catalog_plan("pay-as-you-go"), at=OCT)
     hour_usage(org, cluster, datetime(2026, 10, 3, tzinfo=UTC), bytes_written=25 * GIB)
     invoice = invoice_issue(organization=org, month_start=OCT)
     budget_set(organization=org, monthly_micros=1_000)  # tiny: the 100 % alert shows

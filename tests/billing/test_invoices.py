@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from django.db import DatabaseError, transaction
 
-from billing.models import Invoice, Plan, UsageHour
+from billing.models import Invoice, UsageHour
+from billing.selectors import catalog_plan
 from billing.services import (
     credit_note_issue,
     invoice_issue,
@@ -35,9 +36,7 @@ def usage(org_fixture, hour: datetime, **meters) -> None:
 def test_the_invoice_task_issues_one_invoice_per_month_however_often_it_runs(alice, settings):
     settings.FLOE_BILLING_INVOICE_DELAY_S = 0
     usage(alice, datetime(2026, 10, 5, 3, tzinfo=UTC), bytes_written=30 * GIB)
-    subscription_change(
-        organization=alice["org"], plan=Plan.objects.get(code="pay-as-you-go"), at=OCT
-    )
+    subscription_change(organization=alice["org"], plan=catalog_plan("pay-as-you-go"), at=OCT)
     first = invoices_issue_due(now=datetime(2026, 11, 1, 0, 1, tzinfo=UTC))
     again = invoices_issue_due(now=datetime(2026, 11, 1, 0, 2, tzinfo=UTC))
     assert [i.pk for i in first] == [i.pk for i in again]
@@ -83,7 +82,7 @@ def test_an_issued_invoice_cannot_change(alice):
 
 
 def test_a_plan_change_mid_month_is_prorated(alice):
-    payg, pro = Plan.objects.get(code="pay-as-you-go"), Plan.objects.get(code="pro")
+    payg, pro = catalog_plan("pay-as-you-go"), catalog_plan("pro")
     subscription_change(organization=alice["org"], plan=payg, at=OCT)
     change = datetime(2026, 10, 16, 12, tzinfo=UTC)  # 15.5 of 31 days: exactly half
     subscription_change(organization=alice["org"], plan=pro, at=change)
