@@ -15,6 +15,7 @@ from billing.meters import meter_cluster_time, meter_stored, meter_written, mete
 from billing.models import ActiveInterval, UsageHour
 from core.segment import read_index
 from metadata_store.models import SegmentFile
+from tests.metadata_store.conftest import AgentApi
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -122,3 +123,51 @@ def test_cluster_time_covers_the_agents_lifetime(agent, cluster):
     )
     assert starts == [first + timedelta(minutes=15 * n) for n in range(len(starts))]
     assert starts[-1] == last
+
+
+def committed_batch_bytes(bucket_url: str, cluster) -> int:
+    """Record-batch bytes of the files the metadata store committed, read from the bucket."""
+    root = Path(urlparse(bucket_url).path)
+    return sum(
+        e.length
+        for key in SegmentFile.objects.filter(cluster=cluster, level=0).values_list(
+            "key", flat=True
+        )
+        for e in read_index((root / key).read_bytes())
+    )
+
+
+def test_a_killed_agent_and_a_retried_commit_count_only_what_was_committed(
+    agent, cluster, bucket_url, settings
+):
+    settings.FLOE_BILLING_METER_LAG_S = 0
+    a = agent(cluster.key, batch_timeout_ms=5)
+    producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 1,
+                         "message.timeout.ms": 3000})  # fmt: skip
+    for n in range(3000):
+        producer.produce("t", value=b"v" * 200)
+        if n % 100 == 0:
+            producer.poll(0.01)
+    a.kill()  # mid-produce: some segments committed, maybe one PUT and never committed
+    producer.flush(5)
+    meters_run()
+    committed = committed_batch_bytes(bucket_url, cluster.cluster)
+    assert committed > 0
+    assert written(cluster.cluster)[0] == committed
+
+    # The agent's retry of a commit it already made (same file key) is one row: no change.
+    file = SegmentFile.objects.filter(cluster=cluster.cluster, level=0).first()
+    entries = read_index((Path(urlparse(bucket_url).path) / file.key).read_bytes())
+    body = {
+        "file_key": file.key,
+        "size": file.size,
+        "batches": [
+            {"topic_id": str(e.topic_id), "partition": e.partition, "pos": e.position,
+             "len": e.length, "records": e.record_count, "base_ts": e.base_timestamp,
+             "max_ts": e.max_timestamp}
+            for e in entries
+        ],
+    }  # fmt: skip
+    AgentApi(cluster.key)("commit", body)
+    meters_run()
+    assert written(cluster.cluster)[0] == committed
