@@ -11,6 +11,8 @@ Nothing here runs on the commit path. Celery beat runs `meters_run` every minute
   meter runs is counted by the next run.
 - **stored** — live file bytes (and partitions) sampled at each run and weighted by the
   time since the previous run, split at hour boundaries: byte-seconds, partition-seconds.
+- **reads** — object GETs and bytes sent to consumers, from the cumulative counters
+  agents report on each heartbeat; only their growth since the last run counts.
 - **cluster time** — each 15-minute interval in which an agent heartbeated (its row's
   ``started_at`` … ``last_heartbeat``), recorded once (a unique row per interval).
 
@@ -20,13 +22,14 @@ so running it twice (or two beats at once) counts everything exactly once.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from billing.models import ActiveInterval, MeterMark
+from billing.models import ActiveInterval, AgentCounterMark, MeterMark
 from core.segment import ENTRY_SIZE, TRAILER_SIZE
 
 INTERVAL = timedelta(minutes=15)
@@ -35,12 +38,14 @@ _ADD_USAGE = """
 INSERT INTO billing_usagehour AS u (organization_id, cluster_id, cluster_public_id, hour,
     bytes_written, files_written, stored_byte_seconds, partition_seconds, object_gets,
     bytes_read)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 0, 0)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (cluster_public_id, hour) DO UPDATE SET
     bytes_written = u.bytes_written + EXCLUDED.bytes_written,
     files_written = u.files_written + EXCLUDED.files_written,
     stored_byte_seconds = u.stored_byte_seconds + EXCLUDED.stored_byte_seconds,
-    partition_seconds = u.partition_seconds + EXCLUDED.partition_seconds
+    partition_seconds = u.partition_seconds + EXCLUDED.partition_seconds,
+    object_gets = u.object_gets + EXCLUDED.object_gets,
+    bytes_read = u.bytes_read + EXCLUDED.bytes_read
 """
 
 
@@ -50,8 +55,10 @@ def _mark(name: str) -> MeterMark:
 
 
 def _add(cursor, rows: list[tuple]) -> None:
+    """Add (org, cluster, public id, hour, written, files, byte-s, partition-s[, gets,
+    read]) to the hour's row."""
     if rows:
-        cursor.executemany(_ADD_USAGE, rows)
+        cursor.executemany(_ADD_USAGE, [row + (0, 0) if len(row) == 8 else row for row in rows])
 
 
 @transaction.atomic
@@ -175,9 +182,45 @@ def meter_cluster_time(*, now: datetime | None = None) -> None:
     )
 
 
+@transaction.atomic
+def meter_reads(*, now: datetime | None = None) -> None:
+    """Object GETs and bytes sent to consumers, from the counters agents report on every
+    heartbeat (cumulative since each agent process started): only the growth since the
+    last run is added, so a heartbeat seen twice or a meter run twice adds nothing, and
+    an agent whose counters fell (it restarted under the same id) counts from zero."""
+    now = now or timezone.now()
+    hour = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    _mark("reads")  # one run at a time
+    marks = {(m.cluster_public_id, m.agent_id): m for m in AgentCounterMark.objects.all()}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.organization_id, c.id, c.public_id, a.agent_id, a.stats"
+            " FROM floe_agent a JOIN virtualclusters_virtualcluster c ON c.id = a.cluster_id"
+            " WHERE a.stats <> '{}'::jsonb"
+        )
+        rows, changed = [], []
+        for org, cid, pid, agent_id, raw in cursor.fetchall():
+            stats = json.loads(raw) if isinstance(raw, str) else raw
+            gets = int(stats.get("get_requests") or 0)
+            read = sum(int(v or 0) for v in (stats.get("client_bytes_by_zone") or {}).values())
+            mark = marks.get((pid, agent_id)) or AgentCounterMark(
+                cluster_public_id=pid, agent_id=agent_id
+            )
+            grew_gets = gets - mark.get_requests if gets >= mark.get_requests else gets
+            grew_read = read - mark.bytes_read if read >= mark.bytes_read else read
+            if grew_gets or grew_read:
+                rows.append((org, cid, pid, hour, 0, 0, 0, 0, grew_gets, grew_read))
+                mark.get_requests, mark.bytes_read = gets, read
+                changed.append(mark)
+        _add(cursor, rows)
+    for mark in changed:
+        mark.save()
+
+
 def meters_run(*, now: datetime | None = None) -> None:
     """Every meter, once (what the beat task calls)."""
     now = now or timezone.now()
     meter_written(now=now)
     meter_stored(now=now)
     meter_cluster_time(now=now)
+    meter_reads(now=now)

@@ -77,6 +77,24 @@ class MeterMark(models.Model):
     position = models.BigIntegerField(default=0)
 
 
+class AgentCounterMark(models.Model):
+    """The cumulative read counters of one agent already metered (agents report counters
+    since their start on every heartbeat; the meter adds only what grew since)."""
+
+    cluster_public_id = models.CharField(max_length=32)
+    agent_id = models.CharField(max_length=64)
+    get_requests = models.BigIntegerField(default=0)
+    bytes_read = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster_public_id", "agent_id"], name="agent_counter_mark_unique"
+            )
+        ]
+
+
 class Plan(models.Model):
     """A price list, as data. ``prices`` maps a dimension (see `billing.rating.DIMENSIONS`)
     to ``{"included": units per month, "unit_price_micros": price per unit}``; ``caps``

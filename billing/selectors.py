@@ -85,6 +85,7 @@ class Usage:
     stored_byte_seconds: int = 0
     partition_seconds: int = 0
     object_gets: int = 0
+    bytes_read: int = 0
     active_intervals: int = 0
 
     def quantities(self, month_seconds: int) -> dict[str, Fraction]:
@@ -103,6 +104,7 @@ _SUMS = {
     "stored_byte_seconds": Sum("stored_byte_seconds"),
     "partition_seconds": Sum("partition_seconds"),
     "object_gets": Sum("object_gets"),
+    "bytes_read": Sum("bytes_read"),
 }
 
 
@@ -177,6 +179,7 @@ def month_report(org: Organization, month: str | None = None, *, now=None) -> di
                 "stored_byte_seconds": int(row["stored_byte_seconds"] or 0),
                 "partition_seconds": int(row["partition_seconds"] or 0),
                 "object_gets": int(row["object_gets"] or 0),
+                "bytes_read": int(row["bytes_read"] or 0),
                 "cluster_minutes": 15 * intervals.pop(row["cluster_public_id"], 0),
             }
         )
@@ -189,6 +192,7 @@ def month_report(org: Organization, month: str | None = None, *, now=None) -> di
                 "stored_byte_seconds": 0,
                 "partition_seconds": 0,
                 "object_gets": 0,
+                "bytes_read": 0,
                 "cluster_minutes": 15 * n,
             }
         )

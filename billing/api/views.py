@@ -44,6 +44,7 @@ def usage_json(report: dict) -> dict:
             "stored_byte_seconds": usage.stored_byte_seconds,
             "partition_seconds": usage.partition_seconds,
             "object_gets": usage.object_gets,
+            "bytes_read": usage.bytes_read,
             "cluster_minutes": report["cluster_minutes"],
         },
         "days": [{**day, "day": day["day"].isoformat()} for day in report["days"]],

@@ -11,7 +11,13 @@ import pytest
 from confluent_kafka import Producer
 from django.db.models import Sum
 
-from billing.meters import meter_cluster_time, meter_stored, meter_written, meters_run
+from billing.meters import (
+    meter_cluster_time,
+    meter_reads,
+    meter_stored,
+    meter_written,
+    meters_run,
+)
 from billing.models import ActiveInterval, UsageHour
 from core.segment import read_index
 from metadata_store.models import SegmentFile
@@ -171,3 +177,31 @@ def test_a_killed_agent_and_a_retried_commit_count_only_what_was_committed(
     AgentApi(cluster.key)("commit", body)
     meters_run()
     assert written(cluster.cluster)[0] == committed
+
+
+def test_reads_count_the_growth_of_the_agents_counters_once(alice):
+    api = AgentApi(alice["agent_key"])
+
+    def heartbeat(agent_id, gets, read):
+        api("heartbeat", {"agent_id": agent_id,
+                          "stats": {"get_requests": gets, "client_bytes_by_zone": {"": read}}})  # fmt: skip
+
+    def reads():
+        row = UsageHour.objects.filter(cluster_public_id=alice["cluster"].public_id).aggregate(
+            g=Sum("object_gets"), r=Sum("bytes_read")
+        )
+        return row["g"] or 0, row["r"] or 0
+
+    heartbeat("agt-1", 10, 1000)
+    meter_reads()
+    heartbeat("agt-1", 10, 1000)  # the same report again
+    meter_reads()
+    meter_reads()
+    assert reads() == (10, 1000)
+    heartbeat("agt-1", 25, 1500)
+    heartbeat("agt-2", 1, 10)
+    meter_reads()
+    assert reads() == (26, 1510)
+    heartbeat("agt-1", 3, 30)  # restarted under the same id: counts from zero
+    meter_reads()
+    assert reads() == (29, 1540)
