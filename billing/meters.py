@@ -49,6 +49,16 @@ ON CONFLICT (cluster_public_id, hour) DO UPDATE SET
 """
 
 
+_ADD_TOPIC_USAGE = """
+INSERT INTO billing_usagetopichour AS u (organization_id, cluster_public_id, topic, hour,
+    bytes_written, stored_byte_seconds)
+VALUES (%s, %s, %s, %s, %s, %s)
+ON CONFLICT (cluster_public_id, topic, hour) DO UPDATE SET
+    bytes_written = u.bytes_written + EXCLUDED.bytes_written,
+    stored_byte_seconds = u.stored_byte_seconds + EXCLUDED.stored_byte_seconds
+"""
+
+
 def _mark(name: str) -> MeterMark:
     mark, _ = MeterMark.objects.get_or_create(name=name)
     return MeterMark.objects.select_for_update().get(pk=mark.pk)
@@ -86,6 +96,25 @@ def meter_written(*, now: datetime | None = None) -> int:
             [ENTRY_SIZE, TRAILER_SIZE, mark.position, bound],
         )
         found = cursor.fetchall()
+        # The topics' shares, from the files' partition runs (a breakdown: the totals
+        # above come from the file rows, which compaction never removes).
+        cursor.execute(
+            "SELECT c.organization_id, c.public_id, t.name,"
+            "       date_trunc('hour', f.created_at AT TIME ZONE 'UTC'), sum(b.length)"
+            " FROM floe_file f JOIN virtualclusters_virtualcluster c ON c.id = f.cluster_id"
+            " JOIN floe_batch b ON b.file_id = f.id"
+            " JOIN floe_partition p ON p.id = b.partition_id"
+            " JOIN floe_topic t ON t.id = p.topic_id"
+            " WHERE f.id > %s AND f.id < %s AND f.level = 0"
+            " GROUP BY 1, 2, 3, 4",
+            [mark.position, bound],
+        )
+        topics = [
+            (org, pid, topic, hour.replace(tzinfo=UTC), int(written), 0)
+            for org, pid, topic, hour, written in cursor.fetchall()
+        ]
+        if topics:
+            cursor.executemany(_ADD_TOPIC_USAGE, topics)
         _add(
             cursor,
             [
@@ -146,6 +175,40 @@ def meter_stored(*, now: datetime | None = None) -> None:
                     )
                 )
         _add(cursor, rows)
+
+
+@transaction.atomic
+def meter_stored_topics(*, now: datetime | None = None) -> None:
+    """Each topic's live bytes × seconds since the previous sample. It reads the index
+    (every live run), so it samples every ``FLOE_BILLING_TOPIC_SAMPLE_S``, not every run;
+    the cluster totals come from `meter_stored`."""
+    now = (now or timezone.now()).astimezone(UTC)
+    mark = _mark("stored_topics")
+    previous = mark.mark
+    if previous is not None and now - previous < timedelta(
+        seconds=settings.FLOE_BILLING_TOPIC_SAMPLE_S
+    ):
+        return
+    mark.mark = now
+    mark.save(update_fields=["mark"])
+    if previous is None:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.organization_id, c.public_id, t.name, sum(b.length)"
+            " FROM floe_batch b JOIN floe_file f ON f.id = b.file_id AND f.state = 'live'"
+            " JOIN floe_partition p ON p.id = b.partition_id"
+            " JOIN floe_topic t ON t.id = p.topic_id"
+            " JOIN virtualclusters_virtualcluster c ON c.id = t.cluster_id"
+            " GROUP BY 1, 2, 3"
+        )
+        rows = [
+            (org, pid, topic, hour, 0, int(stored) * micros // 1_000_000)
+            for org, pid, topic, stored in cursor.fetchall()
+            for hour, micros in _hour_pieces(previous.astimezone(UTC), now)
+        ]
+        if rows:
+            cursor.executemany(_ADD_TOPIC_USAGE, rows)
 
 
 def _interval_start(moment: datetime) -> datetime:
@@ -222,5 +285,6 @@ def meters_run(*, now: datetime | None = None) -> None:
     now = now or timezone.now()
     meter_written(now=now)
     meter_stored(now=now)
+    meter_stored_topics(now=now)
     meter_cluster_time(now=now)
     meter_reads(now=now)

@@ -52,6 +52,26 @@ class UsageHour(models.Model):
         indexes = [models.Index(fields=["organization", "hour"], name="usage_org_hour_idx")]
 
 
+class UsageTopicHour(models.Model):
+    """One topic's share of a cluster's hour: bytes written (from the committed runs of
+    its partitions) and live bytes × seconds (sampled less often than the cluster's)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
+    cluster_public_id = models.CharField(max_length=32)
+    topic = models.CharField(max_length=249)
+    hour = models.DateTimeField()
+    bytes_written = models.BigIntegerField(default=0)
+    stored_byte_seconds = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster_public_id", "topic", "hour"], name="usage_topic_hour_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["organization", "hour"], name="usage_topic_org_hour_idx")]
+
+
 class ActiveInterval(models.Model):
     """A 15-minute interval (UTC, ``start`` aligned) in which a cluster had a live agent."""
 

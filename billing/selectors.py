@@ -12,7 +12,7 @@ from django.db.models.functions import TruncDay
 from django.utils import timezone
 
 from billing import rating
-from billing.models import ActiveInterval, Budget, Plan, Subscription, UsageHour
+from billing.models import ActiveInterval, Budget, Plan, Subscription, UsageHour, UsageTopicHour
 from billing.plans import PLANS, plan_defaults
 from controlplane.models import Organization
 
@@ -196,6 +196,18 @@ def month_report(org: Organization, month: str | None = None, *, now=None) -> di
                 "cluster_minutes": 15 * n,
             }
         )
+    topics = [
+        {
+            "cluster": row["cluster_public_id"],
+            "topic": row["topic"],
+            "bytes_written": int(row["w"] or 0),
+            "stored_byte_seconds": int(row["s"] or 0),
+        }
+        for row in UsageTopicHour.objects.filter(organization=org, hour__gte=start, hour__lt=end)
+        .values("cluster_public_id", "topic")
+        .annotate(w=Sum("bytes_written"), s=Sum("stored_byte_seconds"))
+        .order_by("-w", "cluster_public_id", "topic")
+    ]
     usage = usage_between(org, start, end)
     until = min(now, end)
     spans = month_spans(org, start, end, until=until)
@@ -247,6 +259,7 @@ def month_report(org: Organization, month: str | None = None, *, now=None) -> di
         "quantities": quantities,
         "days": [{"day": d, **v} for d, v in sorted(days.items())],
         "clusters": clusters,
+        "topics": topics,
         "lines": lines,
         "cost_so_far_micros": so_far,
         # A forecast is an estimate: whole cents.

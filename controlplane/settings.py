@@ -216,6 +216,8 @@ CELERY_BEAT_SCHEDULE = {
 # has been closed for FLOE_BILLING_INVOICE_DELAY_S.
 FLOE_BILLING_METER_S = env_int("FLOE_BILLING_METER_S", 60, minimum=1)
 FLOE_BILLING_METER_LAG_S = env_int("FLOE_BILLING_METER_LAG_S", 30, minimum=0)
+# Per-topic storage reads the whole index: sampled this often (cluster totals every run).
+FLOE_BILLING_TOPIC_SAMPLE_S = env_int("FLOE_BILLING_TOPIC_SAMPLE_S", 900, minimum=1)
 FLOE_BILLING_INVOICE_DELAY_S = env_int("FLOE_BILLING_INVOICE_DELAY_S", 2 * 3600, minimum=0)
 CELERY_BEAT_SCHEDULE["floe-billing-meters"] = {
     "task": "billing.tasks.meters_run",

@@ -49,6 +49,7 @@ def usage_json(report: dict) -> dict:
         },
         "days": [{**day, "day": day["day"].isoformat()} for day in report["days"]],
         "clusters": report["clusters"],
+        "topics": report["topics"],
         "lines": [_line(line) for line in report["lines"]],
         "cost_so_far_micros": report["cost_so_far_micros"],
         "forecast_micros": report["forecast_micros"],

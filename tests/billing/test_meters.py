@@ -15,10 +15,11 @@ from billing.meters import (
     meter_cluster_time,
     meter_reads,
     meter_stored,
+    meter_stored_topics,
     meter_written,
     meters_run,
 )
-from billing.models import ActiveInterval, UsageHour
+from billing.models import ActiveInterval, UsageHour, UsageTopicHour
 from core.segment import read_index
 from metadata_store.models import SegmentFile
 from tests.metadata_store.conftest import AgentApi
@@ -69,6 +70,15 @@ def test_written_bytes_equal_the_committed_batches_to_the_byte(
     assert written(cluster.cluster) == expected
     meters_run()  # again: nothing new, nothing counted twice
     assert written(cluster.cluster) == expected
+    # The per-topic breakdown adds up to the same bytes.
+    by_topic = dict(
+        UsageTopicHour.objects.filter(cluster_public_id=cluster.public_id)
+        .values("topic")
+        .annotate(n=Sum("bytes_written"))
+        .values_list("topic", "n")
+    )
+    assert set(by_topic) == {"plain", "squeezed"}
+    assert sum(by_topic.values()) == expected[0]
 
 
 def test_a_file_too_young_waits_for_the_next_run(agent, cluster, bucket_url, settings):
@@ -81,11 +91,19 @@ def test_a_file_too_young_waits_for_the_next_run(agent, cluster, bucket_url, set
     assert written(cluster.cluster) == bucket_batch_bytes(bucket_url)
 
 
-def test_storage_is_weighted_by_time_and_falls_after_retention(agent, cluster, bucket_url):
+def test_storage_is_weighted_by_time_and_falls_after_retention(
+    agent, cluster, bucket_url, settings
+):
+    settings.FLOE_BILLING_TOPIC_SAMPLE_S = 60
     a = agent(cluster.key)
     produce(a.bootstrap, "t", 50)
     live = sum(SegmentFile.objects.filter(cluster=cluster.cluster).values_list("size", flat=True))
     t0 = datetime(2026, 3, 1, 9, 59, 30, tzinfo=UTC)
+    meter_stored_topics(now=t0)
+    meter_stored_topics(now=t0 + timedelta(seconds=30))  # too soon: no sample
+    meter_stored_topics(now=t0 + timedelta(seconds=60))
+    topic_stored = UsageTopicHour.objects.filter(topic="t").aggregate(n=Sum("stored_byte_seconds"))
+    assert topic_stored["n"] == bucket_batch_bytes(bucket_url)[0] * 60
     meter_stored(now=t0)  # the first sample only sets the mark
     meter_stored(now=t0 + timedelta(seconds=60))  # 30 s in 09:00, 30 s in 10:00
     meter_stored(now=t0 + timedelta(seconds=60))  # twice: nothing more
