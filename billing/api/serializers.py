@@ -69,8 +69,9 @@ class PlanChangeSerializer(serializers.Serializer):
 
 
 class BudgetSerializer(serializers.Serializer):
-    monthly_micros = serializers.IntegerField(min_value=1, allow_null=True)
+    monthly_micros = serializers.IntegerField(min_value=1, max_value=10**15, allow_null=True)
 
 
 class MonthQuerySerializer(serializers.Serializer):
-    month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$", required=False)
+    # Billing began this millennium; a month far outside it is a 400, not arithmetic.
+    month = serializers.RegexField(r"^2\d{3}-(0[1-9]|1[0-2])$", required=False)

@@ -122,3 +122,14 @@ def test_money_is_shown_in_cents_and_keeps_sub_cent_digits():
     assert rating.format_money(27_500) == "USD 0.0275"
     assert rating.format_money(250_165_000) == "USD 250.165"
     assert rating.format_money(-5_000_000) == "-USD 5.00"
+
+
+@pytest.mark.parametrize("text", ["0", "-3", "abc", "1.0000001", "NaN", "1e30"])
+def test_a_budget_that_is_not_a_plain_positive_amount_is_refused(text):
+    with pytest.raises(ValueError):
+        rating.parse_money(text)
+
+
+def test_a_budget_amount_is_exact():
+    assert rating.parse_money("99.50") == 99_500_000
+    assert rating.parse_money("1,250") == 1_250_000_000
