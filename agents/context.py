@@ -66,6 +66,11 @@ class AgentContext:
         except (TypeError, ValueError):
             return 1
 
+    @property
+    def produce_quota_exceeded(self) -> bool:
+        """The plan's monthly write cap is reached (the control plane decides)."""
+        return bool(self.cluster_config.get("produce_quota_exceeded", False))
+
     def me(self) -> Peer:
         """This agent as a peer (its zone and Kafka address)."""
         if self.groups is not None:

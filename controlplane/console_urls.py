@@ -1,8 +1,9 @@
 """The web console's pages. Public ids only in URLs; every write is a POST."""
 
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
-from django.urls import include, path
+from django.urls import include, path, re_path
 
+from billing import console as billing
 from controlplane.console import accounts, agent_keys, agents, api_keys, clusters, groups
 from controlplane.console import jobs as console_jobs
 
@@ -33,6 +34,15 @@ urlpatterns = [
     path("api-keys/new", api_keys.api_key_create, name="console-api-key-create"),
     path("api-keys/<str:key_id>/revoke", api_keys.api_key_revoke, name="console-api-key-revoke"),
     path("", include("controlplane.console.security")),  # SASL users and ACLs
+    path("billing", billing.billing_usage, name="billing-usage"),
+    path("billing/plan", billing.billing_plan_change, name="billing-plan"),
+    path("billing/budget", billing.billing_budget, name="billing-budget"),
+    re_path(
+        r"^billing/invoices/(?P<invoice_id>inv_\w+)\.(?P<fmt>pdf|csv)$",
+        billing.billing_invoice_file,
+        name="billing-invoice-file",
+    ),
+    path("billing/invoices/<str:invoice_id>", billing.billing_invoice, name="billing-invoice"),
 ]
 
 # DEBUG only (`make run`): serve templates/static. Production runs `collectstatic` into

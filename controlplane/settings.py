@@ -218,6 +218,22 @@ CELERY_BEAT_SCHEDULE = {
         ("orphan_cleanup", 3600),
     )
 }
+# Billing: the meters run every FLOE_BILLING_METER_S (files younger than
+# FLOE_BILLING_METER_LAG_S wait for the next run); last month's invoices are issued once it
+# has been closed for FLOE_BILLING_INVOICE_DELAY_S.
+FLOE_BILLING_METER_S = env_int("FLOE_BILLING_METER_S", 60, minimum=1)
+FLOE_BILLING_METER_LAG_S = env_int("FLOE_BILLING_METER_LAG_S", 30, minimum=0)
+# Per-topic storage reads the whole index: sampled this often (cluster totals every run).
+FLOE_BILLING_TOPIC_SAMPLE_S = env_int("FLOE_BILLING_TOPIC_SAMPLE_S", 900, minimum=1)
+FLOE_BILLING_INVOICE_DELAY_S = env_int("FLOE_BILLING_INVOICE_DELAY_S", 2 * 3600, minimum=0)
+CELERY_BEAT_SCHEDULE["floe-billing-meters"] = {
+    "task": "billing.tasks.meters_run",
+    "schedule": float(FLOE_BILLING_METER_S),
+}
+CELERY_BEAT_SCHEDULE["floe-billing-invoices"] = {
+    "task": "billing.tasks.invoices_issue",
+    "schedule": 3600.0,
+}
 CELERY_BEAT_SCHEDULE["floe-history-prune"] = {
     "task": "virtualclusters.jobs.tasks.history_prune",
     "schedule": 24 * 3600.0,

@@ -10,6 +10,7 @@ import msgspec
 from django.conf import settings
 from django.utils import timezone
 
+from billing.quotas import produce_quota_exceeded
 from metadata_store.agent_api.schemas import HeartbeatRequest
 from metadata_store.models import Agent
 from virtualclusters.models import VirtualCluster
@@ -50,7 +51,10 @@ def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> dict:
         "cluster": {
             "id": cluster.public_id,
             "name": cluster.name,
-            "config": cluster.config(),
+            "config": {
+                **cluster.config(),
+                "produce_quota_exceeded": produce_quota_exceeded(cluster.organization_id),
+            },
             "bucket_url": cluster.bucket_url,
         },
         "agents": [

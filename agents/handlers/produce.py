@@ -25,6 +25,11 @@ _PARTITION_ERRORS = Counter(
 )
 
 
+# How long a client refused by its plan's cap is asked to wait before trying again.
+QUOTA_THROTTLE_MS = 1000
+QUOTA_EXCEEDED_MESSAGE = "the organization's plan caps this month's writes and the cap is reached"
+
+
 def _partition_result(index: int, error: int = 0, message: str | None = None) -> dict[str, Any]:
     return {
         "index": index,
@@ -64,6 +69,21 @@ async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dic
     topic_data = body["topic_data"]
     if acks not in (0, 1, -1):
         return _all_failed(topic_data, ErrorCode.INVALID_REQUIRED_ACKS)
+    if ctx.produce_quota_exceeded:
+        # The organization's plan caps this month's writes and the cap is reached (the
+        # control plane says so on every heartbeat): refuse rather than store data nobody
+        # pays for, and ask the client to slow down.
+        if acks == 0:
+            return None
+        refused = _all_failed(
+            topic_data, ErrorCode.THROTTLING_QUOTA_EXCEEDED, QUOTA_EXCEEDED_MESSAGE
+        )
+        refused["throttle_time_ms"] = QUOTA_THROTTLE_MS
+        _PARTITION_ERRORS.inc(
+            sum(len(t["partition_data"]) for t in topic_data),
+            int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
+        )
+        return refused
 
     topics = await _resolve_topics(ctx, topic_data)
     responses = []
@@ -132,14 +152,16 @@ async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dic
     return {"responses": responses, "throttle_time_ms": 0}
 
 
-def _all_failed(topic_data: list[dict[str, Any]], error: int) -> dict[str, Any]:
+def _all_failed(
+    topic_data: list[dict[str, Any]], error: int, message: str | None = None
+) -> dict[str, Any]:
     return {
         "responses": [
             {
                 "name": topic.get("name"),
                 "topic_id": topic.get("topic_id"),
                 "partition_responses": [
-                    _partition_result(p["index"], error) for p in topic["partition_data"]
+                    _partition_result(p["index"], error, message) for p in topic["partition_data"]
                 ],
             }
             for topic in topic_data

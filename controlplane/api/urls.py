@@ -80,4 +80,5 @@ urlpatterns = [
         name="api-job-runs",
     ),
     path("", include("virtualclusters.api.security_urls")),
+    path("billing/", include("billing.api.urls")),
 ]
