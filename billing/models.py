@@ -38,6 +38,8 @@ class UsageHour(models.Model):
     # Record-batch bytes committed (what producers sent: compressed when they compress).
     bytes_written = models.BigIntegerField(default=0)
     files_written = models.BigIntegerField(default=0)  # one object PUT each
+    # The same batches with their records decompressed, as agents report them.
+    bytes_written_uncompressed = models.BigIntegerField(default=0)
     # Live file bytes × seconds (time-weighted storage) and partitions × seconds.
     stored_byte_seconds = models.BigIntegerField(default=0)
     partition_seconds = models.BigIntegerField(default=0)
@@ -105,6 +107,7 @@ class AgentCounterMark(models.Model):
     agent_id = models.CharField(max_length=64)
     get_requests = models.BigIntegerField(default=0)
     bytes_read = models.BigIntegerField(default=0)
+    written_uncompressed = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -304,6 +304,16 @@ def decode_records(
     return header, _decode_record_list(data, header)
 
 
+def uncompressed_size(batch: BufferLike, header: BatchHeader) -> int:
+    """The batch's size with its records decompressed (the batch's own size when it is
+    not compressed): the logical bytes a producer wrote, as billing counts them."""
+    view = memoryview(batch)
+    if header.compression == COMPRESSION_NONE:
+        return header.size
+    payload = view[RECORD_BATCH_OVERHEAD : header.size]
+    return RECORD_BATCH_OVERHEAD + len(_decompress(header.compression, payload))
+
+
 def _only_batch(view: memoryview) -> tuple[int, int, BatchHeader]:
     first = next(iter_batches(view), None)
     if first is None:
