@@ -120,8 +120,9 @@ class AgentCounterMark(models.Model):
 
 class Plan(models.Model):
     """A price list, as data. ``prices`` maps a dimension (see `billing.rating.DIMENSIONS`)
-    to ``{"included": units per month, "unit_price_micros": price per unit}``; ``caps``
-    maps a dimension to the most units a month may use (produce is refused above it)."""
+    to ``{"included": units per month, "unit_price_micros": price per unit}`` (a plan may
+    price compressed or uncompressed GiB written, or both); ``caps`` holds
+    ``written_bytes``, the most a month may write (produce is refused at it)."""
 
     public_id = models.CharField(max_length=32, unique=True, default=_plan_id, editable=False)
     code = models.SlugField(max_length=32, unique=True)

@@ -96,6 +96,7 @@ class Usage:
             active_intervals=self.active_intervals,
             partition_seconds=self.partition_seconds,
             month_seconds=month_seconds,
+            bytes_written_uncompressed=self.bytes_written_uncompressed,
         )
 
 
