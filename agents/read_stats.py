@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 from agents.metrics import Counter, Gauge
+from agents.write_path import WRITTEN_UNCOMPRESSED_BYTES
 from core.storage import ObjectStore
 
 GET_REQUESTS = Counter(
@@ -84,6 +85,7 @@ def heartbeat_stats() -> dict[str, Any]:
         "cache_hits": int(CACHE_REQUESTS.value("hit")),
         "cache_misses": int(CACHE_REQUESTS.value("miss")),
         "client_bytes_by_zone": dict(sorted(by_zone.items())[:MAX_REPORTED_ZONES]),
+        "written_uncompressed_bytes": int(WRITTEN_UNCOMPRESSED_BYTES.total()),
     }
 
 

@@ -32,7 +32,7 @@ from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlP
 from agents.metrics import Counter, Gauge, Histogram, size_histogram
 from agents.partition_offsets import PartitionOffsets
 from core.kafka.errors import ErrorCode
-from core.kafka.records import BatchHeader
+from core.kafka.records import BatchHeader, CorruptRecord, uncompressed_size
 from core.segment import SegmentBuilder
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,12 @@ _PUT_SECONDS = Histogram("floe_segment_put_seconds", "Object-store PUT latency."
 _COMMIT_SECONDS = Histogram("floe_segment_commit_seconds", "Commit call latency.", ("outcome",))
 _SEGMENTS = Counter("floe_segments_total", "Flushed segments, by outcome.", ("outcome",))
 _FLUSH_REASON = Counter("floe_segment_flush_reason_total", "Why segments were sealed.", ("reason",))
+# Committed batches' sizes with their records decompressed (reported to the control plane
+# on every heartbeat for billing; cumulative, so a report seen twice counts once).
+WRITTEN_UNCOMPRESSED_BYTES = Counter(
+    "floe_written_uncompressed_bytes_total",
+    "Committed record-batch bytes with their records decompressed.",
+)
 _INFLIGHT = Gauge("floe_segment_inflight_bytes", "Bytes of sealed segments not yet committed.")
 
 # Back-off before each retry. A commit may be retried safely: re-committing a file key
@@ -104,6 +110,7 @@ class _Written:
     data: bytes
     commit_batches: list[dict[str, Any]]
     append_index: list[int]
+    uncompressed: list[int] = field(default_factory=list)  # per batch, in file order
 
     def in_append_order(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Commit results (file order) rearranged to the order batches were appended."""
@@ -122,6 +129,7 @@ def _lay_out(batches: list[BatchToWrite]) -> _Written:
     builder = SegmentBuilder()
     entries: list[dict[str, Any]] = []
     order: list[int] = []
+    uncompressed: list[int] = []
     for (topic_id, partition), indexes in runs.items():
         topic = str(topic_id)
         for index in indexes:
@@ -145,7 +153,12 @@ def _lay_out(batches: list[BatchToWrite]) -> _Written:
                 }
             )
             order.append(index)
-    return _Written(builder.finish(), entries, order)
+            # Billing's logical bytes; here, on the upload thread, off the request path.
+            try:
+                uncompressed.append(uncompressed_size(batch.data, header))
+            except CorruptRecord:  # valid CRC, undecodable payload: count what was sent
+                uncompressed.append(len(batch.data))
+    return _Written(builder.finish(), entries, order, uncompressed)
 
 
 class CommitWatch:
@@ -397,6 +410,13 @@ class SegmentWriter:
         _FLUSH_SECONDS.observe(time.perf_counter() - started, outcome)
         if results is not None and written is not None:
             _FLUSH_BYTES.observe(len(written.data))
+            WRITTEN_UNCOMPRESSED_BYTES.inc(
+                sum(
+                    size
+                    for size, result in zip(written.uncompressed, results, strict=True)
+                    if not result["error_code"]
+                )
+            )
             if self._on_committed is not None:
                 self._on_committed(key, written.data)
             self.watch.notify(segment.touched)

@@ -12,7 +12,8 @@ running agent given by `--bootstrap` — then, for each
    → consumed), p50/p99;
 3. catch-up: a new consumer reads the topic from the beginning; MiB/s.
 
-Prints one JSON object.
+Prints one JSON object. `FLOE_BENCH_COMPRESSION=lz4` (or gzip, snappy, zstd) makes the
+producers compress (default none).
 
     .venv/bin/python bench/produce.py [--seconds 10] [--batch-timeouts 250,50]
                                       [--partitions 12,100,1000]
@@ -72,7 +73,7 @@ def producer(bootstrap: str) -> Producer:
             "acks": "all",
             "linger.ms": 5,
             "queue.buffering.max.kbytes": 256 * 1024,
-            "compression.type": "none",
+            "compression.type": os.environ.get("FLOE_BENCH_COMPRESSION", "none"),
         }
     )
 

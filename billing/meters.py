@@ -11,8 +11,9 @@ Nothing here runs on the commit path. Celery beat runs `meters_run` every minute
   meter runs is counted by the next run.
 - **stored** — live file bytes (and partitions) sampled at each run and weighted by the
   time since the previous run, split at hour boundaries: byte-seconds, partition-seconds.
-- **reads** — object GETs and bytes sent to consumers, from the cumulative counters
-  agents report on each heartbeat; only their growth since the last run counts.
+- **reads** — object GETs, bytes sent to consumers and the uncompressed size of what
+  they committed, from the cumulative counters agents report on each heartbeat; only
+  their growth since the last run counts.
 - **cluster time** — each 15-minute interval in which an agent heartbeated (its row's
   ``started_at`` … ``last_heartbeat``), recorded once (a unique row per interval).
 
@@ -37,15 +38,17 @@ INTERVAL = timedelta(minutes=15)
 _ADD_USAGE = """
 INSERT INTO billing_usagehour AS u (organization_id, cluster_id, cluster_public_id, hour,
     bytes_written, files_written, stored_byte_seconds, partition_seconds, object_gets,
-    bytes_read)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    bytes_read, bytes_written_uncompressed)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (cluster_public_id, hour) DO UPDATE SET
     bytes_written = u.bytes_written + EXCLUDED.bytes_written,
     files_written = u.files_written + EXCLUDED.files_written,
     stored_byte_seconds = u.stored_byte_seconds + EXCLUDED.stored_byte_seconds,
     partition_seconds = u.partition_seconds + EXCLUDED.partition_seconds,
     object_gets = u.object_gets + EXCLUDED.object_gets,
-    bytes_read = u.bytes_read + EXCLUDED.bytes_read
+    bytes_read = u.bytes_read + EXCLUDED.bytes_read,
+    bytes_written_uncompressed = u.bytes_written_uncompressed
+        + EXCLUDED.bytes_written_uncompressed
 """
 
 
@@ -66,9 +69,9 @@ def _mark(name: str) -> MeterMark:
 
 def _add(cursor, rows: list[tuple]) -> None:
     """Add (org, cluster, public id, hour, written, files, byte-s, partition-s[, gets,
-    read]) to the hour's row."""
+    read, written uncompressed]) to the hour's row."""
     if rows:
-        cursor.executemany(_ADD_USAGE, [row + (0, 0) if len(row) == 8 else row for row in rows])
+        cursor.executemany(_ADD_USAGE, [row + (0,) * (11 - len(row)) for row in rows])
 
 
 @transaction.atomic
@@ -271,9 +274,16 @@ def meter_reads(*, now: datetime | None = None) -> None:
             )
             grew_gets = gets - mark.get_requests if gets >= mark.get_requests else gets
             grew_read = read - mark.bytes_read if read >= mark.bytes_read else read
-            if grew_gets or grew_read:
-                rows.append((org, cid, pid, hour, 0, 0, 0, 0, grew_gets, grew_read))
+            logical = int(stats.get("written_uncompressed_bytes") or 0)
+            grew_logical = (
+                logical - mark.written_uncompressed
+                if logical >= mark.written_uncompressed
+                else logical
+            )
+            if grew_gets or grew_read or grew_logical:
+                rows.append((org, cid, pid, hour, 0, 0, 0, 0, grew_gets, grew_read, grew_logical))
                 mark.get_requests, mark.bytes_read = gets, read
+                mark.written_uncompressed = logical
                 changed.append(mark)
         _add(cursor, rows)
     for mark in changed:

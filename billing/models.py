@@ -38,6 +38,8 @@ class UsageHour(models.Model):
     # Record-batch bytes committed (what producers sent: compressed when they compress).
     bytes_written = models.BigIntegerField(default=0)
     files_written = models.BigIntegerField(default=0)  # one object PUT each
+    # The same batches with their records decompressed, as agents report them.
+    bytes_written_uncompressed = models.BigIntegerField(default=0)
     # Live file bytes × seconds (time-weighted storage) and partitions × seconds.
     stored_byte_seconds = models.BigIntegerField(default=0)
     partition_seconds = models.BigIntegerField(default=0)
@@ -105,6 +107,7 @@ class AgentCounterMark(models.Model):
     agent_id = models.CharField(max_length=64)
     get_requests = models.BigIntegerField(default=0)
     bytes_read = models.BigIntegerField(default=0)
+    written_uncompressed = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -117,8 +120,9 @@ class AgentCounterMark(models.Model):
 
 class Plan(models.Model):
     """A price list, as data. ``prices`` maps a dimension (see `billing.rating.DIMENSIONS`)
-    to ``{"included": units per month, "unit_price_micros": price per unit}``; ``caps``
-    maps a dimension to the most units a month may use (produce is refused above it)."""
+    to ``{"included": units per month, "unit_price_micros": price per unit}`` (a plan may
+    price compressed or uncompressed GiB written, or both); ``caps`` holds
+    ``written_bytes``, the most a month may write (produce is refused at it)."""
 
     public_id = models.CharField(max_length=32, unique=True, default=_plan_id, editable=False)
     code = models.SlugField(max_length=32, unique=True)

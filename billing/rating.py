@@ -23,6 +23,7 @@ HOUR_S = 3600
 # dimension → (label, unit)
 DIMENSIONS: dict[str, tuple[str, str]] = {
     "written_gib": ("Data written", "GiB"),
+    "written_uncompressed_gib": ("Data written, uncompressed", "GiB"),
     "stored_gib_months": ("Data stored", "GiB-month"),
     "cluster_hours": ("Cluster time", "cluster-hour"),
     "partition_hours": ("Partitions", "partition-hour"),
@@ -124,10 +125,12 @@ def quantities_from_usage(
     active_intervals: int,
     partition_seconds: int,
     month_seconds: int,
+    bytes_written_uncompressed: int = 0,
 ) -> dict[str, Fraction]:
     """Raw meter readings → the billing dimensions' quantities (exact)."""
     return {
         "written_gib": Fraction(bytes_written, GIB),
+        "written_uncompressed_gib": Fraction(bytes_written_uncompressed, GIB),
         "stored_gib_months": Fraction(stored_byte_seconds, GIB * month_seconds),
         "cluster_hours": Fraction(active_intervals, 4),
         "partition_hours": Fraction(partition_seconds, HOUR_S),

@@ -86,6 +86,7 @@ class Usage:
     partition_seconds: int = 0
     object_gets: int = 0
     bytes_read: int = 0
+    bytes_written_uncompressed: int = 0
     active_intervals: int = 0
 
     def quantities(self, month_seconds: int) -> dict[str, Fraction]:
@@ -95,6 +96,7 @@ class Usage:
             active_intervals=self.active_intervals,
             partition_seconds=self.partition_seconds,
             month_seconds=month_seconds,
+            bytes_written_uncompressed=self.bytes_written_uncompressed,
         )
 
 
@@ -105,6 +107,7 @@ _SUMS = {
     "partition_seconds": Sum("partition_seconds"),
     "object_gets": Sum("object_gets"),
     "bytes_read": Sum("bytes_read"),
+    "bytes_written_uncompressed": Sum("bytes_written_uncompressed"),
 }
 
 
@@ -180,6 +183,7 @@ def month_report(org: Organization, month: str | None = None, *, now=None) -> di
                 "partition_seconds": int(row["partition_seconds"] or 0),
                 "object_gets": int(row["object_gets"] or 0),
                 "bytes_read": int(row["bytes_read"] or 0),
+                "bytes_written_uncompressed": int(row["bytes_written_uncompressed"] or 0),
                 "cluster_minutes": 15 * intervals.pop(row["cluster_public_id"], 0),
             }
         )
@@ -193,6 +197,7 @@ def month_report(org: Organization, month: str | None = None, *, now=None) -> di
                 "partition_seconds": 0,
                 "object_gets": 0,
                 "bytes_read": 0,
+                "bytes_written_uncompressed": 0,
                 "cluster_minutes": 15 * n,
             }
         )

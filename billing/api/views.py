@@ -40,6 +40,7 @@ def usage_json(report: dict) -> dict:
         "plan": report["plan"].code,
         "totals": {
             "bytes_written": usage.bytes_written,
+            "bytes_written_uncompressed": usage.bytes_written_uncompressed,
             "files_written": usage.files_written,
             "stored_byte_seconds": usage.stored_byte_seconds,
             "partition_seconds": usage.partition_seconds,

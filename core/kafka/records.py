@@ -304,6 +304,111 @@ def decode_records(
     return header, _decode_record_list(data, header)
 
 
+def uncompressed_size(batch: BufferLike, header: BatchHeader) -> int:
+    """The batch's size with its records decompressed (the batch's own size when it is
+    not compressed): the logical bytes a producer wrote, as billing counts them.
+
+    Where the compressed format states its content size (a single LZ4 or zstd frame with
+    its content-size field, raw or xerial snappy blocks), that is read without
+    decompressing; otherwise the records are decompressed and measured."""
+    if header.compression == COMPRESSION_NONE:
+        return header.size
+    payload = memoryview(batch)[RECORD_BATCH_OVERHEAD : header.size]
+    try:
+        declared = _declared_size(header.compression, payload)
+    except (IndexError, ValueError, struct.error):
+        declared = None
+    if declared is None:
+        declared = len(_decompress(header.compression, payload))
+    return RECORD_BATCH_OVERHEAD + declared
+
+
+def _declared_size(codec: int, payload: memoryview) -> int | None:
+    """The content size the compressed format declares, when it declares it for the
+    whole payload; None when only decompressing can tell."""
+    if codec == COMPRESSION_LZ4:
+        return _lz4_frame_size(payload)
+    if codec == COMPRESSION_ZSTD:
+        return _zstd_frame_size(payload)
+    if codec == COMPRESSION_SNAPPY:
+        if bytes(payload[:8]) != _XERIAL_MAGIC or len(payload) < len(_XERIAL_HEADER):
+            return _varint_u(payload, 0)
+        total, pos, end = 0, len(_XERIAL_HEADER), len(payload)
+        while pos < end:
+            (length,) = _INT32.unpack_from(payload, pos)
+            if length <= 0 or pos + 4 + length > end:
+                return None
+            total += _varint_u(payload, pos + 4)
+            pos += 4 + length
+        return total
+    return None  # gzip's trailer holds only its last member's size: decompress
+
+
+def _varint_u(data: memoryview, pos: int) -> int:
+    """An unsigned LEB128 varint (snappy's preamble)."""
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value
+        pos, shift = pos + 1, shift + 7
+        if shift > 35:
+            raise ValueError("varint too long")
+
+
+def _lz4_frame_size(payload: memoryview) -> int | None:
+    """LZ4 frame format: the frame's content size, if it carries one and the payload is
+    exactly that one frame (walked block by block)."""
+    if len(payload) < 7 or bytes(payload[:4]) != b"\x04\x22\x4d\x18":
+        return None
+    flg = payload[4]
+    if not flg & 0x08:  # no content size
+        return None
+    (content_size,) = struct.unpack_from("<Q", payload, 6)
+    pos = 6 + 8 + (4 if flg & 0x01 else 0) + 1  # content size, dictionary id, header crc
+    block_checksum = bool(flg & 0x10)
+    while True:
+        (size,) = struct.unpack_from("<I", payload, pos)
+        pos += 4
+        if size == 0:  # EndMark
+            break
+        pos += (size & 0x7FFFFFFF) + (4 if block_checksum else 0)
+    pos += 4 if flg & 0x04 else 0  # content checksum
+    return content_size if pos == len(payload) else None
+
+
+def _zstd_frame_size(payload: memoryview) -> int | None:
+    """Zstandard: the frame's Frame_Content_Size, if present and the payload is exactly
+    that one frame (walked block by block)."""
+    if len(payload) < 6 or bytes(payload[:4]) != b"\x28\xb5\x2f\xfd":
+        return None
+    fhd = payload[4]
+    fcs_flag, single_segment = fhd >> 6, bool(fhd & 0x20)
+    dict_id_size = (0, 1, 2, 4)[fhd & 0x03]
+    fcs_size = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
+    if fcs_size == 0:
+        return None
+    pos = 5 + (0 if single_segment else 1) + dict_id_size
+    content_size = int.from_bytes(payload[pos : pos + fcs_size], "little")
+    if fcs_size == 2:
+        content_size += 256
+    pos += fcs_size
+    while True:
+        block = int.from_bytes(payload[pos : pos + 3], "little")
+        if pos + 3 > len(payload):
+            return None
+        pos += 3
+        kind, size = (block >> 1) & 0x03, block >> 3
+        if kind == 3:
+            return None  # reserved
+        pos += 1 if kind == 1 else size  # an RLE block is one byte on the wire
+        if block & 1:
+            break
+    pos += 4 if fhd & 0x04 else 0  # content checksum
+    return content_size if pos == len(payload) else None
+
+
 def _only_batch(view: memoryview) -> tuple[int, int, BatchHeader]:
     first = next(iter_batches(view), None)
     if first is None:

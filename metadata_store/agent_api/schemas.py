@@ -128,6 +128,8 @@ class AgentReadStats(_Body):
     # Record bytes sent to consumers, by the zone the client named ("" = no hint,
     # "other" = a zone no agent of the cluster is in); few keys: agents bound them.
     client_bytes_by_zone: Annotated[dict[ZONE, COUNT], Meta(max_length=64)] = {}
+    # Committed batches with their records decompressed (billing's logical bytes).
+    written_uncompressed_bytes: COUNT = 0
 
 
 class HeartbeatRequest(_Body):

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from django.db import DatabaseError, transaction
 
-from billing.models import Invoice, UsageHour
-from billing.selectors import catalog_plan
+from billing.models import Invoice, Plan, UsageHour
+from billing.selectors import alerts, catalog_plan
 from billing.services import (
     credit_note_issue,
     invoice_issue,
@@ -138,3 +138,23 @@ def test_bob_sees_none_of_alices_usage_or_invoices(alice, bob, api):
             client.get(f"/api/v1/billing/invoices/{invoice.public_id}{suffix}").status_code == 404
         )
     assert api().get("/api/v1/billing/usage/").status_code in (401, 403)
+
+
+def test_the_console_warns_at_80_and_100_percent_of_the_cap_and_the_budget():
+    plan = Plan(code="f", name="Free", caps={"written_bytes": 1000})
+
+    def kinds(written, cost, budget=None):
+        return [
+            a["kind"]
+            for a in alerts(
+                plan=plan, bytes_written=written, cost_micros=cost, budget_micros=budget,
+                currency="USD",
+            )
+        ]  # fmt: skip
+
+    assert kinds(799, 0) == []
+    assert kinds(800, 0) == ["cap-near"]
+    assert kinds(1000, 0) == ["cap-reached"]
+    assert kinds(0, 79, budget=100) == []
+    assert kinds(0, 80, budget=100) == ["budget-80"]
+    assert kinds(0, 100, budget=100) == ["budget-100"]

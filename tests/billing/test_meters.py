@@ -3,6 +3,7 @@ cluster time from the agents' lifetime; running them twice changes nothing."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlparse
@@ -20,6 +21,7 @@ from billing.meters import (
     meters_run,
 )
 from billing.models import ActiveInterval, UsageHour, UsageTopicHour
+from core.kafka.records import iter_batches, uncompressed_size
 from core.segment import read_index
 from metadata_store.models import SegmentFile
 from tests.metadata_store.conftest import AgentApi
@@ -46,6 +48,27 @@ def bucket_batch_bytes(bucket_url: str) -> tuple[int, int]:
     """(record-batch bytes, files) as the bucket holds them: the ground truth."""
     files = [p for p in Path(urlparse(bucket_url).path).rglob("*") if p.is_file()]
     return sum(e.length for f in files for e in read_index(f.read_bytes())), len(files)
+
+
+def bucket_logical_bytes(bucket_url: str) -> int:
+    """The bucket's batches with their records decompressed."""
+    total = 0
+    for path in Path(urlparse(bucket_url).path).rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            for e in read_index(data):
+                batch = data[e.position : e.position + e.length]
+                total += uncompressed_size(batch, next(iter_batches(batch))[2])
+    return total
+
+
+def uncompressed(cluster) -> int:
+    return (
+        UsageHour.objects.filter(cluster_public_id=cluster.public_id).aggregate(
+            n=Sum("bytes_written_uncompressed")
+        )["n"]
+        or 0
+    )
 
 
 def written(cluster) -> tuple[int, int]:
@@ -79,6 +102,14 @@ def test_written_bytes_equal_the_committed_batches_to_the_byte(
     )
     assert set(by_topic) == {"plain", "squeezed"}
     assert sum(by_topic.values()) == expected[0]
+    # The logical (uncompressed) bytes, as the agent reports them on its next heartbeat.
+    logical = bucket_logical_bytes(bucket_url)
+    assert logical > expected[0]  # lz4 and gzip shrank something
+    deadline = time.monotonic() + 10
+    while uncompressed(cluster.cluster) != logical and time.monotonic() < deadline:
+        time.sleep(0.5)
+        meters_run()
+    assert uncompressed(cluster.cluster) == logical
 
 
 def test_a_file_too_young_waits_for_the_next_run(agent, cluster, bucket_url, settings):

@@ -10,7 +10,6 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 
 from billing.meters import meters_run
-from billing.models import Plan
 from billing.selectors import catalog_plan
 from billing.services import subscription_change
 
@@ -40,11 +39,10 @@ def wait_for(predicate, timeout_s: float = 10.0):
 
 def test_the_cap_refuses_produce_until_the_organization_upgrades(agent, cluster, settings):
     settings.FLOE_BILLING_METER_LAG_S = 0
-    org = cluster.cluster.organization
-    tiny = Plan.objects.create(
-        code="tiny", name="Tiny", prices={}, caps={"written_bytes": 2000}, public=False
-    )
-    subscription_change(organization=org, plan=tiny)
+    org = cluster.cluster.organization  # on no subscription: the free tier
+    free = catalog_plan("free")
+    free.caps = {"written_bytes": 2000}  # plans are data: a free tier of 2000 bytes
+    free.save()
     a = agent(cluster.key)
     assert produce_one(a.bootstrap, b"x" * 3000) is None  # under the cap when it was sent
     meters_run()  # now 3000+ bytes written: over the cap

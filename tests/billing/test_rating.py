@@ -133,3 +133,16 @@ def test_a_budget_that_is_not_a_plain_positive_amount_is_refused(text):
 def test_a_budget_amount_is_exact():
     assert rating.parse_money("99.50") == 99_500_000
     assert rating.parse_money("1,250") == 1_250_000_000
+
+
+def test_a_plan_may_price_the_uncompressed_bytes_instead():
+    logical = rating.plan_terms(
+        code="l", name="Logical", currency="USD", monthly_minimum_micros=0,
+        prices={"written_uncompressed_gib": {"included": 0, "unit_price_micros": 50_000}},
+    )  # fmt: skip
+    q = rating.quantities_from_usage(
+        bytes_written=2**30, stored_byte_seconds=0, active_intervals=0, partition_seconds=0,
+        month_seconds=NOV_S, bytes_written_uncompressed=4 * 2**30,
+    )  # fmt: skip
+    (line,) = rating.rate_span(rating.Span(logical, *NOV, q), month_seconds=NOV_S)
+    assert line.amount_micros == 200_000
