@@ -261,6 +261,11 @@ class SegmentWriter:
         self._room.set()
         self._closing = False
 
+    @property
+    def closed(self) -> bool:
+        """Shutting down: `append` takes nothing more."""
+        return self._closing
+
     def commits_stuck(self) -> str | None:
         """Why commits are not going through right now (for /healthz), or None."""
         now = time.monotonic()

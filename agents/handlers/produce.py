@@ -129,9 +129,13 @@ async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dic
         # A request is one segment and one commit; beyond this the commit is refused.
         return _all_failed(topic_data, ErrorCode.INVALID_REQUEST)
     if batches:
+        await ctx.writer.wait_for_room()
+        if ctx.writer.closed:
+            # Shutting down: nothing more is written here. NOT_LEADER_OR_FOLLOWER is
+            # retriable and sends the client to refresh metadata and try another agent.
+            return _all_failed(topic_data, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         _PRODUCED_BATCHES.inc(len(batches))
         _PRODUCED_BYTES.inc(sum(len(b.data) for b in batches))
-        await ctx.writer.wait_for_room()
         pending = ctx.writer.append(batches, wait=acks != 0)
     else:
         pending = None

@@ -41,18 +41,23 @@ def _bound_database_work() -> None:
     connection): an agent-API call never waits on the database without limit."""
     connection.ensure_connection()
     raw = connection.connection
-    if raw in _bounded:
+    # Inside a transaction (ATOMIC_REQUESTS, tests) a session setting would vanish with a
+    # rollback: set it for that transaction only, every time.
+    local = connection.in_atomic_block
+    if raw in _bounded and not local:
         return
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT set_config('statement_timeout', %s, false),"
-            " set_config('lock_timeout', %s, false)",
+            "SELECT set_config('statement_timeout', %s, %s), set_config('lock_timeout', %s, %s)",
             [
                 f"{settings.FLOE_AGENT_API_STATEMENT_TIMEOUT_MS}ms",
+                local,
                 f"{settings.FLOE_AGENT_API_LOCK_TIMEOUT_MS}ms",
+                local,
             ],
         )
-    _bounded.add(raw)
+    if not local:
+        _bounded.add(raw)
 
 
 def _unavailable(exc: Exception) -> str | None:

@@ -22,6 +22,7 @@ class Outcome:
     longest_ack_s: float
     recovered_s: float | None  # from the fault's end to the next acknowledged message
     manual_restart: bool
+    errors: tuple[str, ...] = ()  # the distinct errors of failed messages
 
     ROW = "{:<34} {:>5} {:>5} {:>6} {:>5} {:>5} {:>11} {:>12} {:>8}"
 
@@ -34,6 +35,10 @@ class Outcome:
 
     def row(self) -> str:
         recovered = "never" if self.recovered_s is None else f"{self.recovered_s:.1f}"
+        errors = f"\n    failed with: {'; '.join(self.errors)}" if self.errors else ""
+        return errors and self._row(recovered) + errors or self._row(recovered)
+
+    def _row(self, recovered: str) -> str:
         return self.ROW.format(
             self.fault, self.sent, self.acked, self.failed, self.lost, self.duplicates,
             f"{self.longest_ack_s:.1f}", recovered, "yes" if self.manual_restart else "no",
@@ -176,4 +181,5 @@ class Probe:
             longest_ack_s=max(latencies, default=0.0),
             recovered_s=self.recovered_s(),
             manual_restart=manual_restart,
+            errors=tuple(sorted(set(self.failed.values()))),
         )

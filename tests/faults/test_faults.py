@@ -45,6 +45,7 @@ def _run(
     outcome = probe.outcome(fault, manual_restart=not back or not alive)
     outcomes.append(outcome)
     assert outcome.lost == 0, outcome
+    assert outcome.failed == 0, outcome  # only retriable errors: the producer got through
     assert not outcome.manual_restart, outcome
     if idempotent:
         assert outcome.duplicates == 0, outcome
