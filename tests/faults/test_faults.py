@@ -119,9 +119,9 @@ def test_agent_control_plane_connection_frozen_10s(world, outcomes):
         world.cp_proxy.thaw()
 
     outcome = _run(world, outcomes, "control-plane-link-frozen-10s", inject)
-    from agents.write_path import COMMIT_TIMEOUT_S
-
-    assert outcome.recovered_s is not None and outcome.recovered_s <= COMMIT_TIMEOUT_S + 5
+    # The bound: the agent's commit timeout (10 s, agents/write_path.py) + 5 s. The
+    # suite is an outside probe and does not import the agent.
+    assert outcome.recovered_s is not None and outcome.recovered_s <= 10.0 + 5
 
 
 def test_a_commit_held_35s_by_a_database_lock(world, outcomes):
