@@ -152,8 +152,7 @@ class Probe:
         try:
             metadata = consumer.list_topics(self.topic, timeout=30)
             partitions = sorted(metadata.topics[self.topic].partitions)
-            ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=30)[1]
-                    for p in partitions}  # fmt: skip
+            ends = {p: _high_watermark(consumer, TopicPartition(self.topic, p)) for p in partitions}
             consumer.assign([TopicPartition(self.topic, p, 0) for p in partitions])
             seen: Counter = Counter()
             positions = dict.fromkeys(partitions, 0)
@@ -183,3 +182,23 @@ class Probe:
             manual_restart=manual_restart,
             errors=tuple(sorted(set(self.failed.values()))),
         )
+
+
+def _high_watermark(consumer, partition, timeout_s: float = 30) -> int:
+    """The partition's high watermark, asked again on the errors a client retries: after a
+    fault librdkafka may still be swapping its broker handles (a fresh Metadata can retire
+    one mid-call: _DESTROY_BROKER, _TRANSPORT), which says nothing about the data."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.get_watermark_offsets(partition, timeout=10)[1]
+        except KafkaException as exc:
+            if (
+                time.monotonic() > deadline
+                or not exc.args[0].retriable()
+                and exc.args[0].code() >= 0
+            ):
+                raise
+            time.sleep(0.5)
