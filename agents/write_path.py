@@ -136,6 +136,8 @@ def _lay_out(batches: list[BatchToWrite]) -> _Written:
                     "base_sequence": header.base_sequence,
                 }
             )
+            if header.is_transactional:
+                entries[-1]["transactional"] = True
             order.append(index)
     return _Written(builder.finish(), entries, order)
 

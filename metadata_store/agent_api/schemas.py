@@ -61,6 +61,7 @@ class CommitBatch(_Body):
     producer_id: Annotated[int, Meta(ge=-1, le=2**63 - 1)] = -1
     producer_epoch: Annotated[int, Meta(ge=-1, le=2**15 - 1)] = -1
     base_sequence: Annotated[int, Meta(ge=-1, le=2**31 - 1)] = -1
+    transactional: bool = False  # KIP-98: part of a transaction (the batch attribute)
 
 
 class CommitRequest(_Body):
@@ -76,9 +77,13 @@ class FetchPartition(_Body, omit_defaults=True):
     max_bytes: Annotated[int, Meta(ge=0, le=2**31 - 1)] | None = None
 
 
+ISOLATION = Annotated[int, Meta(ge=0, le=1)]  # KIP-98: 0 read_uncommitted, 1 read_committed
+
+
 class FetchPlanRequest(_Body):
     partitions: _items(FetchPartition)
     max_bytes: Annotated[int, Meta(ge=0, le=2**31 - 1)] = 50 * 1024 * 1024
+    isolation_level: ISOLATION = 0
 
 
 class ListOffsetsPartition(_Body):
@@ -89,6 +94,7 @@ class ListOffsetsPartition(_Body):
 
 class ListOffsetsRequest(_Body):
     partitions: _items(ListOffsetsPartition)
+    isolation_level: ISOLATION = 0
 
 
 class DeleteRecordsPartition(_Body):
@@ -267,6 +273,49 @@ class GroupsListRequest(_Body):
 
 class GroupsDeleteRequest(_Body):
     group_ids: _items(SHORT)
+
+
+# --- transactions (KIP-98) -------------------------------------------------------------
+
+PRODUCER_ID = Annotated[int, Meta(ge=-1, le=2**63 - 1)]
+PRODUCER_EPOCH = Annotated[int, Meta(ge=-1, le=2**15 - 1)]
+
+
+class _TxnBody(_Body):
+    transactional_id: Annotated[str, Meta(min_length=1, max_length=255)]
+    producer_id: PRODUCER_ID
+    producer_epoch: PRODUCER_EPOCH
+
+
+class TxnPartition(_Body):
+    topic: NAME
+    partition: PARTITION
+
+
+class TxnAddPartitionsRequest(_TxnBody):
+    partitions: _items(TxnPartition)
+    verify_only: bool = False
+
+
+class TxnAddOffsetsRequest(_TxnBody):
+    group_id: SHORT
+
+
+class TxnOffsetCommitRequest(_TxnBody):
+    group_id: SHORT
+    offsets: _items(OffsetCommit)
+
+
+class TxnEndRequest(_TxnBody):
+    committed: bool
+
+
+class TxnDescribeRequest(_Body):
+    transactional_ids: _items(SHORT)
+
+
+class TxnListRequest(_Body):
+    pass
 
 
 # --- SASL and ACLs ---------------------------------------------------------------------
