@@ -391,11 +391,10 @@ def fetch_plan(
     return answers
 
 
-def list_offsets(
-    *, cluster_id: int, partitions: list[dict], isolation_level: int = 0
-) -> list[dict]:
+def list_offsets(*, cluster_id: int, partitions: list[dict]) -> list[dict]:
     """Earliest (-2), latest (-1), max-timestamp (-3) or first offset at a timestamp.
-    READ_COMMITTED's latest is the last stable offset (KIP-98)."""
+    READ_COMMITTED's latest (a partition's `isolation_level` 1) is the last stable offset
+    (KIP-98)."""
     with _cursor() as cursor:
         wanted = [(_as_uuid(p.get("topic_id")), p.get("partition", -1)) for p in partitions]
         rows = _partitions_for(cursor, cluster_id, sorted({w for w in wanted if w[0]}), lock=False)
@@ -420,7 +419,9 @@ def list_offsets(
             timestamp = request.get("timestamp", -1)
             if timestamp == -1:
                 answer["offset"] = (
-                    answer["last_stable_offset"] if isolation_level == 1 else part.high_watermark
+                    answer["last_stable_offset"]
+                    if request.get("isolation_level", 0) == 1
+                    else part.high_watermark
                 )
             elif timestamp == -2:
                 answer["offset"] = part.log_start_offset

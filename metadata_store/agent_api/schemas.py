@@ -29,6 +29,7 @@ BYTES = Annotated[int, Meta(ge=0, le=2**40)]  # positions and sizes in a file (â
 NAME = Annotated[str, Meta(max_length=1_000)]  # names the services check further
 SHORT = Annotated[str, Meta(max_length=255)]
 AGENT_ID = Annotated[str, Meta(min_length=1, max_length=64)]
+ISOLATION = Annotated[int, Meta(ge=0, le=1)]  # KIP-98: 0 read_uncommitted, 1 read_committed
 
 # A commit carries one entry per record batch of a segment. Agents seal a segment at
 # `agents.write_path.MAX_SEGMENT_BATCHES` (half this), so a real commit never nears it.
@@ -77,9 +78,6 @@ class FetchPartition(_Body, omit_defaults=True):
     max_bytes: Annotated[int, Meta(ge=0, le=2**31 - 1)] | None = None
 
 
-ISOLATION = Annotated[int, Meta(ge=0, le=1)]  # KIP-98: 0 read_uncommitted, 1 read_committed
-
-
 class FetchPlanRequest(_Body):
     partitions: _items(FetchPartition)
     max_bytes: Annotated[int, Meta(ge=0, le=2**31 - 1)] = 50 * 1024 * 1024
@@ -90,11 +88,11 @@ class ListOffsetsPartition(_Body):
     topic_id: uuid.UUID
     partition: PARTITION
     timestamp: INT64 = -1  # -1 latest, -2 earliest, -3 max timestamp, else a time
+    isolation_level: ISOLATION = 0  # read_committed's latest is the last stable offset
 
 
 class ListOffsetsRequest(_Body):
     partitions: _items(ListOffsetsPartition)
-    isolation_level: ISOLATION = 0
 
 
 class DeleteRecordsPartition(_Body):

@@ -59,9 +59,7 @@ def fetch_plan(cluster: VirtualCluster, body: schemas.FetchPlanRequest) -> dict:
 def list_offsets(cluster: VirtualCluster, body: schemas.ListOffsetsRequest) -> dict:
     return {
         "partitions": store.list_offsets(
-            cluster_id=cluster.pk,
-            partitions=as_dicts(body.partitions),
-            isolation_level=body.isolation_level,
+            cluster_id=cluster.pk, partitions=as_dicts(body.partitions)
         )
     }
 

@@ -106,8 +106,9 @@ def test_an_open_transaction_holds_the_lso_until_it_commits(agent_api, alice):
         agent_api(
             "list-offsets",
             {
-                "partitions": [{"topic_id": tid, "partition": 0, "timestamp": -1}],
-                "isolation_level": 1,
+                "partitions": [
+                    {"topic_id": tid, "partition": 0, "timestamp": -1, "isolation_level": 1}
+                ]
             },
         )["partitions"][0]["offset"]
         == 3
