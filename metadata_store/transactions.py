@@ -314,6 +314,17 @@ def txn_abort_expired(*, cluster_id: int | None = None) -> int:
     return len(expired)
 
 
+def txn_markers_prune() -> int:
+    """Delete markers below their partition's log start offset (retention or
+    DeleteRecords moved past them: no fetch can reach them); returns how many."""
+    with _cursor() as cursor:
+        cursor.execute(
+            "DELETE FROM floe_txn_marker m USING floe_partition p"
+            " WHERE p.id = m.partition_id AND m.marker_offset < p.log_start_offset"
+        )
+        return cursor.rowcount
+
+
 def _states(cursor, cluster_id: int, where: str, params: list) -> list[dict]:
     cursor.execute(
         "SELECT p.transactional_id, p.id, p.epoch, p.txn_state, p.txn_timeout_ms,"

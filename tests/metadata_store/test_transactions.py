@@ -7,7 +7,7 @@ from django.db import connection
 
 from core.kafka.errors import ErrorCode
 from metadata_store.models import GroupOffset, Partition, TransactionMarker
-from metadata_store.transactions import txn_abort_expired
+from metadata_store.transactions import txn_abort_expired, txn_markers_prune
 from tests.metadata_store.conftest import batch
 
 pytestmark = pytest.mark.django_db
@@ -229,3 +229,15 @@ def test_transactions_past_their_timeout_are_aborted(agent_api, alice):
     assert txn.end(True) == ErrorCode.PRODUCER_FENCED  # the epoch moved on
     described = agent_api("txn/describe", {"transactional_ids": ["tx-1"]})["transactions"]
     assert [(d["state"], d["partitions"]) for d in described] == [("complete_abort", [])]
+
+
+def test_markers_below_the_log_start_are_forgotten(agent_api, alice):
+    tid = agent_api.create_topic("orders")
+    txn = Txn(agent_api, alice)
+    txn.add("orders", 0)
+    txn.produce(tid, 0)
+    assert txn.end(True) == 0
+    assert txn_markers_prune() == 0
+    agent_api("delete-records", {"partitions": [{"topic_id": tid, "partition": 0, "offset": -1}]})
+    assert txn_markers_prune() == 1
+    assert not TransactionMarker.objects.exists()
