@@ -154,3 +154,132 @@ def test_a_restarted_producer_fences_its_zombie(agent, cluster):
         zombie.commit_transaction(10)
     assert raised.value.args[0].fatal() or "fenced" in str(raised.value).lower()
     assert read(a.bootstrap, "fenced", "read_committed") == ["fresh"]
+
+
+def _committed_reads_after_commit_and_abort(bootstrap: str, topic: str, writer: str) -> None:
+    """What every client's transactional run below must leave: the committed value only
+    for read_committed, both for read_uncommitted."""
+    assert read(bootstrap, topic, "read_committed", settle_s=1) == [f"{writer}-commit"]
+    assert read(bootstrap, topic, "read_uncommitted") == [
+        f"{writer}-commit",
+        f"{writer}-abort",
+    ]
+
+
+def test_aiokafka_commits_aborts_and_reads_committed(agent, cluster):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    a = agent(cluster.key)
+    create_topic(a.bootstrap, "aio", partitions=1)
+
+    async def go() -> list[str]:
+        producer = AIOKafkaProducer(bootstrap_servers=a.bootstrap, transactional_id="aio-tx")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait("aio", b"aio-commit", partition=0)
+            await producer.begin_transaction()
+            await producer.send_and_wait("aio", b"aio-abort", partition=0)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            "aio",
+            bootstrap_servers=a.bootstrap,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        try:
+            batches = await consumer.getmany(timeout_ms=3000)
+            return [m.value.decode() for msgs in batches.values() for m in msgs]
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(go()) == ["aio-commit"]
+    _committed_reads_after_commit_and_abort(a.bootstrap, "aio", "aio")
+
+
+def test_kafka_python_sends_offsets_to_its_transactions(agent, cluster):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    a = agent(cluster.key)
+    create_topic(a.bootstrap, "kp", partitions=1)
+    create_topic(a.bootstrap, "kp-in", partitions=1)
+    producer = KafkaProducer(bootstrap_servers=a.bootstrap, transactional_id="kp-tx")
+    try:
+        producer.init_transactions()
+        for value, offset, commit in ((b"kp-commit", 3, True), (b"kp-abort", 7, False)):
+            producer.begin_transaction()
+            producer.send("kp", value, partition=0)
+            producer.send_offsets_to_transaction(
+                {KafkaTopicPartition("kp-in", 0): OffsetAndMetadata(offset, "", -1)}, "kp-group"
+            )
+            producer.flush()  # an abort drops what is not yet sent
+            if commit:
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+    finally:
+        producer.close(5)
+    consumer = KafkaConsumer(
+        "kp",
+        bootstrap_servers=a.bootstrap,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=3000,
+    )
+    try:
+        assert [m.value for m in consumer] == [b"kp-commit"]
+    finally:
+        consumer.close()
+    _committed_reads_after_commit_and_abort(a.bootstrap, "kp", "kp")
+    check = Consumer({"bootstrap.servers": a.bootstrap, "group.id": "kp-group"})
+    try:
+        assert check.committed([TopicPartition("kp-in", 0)], 10)[0].offset == 3
+    finally:
+        check.close()
+
+
+def test_kafkajs_commits_aborts_and_reads_committed(agent, cluster):
+    import os
+
+    from tests.agents.clients import kafkajs
+
+    a = agent(cluster.key)
+    create_topic(a.bootstrap, "js", partitions=1)
+    script = """
+const { Kafka, logLevel } = require('kafkajs');
+(async () => {
+  const kafka = new Kafka({ clientId: 'js', brokers: [process.env.BOOTSTRAP], logLevel: logLevel.NOTHING });
+  const producer = kafka.producer({ transactionalId: 'js-tx', idempotent: true, maxInFlightRequests: 1 });
+  await producer.connect();
+  const ok = await producer.transaction();
+  await ok.send({ topic: 'js', messages: [{ value: 'js-commit', partition: 0 }] });
+  await ok.sendOffsets({ consumerGroupId: 'js-group',
+    topics: [{ topic: 'js', partitions: [{ partition: 0, offset: '1' }] }] });
+  await ok.commit();
+  const no = await producer.transaction();
+  await no.send({ topic: 'js', messages: [{ value: 'js-abort', partition: 0 }] });
+  await no.abort();
+  await producer.disconnect();
+  const consumer = kafka.consumer({ groupId: 'js-reader', readUncommitted: false });
+  const got = [];
+  await consumer.connect();
+  await consumer.subscribe({ topic: 'js', fromBeginning: true });
+  await consumer.run({ eachMessage: async ({ message }) => { got.push(message.value.toString()); } });
+  await new Promise(resolve => setTimeout(resolve, 4000));
+  await consumer.disconnect();
+  const admin = kafka.admin(); await admin.connect();
+  const offsets = await admin.fetchOffsets({ groupId: 'js-group', topics: ['js'] });
+  await admin.disconnect();
+  console.log(JSON.stringify({ got, offset: offsets[0].partitions[0].offset }));
+})().catch(e => { console.error(e); process.exit(1); });
+"""
+    result = kafkajs(script, {**os.environ, "BOOTSTRAP": a.bootstrap}, timeout=90)
+    assert result == {"got": ["js-commit"], "offset": "1"}
+    _committed_reads_after_commit_and_abort(a.bootstrap, "js", "js")
