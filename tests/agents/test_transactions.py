@@ -283,3 +283,81 @@ const { Kafka, logLevel } = require('kafkajs');
     result = kafkajs(script, {**os.environ, "BOOTSTRAP": a.bootstrap}, timeout=90)
     assert result == {"got": ["js-commit"], "offset": "1"}
     _committed_reads_after_commit_and_abort(a.bootstrap, "js", "js")
+
+
+def test_transactions_through_two_agents_survive_killing_one(agent, cluster):
+    """A transactional producer writes through two agents; one is SIGKILLed. Committed
+    transactions are seen whole by read_committed consumers, aborted ones not at all."""
+    import threading
+
+    from confluent_kafka import KafkaError
+
+    first, second = agent(cluster.key), agent(cluster.key)
+    create_topic(second.bootstrap, "survive-tx", partitions=4)
+    producer = txn_producer(
+        f"{first.bootstrap},{second.bootstrap}",
+        "survivor",
+        **{
+            "topic.metadata.refresh.interval.ms": 1000,
+            "reconnect.backoff.max.ms": 500,
+            "transaction.timeout.ms": 30000,
+        },
+    )
+    outcome: dict[int, str] = {}
+    killer = threading.Timer(1.0, first.kill)
+    killer.start()
+    deadline = time.monotonic() + 5
+    txn = 0
+    while time.monotonic() < deadline:
+        txn += 1
+        try:
+            producer.begin_transaction()
+            for i in range(20):
+                producer.produce("survive-tx", f"{txn}:{i}".encode(), partition=i % 4)
+            if txn % 5 == 0:
+                producer.abort_transaction(30)
+                outcome[txn] = "aborted"
+                continue
+            while True:
+                try:
+                    producer.commit_transaction(30)
+                    outcome[txn] = "committed"
+                    break
+                except KafkaException as exc:
+                    if not exc.args[0].retriable():
+                        raise
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            assert not error.fatal(), error
+            assert error.txn_requires_abort(), error
+            producer.abort_transaction(30)
+            outcome[txn] = "aborted"
+    killer.join()
+    assert first.proc.poll() is not None, "the first agent was killed"
+    committed = {t for t, o in outcome.items() if o == "committed"}
+    print("outcomes:", sorted(outcome.items()))
+    assert len(committed) > 5, outcome
+    seen: dict[int, set[int]] = {}
+    for value in read(second.bootstrap, "survive-tx", "read_committed", partitions=4):
+        t, i = map(int, value.split(":"))
+        seen.setdefault(t, set()).add(i)
+    assert committed <= set(seen), "a committed transaction is missing"
+    assert all(len(indexes) == 20 for indexes in seen.values()), "a transaction was cut"
+    assert not {t for t, o in outcome.items() if o == "aborted"} & set(seen)
+
+
+def test_a_transaction_left_open_past_its_timeout_is_aborted(agent, cluster):
+    from metadata_store.tasks import transactions_expire
+
+    a = agent(cluster.key)
+    create_topic(a.bootstrap, "slow", partitions=1)
+    producer = txn_producer(a.bootstrap, "slowpoke", **{"transaction.timeout.ms": 1000})
+    producer.begin_transaction()
+    producer.produce("slow", b"too-late")
+    producer.flush(20)
+    time.sleep(1.2)
+    assert transactions_expire() == 1  # what Celery beat runs
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(10)
+    assert read(a.bootstrap, "slow", "read_committed", settle_s=1) == []
+    assert read(a.bootstrap, "slow", "read_uncommitted") == ["too-late"]
