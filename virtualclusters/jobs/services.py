@@ -341,6 +341,7 @@ def _execute_key_compaction(run: JobRun) -> dict:
             "output_prefix": _output_prefix(run),
             "target_bytes": settings.FLOE_COMPACTION_TARGET_BYTES,
             "batches": [list(row) for row in plan.rows],
+            "aborted": plan.aborted,
         },
     )
     counts = {
