@@ -230,6 +230,7 @@ class TopicPartition(_Body):
 class OffsetsFetchRequest(_Body):
     group_id: SHORT
     partitions: _items(TopicPartition) | None = None
+    require_stable: bool = False  # KIP-447
 
 
 class OffsetsDeleteRequest(_Body):

@@ -133,7 +133,9 @@ def offsets_commit(cluster: VirtualCluster, body: schemas.OffsetsCommitRequest) 
 @endpoint(schemas.OffsetsFetchRequest)
 def offsets_fetch(cluster: VirtualCluster, body: schemas.OffsetsFetchRequest) -> dict:
     partitions = None if body.partitions is None else as_dicts(body.partitions)
-    return group_offsets_fetch(cluster, body.group_id, partitions)
+    return group_offsets_fetch(
+        cluster, body.group_id, partitions, require_stable=body.require_stable
+    )
 
 
 # --- transactions (KIP-98; metadata_store/transactions.py) ------------------------------

@@ -241,3 +241,26 @@ def test_markers_below_the_log_start_are_forgotten(agent_api, alice):
     agent_api("delete-records", {"partitions": [{"topic_id": tid, "partition": 0, "offset": -1}]})
     assert txn_markers_prune() == 1
     assert not TransactionMarker.objects.exists()
+
+
+def test_offsets_held_by_an_open_transaction_are_unstable_for_require_stable(agent_api, alice):
+    agent_api.create_topic("input")
+    txn = Txn(agent_api, alice)
+    agent_api("txn/add-offsets", {**txn.ids(), "group_id": "g"})
+    agent_api(
+        "txn/offset-commit",
+        {
+            **txn.ids(),
+            "group_id": "g",
+            "offsets": [{"topic": "input", "partition": 0, "offset": 4}],
+        },
+    )
+
+    def fetch(**extra) -> dict:
+        body = {"group_id": "g", "partitions": [{"topic": "input", "partition": 0}], **extra}
+        return agent_api("offsets/fetch", body)["offsets"][0]
+
+    assert fetch(require_stable=True)["error_code"] == ErrorCode.UNSTABLE_OFFSET_COMMIT
+    assert fetch() == {**fetch(), "offset": -1, "error_code": 0}
+    assert txn.end(True) == 0
+    assert (fetch(require_stable=True)["error_code"], fetch()["offset"]) == (0, 4)
