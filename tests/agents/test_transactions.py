@@ -361,3 +361,61 @@ def test_a_transaction_left_open_past_its_timeout_is_aborted(agent, cluster):
         producer.commit_transaction(10)
     assert read(a.bootstrap, "slow", "read_committed", settle_s=1) == []
     assert read(a.bootstrap, "slow", "read_uncommitted") == ["too-late"]
+
+
+def test_admin_tools_describe_and_list_transactions_and_brokers_verify_partitions(agent, cluster):
+    from core.kafka import ApiKey, ErrorCode
+    from tests.agents.test_wire import Wire
+
+    a = agent(cluster.key)
+    create_topic(a.bootstrap, "watched", partitions=2)
+    producer = txn_producer(a.bootstrap, "admin-tx")
+    producer.begin_transaction()
+    producer.produce("watched", b"x", partition=1)
+    producer.flush(20)
+    wire = Wire(a.bootstrap)
+    try:
+        described = wire.call(
+            ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["admin-tx", "nope"]}
+        )["transaction_states"]
+        assert [(d["transactional_id"], d["error_code"]) for d in described] == [
+            ("admin-tx", 0),
+            ("nope", ErrorCode.TRANSACTIONAL_ID_NOT_FOUND),
+        ]
+        ongoing = described[0]
+        assert ongoing["transaction_state"] == "Ongoing"
+        assert ongoing["topics"] == [{"topic": "watched", "partitions": [1]}]
+        listed = wire.call(
+            ApiKey.LIST_TRANSACTIONS,
+            1,
+            {
+                "state_filters": ["Ongoing", "Bogus"],
+                "producer_id_filters": [],
+                "duration_filter": -1,
+            },
+        )
+        assert [t["transactional_id"] for t in listed["transaction_states"]] == ["admin-tx"]
+        assert listed["unknown_state_filters"] == ["Bogus"]
+        verified = wire.call(  # KIP-890: the brokers' form, verify only
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            4,
+            {
+                "transactions": [
+                    {
+                        "transactional_id": "admin-tx",
+                        "producer_id": ongoing["producer_id"],
+                        "producer_epoch": ongoing["producer_epoch"],
+                        "verify_only": True,
+                        "topics": [{"name": "watched", "partitions": [0, 1]}],
+                    }
+                ]
+            },
+        )
+        results = verified["results_by_transaction"][0]["topic_results"][0]
+        assert [r["partition_error_code"] for r in results["results_by_partition"]] == [
+            ErrorCode.INVALID_TXN_STATE,
+            0,
+        ]
+    finally:
+        wire.close()
+    producer.commit_transaction(20)
