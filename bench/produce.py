@@ -15,8 +15,9 @@ running agent given by `--bootstrap` — then, for each
 With `--transactional` the phases are instead, per partition count: `--producers`
 producers (default 16), each in its own thread, write groups of `--txn-records` records
 (default 100) as fast as they can — once as transactions (begin, produce, commit; the
-transaction's records spread over the partitions), once the same without transactions
-(produce, flush) — reporting groups/s, MiB/s and the per-group latency p50/p99.
+transaction's records spread over the partitions), once the same idempotent producers
+without transactions (produce, flush) — reporting groups/s, MiB/s and the per-group
+latency p50/p99.
 
 Prints one JSON object.
 
@@ -125,7 +126,14 @@ def run_groups(
     started = time.perf_counter()
 
     def work(n: int) -> None:
-        config = {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"}
+        # Idempotent both ways, so that only the transaction differs: librdkafka then
+        # keeps at most 5 produce requests in flight per connection, one per partition.
+        config = {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "acks": "all",
+            "enable.idempotence": True,
+        }
         if transactional:
             config["transactional.id"] = f"bench-{topic}-{n}"
         prod = Producer(config)
