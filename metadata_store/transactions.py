@@ -68,25 +68,24 @@ def txn_init(
     for _ in range(3):
         with _cursor() as cursor:
             txn = _row(cursor, cluster_id, transactional_id)
-        if (
-            txn is not None
-            and producer_id >= 0
-            and (txn.id, txn.epoch)
-            != (
-                producer_id,
-                producer_epoch,
-            )
-        ):
+        latest = txn is None or (txn.id, txn.epoch) == (producer_id, producer_epoch)
+        if producer_id >= 0 and not latest:
             return {"error_code": ErrorCode.PRODUCER_FENCED}  # KIP-360: not the latest
         if txn is not None and txn.state == "ongoing":
             _end(cluster_id, txn.id, None, committed=False)
         with transaction.atomic(), _cursor() as cursor:
+            # Epochs are int16: an exhausted producer id is retired and the transactional
+            # id gets a new one at epoch 0, as in Kafka (its old epochs stay fenced).
+            cursor.execute(
+                "UPDATE floe_producer_id SET transactional_id = NULL WHERE cluster_id = %s"
+                " AND transactional_id = %s AND epoch >= 32766 AND txn_state <> 'ongoing'",
+                [cluster_id, transactional_id],
+            )
             cursor.execute(
                 "INSERT INTO floe_producer_id (cluster_id, transactional_id, epoch, created_at,"
                 " txn_state, txn_timeout_ms) VALUES (%s, %s, 0, now(), 'empty', %s)"
                 " ON CONFLICT (cluster_id, transactional_id) DO UPDATE SET"
-                " epoch = CASE WHEN floe_producer_id.epoch >= 32766 THEN 0"
-                " ELSE floe_producer_id.epoch + 1 END, txn_timeout_ms = EXCLUDED.txn_timeout_ms,"
+                " epoch = floe_producer_id.epoch + 1, txn_timeout_ms = EXCLUDED.txn_timeout_ms,"
                 " txn_state = CASE WHEN floe_producer_id.txn_state = 'ongoing' THEN 'ongoing'"
                 " ELSE 'empty' END"
                 " RETURNING id, epoch, txn_state",

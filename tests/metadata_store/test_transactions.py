@@ -264,3 +264,12 @@ def test_offsets_held_by_an_open_transaction_are_unstable_for_require_stable(age
     assert fetch() == {**fetch(), "offset": -1, "error_code": 0}
     assert txn.end(True) == 0
     assert (fetch(require_stable=True)["error_code"], fetch()["offset"]) == (0, 4)
+
+
+def test_an_exhausted_epoch_gets_the_transactional_id_a_new_producer_id(agent_api, alice):
+    first = Txn(agent_api, alice)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE floe_producer_id SET epoch = 32766 WHERE id = %s", [first.pid])
+    second = Txn(agent_api, alice)
+    assert (second.epoch, second.pid != first.pid) == (0, True)
+    assert Txn(agent_api, alice).epoch == 1
