@@ -17,7 +17,17 @@ from agents.context import AgentContext
 from agents.control_plane import ControlPlaneError
 from agents.groups.relay import handle_relayed, relaying
 from agents.handlers import acls as acl_handlers
-from agents.handlers import cluster, configs, fetch, group_offsets, groups, offsets, produce, topics
+from agents.handlers import (
+    cluster,
+    configs,
+    fetch,
+    group_offsets,
+    groups,
+    offsets,
+    produce,
+    topics,
+    transactions,
+)
 from agents.handlers.errors import CloseConnection, error_response
 from agents.metrics import Counter, Histogram
 from agents.security import sasl
@@ -65,6 +75,13 @@ HANDLERS: dict[ApiKey, tuple[Handler, int]] = {
     ApiKey.OFFSET_COMMIT: (_relayed(group_offsets.handle_offset_commit), 0),
     ApiKey.OFFSET_FETCH: (_relayed(group_offsets.handle_offset_fetch), 0),
     ApiKey.OFFSET_DELETE: (_relayed(group_offsets.handle_offset_delete), 0),
+    # Transactions (handlers/transactions.py, KIP-98).
+    ApiKey.ADD_PARTITIONS_TO_TXN: (transactions.handle_add_partitions_to_txn, 0),
+    ApiKey.ADD_OFFSETS_TO_TXN: (transactions.handle_add_offsets_to_txn, 0),
+    ApiKey.TXN_OFFSET_COMMIT: (transactions.handle_txn_offset_commit, 0),
+    ApiKey.END_TXN: (transactions.handle_end_txn, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (transactions.handle_describe_transactions, 0),
+    ApiKey.LIST_TRANSACTIONS: (transactions.handle_list_transactions, 0),
     # Security (agents/security): SASL, and ACLs stored by the control plane.
     ApiKey.SASL_HANDSHAKE: (sasl.handle_sasl_handshake, 0),
     ApiKey.SASL_AUTHENTICATE: (sasl.handle_sasl_authenticate, 0),

@@ -23,6 +23,7 @@ from agents.metrics import Counter, Histogram
 from agents.read_stats import count_client_bytes
 from agents.topics import TopicInfo
 from core.kafka.errors import ErrorCode
+from core.kafka.records import RecordInput, encode_batch
 from core.segment import run_batches
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 REPLAN_INTERVAL_S = 0.1
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 _LEADER_EPOCH = 0  # Floe has no leader changes; Metadata says epoch 0 too
+_MARKER_KEY = struct.Struct(">hh")  # version, type
+_MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
 
 _PLAN_SECONDS = Histogram("floe_fetch_plan_seconds", "Latency of fetch-plan calls.")
 _READ_ERRORS = Counter("floe_fetch_read_errors_total", "Batches that could not be read.")
@@ -83,6 +86,7 @@ async def fill(
             if w.info is not None
         ],
         "max_bytes": max_bytes,
+        "isolation_level": 1 if body.get("isolation_level") == 1 else 0,
     }
     keys = [(w.info.topic_id_str, w.partition) for w in wanted if w.info is not None]
     while True:
@@ -97,7 +101,9 @@ async def fill(
             return
         finally:
             _PLAN_SECONDS.observe(time.perf_counter() - started)
-        total, errors = await _assemble(ctx, wanted, plan["partitions"], max_bytes)
+        total, errors = await _assemble(
+            ctx, wanted, plan["partitions"], max_bytes, plan_request["isolation_level"] == 1
+        )
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0:
             if total:
@@ -109,7 +115,11 @@ async def fill(
 
 
 async def _assemble(
-    ctx: AgentContext, wanted: list[Wanted], planned: list[dict[str, Any]], max_bytes: int
+    ctx: AgentContext,
+    wanted: list[Wanted],
+    planned: list[dict[str, Any]],
+    max_bytes: int,
+    read_committed: bool = False,
 ) -> tuple[int, bool]:
     """Fill each answer from its plan; returns (bytes of records, any partition error).
 
@@ -127,8 +137,9 @@ async def _assemble(
         answer = item.answer
         answer["error_code"] = plan["error_code"]
         answer["high_watermark"] = plan["high_watermark"]
-        answer["last_stable_offset"] = plan["high_watermark"]
+        answer["last_stable_offset"] = plan.get("last_stable_offset", plan["high_watermark"])
         answer["log_start_offset"] = plan["log_start_offset"]
+        answer["aborted_transactions"] = plan.get("aborted_transactions")
         answer["records"] = b""
         if plan["error_code"]:
             errors = True
@@ -138,6 +149,7 @@ async def _assemble(
             item.partition,
             high_watermark=plan["high_watermark"],
             log_start=plan["log_start_offset"],
+            last_stable=plan.get("last_stable_offset", -1),
         )
         if plan["batches"]:
             chosen.append((item, plan["batches"]))
@@ -147,13 +159,28 @@ async def _assemble(
     cache = ctx.cache
     for _, runs in chosen:
         for run in runs:
-            cache.prefetch(run["file_key"], run["pos"], run["len"])
+            if "marker" not in run:
+                cache.prefetch(run["file_key"], run["pos"], run["len"])
     total = 0
     for item, runs in chosen:
         pieces: list[bytes | memoryview] = []
         used = 0
+        # read_committed: nothing at or past the last stable offset (a run may cross it).
+        end = item.answer["last_stable_offset"] if read_committed else None
         try:
             for run in runs:
+                if "marker" in run:
+                    if run["base_offset"] < item.offset:
+                        continue
+                    marker = control_batch(run["base_offset"], run["marker"])
+                    if (total or pieces) and (
+                        used + len(marker) > item.max_bytes or total + len(marker) > max_bytes
+                    ):
+                        raise _Full
+                    pieces.append(marker)
+                    used += len(marker)
+                    total += len(marker)
+                    continue
                 views = await cache.read(run["file_key"], run["pos"], run["len"])
                 data = views[0] if len(views) == 1 else memoryview(b"".join(views))
                 for batch in run_batches(
@@ -164,6 +191,8 @@ async def _assemble(
                 ):
                     if batch.last_offset < item.offset:
                         continue  # before the fetch offset: the consumer would skip it
+                    if end is not None and batch.base_offset >= end:
+                        raise _Full
                     size = batch.length
                     first_of_response = total == 0 and not pieces
                     if not first_of_response and (
@@ -185,6 +214,25 @@ async def _assemble(
         if pieces:
             item.answer["records"] = pieces
     return total, errors
+
+
+def control_batch(offset: int, marker: dict[str, Any]) -> bytes:
+    """The control batch of a commit or abort marker at `offset` (KIP-98): one record,
+    key (version 0, type 1 commit / 0 abort), value (version 0, coordinator epoch)."""
+    record = RecordInput(
+        key=_MARKER_KEY.pack(0, 1 if marker["committed"] else 0),
+        value=_MARKER_VALUE.pack(0, 0),
+        timestamp=marker["timestamp"],
+    )
+    return encode_batch(
+        [record],
+        base_offset=offset,
+        producer_id=marker["producer_id"],
+        producer_epoch=marker["producer_epoch"],
+        is_transactional=True,
+        is_control=True,
+        partition_leader_epoch=_LEADER_EPOCH,
+    )
 
 
 class _Full(Exception):

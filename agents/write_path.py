@@ -152,6 +152,8 @@ def _lay_out(batches: list[BatchToWrite]) -> _Written:
                     "base_sequence": header.base_sequence,
                 }
             )
+            if header.is_transactional:
+                entries[-1]["transactional"] = True
             order.append(index)
             # Billing's logical bytes; here, on the upload thread, off the request path.
             try:

@@ -12,11 +12,19 @@ running agent given by `--bootstrap` — then, for each
    → consumed), p50/p99;
 3. catch-up: a new consumer reads the topic from the beginning; MiB/s.
 
+With `--transactional` the phases are instead, per partition count: `--producers`
+producers (default 16), each in its own thread, write groups of `--txn-records` records
+(default 100) as fast as they can — once as transactions (begin, produce, commit; the
+transaction's records spread over the partitions), once the same idempotent producers
+without transactions (produce, flush) — reporting groups/s, MiB/s and the per-group
+latency p50/p99.
+
 Prints one JSON object. `FLOE_BENCH_COMPRESSION=lz4` (or gzip, snappy, zstd) makes the
 producers compress (default none).
 
     .venv/bin/python bench/produce.py [--seconds 10] [--batch-timeouts 250,50]
                                       [--partitions 12,100,1000]
+                                      [--transactional [--producers 16] [--txn-records 100]]
 """
 
 from __future__ import annotations
@@ -104,6 +112,74 @@ def run_throughput(bootstrap: str, topic: str, partitions: int, seconds: float) 
         "failed": delivered[1],
         "seconds": round(elapsed, 2),
         "mib_per_s": round(delivered[0] * RECORD_BYTES / MIB / elapsed, 1),
+    }
+
+
+def run_groups(
+    bootstrap: str, topic: str, partitions: int, seconds: float, args, *, transactional: bool
+) -> dict:
+    """`args.producers` producers write groups of `args.txn_records` records for
+    `seconds`: as transactions, or produce-then-flush without."""
+    payload = bytes(RECORD_BYTES)
+    latencies: list[float] = []
+    failed = [0]
+    lock = threading.Lock()
+    started = time.perf_counter()
+
+    def work(n: int) -> None:
+        # Idempotent both ways, so that only the transaction differs: librdkafka then
+        # keeps at most 5 produce requests in flight per connection, one per partition.
+        config = {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "acks": "all",
+            "enable.idempotence": True,
+        }
+        if transactional:
+            config["transactional.id"] = f"bench-{topic}-{n}"
+        prod = Producer(config)
+        if transactional:
+            prod.init_transactions(30)
+        sent = n
+        while time.perf_counter() - started < seconds:
+            began = time.perf_counter()
+            try:
+                if transactional:
+                    prod.begin_transaction()
+                for _ in range(args.txn_records):
+                    prod.produce(topic, payload, partition=sent % partitions)
+                    sent += 1
+                if transactional:
+                    prod.commit_transaction(30)
+                else:
+                    prod.flush(30)
+            except Exception:  # noqa: BLE001 - counted, the run goes on
+                with lock:
+                    failed[0] += 1
+                if transactional:
+                    prod.abort_transaction(30)
+                continue
+            with lock:
+                latencies.append(time.perf_counter() - began)
+        prod.flush(30)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(args.producers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    groups = len(latencies)
+    return {
+        "transactional": transactional,
+        "producers": args.producers,
+        "records_per_group": args.txn_records,
+        "groups": groups,
+        "failed": failed[0],
+        "groups_per_s": round(groups / elapsed, 1),
+        "mib_per_s": round(groups * args.txn_records * RECORD_BYTES / MIB / elapsed, 2),
+        "group_p50_ms": round(percentile(latencies, 50) * 1000, 1) if latencies else None,
+        "group_p99_ms": round(percentile(latencies, 99) * 1000, 1) if latencies else None,
     }
 
 
@@ -210,6 +286,20 @@ def run_phases(bootstrap: str, label: str, args) -> list[dict]:
     for partitions in [int(p) for p in args.partitions.split(",")]:
         topic = f"bench-{label}-{partitions}-{int(time.time())}"
         create_topic(bootstrap, topic, partitions)
+        if args.transactional:
+            results.append(
+                {
+                    "partitions": partitions,
+                    "transactions": run_groups(
+                        bootstrap, topic, partitions, args.seconds, args, transactional=True
+                    ),
+                    "without_transactions": run_groups(
+                        bootstrap, topic, partitions, args.seconds, args, transactional=False
+                    ),
+                }
+            )
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+            continue
         throughput = run_throughput(bootstrap, topic, partitions, args.seconds)
         latency_topic = topic + "-latency"
         create_topic(bootstrap, latency_topic, partitions)
@@ -246,6 +336,11 @@ def main() -> None:
     parser.add_argument("--batch-timeouts", default="250,50")
     parser.add_argument("--rate", type=int, default=5000, help="records/s in the latency phase")
     parser.add_argument("--partitions", default="12", help="partition counts, e.g. 12,100,1000")
+    parser.add_argument(
+        "--transactional", action="store_true", help="transactions vs the same without"
+    )
+    parser.add_argument("--producers", type=int, default=16, help="with --transactional")
+    parser.add_argument("--txn-records", type=int, default=100, help="records per transaction")
     parser.add_argument("--control-plane-url", help="use a running control plane")
     parser.add_argument("--agent-key", help="agent key of a cluster on that control plane")
     parser.add_argument("--bootstrap", help="measure a running agent (host:port) instead")

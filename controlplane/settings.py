@@ -238,3 +238,12 @@ CELERY_BEAT_SCHEDULE["floe-history-prune"] = {
     "task": "virtualclusters.jobs.tasks.history_prune",
     "schedule": 24 * 3600.0,
 }
+# KIP-98: transactions open past their transaction.timeout.ms are aborted this often.
+CELERY_BEAT_SCHEDULE["floe-transactions-expire"] = {
+    "task": "metadata_store.tasks.transactions_expire",
+    "schedule": float(env_int("FLOE_TXN_TIMEOUT_CHECK_S", 10, minimum=1)),
+}
+CELERY_BEAT_SCHEDULE["floe-txn-markers-prune"] = {
+    "task": "metadata_store.tasks.txn_markers_prune",
+    "schedule": 3600.0,
+}

@@ -12,6 +12,11 @@ Two passes over a partition's batches, as Kafka's log cleaner does:
    batch counts and max timestamp change. A batch left with no records is dropped from
    its run; a run left with no batch leaves the index.
 
+Transactions (KIP-98): records of aborted transactions (``aborted``: [partition id,
+producer id, first offset, abort marker offset]) are dropped and never count as a key's
+latest value; control records (markers) are not in files at all. The plan stops at the
+last stable offset, so open transactions are never cleaned.
+
 Record keys travel between executors (the shuffle of pass 1) and never reach the
 driver: it collects only offsets and pointers.
 
@@ -43,7 +48,7 @@ KEY_BATCH_SCHEMA = (
 )
 RECORD_SCHEMA = (
     "partition_id long, batch_last_offset long, offset long, key binary, tombstone boolean,"
-    " timestamp long, tombstone_cutoff_ms long"
+    " timestamp long, tombstone_cutoff_ms long, aborted boolean"
 )
 READ_TASK_BYTES = 64 * 1024 * 1024  # pass 1 reads about this much per task
 
@@ -54,17 +59,21 @@ def transform_latest_per_key(records: DataFrame) -> DataFrame:
     Kept: the last record of each key; records without a key (nothing supersedes them);
     and the partition's last record whatever it is, so the batch holding the partition's
     last offset survives and consumers can always read up to the high watermark. Dropped:
-    superseded records, and tombstones older than their ``tombstone_cutoff_ms``.
+    superseded records, tombstones older than their ``tombstone_cutoff_ms``, and records
+    of aborted transactions, which supersede nothing.
     """
     expired_tombstone = F.col("tombstone") & (F.col("timestamp") < F.col("tombstone_cutoff_ms"))
-    keep = (
-        F.col("key").isNull()
-        | (F.col("offset") == F.col("tail"))
-        | ((F.col("offset") == F.col("latest")) & ~expired_tombstone)
+    keep = (F.col("offset") == F.col("tail")) | (
+        ~F.col("aborted")
+        & (F.col("key").isNull() | ((F.col("offset") == F.col("latest")) & ~expired_tombstone))
     )
+    latest_key = F.when(F.col("aborted"), F.lit(None)).otherwise(F.col("key"))
     return (
         records.withColumn(
-            "latest", F.max("offset").over(Window.partitionBy("partition_id", "key"))
+            "latest",
+            F.max(F.when(~F.col("aborted"), F.col("offset"))).over(
+                Window.partitionBy("partition_id", latest_key)
+            ),
         )
         .withColumn("tail", F.max("offset").over(Window.partitionBy("partition_id")))
         .where(keep)
@@ -88,8 +97,23 @@ def _decoded(store, rows: list[tuple]):
         yield row, [(b, decode_records(b.data)[1]) for b in batches]
 
 
-def record_rows(rows: Iterable[tuple], *, bucket_url: str) -> Iterator[tuple]:
+def _aborted_check(aborted: Iterable[Sequence[int]]):
+    """`is_aborted(partition id, producer id, offset)` over the plan's aborted ranges."""
+    ranges: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for pid, producer_id, first, marker in aborted:
+        ranges[(pid, producer_id)].append((first, marker))
+
+    def is_aborted(pid: int, producer_id: int, offset: int) -> bool:
+        return any(first <= offset < marker for first, marker in ranges.get((pid, producer_id), ()))
+
+    return is_aborted
+
+
+def record_rows(
+    rows: Iterable[tuple], *, bucket_url: str, aborted: Iterable[Sequence[int]] = ()
+) -> Iterator[tuple]:
     """Executor side of pass 1: one `RECORD_SCHEMA` row per record of each batch."""
+    is_aborted = _aborted_check(aborted)
     store = store_for(bucket_url)
     by_file: dict[str, list[tuple]] = defaultdict(list)
     for row in rows:
@@ -99,11 +123,22 @@ def record_rows(rows: Iterable[tuple], *, bucket_url: str) -> Iterator[tuple]:
             pid, last, cutoff = row[0], row[4], row[10]
             for stored, records in batches:
                 header = stored.header
+                transactional = header.is_transactional and not header.is_control
                 for record in records:
                     # Control records (transaction markers) are never compacted away.
                     key = None if header.is_control else record.key
                     tombstone = record.value is None and not header.is_control
-                    yield (pid, last, record.offset, key, tombstone, record.timestamp, cutoff)
+                    dropped = transactional and is_aborted(pid, header.producer_id, record.offset)
+                    yield (
+                        pid,
+                        last,
+                        record.offset,
+                        key,
+                        tombstone,
+                        record.timestamp,
+                        cutoff,
+                        dropped,
+                    )
 
 
 def rewrite_outputs(
@@ -178,13 +213,14 @@ def run(spark: SparkSession, plan: dict) -> dict:
     if not rows:
         return {"files": [], "batches": []}
     bucket_url, prefix = plan["bucket_url"], plan["output_prefix"]
+    aborted = [tuple(a) for a in plan.get("aborted", [])]
     target = int(plan["target_bytes"])
     batches = spark.createDataFrame(rows, schema=KEY_BATCH_SCHEMA)
 
     reads = max(1, math.ceil(sum(r[7] for r in rows) / READ_TASK_BYTES))
     records = spark.createDataFrame(
         batches.repartition(reads, "file_key").rdd.mapPartitions(
-            lambda part: record_rows(part, bucket_url=bucket_url)
+            lambda part: record_rows(part, bucket_url=bucket_url, aborted=aborted)
         ),
         schema=RECORD_SCHEMA,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from core.kafka.errors import ErrorCode
-from metadata_store.models import GroupOffset, Partition
+from metadata_store.models import GroupOffset, Partition, TransactionOffset
 from virtualclusters.models import VirtualCluster
 
 
@@ -52,7 +52,18 @@ def group_offsets_commit(cluster: VirtualCluster, group_id: str, offsets: list) 
     return {"offsets": answers}
 
 
-def group_offsets_fetch(cluster: VirtualCluster, group_id: str, partitions: list | None) -> dict:
+def group_offsets_fetch(
+    cluster: VirtualCluster, group_id: str, partitions: list | None, *, require_stable=False
+) -> dict:
+    """The group's committed offsets. `require_stable` (KIP-447): partitions whose
+    offsets an open transaction holds answer UNSTABLE_OFFSET_COMMIT (the consumer retries)."""
+    unstable = set()
+    if require_stable:
+        unstable = set(
+            TransactionOffset.objects.filter(
+                producer__cluster=cluster, group_id=group_id
+            ).values_list("partition__topic__name", "partition__index")
+        )
     committed = {
         (o.partition.topic.name, o.partition.index): o
         for o in GroupOffset.objects.filter(cluster=cluster, group_id=group_id).select_related(
@@ -73,7 +84,7 @@ def group_offsets_fetch(cluster: VirtualCluster, group_id: str, partitions: list
                 "offset": o.committed_offset if o else -1,
                 "leader_epoch": o.leader_epoch if o else -1,
                 "metadata": o.metadata if o else "",
-                "error_code": 0,
+                "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT) if key in unstable else 0,
             }
         )
     return {"offsets": answers}

@@ -147,12 +147,28 @@ class ProducerState(models.Model):
 
 
 class ProducerId(models.Model):
-    """Producer ids come from this table's sequence; transactional ids keep theirs."""
+    """Producer ids come from this table's sequence; transactional ids keep theirs.
+
+    A transactional id's row is also its transaction (KIP-98): the state, the timeout and
+    when the open transaction began. Every transactional call locks this row, so the
+    state, the epoch and the partitions of the transaction change together.
+    """
+
+    class TxnState(models.TextChoices):
+        EMPTY = "empty"
+        ONGOING = "ongoing"
+        COMPLETE_COMMIT = "complete_commit"
+        COMPLETE_ABORT = "complete_abort"
 
     cluster = models.ForeignKey("virtualclusters.VirtualCluster", on_delete=models.CASCADE)
     transactional_id = models.CharField(max_length=255, null=True, blank=True)
     epoch = models.SmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+    txn_state = models.CharField(
+        max_length=16, choices=TxnState.choices, default=TxnState.EMPTY, db_default="empty"
+    )
+    txn_timeout_ms = models.IntegerField(default=60_000, db_default=60_000)
+    txn_started_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "floe_producer_id"
@@ -161,6 +177,64 @@ class ProducerId(models.Model):
                 fields=["cluster", "transactional_id"], name="transactional_id_unique"
             )
         ]
+
+
+class TransactionPartition(models.Model):
+    """A partition of an open transaction, and the offset of the transaction's first
+    batch in it (none written yet: NULL). The smallest first offset of a partition's open
+    transactions is its last stable offset (LSO): read_committed consumers stop there."""
+
+    producer = models.ForeignKey(ProducerId, on_delete=models.CASCADE)
+    partition = models.ForeignKey(Partition, on_delete=models.CASCADE, db_constraint=False)
+    first_offset = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        db_table = "floe_txn_partition"
+        constraints = [
+            models.UniqueConstraint(fields=["producer", "partition"], name="txn_partition_unique")
+        ]
+
+
+class TransactionOffset(models.Model):
+    """A consumer-group offset sent to an open transaction (TxnOffsetCommit): it becomes
+    the group's committed offset when the transaction commits, and vanishes if it aborts."""
+
+    producer = models.ForeignKey(ProducerId, on_delete=models.CASCADE)
+    group_id = models.CharField(max_length=255)
+    partition = models.ForeignKey(Partition, on_delete=models.CASCADE, db_constraint=False)
+    committed_offset = models.BigIntegerField()
+    leader_epoch = models.IntegerField(default=-1)
+    metadata = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "floe_txn_offset"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["producer", "group_id", "partition"], name="txn_offset_unique"
+            )
+        ]
+
+
+class TransactionMarker(models.Model):
+    """A commit or abort marker (a Kafka control batch) at its own offset of a partition.
+
+    Markers hold no record data, so they live here rather than in a file: the fetch plan
+    names them among the runs and the agent builds the control batch. An abort marker's
+    `first_offset` (the transaction's first batch in the partition) makes it an entry of
+    the aborted-transactions list read_committed fetches get.
+    """
+
+    pk = models.CompositePrimaryKey("partition", "marker_offset")
+    partition = models.ForeignKey(Partition, on_delete=models.CASCADE, db_constraint=False)
+    marker_offset = models.BigIntegerField()
+    producer_id = models.BigIntegerField()
+    producer_epoch = models.SmallIntegerField()
+    committed = models.BooleanField()
+    first_offset = models.BigIntegerField(null=True, blank=True)
+    timestamp = models.BigIntegerField()
+
+    class Meta:
+        db_table = "floe_txn_marker"
 
 
 class GroupOffset(models.Model):

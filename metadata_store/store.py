@@ -20,6 +20,7 @@ from metadata_store.agent_api.schemas import CommitBatch
 from metadata_store.commit_group import CommitGroup
 
 FETCH_PLAN_MAX_RUNS = 128  # per partition and call; the client simply fetches again
+MARKER_BYTES = 78  # a commit or abort marker's control batch, for the byte budgets
 
 
 @dataclass(slots=True)
@@ -130,6 +131,10 @@ def _commit_one(request: _FileCommit) -> list[dict]:
     with _cursor() as cursor:
         pairs = sorted({(b.topic_id, b.partition) for b in batches})
         ids = _partition_id_map(cursor, request.cluster_id, pairs)
+        refused: dict[int, int] = {}
+        if any(b.transactional for b in batches):
+            refused = _transactional_refusals(cursor, request.cluster_id, batches, ids)
+        sent = [b for i, b in enumerate(batches) if i not in refused] if refused else batches
         cursor.execute(
             "SELECT floe_commit(%s, %s, %s, %s::bigint[], %s::int[], %s::bigint[], %s::int[],"
             " %s::bigint[], %s::bigint[], %s::int[], %s::int[])",
@@ -137,19 +142,85 @@ def _commit_one(request: _FileCommit) -> list[dict]:
                 request.cluster_id,
                 request.file_key,
                 request.size,
-                _array(ids.get((b.topic_id, b.partition), -1) for b in batches),
-                _array(b.records for b in batches),
-                _array(b.pos for b in batches),
-                _array(b.len for b in batches),
-                _array(b.max_ts for b in batches),
-                _array(b.producer_id for b in batches),
-                _array(b.producer_epoch for b in batches),
-                _array(b.base_sequence for b in batches),
+                _array(ids.get((b.topic_id, b.partition), -1) for b in sent),
+                _array(b.records for b in sent),
+                _array(b.pos for b in sent),
+                _array(b.len for b in sent),
+                _array(b.max_ts for b in sent),
+                _array(b.producer_id for b in sent),
+                _array(b.producer_epoch for b in sent),
+                _array(b.base_sequence for b in sent),
             ],
         )
         result = cursor.fetchone()[0]
-    # Django registers a jsonb loader that leaves decoding to the caller.
-    return json.loads(result) if isinstance(result, str) else result
+        # Django registers a jsonb loader that leaves decoding to the caller.
+        result = json.loads(result) if isinstance(result, str) else result
+        if sent is batches or len(result) == len(batches):  # all sent, or a retried file
+            answers = result
+        else:
+            given = iter(result)
+            answers = [
+                {"error_code": int(refused[i]), "base_offset": -1, "log_start_offset": -1}
+                if i in refused
+                else next(given)
+                for i in range(len(batches))
+            ]
+            cursor.execute(
+                "UPDATE floe_file SET commit_result = %s::jsonb WHERE cluster_id = %s AND key = %s",
+                [json.dumps(answers), request.cluster_id, request.file_key],
+            )
+        written = [
+            (ids[(b.topic_id, b.partition)], b.producer_id, a["base_offset"])
+            for b, a in zip(batches, answers, strict=True)
+            if b.transactional and not a["error_code"] and a["base_offset"] >= 0
+        ]
+        if written:
+            # KIP-98: the transaction's first offset in each partition holds the LSO there.
+            cursor.execute(
+                "UPDATE floe_txn_partition tp SET first_offset = u.off"
+                " FROM (SELECT part, pid, min(off) AS off FROM unnest(%s::bigint[],"
+                " %s::bigint[], %s::bigint[]) AS w(part, pid, off) GROUP BY part, pid) u"
+                " WHERE tp.partition_id = u.part AND tp.producer_id = u.pid"
+                " AND tp.first_offset IS NULL",
+                [[w[0] for w in written], [w[1] for w in written], [w[2] for w in written]],
+            )
+    return answers
+
+
+def _transactional_refusals(cursor, cluster_id: int, batches: list[CommitBatch], ids: dict):
+    """Batch index -> error for transactional batches their transaction does not allow:
+    an unknown producer, an old epoch (a fenced zombie) or a partition not added to the
+    open transaction (KIP-98). Takes the partitions' locks, then the producers' rows, in
+    the order ending a transaction takes them (``transactions._end``)."""
+    cursor.execute(
+        "SELECT id FROM floe_partition WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
+        [sorted(set(ids.values()))],
+    )
+    producers = sorted({b.producer_id for b in batches if b.transactional})
+    cursor.execute(
+        "SELECT id FROM floe_producer_id WHERE cluster_id = %s AND id = ANY(%s)"
+        " ORDER BY id FOR SHARE",
+        [cluster_id, producers],
+    )
+    cursor.execute(
+        "SELECT p.id, p.epoch, p.txn_state, array_remove(array_agg(tp.partition_id), NULL)"
+        " FROM floe_producer_id p LEFT JOIN floe_txn_partition tp ON tp.producer_id = p.id"
+        " WHERE p.cluster_id = %s AND p.id = ANY(%s) GROUP BY p.id",
+        [cluster_id, producers],
+    )
+    txns = {pid: (epoch, state, set(parts)) for pid, epoch, state, parts in cursor.fetchall()}
+    refused = {}
+    for i, b in enumerate(batches):
+        if not b.transactional:
+            continue
+        txn = txns.get(b.producer_id)
+        if txn is None:
+            refused[i] = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        elif b.producer_epoch != txn[0]:
+            refused[i] = ErrorCode.INVALID_PRODUCER_EPOCH
+        elif txn[1] != "ongoing" or ids.get((b.topic_id, b.partition)) not in txn[2]:
+            refused[i] = ErrorCode.INVALID_TXN_STATE
+    return refused
 
 
 def _lock_group(requests: list[_FileCommit]) -> None:
@@ -168,19 +239,41 @@ def _lock_group(requests: list[_FileCommit]) -> None:
 _COMMITS = CommitGroup(lock_all=_lock_group, execute_one=_commit_one)
 
 
-def fetch_plan(*, cluster_id: int, partitions: list[dict], max_bytes: int) -> list[dict]:
-    """Run pointers from each requested offset on, within the byte budgets."""
+def _stable_offsets(cursor, partition_ids: list[int]) -> dict[int, int]:
+    """Partition id -> its last stable offset where an open transaction holds it back
+    (KIP-98: the first offset of the oldest open transaction; elsewhere the LSO is the
+    high watermark)."""
+    if not partition_ids:
+        return {}
+    cursor.execute(
+        "SELECT partition_id, min(first_offset) FROM floe_txn_partition"
+        " WHERE partition_id = ANY(%s) AND first_offset IS NOT NULL GROUP BY partition_id",
+        [partition_ids],
+    )
+    return dict(cursor.fetchall())
+
+
+def fetch_plan(
+    *, cluster_id: int, partitions: list[dict], max_bytes: int, isolation_level: int = 0
+) -> list[dict]:
+    """Run pointers from each requested offset on, within the byte budgets, with the
+    transaction markers among them. READ_COMMITTED (`isolation_level` 1, KIP-98) stops at
+    the last stable offset and lists the aborted transactions in the range."""
+    read_committed = isolation_level == 1
     with _cursor() as cursor:
         wanted = [(_as_uuid(p.get("topic_id")), p.get("partition", -1)) for p in partitions]
         rows = _partitions_for(cursor, cluster_id, sorted({w for w in wanted if w[0]}), lock=False)
+        stable = _stable_offsets(cursor, sorted({r.id for r in rows.values()}))
         answers: list[dict] = []
-        to_read: list[tuple[int, int, int]] = []  # (answer index, partition id, offset)
+        # (answer index, partition id, offset, end: the LSO or the high watermark)
+        to_read: list[tuple[int, int, int, int]] = []
         for request, key in zip(partitions, wanted):
             answer = {
                 "topic_id": request.get("topic_id"),
                 "partition": key[1],
                 "error_code": 0,
                 "high_watermark": -1,
+                "last_stable_offset": -1,
                 "log_start_offset": -1,
                 "batches": [],
             }
@@ -191,66 +284,121 @@ def fetch_plan(*, cluster_id: int, partitions: list[dict], max_bytes: int) -> li
                 continue
             answer["high_watermark"] = part.high_watermark
             answer["log_start_offset"] = part.log_start_offset
+            lso = stable.get(part.id, part.high_watermark)
+            answer["last_stable_offset"] = lso
+            end = lso if read_committed else part.high_watermark
             offset = request.get("offset", 0)
             if offset < part.log_start_offset or offset > part.high_watermark:
                 answer["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-            elif offset < part.high_watermark:
-                to_read.append((len(answers) - 1, part.id, offset))
+            elif offset < end:
+                to_read.append((len(answers) - 1, part.id, offset, end))
         if not to_read:
             return answers
-        # Per partition: runs from the offset on while the running byte count stays under
-        # the partition's budget, plus the run that crosses it (the agent trims runs to
-        # the budgets batch by batch, KIP-74).
+        # Per partition: runs and markers from the offset on (below the end) while the
+        # running byte count stays under the partition's budget, plus the one that
+        # crosses it (the agent trims runs to the budgets batch by batch, KIP-74).
         cursor.execute(
             "SELECT r.i, b.base_offset, b.last_offset, b.position, b.length, b.batch_count,"
-            " f.key, f.level"
-            " FROM unnest(%s::int[], %s::bigint[], %s::bigint[], %s::bigint[]) AS r(i, pid, off, budget)"
-            " CROSS JOIN LATERAL (SELECT * FROM (SELECT base_offset, last_offset, position, length,"
-            "   batch_count, file_id, sum(length) OVER (ORDER BY last_offset) - length AS before"
-            "   FROM (SELECT * FROM floe_batch WHERE partition_id = r.pid AND last_offset >= r.off"
-            "         ORDER BY last_offset LIMIT %s) x) y WHERE y.before < r.budget) b"
-            " JOIN floe_file f ON f.id = b.file_id"
+            " f.key, f.level, b.m_pid, b.m_epoch, b.m_commit, b.m_ts"
+            " FROM unnest(%s::int[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])"
+            "   AS r(i, pid, off, budget, upto)"
+            " CROSS JOIN LATERAL (SELECT * FROM (SELECT *,"
+            "   sum(length) OVER (ORDER BY last_offset) - length AS before FROM ("
+            "   (SELECT base_offset, last_offset, position, length, batch_count, file_id,"
+            "      NULL::bigint AS m_pid, NULL::smallint AS m_epoch, NULL::bool AS m_commit,"
+            "      NULL::bigint AS m_ts FROM floe_batch"
+            "     WHERE partition_id = r.pid AND last_offset >= r.off AND base_offset < r.upto"
+            "     ORDER BY last_offset LIMIT %s)"
+            "   UNION ALL"
+            "   (SELECT marker_offset, marker_offset, 0, %s, 1, NULL, producer_id,"
+            "      producer_epoch, committed, timestamp FROM floe_txn_marker"
+            "     WHERE partition_id = r.pid AND marker_offset >= r.off AND marker_offset < r.upto"
+            "     ORDER BY marker_offset LIMIT %s)"
+            "   ORDER BY last_offset LIMIT %s) x) y WHERE y.before < r.budget) b"
+            " LEFT JOIN floe_file f ON f.id = b.file_id"
             " ORDER BY r.i, b.last_offset",
             [
                 [t[0] for t in to_read],
                 [t[1] for t in to_read],
                 [t[2] for t in to_read],
                 [max(1, partitions[t[0]].get("max_bytes", max_bytes)) for t in to_read],
+                [t[3] for t in to_read],
+                FETCH_PLAN_MAX_RUNS,
+                MARKER_BYTES,
+                FETCH_PLAN_MAX_RUNS,
                 FETCH_PLAN_MAX_RUNS,
             ],
         )
         budget = max_bytes
         part_budget = {t[0]: partitions[t[0]].get("max_bytes", max_bytes) for t in to_read}
         first = True
-        for index, base, last, position, length, batches, key, level in cursor.fetchall():
+        for row in cursor.fetchall():
+            index, base, last, position, length, batches, key, level = row[:8]
             # KIP-74: the first run of the response is returned whatever the limits, so a
             # consumer always makes progress; a later one only while budget is left.
             if not first and (part_budget[index] <= 0 or budget <= 0):
                 continue
             first = False
-            answers[index]["batches"].append(
-                {
-                    "file_key": key,
-                    "pos": position,
-                    "len": length,
-                    "base_offset": base,
-                    "last_offset": last,
-                    "batch_count": batches,
-                    # Level-0 files hold producers' batches as sent: the reader sets
-                    # each batch's baseOffset from the run's. Compacted files carry them.
-                    "rewrite": level == 0,
-                }
-            )
+            if key is None:  # a transaction marker: the agent writes its control batch
+                pid, epoch, committed, ts = row[8:]
+                answers[index]["batches"].append(
+                    {
+                        "base_offset": base,
+                        "last_offset": last,
+                        "marker": {
+                            "producer_id": pid,
+                            "producer_epoch": epoch,
+                            "committed": committed,
+                            "timestamp": ts,
+                        },
+                    }
+                )
+            else:
+                answers[index]["batches"].append(
+                    {
+                        "file_key": key,
+                        "pos": position,
+                        "len": length,
+                        "base_offset": base,
+                        "last_offset": last,
+                        "batch_count": batches,
+                        # Level-0 files hold producers' batches as sent: the reader sets
+                        # each batch's baseOffset from the run's. Compacted files carry them.
+                        "rewrite": level == 0,
+                    }
+                )
             part_budget[index] -= length
             budget -= length
+        if read_committed:
+            # KIP-98: the aborted transactions whose records the consumer may meet from
+            # its offset on; it drops their records up to each abort marker.
+            cursor.execute(
+                "SELECT r.i, m.producer_id, m.first_offset FROM unnest(%s::int[], %s::bigint[],"
+                " %s::bigint[], %s::bigint[]) AS r(i, pid, off, upto)"
+                " JOIN floe_txn_marker m ON m.partition_id = r.pid AND m.marker_offset >= r.off"
+                " AND NOT m.committed AND m.first_offset < r.upto ORDER BY r.i, m.first_offset",
+                [
+                    [t[0] for t in to_read],
+                    [t[1] for t in to_read],
+                    [t[2] for t in to_read],
+                    [t[3] for t in to_read],
+                ],
+            )
+            for index, producer_id, first_offset in cursor.fetchall():
+                answers[index].setdefault("aborted_transactions", []).append(
+                    {"producer_id": producer_id, "first_offset": first_offset}
+                )
     return answers
 
 
 def list_offsets(*, cluster_id: int, partitions: list[dict]) -> list[dict]:
-    """Earliest (-2), latest (-1), max-timestamp (-3) or first offset at a timestamp."""
+    """Earliest (-2), latest (-1), max-timestamp (-3) or first offset at a timestamp.
+    READ_COMMITTED's latest (a partition's `isolation_level` 1) is the last stable offset
+    (KIP-98)."""
     with _cursor() as cursor:
         wanted = [(_as_uuid(p.get("topic_id")), p.get("partition", -1)) for p in partitions]
         rows = _partitions_for(cursor, cluster_id, sorted({w for w in wanted if w[0]}), lock=False)
+        stable = _stable_offsets(cursor, sorted({r.id for r in rows.values()}))
         answers = []
         for request, key in zip(partitions, wanted):
             answer = {
@@ -267,9 +415,14 @@ def list_offsets(*, cluster_id: int, partitions: list[dict]) -> list[dict]:
                 continue
             answer["high_watermark"] = part.high_watermark
             answer["log_start_offset"] = part.log_start_offset
+            answer["last_stable_offset"] = stable.get(part.id, part.high_watermark)
             timestamp = request.get("timestamp", -1)
             if timestamp == -1:
-                answer["offset"] = part.high_watermark
+                answer["offset"] = (
+                    answer["last_stable_offset"]
+                    if request.get("isolation_level", 0) == 1
+                    else part.high_watermark
+                )
             elif timestamp == -2:
                 answer["offset"] = part.log_start_offset
             else:
@@ -338,23 +491,13 @@ def records_delete(*, cluster_id: int, partitions: list[dict]) -> list[dict]:
     return answers
 
 
-@transaction.atomic
-def producer_id_init(*, cluster_id: int, transactional_id: str | None) -> tuple[int, int]:
-    """A new producer id (epoch 0), or the transactional id's with its epoch bumped."""
+def producer_id_init(*, cluster_id: int) -> tuple[int, int]:
+    """A new producer id (epoch 0) for an idempotent producer. Transactional ids keep
+    theirs and bump its epoch (``transactions.txn_init``)."""
     with _cursor() as cursor:
-        if not transactional_id:
-            cursor.execute(
-                "INSERT INTO floe_producer_id (cluster_id, transactional_id, epoch, created_at)"
-                " VALUES (%s, NULL, 0, now()) RETURNING id",
-                [cluster_id],
-            )
-            return cursor.fetchone()[0], 0
         cursor.execute(
             "INSERT INTO floe_producer_id (cluster_id, transactional_id, epoch, created_at)"
-            " VALUES (%s, %s, 0, now()) ON CONFLICT (cluster_id, transactional_id)"
-            " DO UPDATE SET epoch = CASE WHEN floe_producer_id.epoch >= 32766 THEN 0"
-            " ELSE floe_producer_id.epoch + 1 END RETURNING id, epoch",
-            [cluster_id, transactional_id],
+            " VALUES (%s, NULL, 0, now()) RETURNING id",
+            [cluster_id],
         )
-        producer_id, epoch = cursor.fetchone()
-        return producer_id, epoch
+        return cursor.fetchone()[0], 0

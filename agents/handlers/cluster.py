@@ -15,6 +15,7 @@ from typing import Any
 from agents.context import AgentContext
 from agents.control_plane import ControlPlaneUnavailable
 from agents.groups.ring import Peer
+from agents.handlers.transactions import fenced_error
 from agents.topics import TopicInfo
 from agents.zone_routing import client_zone, partition_leaders
 from core.kafka.errors import ErrorCode
@@ -249,7 +250,8 @@ async def handle_init_producer_id(
     )
     return {
         "throttle_time_ms": 0,
-        "error_code": answer["error_code"],
+        # KIP-588: PRODUCER_FENCED from v4 on.
+        "error_code": fenced_error(answer["error_code"], header, 4),
         "producer_id": answer.get("producer_id", -1),
         "producer_epoch": answer.get("producer_epoch", -1),
     }

@@ -106,7 +106,11 @@ def _partition_entry(index: int, found: dict | None, error: int = 0) -> dict[str
 
 
 async def _fetch_group(
-    ctx: AgentContext, group_id: str, topics: list[dict] | None, name_field: str
+    ctx: AgentContext,
+    group_id: str,
+    topics: list[dict] | None,
+    name_field: str,
+    require_stable: bool = False,
 ) -> tuple[int, list[dict]]:
     """(group error, topics) for one group of an OffsetFetch request."""
     if not await ctx.groups.owns(group_id):
@@ -119,9 +123,10 @@ async def _fetch_group(
         ]
     )
     try:
-        answer = await ctx.client.call(
-            "offsets/fetch", {"group_id": group_id, "partitions": partitions}
-        )
+        query = {"group_id": group_id, "partitions": partitions}
+        if require_stable:  # KIP-447: not while a transaction holds offsets of the group
+            query["require_stable"] = True
+        answer = await ctx.client.call("offsets/fetch", query)
     except ControlPlaneError:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     found = {(o["topic"], o["partition"]): o for o in answer["offsets"]}
@@ -149,14 +154,20 @@ async def handle_offset_fetch(ctx: AgentContext, header, body: dict[str, Any]) -
         groups = []
         for requested in body["groups"]:
             error, topics = await _fetch_group(
-                ctx, requested["group_id"], requested["topics"], "name"
+                ctx,
+                requested["group_id"],
+                requested["topics"],
+                "name",
+                body.get("require_stable", False),
             )
             groups.append(
                 {"group_id": requested["group_id"], "topics": topics, "error_code": error}
             )
         return {"throttle_time_ms": 0, "groups": groups}
     requested_topics = body["topics"]
-    error, topics = await _fetch_group(ctx, body["group_id"], requested_topics, "name")
+    error, topics = await _fetch_group(
+        ctx, body["group_id"], requested_topics, "name", body.get("require_stable", False)
+    )
     if error and version < 2 and requested_topics:
         # v0–1 have no top-level error: put it on every partition asked for.
         topics = [

@@ -105,31 +105,51 @@ def _learn(ctx, info: TopicInfo, request: dict, index_field: str, answer: dict) 
             request[index_field],
             high_watermark=answer["high_watermark"],
             log_start=answer["log_start_offset"],
+            last_stable=answer.get("last_stable_offset", -1),
         )
 
 
-def _known_offset(ctx: AgentContext, request: dict, info: TopicInfo, index_field: str):
-    """A latest or earliest answer from what the agent learned in the last moment."""
+def _known_offset(
+    ctx: AgentContext,
+    request: dict,
+    info: TopicInfo,
+    index_field: str,
+    read_committed: bool = False,
+):
+    """A latest or earliest answer from what the agent learned in the last moment
+    (read_committed's latest: the last stable offset)."""
     timestamp = _TIMESTAMP_ALIASES.get(request.get("timestamp", LATEST), request.get("timestamp"))
     if "timestamp" in request and timestamp not in (LATEST, EARLIEST):
         return None
     known = ctx.offsets.fresh(info.topic_id_str, request[index_field])
     if known is None:
         return None
-    offset = known[1] if timestamp == EARLIEST else known[0]
+    if timestamp == EARLIEST:
+        offset = known[1]
+    elif read_committed:
+        offset = ctx.offsets.fresh_stable(info.topic_id_str, request[index_field])
+        if offset is None:
+            return None
+    else:
+        offset = known[0]
     return {"error_code": 0, "offset": offset, "timestamp": -1}
 
 
 async def handle_list_offsets(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
     """Kafka ListOffsets v1+: earliest (-2), latest (-1), max timestamp (-3) or by time."""
 
+    read_committed = body.get("isolation_level", 0) == 1
+
     def query_for(p: dict[str, Any], info: TopicInfo) -> dict[str, Any]:
         timestamp = _TIMESTAMP_ALIASES.get(p["timestamp"], p["timestamp"])
-        return {
+        query = {
             "topic_id": info.topic_id_str,
             "partition": p["partition_index"],
             "timestamp": timestamp,
         }
+        if read_committed:  # KIP-98: latest is the last stable offset
+            query["isolation_level"] = 1
+        return query
 
     def entry_for(
         request: dict[str, Any], error: int, answer: dict[str, Any] | None
@@ -162,7 +182,7 @@ async def handle_list_offsets(ctx: AgentContext, header, body: dict[str, Any]) -
         call="list-offsets",
         query_for=query_for,
         entry_for=entry_for,
-        known=lambda p, info: _known_offset(ctx, p, info, "partition_index"),
+        known=lambda p, info: _known_offset(ctx, p, info, "partition_index", read_committed),
     )
     for entry, answer, target in narrowing:
         found = await _exact_record(ctx, answer, target)

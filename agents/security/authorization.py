@@ -684,6 +684,63 @@ async def _delete_acls(access: Access, ctx, header, body, call) -> dict | None:
 
 Rule = Callable[[Access, AgentContext, RequestHeader, dict[str, Any], Call], Awaitable[dict | None]]
 
+
+# --- transactions (KIP-98): WRITE on the transactional id, as Kafka ---------------------
+
+
+def _txn_denied(header, body: dict[str, Any], error: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, **error_response(header, body, error)}
+
+
+async def _add_partitions_to_txn(access: Access, ctx, header, body, call) -> dict | None:
+    if header.api_version <= 3:
+        txns = [(body["v3_and_below_transactional_id"], body["v3_and_below_topics"])]
+    else:
+        txns = [(t["transactional_id"], t["topics"]) for t in body["transactions"]]
+    for transactional_id, topics in txns:
+        if not access.allows(OP.WRITE, TXN, transactional_id):
+            return _txn_denied(header, body, TXN_DENIED)
+        if not all(access.topic(OP.WRITE, t["name"]) for t in topics):
+            return _txn_denied(header, body, TOPIC_DENIED)
+    return await call(body)
+
+
+def _txn_write(*, group: bool = False):
+    """AddOffsetsToTxn, TxnOffsetCommit (also READ on the group), EndTxn."""
+
+    async def rule(access: Access, ctx, header, body, call) -> dict | None:
+        if not access.allows(OP.WRITE, TXN, body["transactional_id"]):
+            return _txn_denied(header, body, TXN_DENIED)
+        if group and not access.allows(OP.READ, GROUP, body["group_id"]):
+            return _txn_denied(header, body, GROUP_DENIED)
+        return await call(body)
+
+    return rule
+
+
+async def _describe_transactions(access: Access, ctx, header, body, call) -> dict | None:
+    ids = list(body["transactional_ids"])
+    keep = [access.allows(OP.DESCRIBE, TXN, i) for i in ids]
+    denied = _txn_denied(
+        header, {"transactional_ids": [i for i, ok in zip(ids, keep) if not ok]}, TXN_DENIED
+    )
+    return await _split(
+        body, "transactional_ids", keep, call, "transaction_states", denied["transaction_states"]
+    )
+
+
+async def _list_transactions(access: Access, ctx, header, body, call) -> dict | None:
+    """Lists only the transactional ids the principal may describe (as ListGroups)."""
+    response = await call(body)
+    if response is not None and "transaction_states" in response:
+        response["transaction_states"] = [
+            t
+            for t in response["transaction_states"]
+            if access.allows(OP.DESCRIBE, TXN, t["transactional_id"])
+        ]
+    return response
+
+
 RULES: dict[int, Rule] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -709,6 +766,12 @@ RULES: dict[int, Rule] = {
     ApiKey.LIST_GROUPS: _list_groups,
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.OFFSET_DELETE: _offset_delete,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: _txn_write(group=True),
+    ApiKey.TXN_OFFSET_COMMIT: _txn_write(group=True),
+    ApiKey.END_TXN: _txn_write(),
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: _list_transactions,
     ApiKey.DESCRIBE_ACLS: _describe_acls,
     ApiKey.CREATE_ACLS: _create_acls,
     ApiKey.DELETE_ACLS: _delete_acls,

@@ -30,6 +30,7 @@ BYTES = Annotated[int, Meta(ge=0, le=2**40)]  # positions and sizes in a file (â
 NAME = Annotated[str, Meta(max_length=1_000)]  # names the services check further
 SHORT = Annotated[str, Meta(max_length=255)]
 AGENT_ID = Annotated[str, Meta(min_length=1, max_length=64)]
+ISOLATION = Annotated[int, Meta(ge=0, le=1)]  # KIP-98: 0 read_uncommitted, 1 read_committed
 
 # A commit carries one entry per record batch of a segment. Agents seal a segment at
 # `agents.write_path.MAX_SEGMENT_BATCHES` (half this), so a real commit never nears it.
@@ -62,6 +63,7 @@ class CommitBatch(_Body):
     producer_id: Annotated[int, Meta(ge=-1, le=2**63 - 1)] = -1
     producer_epoch: Annotated[int, Meta(ge=-1, le=2**15 - 1)] = -1
     base_sequence: Annotated[int, Meta(ge=-1, le=2**31 - 1)] = -1
+    transactional: bool = False  # KIP-98: part of a transaction (the batch attribute)
 
 
 class CommitRequest(_Body):
@@ -80,12 +82,14 @@ class FetchPartition(_Body, omit_defaults=True):
 class FetchPlanRequest(_Body):
     partitions: _items(FetchPartition)
     max_bytes: Annotated[int, Meta(ge=0, le=2**31 - 1)] = 50 * 1024 * 1024
+    isolation_level: ISOLATION = 0
 
 
 class ListOffsetsPartition(_Body):
     topic_id: uuid.UUID
     partition: PARTITION
     timestamp: INT64 = -1  # -1 latest, -2 earliest, -3 max timestamp, else a time
+    isolation_level: ISOLATION = 0  # read_committed's latest is the last stable offset
 
 
 class ListOffsetsRequest(_Body):
@@ -266,6 +270,7 @@ class TopicPartition(_Body):
 class OffsetsFetchRequest(_Body):
     group_id: SHORT
     partitions: _items(TopicPartition) | None = None
+    require_stable: bool = False  # KIP-447
 
 
 class OffsetsDeleteRequest(_Body):
@@ -307,6 +312,49 @@ class GroupsListRequest(_Body):
 
 class GroupsDeleteRequest(_Body):
     group_ids: _items(SHORT)
+
+
+# --- transactions (KIP-98) -------------------------------------------------------------
+
+PRODUCER_ID = Annotated[int, Meta(ge=-1, le=2**63 - 1)]
+PRODUCER_EPOCH = Annotated[int, Meta(ge=-1, le=2**15 - 1)]
+
+
+class _TxnBody(_Body):
+    transactional_id: Annotated[str, Meta(min_length=1, max_length=255)]
+    producer_id: PRODUCER_ID
+    producer_epoch: PRODUCER_EPOCH
+
+
+class TxnPartition(_Body):
+    topic: NAME
+    partition: PARTITION
+
+
+class TxnAddPartitionsRequest(_TxnBody):
+    partitions: _items(TxnPartition)
+    verify_only: bool = False
+
+
+class TxnAddOffsetsRequest(_TxnBody):
+    group_id: SHORT
+
+
+class TxnOffsetCommitRequest(_TxnBody):
+    group_id: SHORT
+    offsets: _items(OffsetCommit)
+
+
+class TxnEndRequest(_TxnBody):
+    committed: bool
+
+
+class TxnDescribeRequest(_Body):
+    transactional_ids: _items(SHORT)
+
+
+class TxnListRequest(_Body):
+    pass
 
 
 # --- SASL and ACLs ---------------------------------------------------------------------

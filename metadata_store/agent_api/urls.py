@@ -20,4 +20,10 @@ urlpatterns = [
     path("topics/alter-configs", a.topics_alter_configs_view),
     path("offsets/commit", a.offsets_commit),
     path("offsets/fetch", a.offsets_fetch),
+    path("txn/add-partitions", a.txn_add_partitions),
+    path("txn/add-offsets", a.txn_add_offsets),
+    path("txn/offset-commit", a.txn_offset_commit),
+    path("txn/end", a.txn_end),
+    path("txn/describe", a.txn_describe),
+    path("txn/list", a.txn_list),
 ]

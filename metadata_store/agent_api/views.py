@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 
-from metadata_store import store
+from metadata_store import store, transactions
 from metadata_store.agent_api import schemas
 from metadata_store.agent_api.endpoint import CallRefused, endpoint
 from metadata_store.agent_api.schemas import as_dicts
@@ -59,7 +59,10 @@ def commit(cluster: VirtualCluster, body: schemas.CommitRequest) -> dict:
 def fetch_plan(cluster: VirtualCluster, body: schemas.FetchPlanRequest) -> dict:
     return {
         "partitions": store.fetch_plan(
-            cluster_id=cluster.pk, partitions=as_dicts(body.partitions), max_bytes=body.max_bytes
+            cluster_id=cluster.pk,
+            partitions=as_dicts(body.partitions),
+            max_bytes=body.max_bytes,
+            isolation_level=body.isolation_level,
         )
     }
 
@@ -84,9 +87,15 @@ def delete_records(cluster: VirtualCluster, body: schemas.DeleteRecordsRequest) 
 
 @endpoint(schemas.InitProducerIdRequest)
 def init_producer_id(cluster: VirtualCluster, body: schemas.InitProducerIdRequest) -> dict:
-    producer_id, epoch = store.producer_id_init(
-        cluster_id=cluster.pk, transactional_id=body.transactional_id
-    )
+    if body.transactional_id:
+        return transactions.txn_init(
+            cluster_id=cluster.pk,
+            transactional_id=body.transactional_id,
+            timeout_ms=body.transaction_timeout_ms,
+            producer_id=body.producer_id,
+            producer_epoch=body.producer_epoch,
+        )
+    producer_id, epoch = store.producer_id_init(cluster_id=cluster.pk)
     return {"error_code": 0, "producer_id": producer_id, "producer_epoch": epoch}
 
 
@@ -136,4 +145,76 @@ def offsets_commit(cluster: VirtualCluster, body: schemas.OffsetsCommitRequest) 
 @endpoint(schemas.OffsetsFetchRequest)
 def offsets_fetch(cluster: VirtualCluster, body: schemas.OffsetsFetchRequest) -> dict:
     partitions = None if body.partitions is None else as_dicts(body.partitions)
-    return group_offsets_fetch(cluster, body.group_id, partitions)
+    return group_offsets_fetch(
+        cluster, body.group_id, partitions, require_stable=body.require_stable
+    )
+
+
+# --- transactions (KIP-98; metadata_store/transactions.py) ------------------------------
+
+
+def _txn(cluster: VirtualCluster, body) -> dict:
+    return {
+        "cluster_id": cluster.pk,
+        "transactional_id": body.transactional_id,
+        "producer_id": body.producer_id,
+        "producer_epoch": body.producer_epoch,
+    }
+
+
+@endpoint(schemas.TxnAddPartitionsRequest)
+def txn_add_partitions(cluster: VirtualCluster, body: schemas.TxnAddPartitionsRequest) -> dict:
+    errors = transactions.txn_add_partitions(
+        **_txn(cluster, body),
+        partitions=[(p.topic, p.partition) for p in body.partitions],
+        verify_only=body.verify_only,
+    )
+    return {
+        "partitions": [
+            {
+                "topic": p.topic,
+                "partition": p.partition,
+                "error_code": int(errors[(p.topic, p.partition)]),
+            }
+            for p in body.partitions
+        ]
+    }
+
+
+@endpoint(schemas.TxnAddOffsetsRequest)
+def txn_add_offsets(cluster: VirtualCluster, body: schemas.TxnAddOffsetsRequest) -> dict:
+    error = transactions.txn_add_offsets(**_txn(cluster, body))
+    return {"error_code": int(error)}
+
+
+@endpoint(schemas.TxnOffsetCommitRequest)
+def txn_offset_commit(cluster: VirtualCluster, body: schemas.TxnOffsetCommitRequest) -> dict:
+    offsets = as_dicts(body.offsets)
+    errors = transactions.txn_offset_commit(
+        **_txn(cluster, body), group_id=body.group_id, offsets=offsets
+    )
+    return {
+        "offsets": [
+            {"topic": o["topic"], "partition": o["partition"], "error_code": int(e)}
+            for o, e in zip(offsets, errors, strict=True)
+        ]
+    }
+
+
+@endpoint(schemas.TxnEndRequest)
+def txn_end(cluster: VirtualCluster, body: schemas.TxnEndRequest) -> dict:
+    error = transactions.txn_end(**_txn(cluster, body), committed=body.committed)
+    return {"error_code": int(error)}
+
+
+@endpoint(schemas.TxnDescribeRequest)
+def txn_describe(cluster: VirtualCluster, body: schemas.TxnDescribeRequest) -> dict:
+    found = transactions.txn_describe(
+        cluster_id=cluster.pk, transactional_ids=list(body.transactional_ids)
+    )
+    return {"transactions": found}
+
+
+@endpoint(schemas.TxnListRequest)
+def txn_list(cluster: VirtualCluster, body: schemas.TxnListRequest) -> dict:
+    return {"transactions": transactions.txn_list(cluster_id=cluster.pk)}

@@ -74,6 +74,7 @@ class SegmentWriter:
                     builder.append(
                         topic_id=topic.id, partition=partition, batch=data, header=header
                     ),
+                    header.is_transactional,
                 )
             )
         data = builder.finish()
@@ -95,8 +96,9 @@ class SegmentWriter:
                         "producer_id": e.producer_id,
                         "producer_epoch": e.producer_epoch,
                         "base_sequence": e.base_sequence,
+                        "transactional": transactional,
                     }
-                    for topic, e in entries
+                    for topic, e, transactional in entries
                 ]
             ),
         )
@@ -119,6 +121,9 @@ def read_partition(writer: SegmentWriter, topic: Topic, partition: int = 0) -> l
             assert offset == answer["high_watermark"], (offset, answer)
             return records
         for pointer in answer["batches"]:
+            if "marker" in pointer:  # a transaction marker: no record data
+                offset = pointer["last_offset"] + 1
+                continue
             data = writer.store.get_range(pointer["file_key"], pointer["pos"], pointer["len"])
             for stored in run_batches(
                 data,

@@ -107,3 +107,41 @@ def test_key_compaction_keeps_the_latest_value_per_key_at_its_original_offset(wr
     key_compact(tenant)
     after = read_partition(writer, topic, 0)
     assert [r.value for r in after if r.key == b"user-1"] == [b"newest"]
+
+
+def test_key_compaction_drops_aborted_transactions_and_keeps_their_markers(writer, tenant):
+    from core.kafka.records import RecordInput, encode_batch
+    from metadata_store import transactions
+    from metadata_store.models import TransactionMarker
+    from tests.jobs.segments import values
+
+    topic = writer.topic(
+        "accounts", 1, cleanup_policy="compact,delete", retention_ms="-1",
+        min_cleanable_dirty_ratio="0",
+    )  # fmt: skip
+    old = now_ms() - 2 * HOUR_MS
+    writer.commit([(topic, 0, batch([(b"k", b"committed")], timestamp=old))])  # offset 0
+    txn = transactions.txn_init(cluster_id=tenant.id, transactional_id="t", timeout_ms=60_000)
+    ids = {
+        "cluster_id": tenant.id,
+        "transactional_id": "t",
+        "producer_id": txn["producer_id"],
+        "producer_epoch": txn["producer_epoch"],
+    }
+    transactions.txn_add_partitions(**ids, partitions=[("accounts", 0)])
+    aborted = encode_batch(
+        [RecordInput(key=b"k", value=b"aborted", timestamp=old)],
+        producer_id=txn["producer_id"],
+        producer_epoch=txn["producer_epoch"],
+        base_sequence=0,
+        is_transactional=True,
+    )
+    assert writer.commit([(topic, 0, aborted)]) == [1]
+    assert transactions.txn_end(**ids, committed=False) == 0  # its marker: offset 2
+    writer.commit([(topic, 0, batch([(b"other", b"v")], timestamp=old))])  # offset 3
+
+    key_compact(tenant)
+
+    assert values(read_partition(writer, topic)) == [(0, b"k", b"committed"), (3, b"other", b"v")]
+    marker = TransactionMarker.objects.get()
+    assert (marker.marker_offset, marker.committed, marker.first_offset) == (2, False, 1)

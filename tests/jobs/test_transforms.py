@@ -43,16 +43,17 @@ def test_latest_per_key_keeps_the_last_value_and_drops_superseded_and_old_tombst
     cutoff = 1_000
     records = spark.createDataFrame(
         [
-            # partition_id, batch_last_offset, offset, key, tombstone, timestamp, cutoff
-            (1, 1, 0, b"a", False, 5_000, cutoff),  # superseded by offset 3
-            (1, 1, 1, b"b", False, 5_000, cutoff),  # latest b
-            (1, 3, 2, None, False, 5_000, cutoff),  # no key: kept
-            (1, 3, 3, b"a", False, 5_000, cutoff),  # latest a
-            (1, 5, 4, b"c", True, 500, cutoff),  # tombstone older than the cutoff: dropped
-            (1, 5, 5, b"d", True, 2_000, cutoff),  # recent tombstone: kept
-            (1, 7, 6, b"e", False, 5_000, cutoff),  # superseded by the old tombstone below
-            (1, 7, 7, b"e", True, 500, cutoff),  # old tombstone, but the partition's last
-            (2, 0, 0, b"a", False, 5_000, cutoff),  # another partition: its own keys
+            # partition_id, batch_last_offset, offset, key, tombstone, timestamp, cutoff,
+            # aborted
+            (1, 1, 0, b"a", False, 5_000, cutoff, False),  # superseded by offset 3
+            (1, 1, 1, b"b", False, 5_000, cutoff, False),  # latest b
+            (1, 3, 2, None, False, 5_000, cutoff, False),  # no key: kept
+            (1, 3, 3, b"a", False, 5_000, cutoff, False),  # latest a
+            (1, 5, 4, b"c", True, 500, cutoff, False),  # tombstone older than the cutoff
+            (1, 5, 5, b"d", True, 2_000, cutoff, False),  # recent tombstone: kept
+            (1, 7, 6, b"e", False, 5_000, cutoff, False),  # superseded by the old tombstone
+            (1, 7, 7, b"e", True, 500, cutoff, False),  # old tombstone, but the last
+            (2, 0, 0, b"a", False, 5_000, cutoff, False),  # another partition: its own keys
         ],
         schema=RECORD_SCHEMA,
     )
@@ -62,6 +63,25 @@ def test_latest_per_key_keeps_the_last_value_and_drops_superseded_and_old_tombst
         schema="partition_id long, batch_last_offset long, offset long",
     )
     assertDataFrameEqual(kept, expected)
+
+
+def test_latest_per_key_drops_aborted_records_which_supersede_nothing(spark):
+    cutoff = 1_000
+    records = spark.createDataFrame(
+        [
+            (1, 0, 0, b"k", False, 5_000, cutoff, False),  # committed: still k's latest
+            (1, 1, 1, b"k", False, 5_000, cutoff, True),  # aborted: dropped
+            (1, 1, 2, None, False, 5_000, cutoff, True),  # aborted, no key: dropped too
+            (1, 3, 3, b"z", False, 5_000, cutoff, False),
+            (2, 0, 0, b"x", False, 5_000, cutoff, True),  # aborted but the partition's last
+        ],
+        schema=RECORD_SCHEMA,
+    )
+    expected = spark.createDataFrame(
+        [(1, 0, 0), (1, 3, 3), (2, 0, 0)],
+        schema="partition_id long, batch_last_offset long, offset long",
+    )
+    assertDataFrameEqual(transform_latest_per_key(records), expected)
 
 
 def test_past_grace_selects_only_files_unreferenced_long_enough(spark):

@@ -6,7 +6,7 @@ the row layouts the jobs expect (``jobs/compaction.py``'s ``BATCH_COLUMNS``, …
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -257,6 +257,10 @@ class KeyCompactionPlan:
     file_ids: dict[tuple[int, int], int]  # (partition id, last offset) → file id
     record_counts: dict[tuple[int, int], int]
     covered: dict[int, int]  # partition id → last offset planned
+    # KIP-98: [partition id, producer id, first offset, abort marker offset] of the aborted
+    # transactions in the planned partitions: their records are dropped, not kept as a
+    # key's latest value.
+    aborted: list[list[int]] = field(default_factory=list)
 
 
 def key_compaction_dirty(cluster: VirtualCluster) -> dict[int, TopicPolicy]:
@@ -284,7 +288,8 @@ def key_compaction_dirty(cluster: VirtualCluster) -> dict[int, TopicPolicy]:
 
 def key_compaction_plan(cluster: VirtualCluster, *, now: datetime) -> KeyCompactionPlan:
     """The index rows (partition runs) of every dirty compacted partition, from its log
-    start up to the first run younger than min.compaction.lag.ms."""
+    start up to the first run younger than min.compaction.lag.ms or reaching the last
+    stable offset (an open transaction's records may still commit or abort)."""
     now_ms = epoch_ms(now)
     plan = KeyCompactionPlan([], {}, {}, {})
     dirty = key_compaction_dirty(cluster)
@@ -294,7 +299,8 @@ def key_compaction_plan(cluster: VirtualCluster, *, now: datetime) -> KeyCompact
         cursor.execute(
             "SELECT b.partition_id, p.topic_id::text, p.index, b.base_offset, b.last_offset,"
             " f.key, b.position, b.length, b.record_count, b.max_timestamp, b.file_id,"
-            " f.level = 0"
+            " f.level = 0, (SELECT min(tp.first_offset) FROM floe_txn_partition tp"
+            "  WHERE tp.partition_id = p.id)"
             " FROM floe_batch b JOIN floe_file f ON f.id = b.file_id"
             " JOIN floe_partition p ON p.id = b.partition_id"
             " WHERE b.partition_id = ANY(%s) AND b.last_offset >= p.log_start_offset"
@@ -315,9 +321,11 @@ def key_compaction_plan(cluster: VirtualCluster, *, now: datetime) -> KeyCompact
             max_ts,
             file_id,
             rewrite,
+            stable,
         ) in cursor.fetchall():
             policy = dirty[pid]
-            if pid in stopped or max_ts > now_ms - policy.min_compaction_lag_ms:
+            unstable = stable is not None and last >= stable
+            if pid in stopped or unstable or max_ts > now_ms - policy.min_compaction_lag_ms:
                 stopped.add(pid)  # the uncleanable tail starts here
                 continue
             cutoff = now_ms - policy.delete_retention_ms
@@ -327,6 +335,14 @@ def key_compaction_plan(cluster: VirtualCluster, *, now: datetime) -> KeyCompact
             plan.file_ids[(pid, last)] = file_id
             plan.record_counts[(pid, last)] = count
             plan.covered[pid] = last
+        if plan.covered:
+            cursor.execute(
+                "SELECT partition_id, producer_id, first_offset, marker_offset"
+                " FROM floe_txn_marker WHERE partition_id = ANY(%s) AND NOT committed"
+                " ORDER BY partition_id, marker_offset",
+                [list(plan.covered)],
+            )
+            plan.aborted = [list(row) for row in cursor.fetchall()]
     return plan
 
 

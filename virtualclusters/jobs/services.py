@@ -473,6 +473,7 @@ def _begin_key_compaction(run: JobRun) -> Step | dict:
             "output_prefix": _output_prefix(run),
             "target_bytes": settings.FLOE_COMPACTION_TARGET_BYTES,
             "batches": [list(row) for row in plan.rows],
+            "aborted": plan.aborted,
         },
         stage="compacting keys",
     )

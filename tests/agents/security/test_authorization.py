@@ -116,7 +116,8 @@ def _error_codes(value: Any) -> list[int]:
     found = []
     if isinstance(value, dict):
         for key, item in value.items():
-            if key == "error_code" and isinstance(item, int):
+            # AddPartitionsToTxn v0-3 has only per-partition codes.
+            if key in ("error_code", "partition_error_code") and isinstance(item, int):
                 found.append(item)
             else:
                 found += _error_codes(item)
@@ -170,11 +171,17 @@ def test_a_principal_without_acls_gets_authorization_errors_the_codec_can_send(
                 ApiKey.METADATA,
                 ApiKey.LIST_GROUPS,
                 ApiKey.OFFSET_FETCH,
+                ApiKey.LIST_TRANSACTIONS,
             )
         )
     if handler.bodies and not DENIALS & set(codes):
         # Nothing was denied only when nothing was named (e.g. "all topics", all groups).
-        assert api_key in (ApiKey.METADATA, ApiKey.LIST_GROUPS, ApiKey.OFFSET_FETCH)
+        assert api_key in (
+            ApiKey.METADATA,
+            ApiKey.LIST_GROUPS,
+            ApiKey.OFFSET_FETCH,
+            ApiKey.LIST_TRANSACTIONS,
+        )
     else:
         assert codes and set(codes) <= DENIALS | {0}, (codes, decoded)
         assert DENIALS & set(codes)

@@ -72,7 +72,7 @@ def test_an_unknown_api_key_is_unsupported_and_keeps_the_header():
 
 @pytest.mark.parametrize(
     ("api_key", "version"),
-    [(ApiKey.PRODUCE, 2), (ApiKey.PRODUCE, 10), (ApiKey.FETCH, 3), (ApiKey.ADD_OFFSETS_TO_TXN, 0)],
+    [(ApiKey.PRODUCE, 2), (ApiKey.PRODUCE, 10), (ApiKey.FETCH, 3), (ApiKey.WRITE_TXN_MARKERS, 0)],
 )
 def test_versions_outside_supported_versions_are_unsupported(api_key, version):
     with pytest.raises(UnsupportedVersion) as excinfo:
