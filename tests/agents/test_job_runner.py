@@ -1,7 +1,7 @@
-"""The jobs role's runner against a real control plane: a step's result goes back with
-its lease, and when the lease was lost meanwhile the result is refused and the outputs
-the step wrote are deleted from the agent's bucket. (The Spark step itself is replaced:
-`tests/jobs/test_byoc.py` runs real ones.)"""
+"""The jobs role's runner against a real control plane: when the lease was lost while a
+step ran, the result is refused and the outputs the step wrote are deleted from the
+agent's bucket, and the run goes to the next lease. (The Spark step itself is replaced
+by one that writes an output: `tests/jobs/test_byoc.py` runs real ones.)"""
 
 from __future__ import annotations
 
@@ -14,60 +14,62 @@ from django.utils import timezone
 
 from agents.control_plane import ControlPlaneClient
 from agents.job_runner import JobRunner
+from core.kafka.records import RecordInput, encode_batch
 from core.storage import open_store
+from tests.jobs.segments import SegmentWriter
+from virtualclusters.jobs import services as jobs_services
 from virtualclusters.jobs.models import JobRun
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-class StepThenLoseLease(JobRunner):
-    """Writes an output like a compaction would; `lose` makes the lease expire and go
-    to another agent while the step runs."""
+class StepThatLosesItsLease(JobRunner):
+    """Writes an output where the plan says, and meanwhile the lease runs out."""
 
-    lose = False
+    written: list[str] = []
 
     def _run_step(self, step):
-        try:
-            return self._write_output()
-        finally:
-            connection.close()  # this thread's: the test database must drop at the end
-
-    def _write_output(self):
-        run = JobRun.objects.get(state="running")
-        key = f"{run.cluster.public_id}/compacted/{run.public_id}/abcd/000000.seg"
+        key = step["plan"]["output_prefix"] + "000000.seg"
         self.store.put(key, b"compacted bytes")
-        if self.lose:
-            JobRun.objects.filter(pk=run.pk).update(
+        self.written.append(key)
+        try:
+            JobRun.objects.filter(state="running").update(
                 lease_expires_at=timezone.now() - timedelta(seconds=1)
             )
-        return {"files": [{"key": key, "size": 15}], "orphans": [], "listed": 1, "listed_bytes": 15}
+        finally:
+            connection.close()  # this thread's: the test database must drop at the end
+        return {"files": [{"key": key, "size": 15, "batch_count": 1}], "batches": []}
 
 
-def run_once(live_server, key, bucket_url, *, lose: bool) -> None:
-    async def go():
-        client = ControlPlaneClient(live_server.url, key)
-        runner = StepThenLoseLease(
+def test_a_result_from_a_lost_lease_is_refused_and_its_outputs_deleted(
+    live_server, cluster, bucket_url, settings
+):
+    settings.FLOE_COMPACTION_MIN_FILES = 2
+    writer = SegmentWriter(cluster.cluster, bucket_url)
+    topic = writer.topic("t")
+    for n in range(2):
+        writer.commit([(topic, 0, encode_batch([RecordInput(key=b"k", value=b"v%d" % n)]))])
+    run = jobs_services.job_dispatch(cluster=cluster.cluster, kind=JobRun.Kind.COMPACTION)
+
+    async def lease_and_execute():
+        client = ControlPlaneClient(live_server.url, cluster.key)
+        runner = StepThatLosesItsLease(
             client, open_store(bucket_url), agent_id="agt-j", bucket_url=bucket_url, lease_s=30
         )
-        runner.lose = lose
         try:
             answer = await client.call("jobs/lease", {"agent_id": "agt-j", "lease_s": 30})
             await runner.execute(answer["run"])
+            return await client.call("jobs/lease", {"agent_id": "agt-k", "lease_s": 30})
         finally:
             runner.close()
             await client.close()
 
-    asyncio.run(go())
+    second = asyncio.run(lease_and_execute())
 
-
-def test_a_refused_result_has_its_outputs_deleted(live_server, cluster, bucket_url):
-    run = JobRun.objects.create(cluster=cluster.cluster, kind=JobRun.Kind.ORPHAN_CLEANUP)
-    run_once(live_server, cluster.key, bucket_url, lose=True)
-    assert [o.key for o in open_store(bucket_url).list(cluster.public_id + "/")] == []
+    (written,) = StepThatLosesItsLease.written
+    assert written.startswith(f"{cluster.public_id}/compacted/{run.public_id}/")
+    keys = {o.key for o in open_store(bucket_url).list(cluster.public_id + "/")}
+    assert written not in keys and len(keys) == 2  # the two inputs stay
+    assert second["run"]["id"] == run.public_id and second["run"]["attempt"] == 2
     run.refresh_from_db()
-    assert run.state == "running"  # the lost lease's result changed nothing
-
-    JobRun.objects.filter(pk=run.pk).update(state="queued", lease_token="")
-    run_once(live_server, cluster.key, bucket_url, lose=False)
-    run.refresh_from_db()
-    assert run.state == "succeeded" and run.attempts == 2 and run.input_files == 1
+    assert run.state == "running" and run.lease_agent == "agt-k"
