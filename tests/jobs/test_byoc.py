@@ -126,7 +126,7 @@ def read_all(bootstrap: str) -> list[tuple]:
     return sorted(out)
 
 
-def wait_finished(run: JobRun, timeout_s: float = 150) -> JobRun:
+def wait_finished(run: JobRun, timeout_s: float = 200) -> JobRun:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         run.refresh_from_db()
