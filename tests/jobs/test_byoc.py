@@ -230,6 +230,9 @@ def test_each_clusters_jobs_run_in_its_own_environment_against_its_own_bucket(
                 assert run.state == "succeeded", run.error
                 assert run.details["swapped"] is True and run.input_files >= 8, run.details
                 assert run.lease_agent == (agent_a if name == "a" else agent_b).agent_id
+                # The agent's lease heartbeats carried its progress.
+                assert run.progress["stage"] == "compacting", run.progress
+                assert 0 < run.progress["bytes_total"] <= run.input_bytes
             for cluster in clusters.values():
                 run = jobs_services.job_dispatch(cluster=cluster, kind=JobRun.Kind.RETENTION)
                 run = wait_finished(run)
