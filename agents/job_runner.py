@@ -35,9 +35,14 @@ def _bytes_total(step: dict[str, Any]) -> int:
         return 0
 
 
-def _outputs(result: dict[str, Any] | None) -> list[str]:
+def _outputs(step: dict[str, Any], result: dict[str, Any] | None) -> list[str]:
+    """What the step wrote: its result's files, under the output prefix its plan gave."""
+    prefix = step.get("plan", {}).get("output_prefix")
+    if not isinstance(prefix, str) or not prefix:
+        return []
     files = (result or {}).get("files") or []
-    return [f["key"] for f in files if isinstance(f, dict) and isinstance(f.get("key"), str)]
+    keys = [f.get("key") for f in files if isinstance(f, dict)]
+    return [k for k in keys if isinstance(k, str) and k.startswith(prefix) and ".." not in k]
 
 
 class JobRunner:
@@ -112,7 +117,7 @@ class JobRunner:
                 renewing.cancel()
             answer = await self._report(run, result, error)
             if answer is None:
-                await self._discard(run, _outputs(result))
+                await self._discard(run, _outputs(step, result))
                 return
             await self._discard(run, list(answer.get("discard") or []))
             step = answer.get("step")

@@ -177,8 +177,10 @@ SPECTACULAR_SETTINGS.update(
 )
 
 # --- background jobs: compaction, retention, orphan cleanup, key compaction -------------
-# (virtualclusters/tasks.py dispatches them; jobs/ holds the Spark jobs.)
-# The bucket the cluster's agents write to; object keys start with the cluster's id.
+# (virtualclusters/jobs/tasks.py queues them; jobs-role agents run them in the data plane,
+# each on its cluster's own bucket.) The settings below serve only the in-process
+# driver (`jobs_services.job_run_execute`: tests, benchmarks) for clusters that have no
+# bucket yet; the control plane never needs a bucket or its credentials.
 FLOE_BUCKET_URL = env_str("FLOE_BUCKET_URL") or f"file://{FLOE_DATA_DIR / 'bucket'}"
 FLOE_SPARK_MASTER = env_str("SPARK_MASTER") or "local[*]"
 # inprocess: one cached SparkSession per worker process; subprocess: a fresh one per job.

@@ -4,7 +4,8 @@ Spark's start-up costs seconds (a JVM), so a long-lived process (the Celery work
 test run) builds one session and keeps it. For ``local[*]`` masters the executors'
 Python workers are this interpreter with this checkout on their path, so they import
 ``agents`` and ``jobs`` exactly as the driver does; on a real cluster install the
-``floe`` package on the workers instead.
+``floe`` package on the workers instead. Executors of a real cluster get the driver's
+``AWS_*`` variables (``spark.executorEnv``): they read and write the bucket themselves.
 """
 
 from __future__ import annotations
@@ -52,10 +53,19 @@ def spark_session(
             # Results (batch pointers) can be large; they are only metadata.
             .config("spark.driver.maxResultSize", "2g")
         )
-        if local:
+        loopback = local or os.environ.get("SPARK_LOCAL_IP") == "127.0.0.1"
+        if loopback:
             builder = builder.config("spark.driver.host", "127.0.0.1").config(
                 "spark.driver.bindAddress", "127.0.0.1"
             )
+        if not local:
+            # Executors open the bucket themselves, with this process's credentials (an
+            # agent's, in its own environment), and import the jobs from this checkout
+            # when they run on the same machines (else install floe on the workers).
+            for name, value in os.environ.items():
+                if name.startswith("AWS_"):
+                    builder = builder.config(f"spark.executorEnv.{name}", value)
+            builder = builder.config("spark.executorEnv.PYTHONPATH", _CHECKOUT)
         # py4j logs every connection at INFO, even from destructors at interpreter exit.
         logging.getLogger("py4j").setLevel(logging.WARNING)
         _session = builder.getOrCreate()

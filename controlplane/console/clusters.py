@@ -50,7 +50,10 @@ def cluster_new(request):
     if request.method == "POST" and form.is_valid():
         try:
             cluster = services.cluster_create(
-                organization=org, name=form.cleaned_data["name"], config=form.config()
+                organization=org,
+                name=form.cleaned_data["name"],
+                config=form.config(),
+                bucket_url=form.cleaned_data["bucket_url"],
             )
         except ValidationError as exc:
             add_service_errors(form, exc, fields=ClusterConfigForm.SERVICE_FIELDS)

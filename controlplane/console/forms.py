@@ -137,8 +137,16 @@ class ClusterConfigForm(forms.Form):
 
 class ClusterCreateForm(ClusterConfigForm):
     name = forms.CharField(max_length=100, widget=forms.TextInput(attrs={"autofocus": True}))
+    bucket_url = forms.CharField(
+        label="Bucket",
+        max_length=1024,
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "s3://my-bucket?region=eu-west-1"}),
+        help_text="Your bucket's URL, never credentials. Leave empty: the first agent's "
+        "--bucket-url fixes it.",
+    )
 
-    field_order = ["name"]
+    field_order = ["name", "bucket_url"]
 
 
 class ClusterRenameForm(forms.Form):

@@ -58,6 +58,21 @@ def test_bad_environment_values_are_one_line_errors(env, message):
         parse_config(REQUIRED, env)
 
 
+def test_roles_default_to_all_and_take_a_list_of_known_names():
+    assert parse_config(REQUIRED, {}).roles == ("produce", "consume", "jobs")
+    assert parse_config([*REQUIRED, "--roles", "jobs"], {}).roles == ("jobs",)
+    assert parse_config(REQUIRED, {"FLOE_ROLES": "consume, produce"}).roles == (
+        "produce",
+        "consume",
+    )
+    with pytest.raises(ConfigError, match="roles are a comma-separated list"):
+        parse_config([*REQUIRED, "--roles", "proxy"], {})
+    config = parse_config(
+        [*REQUIRED, "--spark-master", "spark://m:7077"], {"FLOE_JOB_LEASE_S": "30"}
+    )
+    assert (config.spark_master, config.job_lease_s) == ("spark://m:7077", 30)
+
+
 def test_node_ids_are_stable_positive_int32s():
     assert node_id_for("agt-1") == node_id_for("agt-1") != node_id_for("agt-2")
     assert all(0 < node_id_for(f"agt-{i}") < 2**31 for i in range(1000))

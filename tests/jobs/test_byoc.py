@@ -1,13 +1,18 @@
 """Bring your own cloud, end to end: each cluster's jobs run on its own jobs-role agent
-against its own bucket (one file://, one s3:// on moto's server), while the control plane
-— this test process, which serves the agent API — holds no bucket credentials; and a
-jobs agent killed mid-run loses its lease to another that finishes the run."""
+against its own bucket (one file://, one s3:// on moto's server), on a standalone Spark
+cluster, while the control plane — this test process, which serves the agent API —
+holds no bucket credentials; and a jobs agent killed mid-run (Spark local[1]) loses its
+lease to another that finishes the run."""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -121,7 +126,7 @@ def read_all(bootstrap: str) -> list[tuple]:
     return sorted(out)
 
 
-def wait_finished(run: JobRun, timeout_s: float = 150) -> JobRun:
+def wait_finished(run: JobRun, timeout_s: float = 200) -> JobRun:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         run.refresh_from_db()
@@ -135,9 +140,67 @@ def bucket_keys(url: str) -> set[str]:
     return {o.key for o in open_store(url).list("")}
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def spark_standalone(tmp_path_factory):
+    """A Spark standalone master and one worker (two JVMs) from the pyspark package, on
+    loopback (/work/shared/NOTES.md); stopped at the end of the module."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
+    logs = tmp_path_factory.mktemp("spark")
+    env["SPARK_WORKER_DIR"] = str(logs / "work")
+    spark_class = str(home / "bin" / "spark-class")
+    master = subprocess.Popen(
+        [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+         "--port", str(port), "--webui-port", str(ui)],
+        env=env, stdout=(logs / "master.log").open("wb"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    worker = subprocess.Popen(
+        [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
+         "--host", "127.0.0.1", "--cores", "2", "--memory", "2g", "--webui-port", str(worker_ui)],
+        env=env, stdout=(logs / "worker.log").open("wb"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as r:
+                    if json.loads(r.read()).get("aliveworkers", 0) >= 1:
+                        break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        else:
+            raise AssertionError("the Spark worker did not register with its master in 60 s")
+        yield f"spark://127.0.0.1:{port}"
+    finally:
+        for proc in (worker, master):
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
 def test_each_clusters_jobs_run_in_its_own_environment_against_its_own_bucket(
-    byoc_settings, start_agent, tmp_path
+    byoc_settings, start_agent, tmp_path, spark_standalone
 ):
+    """Both jobs agents run Spark on a standalone master with one worker, whose
+    executors open each cluster's bucket themselves (one core per application, so both
+    run at once)."""
+    spark_env = {
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_SUBMIT_ARGS": "--conf spark.cores.max=1 pyspark-shell",
+    }
+    on_spark = ["--spark-master", spark_standalone]
     with moto_s3_server() as endpoint:
         aws = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
         s3_url = f"s3://{create_bucket(endpoint)}?endpoint={endpoint}&region={REGION}"
@@ -150,8 +213,8 @@ def test_each_clusters_jobs_run_in_its_own_environment_against_its_own_bucket(
             _, org_b = make_org("byoc-b")
             cluster_a, key_a = make_cluster("a", org=org_a, auto_create_topics=False)
             cluster_b, key_b = make_cluster("b", org=org_b, auto_create_topics=False)
-            agent_a = start_agent(key_a, file_url)
-            agent_b = start_agent(key_b, s3_url, env=aws)
+            agent_a = start_agent(key_a, file_url, env=spark_env, extra=on_spark)
+            agent_b = start_agent(key_b, s3_url, env={**aws, **spark_env}, extra=on_spark)
             produce(agent_a.bootstrap, "a")
             produce(agent_b.bootstrap, "b")
             before = {"a": read_all(agent_a.bootstrap), "b": read_all(agent_b.bootstrap)}
@@ -167,6 +230,9 @@ def test_each_clusters_jobs_run_in_its_own_environment_against_its_own_bucket(
                 assert run.state == "succeeded", run.error
                 assert run.details["swapped"] is True and run.input_files >= 8, run.details
                 assert run.lease_agent == (agent_a if name == "a" else agent_b).agent_id
+                # The agent's lease heartbeats carried its progress.
+                assert run.progress["stage"] == "compacting", run.progress
+                assert 0 < run.progress["bytes_total"] <= run.input_bytes
             for cluster in clusters.values():
                 run = jobs_services.job_dispatch(cluster=cluster, kind=JobRun.Kind.RETENTION)
                 run = wait_finished(run)

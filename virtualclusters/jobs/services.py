@@ -1,9 +1,12 @@
 """Writes for the background jobs: dispatching runs, running them, swapping the metadata.
 
-A run goes: a beat check finds work (`job_dispatch`, a queued `JobRun`) → a worker runs
-it (`job_run_execute`): the plan comes from ``jobs_selectors``, the Spark job from
-``jobs/`` (`jobs.runner`), and the result is applied here in one compare-and-swap
-transaction; the outcome lands on the `JobRun`.
+A run goes: a beat check finds work (`job_dispatch`, a queued `JobRun`) → a jobs-role
+agent of the cluster leases it (`leases`) → `job_run_advance` plans its first step (a
+Spark job of ``jobs/`` and its plan, from ``jobs_selectors``; kept on the run for the
+compare-and-swap) → the agent runs it on its own bucket and reports → `job_run_advance`
+applies the result here (compaction: one compare-and-swap transaction) and answers the
+next step or none; the outcome lands on the `JobRun`. `job_run_execute` drives the same
+steps in this process (tests, benchmarks).
 
 Locks are always taken partitions → files (id order) → batch rows. Commits
 (``floe_commit``) lock only partitions and insert new rows, so produce never waits on a
@@ -194,7 +197,7 @@ def job_run_advance(*, run: JobRun, result: dict | None = None, error: str = "")
     except Exception as exc:
         log.exception("job run %s (%s) failed", run.public_id, run.kind)
         job_run_finish(run=run, state=State.FAILED, error=f"{type(exc).__name__}: {exc}"[:10_000])
-        return Advance(None, discard=_outputs_of(result))
+        return Advance(None, discard=_outputs_of(result, under=_output_root(run)))
     if isinstance(outcome, Step):
         _details_update(run, step=outcome.stage or outcome.job)
         return Advance(outcome)
@@ -203,16 +206,25 @@ def job_run_advance(*, run: JobRun, result: dict | None = None, error: str = "")
     return Advance(None, discard=discard)
 
 
-def _outputs_of(result: dict | None) -> list[str]:
-    """Objects a job's result says it wrote (deleted when nothing will reference them)."""
+def _outputs_of(result: dict | None, *, under: str | None = None) -> list[str]:
+    """Objects a job's result says it wrote (deleted when nothing will reference them);
+    with `under`, only those below that prefix (never a file some index row names)."""
     files = (result or {}).get("files") or []
-    return [f["key"] for f in files if isinstance(f, dict) and isinstance(f.get("key"), str)]
+    keys = [f["key"] for f in files if isinstance(f, dict) and isinstance(f.get("key"), str)]
+    if under is not None:
+        keys = [k for k in keys if k.startswith(under) and ".." not in k]
+    return keys
+
+
+def _output_root(run: JobRun) -> str:
+    """The folder of a run's outputs (each attempt writes in a subfolder of its own)."""
+    return f"{run.cluster.public_id}/compacted/{run.public_id}/"
 
 
 def job_run_execute(*, run_id: int, bucket_url: str | None = None) -> JobRun | None:
     """Run a queued job to its end in this process, on a bucket this process can open
-    (tests, benchmarks, the `floe_job_run` command); jobs-role agents do the same
-    through the agent API (`virtualclusters.jobs.leases`). Safe to call again."""
+    (tests, benchmarks); jobs-role agents do the same through the agent API
+    (`virtualclusters.jobs.leases`). Safe to call again."""
     run = job_run_start(run_id=run_id)
     if run is None:
         return None
@@ -244,7 +256,7 @@ def _spark(name: str, plan: dict) -> dict:
 def _output_prefix(run: JobRun) -> str:
     """Where this attempt writes: under the run's root (protected from the orphan
     cleaner while the run is active), in a folder of its own."""
-    root = f"{run.cluster.public_id}/compacted/{run.public_id}/"
+    root = _output_root(run)
     _details_update(run, output_root=root)
     return f"{root}{secrets.token_hex(4)}/"
 
@@ -299,7 +311,7 @@ def _begin_compaction(run: JobRun) -> Step | dict:
 def _outputs_check(run: JobRun, result: dict) -> None:
     """A job's outputs lie under this run's output root (the agent that ran it is the
     cluster's, but its answer is still input)."""
-    root = f"{run.cluster.public_id}/compacted/{run.public_id}/"
+    root = _output_root(run)
     keys = _outputs_of(result)
     if len(keys) != len(result["files"]) or any(not k.startswith(root) or ".." in k for k in keys):
         raise ValueError(f"the job's output files must lie under {root}")
@@ -322,7 +334,7 @@ def _continue_compaction(run: JobRun, result: dict) -> dict:
         return {
             **counts,
             "details": {"swapped": False, "conflict": str(conflict)},
-            "discard": _outputs_of(result),
+            "discard": _outputs_of(result, under=_output_root(run)),
         }
     return {
         **counts,
@@ -500,7 +512,7 @@ def _continue_key_compaction(run: JobRun, result: dict) -> dict:
         return {
             **counts,
             "details": {"swapped": False, "conflict": str(conflict), **keep_cleaned},
-            "discard": _outputs_of(result),
+            "discard": _outputs_of(result, under=_output_root(run)),
         }
     records_in = sum(plan.record_counts.values())
     dropped = sum(plan.record_counts[(p[0], p[1])] - p[5] for p in result["batches"])

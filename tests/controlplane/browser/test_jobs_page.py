@@ -35,6 +35,11 @@ def test_the_bucket_and_running_and_failed_jobs_are_shown(page, screenshots):
     page.get_by_label("Email").fill(user.email)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
+    page.goto("/clusters/new")
+    expect(page.get_by_label("Bucket")).to_be_visible()
+    for width in (1366, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.screenshot(path=screenshots / f"cluster-new-{width}.png", full_page=True)
     page.goto(f"/clusters/{cluster.public_id}/")
     expect(page.locator("#bucket")).to_contain_text("s3://orders-data?region=eu-west-1")
     for width in (1366, 375):

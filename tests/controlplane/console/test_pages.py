@@ -212,6 +212,7 @@ def test_it_creates_a_cluster_and_shows_its_page(client, alice):
         ({"max_flush_age_ms": "1"}, "max_flush_age_ms", "Must be between 5 and 60000."),
         ({"max_flush_bytes": "10"}, "max_flush_bytes", "Must be between"),
         ({"retention_value": "-5"}, "retention_value", "Must be between -1"),
+        ({"bucket_url": "s3://KEY:secret@b"}, "bucket_url", "without credentials"),
     ],
 )
 def test_create_cluster_shows_bad_values_next_to_their_fields(
@@ -221,6 +222,14 @@ def test_create_cluster_shows_bad_values_next_to_their_fields(
     assert response.status_code == 200
     assert any(message in error for error in field_errors(response, field)), response.content
     assert not VirtualCluster.objects.filter(name="prod").exists()
+
+
+def test_a_cluster_created_with_its_bucket_shows_it(client, alice):
+    response = signed_in(client, alice).post(
+        "/clusters/new", {**VALID_CLUSTER, "bucket_url": "s3://prod-data?region=eu-west-1"}
+    )
+    assert VirtualCluster.objects.get(name="prod").bucket_url == "s3://prod-data?region=eu-west-1"
+    assert "s3://prod-data?region=eu-west-1" in client.get(response.url).content.decode()
 
 
 def test_retention_of_minus_one_keeps_messages_forever(client, alice):
