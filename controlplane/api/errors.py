@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DataError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -19,6 +20,11 @@ def _first_message(detail) -> str:
 
 
 def exception_handler(exc, context):
+    if isinstance(exc, DataError):
+        # A value the database cannot hold (a NUL in a text, a number out of range) is bad
+        # input whichever field it came in: a 400 that says why, never a 500.
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid value"
+        exc = exceptions.ValidationError({"non_field_errors": [f"bad value: {reason}"]})
     if isinstance(exc, DjangoValidationError):
         detail = (
             exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
