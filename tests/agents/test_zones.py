@@ -206,7 +206,9 @@ def test_a_zone_loads_each_chunk_from_the_bucket_once(agent, cluster, bucket_url
     get_requests = sum(metric(a, "floe_object_store_get_requests_total") for a in (a1, a2))
     print(f"zone a: {get_requests:.0f} GETs, {get_bytes / MiB:.2f} MiB for {total / MiB:.0f} MiB")
     assert get_bytes <= 1.1 * total, f"zone a read {get_bytes / MiB:.1f} MiB from the bucket"
-    # The agents did share: each served the other some chunks.
-    assert metric(a1, "floe_peer_served_bytes_total") > 0
-    assert metric(a2, "floe_peer_served_bytes_total") > 0
+    # The agents did share: chunks went from one to the other over the peer channel. (Which
+    # one serves depends on who asks first and on the ring's split of 16 chunks; on a loaded
+    # machine one of them can end up serving none, so only the total is asserted.)
+    served = sum(metric(a, "floe_peer_served_bytes_total") for a in (a1, a2))
+    assert served > 0
     assert metric(writer, "floe_object_store_get_bytes_total") == 0
