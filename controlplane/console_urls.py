@@ -1,6 +1,5 @@
 """The web console's pages. Public ids only in URLs; every write is a POST."""
 
-from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import include, path
 
 from controlplane.console import accounts, agent_keys, agents, api_keys, clusters, groups
@@ -34,7 +33,3 @@ urlpatterns = [
     path("api-keys/<str:key_id>/revoke", api_keys.api_key_revoke, name="console-api-key-revoke"),
     path("", include("controlplane.console.security")),  # SASL users and ACLs
 ]
-
-# DEBUG only (`make run`): serve templates/static. Production runs `collectstatic` into
-# STATIC_ROOT and lets the web server serve it; the tests' live server serves it itself.
-urlpatterns += staticfiles_urlpatterns()

@@ -57,6 +57,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -116,7 +117,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "templates" / "static"]
-STATIC_ROOT = FLOE_DATA_DIR / "static"
+STATIC_ROOT = Path(env_str("STATIC_ROOT") or FLOE_DATA_DIR / "static")
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# The web process serves its own static files (WhiteNoise), DEBUG or not: from
+# STATIC_ROOT after `collectstatic` (the Docker image), else straight from the apps.
+WHITENOISE_USE_FINDERS = True
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["controlplane.api.auth.ApiKeyAuthentication"],
@@ -149,8 +154,6 @@ CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 
-# Where the console tells users to point Kafka clients (the playground's agent).
-FLOE_BOOTSTRAP = env_str("FLOE_BOOTSTRAP", "127.0.0.1:" + str(env_int("FLOE_KAFKA_PORT", 9092)))
 # The URL agents use to reach this control plane (shown in the agent command).
 FLOE_PUBLIC_URL = env_str(
     "FLOE_PUBLIC_URL", "http://127.0.0.1:" + str(env_int("FLOE_HTTP_PORT", 8000))

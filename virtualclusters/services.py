@@ -6,14 +6,20 @@ the metadata store's (``metadata_store.topics``).
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from controlplane.ids import new_secret, secret_digest
 from controlplane.models import Organization
 from metadata_store.topic_configs import MAX_PARTITIONS
 from virtualclusters.models import AgentKey, VirtualCluster
+
+# "Last used" of an agent key is kept to this resolution (agents authenticate often).
+LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 CONFIG_BOUNDS = {
     "default_partitions": (1, MAX_PARTITIONS),
@@ -110,14 +116,27 @@ def cluster_delete(*, cluster: VirtualCluster, confirm_name: str) -> None:
 @transaction.atomic
 def agent_key_create(*, cluster: VirtualCluster, name: str = "") -> tuple[AgentKey, str]:
     """A new agent key for ``cluster``; the plaintext is returned once."""
-    name = (name or "").strip() or "agent key"
+    name = (name or "").strip()
     if len(name) > 100:
         raise ValidationError({"name": ["At most 100 characters."]})
+    taken = set(cluster.agent_keys.active().values_list("name", flat=True))
+    if name in taken:
+        raise ValidationError({"name": ["An active agent key with this name already exists."]})
+    if not name:  # unnamed keys are numbered: "agent key", "agent key 2", …
+        name = next(n for n in _numbered("agent key") if n not in taken)
     secret = new_secret("agent")
     key = AgentKey.objects.create(
         cluster=cluster, name=name, display_prefix=secret.display_prefix, digest=secret.digest
     )
     return key, secret.plaintext
+
+
+def _numbered(base: str):
+    yield base
+    n = 2
+    while True:
+        yield f"{base} {n}"
+        n += 1
 
 
 def agent_key_revoke(*, key: AgentKey) -> None:
@@ -130,9 +149,15 @@ def agent_key_authenticate(plaintext: str) -> AgentKey | None:
     """The active agent key with this plaintext (with its cluster), or ``None``."""
     if not plaintext or not plaintext.startswith("floe_agent_"):
         return None
-    return (
+    key = (
         AgentKey.objects.active()
         .select_related("cluster")
         .filter(digest=secret_digest(plaintext))
         .first()
     )
+    if key is not None:  # at most one write a minute per key, however many agents use it
+        now = timezone.now()
+        AgentKey.objects.filter(pk=key.pk).filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
+        ).update(last_used_at=now)
+    return key

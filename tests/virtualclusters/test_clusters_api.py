@@ -168,3 +168,18 @@ def test_a_revoked_key_gets_401(api, alice):
     assert api(other["key"]).delete(f"/api/v1/api-keys/{other['id']}/").status_code == 204
     assert api(other["key"]).get("/api/v1/clusters/").status_code == 401
     assert key_id
+
+
+def test_the_bootstrap_address_is_the_clusters_own_live_agents(api, alice, bob):
+    from tests.metadata_store.conftest import AgentApi
+
+    url = f"/api/v1/clusters/{alice['cluster'].public_id}/"
+    assert api(alice["reader"]).get(url).json()["bootstrap"] is None  # no agent yet
+    for agent_id, host in (("agt-2", "10.0.0.9"), ("agt-1", "10.0.0.8")):
+        AgentApi(alice["agent_key"])(
+            "heartbeat", {"agent_id": agent_id, "host": host, "port": 9092}
+        )
+    AgentApi(bob["agent_key"])("heartbeat", {"agent_id": "agt-b", "host": "10.9.9.9", "port": 9092})
+    assert api(alice["reader"]).get(url).json()["bootstrap"] == "10.0.0.8:9092,10.0.0.9:9092"
+    listed = api(bob["admin"]).get("/api/v1/clusters/").json()
+    assert [c["bootstrap"] for c in listed] == ["10.9.9.9:9092"]

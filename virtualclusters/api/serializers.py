@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from metadata_store.models import Topic
+from metadata_store.selectors import bootstrap_servers
 from virtualclusters.models import AgentKey, VirtualCluster
 from virtualclusters.services import CONFIG_BOUNDS
 
@@ -37,7 +39,10 @@ class ClusterConfigSerializer(serializers.Serializer):
 class ClusterSerializer(serializers.ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
     config = serializers.SerializerMethodField()
-    bootstrap = serializers.SerializerMethodField()
+    bootstrap = serializers.SerializerMethodField(
+        help_text="bootstrap.servers for this cluster's Kafka clients: the addresses its live "
+        "agents advertise, comma-separated; null until an agent of this cluster runs."
+    )
 
     class Meta:
         model = VirtualCluster
@@ -47,10 +52,9 @@ class ClusterSerializer(serializers.ModelSerializer):
     def get_config(self, cluster: VirtualCluster) -> dict:
         return cluster.config()
 
-    def get_bootstrap(self, cluster: VirtualCluster) -> str:
-        from django.conf import settings
-
-        return settings.FLOE_BOOTSTRAP
+    @extend_schema_field({"type": "string", "nullable": True, "example": "10.0.1.2:9092"})
+    def get_bootstrap(self, cluster: VirtualCluster) -> str | None:
+        return ",".join(bootstrap_servers(cluster)) or None
 
 
 class ClusterCreateSerializer(serializers.Serializer):
