@@ -9,6 +9,7 @@ from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
+from controlplane.errors import conflict
 from controlplane.ids import new_secret, secret_digest
 from controlplane.models import ApiKey, Membership, Organization
 
@@ -65,7 +66,7 @@ def api_key_create(
     if not name:
         raise ValidationError({"name": ["An API key needs a name."]})
     if ApiKey.objects.for_org(organization).active().filter(name=name).exists():
-        raise ValidationError({"name": ["An active API key with this name already exists."]})
+        raise conflict("name", "An active API key with this name already exists.")
     secret = new_secret("api")
     key = ApiKey.objects.create(
         organization=organization,

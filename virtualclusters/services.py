@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from controlplane.errors import CONFLICT, conflict
 from controlplane.ids import new_secret, secret_digest
 from controlplane.models import Organization
 from metadata_store.topic_configs import MAX_PARTITIONS
@@ -20,6 +21,8 @@ from virtualclusters.models import AgentKey, VirtualCluster
 
 # "Last used" of an agent key is kept to this resolution (agents authenticate often).
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+CLUSTER_TAKEN = "A cluster with this name already exists."
 
 CONFIG_BOUNDS = {
     "default_partitions": (1, MAX_PARTITIONS),
@@ -72,7 +75,7 @@ def cluster_create(
     try:  # collect the name's and the configuration's problems together
         name = _clean_cluster_name(name)
         if VirtualCluster.objects.filter(organization=organization, name=name).exists():
-            errors["name"] = ["A cluster with this name already exists."]
+            errors["name"] = [ValidationError(CLUSTER_TAKEN, code=CONFLICT)]
     except ValidationError as exc:
         errors.update(exc.message_dict)
     try:
@@ -89,7 +92,7 @@ def cluster_rename(*, cluster: VirtualCluster, name: str) -> VirtualCluster:
     name = _clean_cluster_name(name)
     taken = VirtualCluster.objects.filter(organization_id=cluster.organization_id, name=name)
     if taken.exclude(pk=cluster.pk).exists():
-        raise ValidationError({"name": ["A cluster with this name already exists."]})
+        raise conflict("name", CLUSTER_TAKEN)
     cluster.name = name
     cluster.save(update_fields=["name"])
     return cluster
@@ -109,7 +112,7 @@ def cluster_config_update(*, cluster: VirtualCluster, config: dict) -> VirtualCl
 def cluster_delete(*, cluster: VirtualCluster, confirm_name: str) -> None:
     """Delete a cluster and all its metadata; the caller must type its name."""
     if (confirm_name or "").strip() != cluster.name:
-        raise ValidationError({"confirm_name": ["Type the cluster's name to confirm deletion."]})
+        raise conflict("confirm_name", "Type the cluster's name to confirm deletion.")
     cluster.delete()
 
 
@@ -121,7 +124,7 @@ def agent_key_create(*, cluster: VirtualCluster, name: str = "") -> tuple[AgentK
         raise ValidationError({"name": ["At most 100 characters."]})
     taken = set(cluster.agent_keys.active().values_list("name", flat=True))
     if name in taken:
-        raise ValidationError({"name": ["An active agent key with this name already exists."]})
+        raise conflict("name", "An active agent key with this name already exists.")
     if not name:  # unnamed keys are numbered: "agent key", "agent key 2", …
         name = next(n for n in _numbered("agent key") if n not in taken)
     secret = new_secret("agent")

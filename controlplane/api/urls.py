@@ -1,6 +1,6 @@
 """``/api/v1/``: the REST API (everything the console does)."""
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from controlplane.api import views
@@ -75,4 +75,5 @@ urlpatterns = [
         name="api-job-runs",
     ),
     path("", include("virtualclusters.api.security_urls")),
+    re_path(r"^[\s\S]*$", views.not_found),  # last: anything else under /api/v1/ is a JSON 404
 ]

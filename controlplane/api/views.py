@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
+from django.urls import Resolver404, resolve
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from controlplane.api.pagination import (
+    PAGE_PARAMETERS,
+    KeyListQuerySerializer,
+    paginated,
+    query_params,
+)
+from controlplane.api.strict import StrictSerializer
 from controlplane.models import ApiKey
 from controlplane.services import api_key_create, api_key_revoke
 
@@ -42,7 +52,7 @@ class ApiKeySerializer(serializers.ModelSerializer):
         return key.revoked_at is not None
 
 
-class ApiKeyCreateSerializer(serializers.Serializer):
+class ApiKeyCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100)
     scope = serializers.ChoiceField(choices=ApiKey.Scope.choices, default=ApiKey.Scope.ADMIN)
 
@@ -56,10 +66,16 @@ class ApiKeyCreatedSerializer(ApiKeySerializer):
 
 
 class ApiKeyListView(OrgScopedView):
-    @extend_schema(responses=ApiKeySerializer(many=True), summary="List API keys")
+    @extend_schema(
+        responses=ApiKeySerializer(many=True),
+        parameters=[KeyListQuerySerializer, *PAGE_PARAMETERS],
+        summary="List API keys (active ones; revoked ones too on request)",
+    )
     def get(self, request):
-        keys = ApiKey.objects.for_org(self.organization).order_by("-created_at")
-        return Response(ApiKeySerializer(keys, many=True).data)
+        keys = ApiKey.objects.for_org(self.organization).order_by("-created_at", "id")
+        if not query_params(request, KeyListQuerySerializer)["include_revoked"]:
+            keys = keys.active()
+        return paginated(request, keys, ApiKeySerializer)
 
     @extend_schema(
         request=ApiKeyCreateSerializer,
@@ -76,7 +92,9 @@ class ApiKeyListView(OrgScopedView):
 
 class ApiKeyDetailView(OrgScopedView):
     def _key(self, key_id: str) -> ApiKey:
-        return get_object_or_404(ApiKey.objects.for_org(self.organization), public_id=key_id)
+        """An active key of the caller's organization: a revoked (deleted) key is a 404."""
+        keys = ApiKey.objects.for_org(self.organization).active()
+        return get_object_or_404(keys, public_id=key_id)
 
     @extend_schema(responses=ApiKeySerializer, summary="Describe an API key")
     def get(self, request, key_id: str):
@@ -86,3 +104,18 @@ class ApiKeyDetailView(OrgScopedView):
     def delete(self, request, key_id: str):
         api_key_revoke(key=self._key(key_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@csrf_exempt
+def not_found(request, *args, **kwargs) -> JsonResponse:
+    """Any other ``/api/v1/`` path: a JSON 404 (never the HTML debug page), with a hint
+    when the path only lacks its trailing slash."""
+    message = f"No API endpoint at {request.path}."
+    if not request.path.endswith("/"):
+        try:
+            match = resolve(request.path + "/")
+        except Resolver404:
+            match = None
+        if match is not None and match.func is not not_found:
+            message += f" Did you mean {request.path}/ (with a trailing slash)?"
+    return JsonResponse({"error": message}, status=404)

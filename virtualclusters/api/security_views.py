@@ -7,6 +7,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
+from controlplane.api.pagination import PAGE_PARAMETERS, paginated, query_params
 from virtualclusters.api.security_serializers import (
     AclCreateSerializer,
     AclQuerySerializer,
@@ -22,11 +23,13 @@ from virtualclusters.security.models import Acl, SaslCredential
 
 class SaslCredentialListView(ClusterScopedView):
     @extend_schema(
-        responses=SaslCredentialSerializer(many=True), summary="List a cluster's SASL users"
+        responses=SaslCredentialSerializer(many=True),
+        parameters=PAGE_PARAMETERS,
+        summary="List a cluster's SASL users",
     )
     def get(self, request, cluster_id: str):
         credentials = self.cluster(cluster_id).sasl_credentials.order_by("username")
-        return Response(SaslCredentialSerializer(credentials, many=True).data)
+        return paginated(request, credentials, SaslCredentialSerializer)
 
     @extend_schema(
         request=SaslCredentialCreateSerializer,
@@ -63,16 +66,14 @@ class SaslCredentialDetailView(ClusterScopedView):
 
 class AclListView(ClusterScopedView):
     @extend_schema(
-        parameters=[AclQuerySerializer],
+        parameters=[AclQuerySerializer, *PAGE_PARAMETERS],
         responses=AclSerializer(many=True),
         summary="List a cluster's ACLs (optionally filtered by exact field values)",
     )
     def get(self, request, cluster_id: str):
         acls = self.cluster(cluster_id).acls.order_by("resource_type", "resource_name", "id")
-        filters = AclQuerySerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        acls = acls.filter(**filters.validated_data)
-        return Response(AclSerializer(acls, many=True).data)
+        acls = acls.filter(**query_params(request, AclQuerySerializer))
+        return paginated(request, acls, AclSerializer)
 
     @extend_schema(
         request=AclCreateSerializer,

@@ -5,13 +5,15 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from controlplane.api.strict import StrictSerializer
 from metadata_store.models import Topic
 from metadata_store.selectors import bootstrap_servers
+from metadata_store.topic_configs import MAX_PARTITIONS, configs_schema
 from virtualclusters.models import AgentKey, VirtualCluster
 from virtualclusters.services import CONFIG_BOUNDS
 
 
-class ClusterConfigSerializer(serializers.Serializer):
+class ClusterConfigSerializer(StrictSerializer):
     auto_create_topics = serializers.BooleanField(required=False)
     default_partitions = serializers.IntegerField(
         required=False,
@@ -57,16 +59,16 @@ class ClusterSerializer(serializers.ModelSerializer):
         return ",".join(bootstrap_servers(cluster)) or None
 
 
-class ClusterCreateSerializer(serializers.Serializer):
+class ClusterCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100)
     config = ClusterConfigSerializer(required=False)
 
 
-class ClusterRenameSerializer(serializers.Serializer):
+class ClusterRenameSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100)
 
 
-class ClusterDeleteSerializer(serializers.Serializer):
+class ClusterDeleteSerializer(StrictSerializer):
     confirm_name = serializers.CharField()
 
 
@@ -88,7 +90,7 @@ class AgentKeySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class AgentKeyCreateSerializer(serializers.Serializer):
+class AgentKeyCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100, required=False, allow_blank=True)
 
 
@@ -112,7 +114,27 @@ class TopicSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class TopicCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=249)
-    num_partitions = serializers.IntegerField(required=False, default=-1)
-    configs = serializers.DictField(child=serializers.CharField(), required=False, default=dict)
+TOPIC_NAME_RULE = "1-249 ASCII letters, digits, '.', '_' and '-'; not '.' or '..'."
+
+
+@extend_schema_field(
+    {"oneOf": [{"type": "integer", "enum": [-1]}, {"type": "integer", "minimum": 1,
+     "maximum": MAX_PARTITIONS}], "description": "-1 (or left out): the cluster's default."}
+)  # fmt: skip
+class PartitionCountField(serializers.IntegerField):
+    pass
+
+
+@extend_schema_field(configs_schema())
+class TopicConfigsField(serializers.DictField):
+    pass
+
+
+class TopicCreateSerializer(StrictSerializer):
+    name = serializers.RegexField(
+        r"^(?!\.\.?$)[a-zA-Z0-9._-]{1,249}$",
+        help_text=TOPIC_NAME_RULE,
+        error_messages={"invalid": f"The topic name is illegal: {TOPIC_NAME_RULE}"},
+    )
+    num_partitions = PartitionCountField(required=False, default=-1)
+    configs = TopicConfigsField(child=serializers.CharField(), required=False, default=dict)

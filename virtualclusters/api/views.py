@@ -8,7 +8,15 @@ from rest_framework import status
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from controlplane.api.pagination import (
+    PAGE_PARAMETERS,
+    KeyListQuerySerializer,
+    paginated,
+    query_params,
+)
 from controlplane.api.views import OrgScopedView
+from controlplane.errors import conflict
+from core.kafka.errors import ErrorCode
 from metadata_store.topics import TopicError, topic_create, topic_delete
 from virtualclusters import selectors, services
 from virtualclusters.api.serializers import (
@@ -35,10 +43,14 @@ class ClusterScopedView(OrgScopedView):
 
 
 class ClusterListView(ClusterScopedView):
-    @extend_schema(responses=ClusterSerializer(many=True), summary="List virtual clusters")
+    @extend_schema(
+        responses=ClusterSerializer(many=True),
+        parameters=PAGE_PARAMETERS,
+        summary="List virtual clusters",
+    )
     def get(self, request):
         clusters = VirtualCluster.objects.for_org(self.organization).order_by("name")
-        return Response(ClusterSerializer(clusters, many=True).data)
+        return paginated(request, clusters, ClusterSerializer)
 
     @extend_schema(
         request=ClusterCreateSerializer,
@@ -68,9 +80,10 @@ class ClusterDetailView(ClusterScopedView):
     )
     def patch(self, request, cluster_id: str):
         cluster = self.cluster(cluster_id)
-        data = ClusterRenameSerializer(data=request.data)
+        data = ClusterRenameSerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
-        services.cluster_rename(cluster=cluster, name=data.validated_data["name"])
+        if "name" in data.validated_data:  # PATCH {} changes nothing
+            services.cluster_rename(cluster=cluster, name=data.validated_data["name"])
         return Response(ClusterSerializer(cluster).data)
 
     @extend_schema(
@@ -104,7 +117,7 @@ class ClusterConfigView(ClusterScopedView):
     )
     def patch(self, request, cluster_id: str):
         cluster = self.cluster(cluster_id)
-        if not isinstance(request.data, dict) or not request.data:
+        if not isinstance(request.data, dict):
             raise ValidationError(
                 {"non_field_errors": ["Send a JSON object with the fields to change."]}
             )
@@ -122,10 +135,16 @@ class ClusterConfigView(ClusterScopedView):
 
 
 class AgentKeyListView(ClusterScopedView):
-    @extend_schema(responses=AgentKeySerializer(many=True), summary="List a cluster's agent keys")
+    @extend_schema(
+        responses=AgentKeySerializer(many=True),
+        parameters=[KeyListQuerySerializer, *PAGE_PARAMETERS],
+        summary="List a cluster's agent keys (active ones; revoked ones too on request)",
+    )
     def get(self, request, cluster_id: str):
-        keys = self.cluster(cluster_id).agent_keys.order_by("-created_at")
-        return Response(AgentKeySerializer(keys, many=True).data)
+        keys = self.cluster(cluster_id).agent_keys.order_by("-created_at", "id")
+        if not query_params(request, KeyListQuerySerializer)["include_revoked"]:
+            keys = keys.active()
+        return paginated(request, keys, AgentKeySerializer)
 
     @extend_schema(
         request=AgentKeyCreateSerializer,
@@ -145,7 +164,8 @@ class AgentKeyListView(ClusterScopedView):
 
 class AgentKeyDetailView(ClusterScopedView):
     def _key(self, cluster_id: str, key_id: str) -> AgentKey:
-        return get_object_or_404(self.cluster(cluster_id).agent_keys, public_id=key_id)
+        """An active key of the cluster: a revoked (deleted) key is a 404."""
+        return get_object_or_404(self.cluster(cluster_id).agent_keys.active(), public_id=key_id)
 
     @extend_schema(responses=AgentKeySerializer, summary="Describe an agent key")
     def get(self, request, cluster_id: str, key_id: str):
@@ -158,11 +178,14 @@ class AgentKeyDetailView(ClusterScopedView):
 
 
 class TopicListView(ClusterScopedView):
-    @extend_schema(responses=TopicSerializer(many=True), summary="List a cluster's topics")
+    @extend_schema(
+        responses=TopicSerializer(many=True),
+        parameters=PAGE_PARAMETERS,
+        summary="List a cluster's topics",
+    )
     def get(self, request, cluster_id: str):
-        return Response(
-            TopicSerializer(selectors.topics_with_stats(self.cluster(cluster_id)), many=True).data
-        )
+        topics = selectors.topics_with_stats(self.cluster(cluster_id))
+        return paginated(request, topics, TopicSerializer)
 
     @extend_schema(
         request=TopicCreateSerializer, responses={201: TopicSerializer}, summary="Create a topic"
@@ -174,6 +197,8 @@ class TopicListView(ClusterScopedView):
         try:
             topic = topic_create(cluster=cluster, **data.validated_data)
         except TopicError as exc:
+            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise conflict("name", exc.message) from None
             raise ValidationError(
                 {"name" if exc.code != 40 else "configs": [exc.message]}
             ) from None
