@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
-from django.urls import Resolver404, resolve
+from django.urls import Resolver404, resolve, reverse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -20,6 +20,13 @@ from controlplane.api.pagination import (
 from controlplane.api.strict import StrictSerializer
 from controlplane.models import ApiKey
 from controlplane.services import api_key_create, api_key_revoke
+
+
+def created(data, url_name: str, **kwargs) -> Response:
+    """A 201 whose ``Location`` header names the new thing's URL."""
+    return Response(
+        data, status=status.HTTP_201_CREATED, headers={"Location": reverse(url_name, kwargs=kwargs)}
+    )
 
 
 class OrgScopedView(APIView):
@@ -87,7 +94,7 @@ class ApiKeyListView(OrgScopedView):
         data.is_valid(raise_exception=True)
         key, plaintext = api_key_create(organization=self.organization, **data.validated_data)
         key.key = plaintext
-        return Response(ApiKeyCreatedSerializer(key).data, status=status.HTTP_201_CREATED)
+        return created(ApiKeyCreatedSerializer(key).data, "api-key", key_id=key.public_id)
 
 
 class ApiKeyDetailView(OrgScopedView):

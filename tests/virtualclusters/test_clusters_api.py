@@ -235,3 +235,10 @@ def test_the_schema_declares_bearer_keys_and_validates_without_warnings(tmp_path
         "description": schema["components"]["securitySchemes"]["apiKey"]["description"],
     }
     assert schema["paths"]["/api/v1/clusters/"]["get"]["security"] == [{"apiKey": []}]
+
+
+def test_a_create_answers_with_the_location_of_what_it_made(api, alice):
+    client, cid = api(alice["admin"]), alice["cluster"].public_id
+    created = client.post(f"/api/v1/clusters/{cid}/topics/", {"name": "orders"})
+    assert created["Location"] == f"/api/v1/clusters/{cid}/topics/orders/"
+    assert client.get(created["Location"]).json()["name"] == "orders"

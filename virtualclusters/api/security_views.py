@@ -8,6 +8,7 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from controlplane.api.pagination import PAGE_PARAMETERS, paginated, query_params
+from controlplane.api.views import created
 from virtualclusters.api.security_serializers import (
     AclCreateSerializer,
     AclQuerySerializer,
@@ -45,8 +46,11 @@ class SaslCredentialListView(ClusterScopedView):
             cluster=cluster, **data.validated_data
         )
         credential.password = password
-        return Response(
-            SaslCredentialCreatedSerializer(credential).data, status=status.HTTP_201_CREATED
+        return created(
+            SaslCredentialCreatedSerializer(credential).data,
+            "api-sasl-credential",
+            cluster_id=cluster.public_id,
+            credential_id=credential.public_id,
         )
 
 
@@ -85,10 +89,11 @@ class AclListView(ClusterScopedView):
         data = AclCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         binding = services.acl_binding(dict(data.validated_data))
-        acl, created = services.acl_create(cluster=cluster, binding=binding)
-        return Response(
-            AclSerializer(acl).data,
-            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        acl, is_new = services.acl_create(cluster=cluster, binding=binding)
+        if not is_new:
+            return Response(AclSerializer(acl).data, status=status.HTTP_200_OK)
+        return created(
+            AclSerializer(acl).data, "api-acl", cluster_id=cluster.public_id, acl_id=acl.public_id
         )
 
 

@@ -14,7 +14,7 @@ from controlplane.api.pagination import (
     paginated,
     query_params,
 )
-from controlplane.api.views import OrgScopedView
+from controlplane.api.views import OrgScopedView, created
 from controlplane.errors import conflict
 from core.kafka.errors import ErrorCode
 from metadata_store.topics import TopicError, topic_create, topic_delete
@@ -65,7 +65,7 @@ class ClusterListView(ClusterScopedView):
             name=data.validated_data["name"],
             config=data.validated_data.get("config") or {},
         )
-        return Response(ClusterSerializer(cluster).data, status=status.HTTP_201_CREATED)
+        return created(ClusterSerializer(cluster).data, "api-cluster", cluster_id=cluster.public_id)
 
 
 class ClusterDetailView(ClusterScopedView):
@@ -159,7 +159,12 @@ class AgentKeyListView(ClusterScopedView):
             cluster=cluster, name=data.validated_data.get("name", "")
         )
         key.key = plaintext
-        return Response(AgentKeyCreatedSerializer(key).data, status=status.HTTP_201_CREATED)
+        return created(
+            AgentKeyCreatedSerializer(key).data,
+            "api-agent-key",
+            cluster_id=cluster.public_id,
+            key_id=key.public_id,
+        )
 
 
 class AgentKeyDetailView(ClusterScopedView):
@@ -202,9 +207,11 @@ class TopicListView(ClusterScopedView):
             raise ValidationError(
                 {"name" if exc.code != 40 else "configs": [exc.message]}
             ) from None
-        return Response(
+        return created(
             TopicSerializer(selectors.topics_with_stats(cluster).get(pk=topic.pk)).data,
-            status=status.HTTP_201_CREATED,
+            "api-topic",
+            cluster_id=cluster.public_id,
+            name=topic.name,
         )
 
 
