@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from django.http import Http404
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
-from rest_framework.exceptions import ValidationError
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 
 from controlplane.api.pagination import (
@@ -32,6 +33,7 @@ from virtualclusters.api.serializers import (
     TopicSerializer,
 )
 from virtualclusters.models import AgentKey, VirtualCluster
+from virtualclusters.record_browser import BrowseNotFound, BrowseUnavailable, records_browse
 
 
 class ClusterScopedView(OrgScopedView):
@@ -227,3 +229,62 @@ class TopicDetailView(ClusterScopedView):
     def delete(self, request, cluster_id: str, name: str):
         topic_delete(topic=self._topic(cluster_id, name))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class RecordSerializer(serializers.Serializer):
+    offset = serializers.IntegerField()
+    timestamp = serializers.IntegerField(help_text="Milliseconds since the epoch.")
+    key = serializers.CharField(allow_null=True, help_text="Base64.")
+    value = serializers.CharField(allow_null=True, help_text="Base64.")
+    headers = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField(allow_null=True)),
+        help_text="[name, base64 value] pairs.",
+    )
+
+
+class RecordPageSerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    partition = serializers.IntegerField()
+    log_start_offset = serializers.IntegerField()
+    high_watermark = serializers.IntegerField()
+    agent = serializers.CharField(help_text="The agent that read them.")
+    records = RecordSerializer(many=True)
+
+
+class RecordQuerySerializer(serializers.Serializer):
+    partition = serializers.IntegerField(required=False, default=0, min_value=0, max_value=9999)
+    offset = serializers.IntegerField(
+        required=False, min_value=0, max_value=2**62, help_text="Left out: the newest records."
+    )
+    limit = serializers.IntegerField(required=False, default=20, min_value=1, max_value=500)
+
+
+class RecordsUnavailable(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "No agent of this cluster could read the records."
+
+
+class TopicRecordsView(ClusterScopedView):
+    @extend_schema(
+        parameters=[RecordQuerySerializer],
+        responses={200: RecordPageSerializer, 503: OpenApiResponse(description="No live agent")},
+        summary="Read records of a topic's partition (through a live agent of the cluster)",
+        description="The control plane holds no bucket credentials: a live agent of the "
+        "cluster reads the records and they are passed on, never stored.",
+    )
+    def get(self, request, cluster_id: str, name: str):
+        cluster = self.cluster(cluster_id)
+        topic = get_object_or_404(cluster.topics, name=name)
+        query = query_params(request, RecordQuerySerializer)
+        if query["partition"] >= topic.partition_count:
+            raise ValidationError({"partition": ["The topic has no such partition."]})
+        try:
+            page = records_browse(
+                cluster, topic=topic.name, partition=query["partition"],
+                offset=query.get("offset"), limit=query["limit"],
+            )  # fmt: skip
+        except BrowseNotFound:
+            raise Http404 from None
+        except BrowseUnavailable as exc:
+            raise RecordsUnavailable(str(exc)) from None
+        return Response(RecordPageSerializer(page).data)
