@@ -293,7 +293,7 @@ def test_delete_requires_the_typed_name(client, alice):
 def test_the_cluster_page_lists_topics(client, alice):
     topic_create(cluster=alice["cluster"], name="payments", num_partitions=4)
     page = signed_in(client, alice).get(cluster_url(alice["cluster"])).content.decode()
-    assert re.search(r"payments</td><td class=\"num\">4</td><td class=\"num\">0</td>", page)
+    assert re.search(r"payments</a></td><td class=\"num\">4</td><td class=\"num\">0</td>", page)
 
 
 # --- agent keys --------------------------------------------------------------------------
