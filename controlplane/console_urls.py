@@ -16,7 +16,18 @@ urlpatterns = [
     path("clusters/<str:cluster_id>/rename", clusters.cluster_rename, name="cluster-rename"),
     path("clusters/<str:cluster_id>/delete", clusters.cluster_delete, name="cluster-delete"),
     path("clusters/<str:cluster_id>/agents/", agents.cluster_agents, name="cluster-agents"),
+    path("clusters/<str:cluster_id>/topics/new", topics.topic_new, name="topic-new"),
     path("clusters/<str:cluster_id>/topics/<str:name>/", topics.topic_detail, name="topic-detail"),
+    path(
+        "clusters/<str:cluster_id>/topics/<str:name>/config",
+        topics.topic_config,
+        name="topic-config",
+    ),
+    path(
+        "clusters/<str:cluster_id>/topics/<str:name>/delete",
+        topics.topic_remove,
+        name="topic-delete",
+    ),
     path("clusters/<str:cluster_id>/groups/", groups.cluster_groups, name="cluster-groups"),
     path("clusters/<str:cluster_id>/jobs", console_jobs.cluster_jobs, name="cluster-jobs"),
     path(

@@ -80,13 +80,18 @@ def _at_least_pattern(minimum: int) -> str:
     return rf"^({same}|{higher + '|' if higher else ''}[1-9][0-9]{{2,17}})$"
 
 
-def configs_schema() -> dict:
-    """The OpenAPI schema of a topic's configs: each known name, its values as strings."""
-    return {
-        "type": "object",
-        "properties": {name: d.check.schema for name, d in TOPIC_CONFIGS.items()},  # type: ignore[attr-defined]
-        "additionalProperties": False,
-    }
+def configs_schema(*, nullable: bool = False) -> dict:
+    """The OpenAPI schema of a topic's configs: each known name, its values as strings
+    (``nullable``: or null, for "back to the default")."""
+    properties = {}
+    for name, definition in TOPIC_CONFIGS.items():
+        schema = dict(definition.check.schema)  # type: ignore[attr-defined]
+        if nullable:
+            schema["nullable"] = True
+            if "enum" in schema:
+                schema["enum"] = [*schema["enum"], None]
+        properties[name] = schema
+    return {"type": "object", "properties": properties, "additionalProperties": False}
 
 
 @dataclass(frozen=True)

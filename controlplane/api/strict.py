@@ -24,7 +24,8 @@ def _json_type_problem(field: serializers.Field, value) -> str | None:
     elif isinstance(field, serializers.DictField):
         ok = isinstance(value, dict)
         if ok and isinstance(field.child, serializers.CharField):
-            if not all(isinstance(v, str) for v in value.values()):
+            nullable = field.child.allow_null
+            if not all(isinstance(v, str) or (v is None and nullable) for v in value.values()):
                 return "Must be a JSON object of strings."
     elif isinstance(field, serializers.ListField):
         ok = isinstance(value, list)

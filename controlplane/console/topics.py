@@ -9,13 +9,16 @@ import binascii
 import json
 from datetime import UTC, datetime
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
 
 from controlplane.console.tenancy import cluster_or_404
 from metadata_store.models import Topic
-from metadata_store.topic_configs import effective_configs
+from metadata_store.topic_configs import MAX_PARTITIONS, effective_configs
+from metadata_store.topics import TopicError, topic_configs_alter, topic_create, topic_delete
 from virtualclusters.record_browser import BrowseNotFound, BrowseUnavailable, records_browse
 
 FORMATS = ("auto", "json", "text", "hex")
@@ -107,3 +110,54 @@ def topic_detail(request, cluster_id: str, name: str):
         "agent": (browsed or {}).get("agent"),
     }
     return render(request, "console/topic.html", context)
+
+
+@login_required
+@require_POST
+def topic_new(request, cluster_id: str):
+    """Create a topic (name, partitions: empty for the cluster's default)."""
+    cluster = cluster_or_404(request, cluster_id)
+    name = request.POST.get("name", "").strip()
+    partitions = _int(request.POST.get("partitions"), -1, -1, MAX_PARTITIONS)
+    try:
+        topic = topic_create(cluster=cluster, name=name, num_partitions=partitions)
+    except TopicError as exc:
+        messages.error(request, exc.message)
+        return redirect("cluster-detail", cluster_id=cluster.public_id)
+    messages.success(request, f"Topic {topic.name} created.")
+    return redirect("topic-detail", cluster_id=cluster.public_id, name=topic.name)
+
+
+@login_required
+@require_POST
+def topic_config(request, cluster_id: str, name: str):
+    """Set one config override, or remove it (an empty value)."""
+    cluster = cluster_or_404(request, cluster_id)
+    topic = get_object_or_404(Topic.objects.filter(cluster=cluster), name=name)
+    config, value = request.POST.get("config", ""), request.POST.get("value", "").strip()
+    op = (
+        {"name": config, "op": "set", "value": value} if value else {"name": config, "op": "delete"}
+    )
+    try:
+        topic_configs_alter(topic=topic, ops=[op], incremental=True)
+    except TopicError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request, f"{config} {'set to ' + value if value else 'back to its default'}."
+        )
+    return redirect(reverse("topic-detail", args=[cluster.public_id, topic.name]) + "#configs")
+
+
+@login_required
+@require_POST
+def topic_remove(request, cluster_id: str, name: str):
+    """Delete a topic and its offsets; the person types its name to confirm."""
+    cluster = cluster_or_404(request, cluster_id)
+    topic = get_object_or_404(Topic.objects.filter(cluster=cluster), name=name)
+    if request.POST.get("confirm_name", "").strip() != topic.name:
+        messages.error(request, "Type the topic's name to confirm deletion.")
+        return redirect("topic-detail", cluster_id=cluster.public_id, name=topic.name)
+    topic_delete(topic=topic)
+    messages.success(request, f"Topic {name} deleted.")
+    return redirect("cluster-detail", cluster_id=cluster.public_id)

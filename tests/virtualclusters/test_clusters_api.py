@@ -242,3 +242,16 @@ def test_a_create_answers_with_the_location_of_what_it_made(api, alice):
     created = client.post(f"/api/v1/clusters/{cid}/topics/", {"name": "orders"})
     assert created["Location"] == f"/api/v1/clusters/{cid}/topics/orders/"
     assert client.get(created["Location"]).json()["name"] == "orders"
+
+
+def test_it_changes_a_topics_configs(api, alice):
+    client, cid = api(alice["admin"]), alice["cluster"].public_id
+    client.post(f"/api/v1/clusters/{cid}/topics/", {"name": "orders"})
+    url = f"/api/v1/clusters/{cid}/topics/orders/"
+    changed = client.patch(url, {"configs": {"retention.ms": "60000", "cleanup.policy": "compact"}})
+    assert changed.status_code == 200
+    assert changed.json()["configs"] == {"retention.ms": "60000", "cleanup.policy": "compact"}
+    back = client.patch(url, {"configs": {"retention.ms": None}})
+    assert back.json()["configs"] == {"cleanup.policy": "compact"}
+    bad = client.patch(url, {"configs": {"retention.ms": "soon"}})
+    assert bad.status_code == 400 and "integer" in bad.json()["error"]

@@ -130,6 +130,18 @@ class TopicConfigsField(serializers.DictField):
     pass
 
 
+@extend_schema_field(configs_schema(nullable=True))
+class TopicConfigChangesField(serializers.DictField):
+    pass
+
+
+class TopicConfigsUpdateSerializer(StrictSerializer):
+    configs = TopicConfigChangesField(
+        child=serializers.CharField(allow_null=True),
+        help_text="Config name → new value, or null for its default. Others are kept.",
+    )
+
+
 class TopicCreateSerializer(StrictSerializer):
     name = serializers.RegexField(
         r"^(?!\.\.?$)[a-zA-Z0-9._-]{1,249}$",

@@ -18,7 +18,7 @@ from controlplane.api.pagination import (
 from controlplane.api.views import OrgScopedView, created
 from controlplane.errors import conflict
 from core.kafka.errors import ErrorCode
-from metadata_store.topics import TopicError, topic_create, topic_delete
+from metadata_store.topics import TopicError, topic_configs_alter, topic_create, topic_delete
 from virtualclusters import selectors, services
 from virtualclusters.api.serializers import (
     AgentKeyCreatedSerializer,
@@ -29,6 +29,7 @@ from virtualclusters.api.serializers import (
     ClusterDeleteSerializer,
     ClusterRenameSerializer,
     ClusterSerializer,
+    TopicConfigsUpdateSerializer,
     TopicCreateSerializer,
     TopicSerializer,
 )
@@ -223,6 +224,25 @@ class TopicDetailView(ClusterScopedView):
 
     @extend_schema(responses=TopicSerializer, summary="Describe a topic")
     def get(self, request, cluster_id: str, name: str):
+        return Response(TopicSerializer(self._topic(cluster_id, name)).data)
+
+    @extend_schema(
+        request=TopicConfigsUpdateSerializer,
+        responses=TopicSerializer,
+        summary="Change a topic's configs (null: back to the default)",
+    )
+    def patch(self, request, cluster_id: str, name: str):
+        topic = self._topic(cluster_id, name)
+        data = TopicConfigsUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        ops = [
+            {"name": key, "op": "delete"} if value is None else {"name": key, "value": value}
+            for key, value in data.validated_data["configs"].items()
+        ]
+        try:
+            topic_configs_alter(topic=topic, ops=ops, incremental=True)
+        except TopicError as exc:
+            raise ValidationError({"configs": [exc.message]}) from None
         return Response(TopicSerializer(self._topic(cluster_id, name)).data)
 
     @extend_schema(responses={204: None}, summary="Delete a topic")

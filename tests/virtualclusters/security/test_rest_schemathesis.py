@@ -2,13 +2,15 @@
 this test's database transaction), with every check: no server error, and the API keeps
 its word: documented status codes and content types, responses that fit their schemas,
 schema-valid requests accepted and schema-violating ones refused (positive and negative
-generation), deleted things gone. A stateful run chains calls through the links the
-schema implies (create → read → delete).
+generation), deleted things gone. The stateful phase (calls chained through the ids
+and Location headers one answer gives the next) runs in `make fuzz`, over HTTP: in
+process, Hypothesis replays its state machine against a database that moved on, and
+calls the run flaky.
 
 Requests carry a valid admin key of a tenant that owns a cluster with a SASL user and an
 ACL, and `cluster_id` path parameters point at that cluster, so generated bodies reach
 the services rather than a 404. Bounded: a few examples per operation.
-(`make fuzz` runs the CLI over every phase with more examples.)
+
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from virtualclusters.security.services import acl_binding, acl_create, sasl_cred
 
 schemathesis = pytest.importorskip("schemathesis")
 from schemathesis import GenerationMode  # noqa: E402
-from schemathesis.checks import ignored_auth  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.filterwarnings("ignore")]
 
@@ -89,35 +90,3 @@ def test_the_rest_api_keeps_its_word(case, tenant):
     if case.path_parameters and "cluster_id" in case.path_parameters:
         case.path_parameters["cluster_id"] = tenant["cluster"].public_id
     case.call_and_validate(headers={"Authorization": f"Bearer {tenant['key']}"})
-
-
-def test_the_rest_api_keeps_its_word_across_calls(tenant):
-    """Stateful: sequences of calls linked by the ids one answer gives the next."""
-    key = tenant["key"]
-
-    # A schema of its own: the one above learns links from the Location headers it sees,
-    # which would change this machine's rules from one run to the next.
-    class Machine(_load_schema().as_state_machine()):
-        def get_call_kwargs(self, case):
-            return {"headers": {"Authorization": f"Bearer {key}"}}
-
-        def validate_response(self, response, case, additional_checks=None, **kwargs):
-            # The key is injected into every call here, so "is a bad key refused" (checked
-            # per operation by the test above) cannot be asked of these sequences.
-            case.validate_response(
-                response,
-                additional_checks=additional_checks,
-                excluded_checks=[ignored_auth],
-                transport_kwargs=kwargs or None,
-                recorder=self.recorder,
-            )
-
-    Machine.run(
-        settings=settings(
-            max_examples=15,
-            stateful_step_count=6,
-            deadline=None,
-            derandomize=True,
-            suppress_health_check=list(HealthCheck),
-        )
-    )
