@@ -2,7 +2,16 @@
 
 from django.urls import include, path
 
-from controlplane.console import accounts, agent_keys, agents, api_keys, clusters, groups, topics
+from controlplane.console import (
+    accounts,
+    agent_keys,
+    agents,
+    api_keys,
+    clusters,
+    groups,
+    throughput,
+    topics,
+)
 from controlplane.console import jobs as console_jobs
 
 urlpatterns = [
@@ -16,6 +25,11 @@ urlpatterns = [
     path("clusters/<str:cluster_id>/rename", clusters.cluster_rename, name="cluster-rename"),
     path("clusters/<str:cluster_id>/delete", clusters.cluster_delete, name="cluster-delete"),
     path("clusters/<str:cluster_id>/agents/", agents.cluster_agents, name="cluster-agents"),
+    path(
+        "clusters/<str:cluster_id>/throughput",
+        throughput.cluster_throughput,
+        name="cluster-throughput",
+    ),
     path("clusters/<str:cluster_id>/topics/new", topics.topic_new, name="topic-new"),
     path("clusters/<str:cluster_id>/topics/<str:name>/", topics.topic_detail, name="topic-detail"),
     path(

@@ -216,6 +216,12 @@ CELERY_BEAT_SCHEDULE = {
         ("orphan_cleanup", 3600),
     )
 }
+# Throughput history (console charts): a sample a minute, kept this many days.
+FLOE_THROUGHPUT_RETENTION_DAYS = env_int("FLOE_THROUGHPUT_RETENTION_DAYS", 8, minimum=1)
+CELERY_BEAT_SCHEDULE["floe-throughput-sample"] = {
+    "task": "virtualclusters.throughput.tasks.throughput_sample_all",
+    "schedule": 60.0,
+}
 CELERY_BEAT_SCHEDULE["floe-history-prune"] = {
     "task": "virtualclusters.jobs.tasks.history_prune",
     "schedule": 24 * 3600.0,

@@ -60,6 +60,11 @@ urlpatterns = [
         name="api-topic",
     ),
     path(
+        "clusters/<str:cluster_id>/throughput/",
+        vc.ThroughputView.as_view(),
+        name="api-throughput",
+    ),
+    path(
         "clusters/<str:cluster_id>/topics/<str:name>/records/",
         vc.TopicRecordsView.as_view(),
         name="api-topic-records",

@@ -35,6 +35,8 @@ from virtualclusters.api.serializers import (
 )
 from virtualclusters.models import AgentKey, VirtualCluster
 from virtualclusters.record_browser import BrowseNotFound, BrowseUnavailable, records_browse
+from virtualclusters.throughput.services import RANGES as THROUGHPUT_RANGES
+from virtualclusters.throughput.services import throughput_series
 
 
 class ClusterScopedView(OrgScopedView):
@@ -308,3 +310,31 @@ class TopicRecordsView(ClusterScopedView):
         except BrowseUnavailable as exc:
             raise RecordsUnavailable(str(exc)) from None
         return Response(RecordPageSerializer(page).data)
+
+
+class ThroughputPointSerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    records_per_s = serializers.FloatField()
+    bytes_per_s = serializers.FloatField(required=False)
+
+
+class ThroughputSerializer(serializers.Serializer):
+    span = serializers.ChoiceField(choices=list(THROUGHPUT_RANGES))
+    cluster = ThroughputPointSerializer(many=True)
+    topics = serializers.DictField(child=ThroughputPointSerializer(many=True))
+
+
+class ThroughputQuerySerializer(serializers.Serializer):
+    range = serializers.ChoiceField(choices=list(THROUGHPUT_RANGES), default="1h", required=False)
+
+
+class ThroughputView(ClusterScopedView):
+    @extend_schema(
+        parameters=[ThroughputQuerySerializer],
+        responses=ThroughputSerializer,
+        summary="Records and bytes in per second over 1h, 24h or 7d (sampled every minute)",
+    )
+    def get(self, request, cluster_id: str):
+        cluster = self.cluster(cluster_id)
+        span = query_params(request, ThroughputQuerySerializer)["range"]
+        return Response(ThroughputSerializer(throughput_series(cluster, span)).data)

@@ -5,13 +5,16 @@ chart stays readable on a phone."""
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from tests.factories import PASSWORD, make_cluster, make_org
 from tests.metadata_store.conftest import AgentApi, batch
 from tests.virtualclusters.groups.reports import commit_offsets, member, report
+from virtualclusters.throughput.services import throughput_sample
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -24,6 +27,7 @@ def _cluster_with_a_lagging_group():
     agent = AgentApi(key)
     agent("heartbeat", {"agent_id": "agt-a1", "host": "10.0.1.2", "port": 9092, "zone": "eu-1a"})
     tid = agent.create_topic("orders", 2)
+    throughput_sample(cluster=cluster, at=timezone.now() - timedelta(minutes=1))
     now_ms = int(time.time() * 1000)
     agent(
         "commit",
@@ -37,6 +41,7 @@ def _cluster_with_a_lagging_group():
             ],
         },
     )
+    throughput_sample(cluster=cluster)
     commit_offsets(agent, "billing", "orders", {0: 10, 1: 5})
     agent(
         "groups/report",
@@ -67,6 +72,7 @@ def test_the_main_pages_fit_a_phone_and_a_laptop(page, live_server, screenshots)
         "dashboard": "/",
         "cluster": base,
         "agents": base + "agents/",
+        "throughput": base.rstrip("/") + "/throughput",
         "groups": base + "groups/",
         "jobs": base.rstrip("/") + "/jobs",
         "security": base.rstrip("/") + "/security",
@@ -81,6 +87,9 @@ def test_the_main_pages_fit_a_phone_and_a_laptop(page, live_server, screenshots)
     expect(page.locator("#bootstrap")).to_have_count(0)  # the api-keys page has none
     page.goto(base)
     expect(page.locator("#bootstrap")).to_have_text("10.0.1.2:9092")
+    page.get_by_role("link", name="Throughput").click()
+    expect(page.locator("#chart-records circle.point")).to_have_count(1)  # a chart with points
+    expect(page.locator("#chart-topics")).to_contain_text("orders")
 
 
 def test_the_lag_chart_stays_readable_on_a_phone(page, live_server):
