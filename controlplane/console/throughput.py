@@ -64,6 +64,7 @@ def cluster_throughput(request, cluster_id: str):
         ("Records in per second", "records", line_chart([("all topics", series["cluster"])], "records_per_s")),
         ("Bytes in per second", "bytes", line_chart([("all topics", series["cluster"])], "bytes_per_s")),
         ("Records in per second, by topic", "topics", line_chart(list(series["topics"].items()), "records_per_s")),
+        ("Consumer-group lag (records)", "lag", line_chart(list(series["groups"].items()), "lag")),
     ]  # fmt: skip
     return render(
         request,

@@ -318,8 +318,16 @@ class ThroughputPointSerializer(serializers.Serializer):
     bytes_per_s = serializers.FloatField(required=False)
 
 
+class LagPointSerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    lag = serializers.IntegerField()
+
+
 class ThroughputSerializer(serializers.Serializer):
     span = serializers.ChoiceField(choices=list(THROUGHPUT_RANGES))
+    groups = serializers.DictField(
+        child=LagPointSerializer(many=True), help_text="Each consumer group's total lag."
+    )
     cluster = ThroughputPointSerializer(many=True)
     topics = serializers.DictField(child=ThroughputPointSerializer(many=True))
 

@@ -22,3 +22,18 @@ class ThroughputSample(models.Model):
     class Meta:
         db_table = "floe_throughput_sample"
         indexes = [models.Index(fields=["cluster", "at"], name="throughput_cluster_at")]
+
+
+class GroupLagSample(models.Model):
+    """A consumer group's total offset lag at one minute."""
+
+    cluster = models.ForeignKey(
+        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="+"
+    )
+    group_id = models.CharField(max_length=255)
+    at = models.DateTimeField()
+    lag = models.BigIntegerField()
+
+    class Meta:
+        db_table = "floe_group_lag_sample"
+        indexes = [models.Index(fields=["cluster", "at"], name="group_lag_cluster_at")]

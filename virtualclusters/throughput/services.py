@@ -1,4 +1,4 @@
-"""Sampling, pruning and reading the throughput history.
+"""Sampling, pruning and reading the throughput history (and consumer-group lag).
 
 Every minute (Celery beat) each cluster's topics get a row with their record count so far
 (the sum of their partitions' high watermarks) and the cluster a row with that sum and
@@ -19,8 +19,9 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from metadata_store.models import SegmentFile, Topic
+from virtualclusters.groups.lag import groups_describe
 from virtualclusters.models import VirtualCluster
-from virtualclusters.throughput.models import ThroughputSample
+from virtualclusters.throughput.models import GroupLagSample, ThroughputSample
 
 RANGES = {
     "1h": (timedelta(hours=1), 1),
@@ -53,13 +54,18 @@ def throughput_sample(*, cluster: VirtualCluster, at: datetime | None = None) ->
         )
     )
     ThroughputSample.objects.bulk_create(rows)
+    GroupLagSample.objects.bulk_create(
+        GroupLagSample(cluster=cluster, group_id=g["group_id"], at=at, lag=g["total_lag"])
+        for g in groups_describe(cluster)
+    )
 
 
 def throughput_prune(*, now: datetime | None = None) -> int:
     """Delete samples past their retention; the number deleted."""
     days = settings.FLOE_THROUGHPUT_RETENTION_DAYS
     cutoff = (now or timezone.now()) - timedelta(days=days)
-    return ThroughputSample.objects.filter(at__lt=cutoff).delete()[0]
+    deleted = ThroughputSample.objects.filter(at__lt=cutoff).delete()[0]
+    return deleted + GroupLagSample.objects.filter(at__lt=cutoff).delete()[0]
 
 
 def throughput_series(cluster: VirtualCluster, span: str = "1h") -> dict:
@@ -76,8 +82,15 @@ def throughput_series(cluster: VirtualCluster, span: str = "1h") -> dict:
     by_series: dict[str | None, list[ThroughputSample]] = {}
     for sample in samples:
         by_series.setdefault(sample.topic.name if sample.topic else None, []).append(sample)
+    lags: dict[str, list[GroupLagSample]] = {}
+    for sample in GroupLagSample.objects.filter(cluster=cluster, at__gte=since).order_by("at"):
+        lags.setdefault(sample.group_id, []).append(sample)
     return {
         "span": span,
+        "groups": {
+            group: [{"at": s.at, "lag": s.lag} for s in _spaced(rows, step)]
+            for group, rows in sorted(lags.items())
+        },
         "cluster": _rates(by_series.get(None, []), step, with_bytes=True),
         "topics": {
             name: _rates(rows, step, with_bytes=False)
@@ -87,15 +100,20 @@ def throughput_series(cluster: VirtualCluster, span: str = "1h") -> dict:
     }
 
 
-def _rates(rows: list[ThroughputSample], step: int, *, with_bytes: bool) -> list[dict]:
-    points = []
-    # Samples about `step` minutes apart, ending with the newest; the oldest always
-    # stays, so a young history still shows a point.
+def _spaced(rows: list, step: int) -> list:
+    """Samples about `step` minutes apart, ending with the newest; the oldest always
+    stays, so a young history still shows a point."""
     kept = rows[-1:]
     for row in reversed(rows[:-1]):
         if kept[-1].at - row.at >= SAMPLE_EVERY * step * 0.9 or row is rows[0]:
             kept.append(row)
     kept.reverse()
+    return kept
+
+
+def _rates(rows: list[ThroughputSample], step: int, *, with_bytes: bool) -> list[dict]:
+    points = []
+    kept = _spaced(rows, step)
     for before, after in zip(kept, kept[1:]):
         seconds = (after.at - before.at).total_seconds()
         if seconds <= 0:

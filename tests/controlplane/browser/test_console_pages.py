@@ -41,12 +41,12 @@ def _cluster_with_a_lagging_group():
             ],
         },
     )
-    throughput_sample(cluster=cluster)
     commit_offsets(agent, "billing", "orders", {0: 10, 1: 5})
     agent(
         "groups/report",
         {"agent_id": "agt-a1", "groups": [report("billing", members=[member("rdk-1", 0, 1)])]},
     )
+    throughput_sample(cluster=cluster)
     return user, cluster
 
 
@@ -90,6 +90,8 @@ def test_the_main_pages_fit_a_phone_and_a_laptop(page, live_server, screenshots)
     page.get_by_role("link", name="Throughput").click()
     expect(page.locator("#chart-records circle.point")).to_have_count(1)  # a chart with points
     expect(page.locator("#chart-topics")).to_contain_text("orders")
+    expect(page.locator("#chart-lag circle.point")).to_have_count(1)  # lag over time
+    expect(page.locator("#chart-lag")).to_contain_text("billing now 10")
 
 
 def test_the_lag_chart_stays_readable_on_a_phone(page, live_server):

@@ -42,7 +42,8 @@ def test_two_samples_make_a_rate_per_cluster_and_topic(alice, bob):
     assert point["records_per_s"] == pytest.approx(1.0, rel=0.05)  # 60 records in 60 s
     assert point["bytes_per_s"] == pytest.approx(5.0, rel=0.05)  # 300 bytes in 60 s
     assert [p["records_per_s"] for p in series["topics"]["orders"]] == [point["records_per_s"]]
-    assert throughput_series(bob["cluster"], "1h") == {"span": "1h", "cluster": [], "topics": {}}
+    empty = {"span": "1h", "cluster": [], "topics": {}, "groups": {}}
+    assert throughput_series(bob["cluster"], "1h") == empty
 
 
 def test_samples_past_their_retention_are_pruned(alice, settings):
