@@ -14,6 +14,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from controlplane.metrics import AGENT_API_CALLS, AGENT_API_SECONDS
 from metadata_store.agent_api import schemas
 from metadata_store.agent_api.schemas import BadBody
 from virtualclusters import services
@@ -70,13 +71,21 @@ def endpoint(schema: type):
                 return error_response(400, "bad request: Content-Length is not a number")
             if length > MAX_BODY_BYTES:
                 return error_response(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+            started = time.perf_counter()
             try:
                 # read(), not .body: the agent API has its own size limit (above).
                 body = request.read(length) if length else b""
-                return JsonResponse(handler(cluster, schemas.decode(body, schema)))
+                answer = JsonResponse(handler(cluster, schemas.decode(body, schema)))
+                AGENT_API_SECONDS.labels(call=handler.__name__).observe(
+                    time.perf_counter() - started
+                )
+                AGENT_API_CALLS.labels(call=handler.__name__, outcome="ok").inc()
+                return answer
             except BadBody as exc:
+                AGENT_API_CALLS.labels(call=handler.__name__, outcome="bad_request").inc()
                 return error_response(400, f"bad request: {exc}")
             except Exception as exc:  # ours, or the database's: never the debug page
+                AGENT_API_CALLS.labels(call=handler.__name__, outcome="error").inc()
                 log.exception("agent API %s failed", handler.__name__)
                 return error_response(500, f"{handler.__name__} failed: {type(exc).__name__}")
 
