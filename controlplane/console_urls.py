@@ -9,6 +9,7 @@ from controlplane.console import (
     api_keys,
     clusters,
     groups,
+    team,
     throughput,
     topics,
 )
@@ -54,6 +55,9 @@ urlpatterns = [
         agent_keys.agent_key_revoke,
         name="agent-key-revoke",
     ),
+    path("team", team.team_page, name="team"),
+    path("team/members/<int:membership_id>", team.member_change, name="team-member"),
+    path("invite/<str:token>", team.invitation_accept, name="invitation-accept"),
     path("api-keys", api_keys.api_key_list, name="console-api-keys"),
     path("api-keys/new", api_keys.api_key_create, name="console-api-key-create"),
     path("api-keys/<str:key_id>/revoke", api_keys.api_key_revoke, name="console-api-key-revoke"),

@@ -64,6 +64,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "controlplane.console.tenancy.ReadOnlyMembers",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -163,6 +164,16 @@ FLOE_PUBLIC_URL = env_str(
 )
 # An agent is live when it heartbeated within this many seconds.
 FLOE_AGENT_LIVENESS_S = env_int("FLOE_AGENT_LIVENESS_S", 15, minimum=1)
+
+# Invitations are emailed through this backend (SMTP: EMAIL_HOST, EMAIL_PORT,
+# EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS); the console shows the link too.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "floe@localhost")
 
 LOGGING = {
     "version": 1,
