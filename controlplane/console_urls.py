@@ -13,6 +13,7 @@ from controlplane.console import (
     throughput,
     topics,
 )
+from controlplane.console import audit as console_audit
 from controlplane.console import jobs as console_jobs
 
 urlpatterns = [
@@ -56,6 +57,7 @@ urlpatterns = [
         name="agent-key-revoke",
     ),
     path("team", team.team_page, name="team"),
+    path("audit", console_audit.audit_log, name="audit-log"),
     path("team/members/<int:membership_id>", team.member_change, name="team-member"),
     path("invite/<str:token>", team.invitation_accept, name="invitation-accept"),
     path("api-keys", api_keys.api_key_list, name="console-api-keys"),

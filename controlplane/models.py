@@ -68,6 +68,31 @@ class Invitation(models.Model):
     accepted_at = models.DateTimeField(null=True, blank=True)
 
 
+class AuditEventQuerySet(models.QuerySet):
+    def for_org(self, org: Organization | None) -> AuditEventQuerySet:
+        return self.filter(organization=org) if org is not None else self.none()
+
+
+class AuditEvent(models.Model):
+    """Who created, changed, revoked or deleted what (`controlplane.audit` records them)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    actor_label = models.CharField(max_length=255)
+    action = models.CharField(max_length=16)  # created, changed, revoked, deleted
+    target_type = models.CharField(max_length=32)
+    target_id = models.CharField(max_length=64)
+    target_name = models.CharField(max_length=255, blank=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["organization", "-at"], name="audit_org_at")]
+
+
 class ApiKeyQuerySet(models.QuerySet):
     def for_org(self, org: Organization | None) -> ApiKeyQuerySet:
         """Deny by default: no organization, no keys."""

@@ -63,6 +63,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "controlplane.audit.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "controlplane.console.tenancy.ReadOnlyMembers",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",

@@ -8,6 +8,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions, permissions
 from rest_framework.authentication import BaseAuthentication
 
+from controlplane import audit
 from controlplane.models import ApiKey, Organization
 from controlplane.services import api_key_authenticate
 
@@ -44,6 +45,7 @@ class ApiKeyAuthentication(BaseAuthentication):
         if key is None:
             raise exceptions.AuthenticationFailed("Unknown or revoked API key.")
         principal = ApiPrincipal(key.organization, key)
+        audit.set_actor(key.created_by, f"API key {key.name} ({key.public_id})")
         return principal, principal
 
     def authenticate_header(self, request) -> str:

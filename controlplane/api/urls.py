@@ -30,6 +30,7 @@ urlpatterns = [
         name="api-redoc",
     ),
     path("api-keys/", views.ApiKeyListView.as_view(), name="api-keys"),
+    path("audit-events/", views.AuditEventListView.as_view(), name="api-audit-events"),
     path("api-keys/<str:key_id>/", views.ApiKeyDetailView.as_view(), name="api-key"),
     path("clusters/", vc.ClusterListView.as_view(), name="api-clusters"),
     path("clusters/<str:cluster_id>/", vc.ClusterDetailView.as_view(), name="api-cluster"),

@@ -18,7 +18,8 @@ from controlplane.api.pagination import (
     query_params,
 )
 from controlplane.api.strict import StrictSerializer
-from controlplane.models import ApiKey
+from controlplane.audit import ACTIONS, TARGET_TYPES, audit_events
+from controlplane.models import ApiKey, AuditEvent
 from controlplane.services import api_key_create, api_key_revoke
 
 
@@ -126,3 +127,29 @@ def not_found(request, *args, **kwargs) -> JsonResponse:
         if match is not None and match.func is not not_found:
             message += f" Did you mean {request.path}/ (with a trailing slash)?"
     return JsonResponse({"error": message}, status=404)
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEvent
+        fields = ["at", "actor_label", "action", "target_type", "target_id", "target_name"]
+        read_only_fields = fields
+
+
+class AuditQuerySerializer(serializers.Serializer):
+    action = serializers.ChoiceField(choices=list(ACTIONS), required=False)
+    target_type = serializers.ChoiceField(choices=list(TARGET_TYPES), required=False)
+    actor = serializers.CharField(
+        required=False, max_length=100, help_text="Contained in the actor's label."
+    )
+
+
+class AuditEventListView(OrgScopedView):
+    @extend_schema(
+        parameters=[AuditQuerySerializer, *PAGE_PARAMETERS],
+        responses=AuditEventSerializer(many=True),
+        summary="The organization's audit log, newest first",
+    )
+    def get(self, request):
+        query = query_params(request, AuditQuerySerializer)
+        return paginated(request, audit_events(self.organization, **query), AuditEventSerializer)
