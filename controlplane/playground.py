@@ -144,6 +144,8 @@ def main() -> int:
             "gthread",
             "--timeout",
             "60",
+            "--limit-request-line",
+            "8190",
             "--access-logfile",
             "-",
         ],

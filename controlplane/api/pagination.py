@@ -54,10 +54,14 @@ PAGE_PARAMETERS = [
 
 def query_params(request, serializer_class: type[serializers.Serializer]) -> dict:
     """The query's parameters, validated by ``serializer_class``. A parameter given with
-    no value (``?limit=``) is a 400 too: DRF would take it as absent."""
-    blank = [n for n in serializer_class().fields if request.query_params.get(n, None) == ""]
+    no value (``?limit=``), or given twice, is a 400 too: DRF would take it as absent, or the last."""
+    names = serializer_class().fields
+    blank = [n for n in names if request.query_params.get(n, None) == ""]
     if blank:
         raise ValidationError({name: ["This parameter needs a value."] for name in blank})
+    repeated = [n for n in names if len(request.query_params.getlist(n)) > 1]
+    if repeated:
+        raise ValidationError({name: ["Give this parameter once."] for name in repeated})
     query = serializer_class(data=request.query_params)
     query.is_valid(raise_exception=True)
     return query.validated_data

@@ -99,8 +99,15 @@ def document_errors(result, generator, request, public):
             if method in ("post", "put", "patch") or (method == "delete" and "{" in path):
                 extra["409"] = "It conflicts with what exists (a name already taken, a "
                 "confirmation that does not match, a group with members)."
+            if operation.get("parameters"):
+                extra["414"] = "The request line is longer than the server takes."
             if "{" in path:
                 extra["404"] = "No such object in the caller's organization."
             for status, description in extra.items():
                 responses.setdefault(status, _error(description))
+            if "414" in extra:  # the web server's own page, before the app sees the request
+                responses["414"] = {
+                    "description": extra["414"],
+                    "content": {"text/html": {"schema": {"type": "string"}}},
+                }
     return result

@@ -138,6 +138,8 @@ class TopicConfigChangesField(serializers.DictField):
 class TopicConfigsUpdateSerializer(StrictSerializer):
     configs = TopicConfigChangesField(
         child=serializers.CharField(allow_null=True),
+        required=False,
+        default=dict,
         help_text="Config name → new value, or null for its default. Others are kept.",
     )
 

@@ -282,14 +282,14 @@ class RecordQuerySerializer(serializers.Serializer):
 
 
 class RecordsUnavailable(APIException):
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    status_code = status.HTTP_409_CONFLICT  # the cluster's state: no agent runs
     default_detail = "No agent of this cluster could read the records."
 
 
 class TopicRecordsView(ClusterScopedView):
     @extend_schema(
         parameters=[RecordQuerySerializer],
-        responses={200: RecordPageSerializer, 503: OpenApiResponse(description="No live agent")},
+        responses={200: RecordPageSerializer, 409: OpenApiResponse(description="No live agent")},
         summary="Read records of a topic's partition (through a live agent of the cluster)",
         description="The control plane holds no bucket credentials: a live agent of the "
         "cluster reads the records and they are passed on, never stored.",
@@ -299,7 +299,7 @@ class TopicRecordsView(ClusterScopedView):
         topic = get_object_or_404(cluster.topics, name=name)
         query = query_params(request, RecordQuerySerializer)
         if query["partition"] >= topic.partition_count:
-            raise ValidationError({"partition": ["The topic has no such partition."]})
+            raise Http404("The topic has no such partition.")
         try:
             page = records_browse(
                 cluster, topic=topic.name, partition=query["partition"],
