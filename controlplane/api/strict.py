@@ -55,6 +55,10 @@ class StrictSerializer(serializers.Serializer):
     # No docstring: the schema would show it as the description of every request body.
 
     def to_internal_value(self, data):
+        for field in self.fields.values():
+            # Lengths count what was sent (the schema's maxLength); services trim names.
+            if isinstance(field, serializers.CharField):
+                field.trim_whitespace = False
         if isinstance(data, Mapping):
             errors = {name: ["Unknown field."] for name in sorted(set(data) - set(self.fields))}
             for name, field in self.fields.items():
