@@ -58,7 +58,7 @@ urlpatterns = [
     ),
     path("team", team.team_page, name="team"),
     path("audit", console_audit.audit_log, name="audit-log"),
-    path("team/members/<int:membership_id>", team.member_change, name="team-member"),
+    path("team/members/<str:email>", team.member_change, name="team-member"),
     path("invite/<str:token>", team.invitation_accept, name="invitation-accept"),
     path("api-keys", api_keys.api_key_list, name="console-api-keys"),
     path("api-keys/new", api_keys.api_key_create, name="console-api-key-create"),

@@ -58,7 +58,8 @@ def invitation_create(
     try:
         send_mail(
             f"Join {organization.name} on Floe",
-            f"{invited_by.email} invited you to {organization.name} on Floe ({role}).\n\n{link}\n",
+            f"{getattr(invited_by, 'email', None) or 'Someone'} invited you to "
+            f"{organization.name} on Floe ({role}).\n\n{link}\n",
             settings.DEFAULT_FROM_EMAIL,
             [email],
         )
@@ -101,7 +102,7 @@ def _check_actor(actor: Membership, target: Membership) -> None:
     if not can_change(actor.role):
         raise ValidationError("Only owners and admins change the team.")
     if target.role == Role.OWNER:
-        raise ValidationError("The owner stays: hand ownership on first.")
+        raise conflict("role", "The owner stays: hand ownership on first.")
 
 
 @transaction.atomic

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import Resolver404, resolve, reverse
@@ -11,6 +12,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from controlplane import team
 from controlplane.api.pagination import (
     PAGE_PARAMETERS,
     KeyListQuerySerializer,
@@ -19,7 +21,7 @@ from controlplane.api.pagination import (
 )
 from controlplane.api.strict import StrictSerializer
 from controlplane.audit import ACTIONS, TARGET_TYPES, audit_events
-from controlplane.models import ApiKey, AuditEvent
+from controlplane.models import ApiKey, AuditEvent, Membership
 from controlplane.services import api_key_create, api_key_revoke
 
 
@@ -153,3 +155,93 @@ class AuditEventListView(OrgScopedView):
     def get(self, request):
         query = query_params(request, AuditQuerySerializer)
         return paginated(request, audit_events(self.organization, **query), AuditEventSerializer)
+
+
+# The roles a member can be given (the owner is made by handing ownership on).
+TEAM_ROLES = [Membership.Role.ADMIN.value, Membership.Role.MEMBER.value]
+
+
+class MemberSerializer(serializers.ModelSerializer):
+    email = serializers.EmailField(source="user.email", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["email", "role", "created_at"]
+        read_only_fields = fields
+
+
+class MemberRoleSerializer(StrictSerializer):
+    role = serializers.ChoiceField(choices=TEAM_ROLES)
+
+
+class InvitationCreateSerializer(StrictSerializer):
+    email = serializers.EmailField()
+    role = serializers.ChoiceField(choices=TEAM_ROLES)
+
+
+class InvitationCreatedSerializer(serializers.Serializer):
+    email = serializers.EmailField()
+    role = serializers.CharField()
+    link = serializers.CharField(help_text="Works once. Shown once; pass it on now.")
+    emailed = serializers.BooleanField()
+
+
+def _api_actor(org) -> Membership:
+    """An admin API key acts as an admin of its organization (never as its owner)."""
+    return Membership(organization=org, role=Membership.Role.ADMIN)
+
+
+class MemberListView(OrgScopedView):
+    @extend_schema(
+        responses=MemberSerializer(many=True),
+        parameters=PAGE_PARAMETERS,
+        summary="List the organization's members and their roles",
+    )
+    def get(self, request):
+        members = Membership.objects.filter(organization=self.organization).select_related("user")
+        return paginated(request, members.order_by("user__email"), MemberSerializer)
+
+
+class MemberDetailView(OrgScopedView):
+    def _member(self, email: str) -> Membership:
+        return get_object_or_404(
+            Membership.objects.select_related("user"),
+            organization=self.organization,
+            user__email=email,
+        )
+
+    @extend_schema(
+        request=MemberRoleSerializer, responses=MemberSerializer, summary="Change a member's role"
+    )
+    def patch(self, request, email: str):
+        member = self._member(email)
+        data = MemberRoleSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        team.member_role_change(
+            actor=_api_actor(self.organization), target=member, role=data.validated_data["role"]
+        )
+        return Response(MemberSerializer(member).data)
+
+    @extend_schema(responses={204: None}, summary="Remove a member (not the owner)")
+    def delete(self, request, email: str):
+        team.member_remove(actor=_api_actor(self.organization), target=self._member(email))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class InvitationListView(OrgScopedView):
+    @extend_schema(
+        request=InvitationCreateSerializer,
+        responses={201: InvitationCreatedSerializer},
+        summary="Invite someone by email (the link is also in the answer, once)",
+    )
+    def post(self, request):
+        data = InvitationCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        invitation, link, sent = team.invitation_create(
+            organization=self.organization,
+            invited_by=request.auth.key.created_by,
+            link_base=settings.FLOE_PUBLIC_URL,
+            **data.validated_data,
+        )
+        body = {"email": invitation.email, "role": invitation.role, "link": link, "emailed": sent}
+        return Response(InvitationCreatedSerializer(body).data, status=status.HTTP_201_CREATED)

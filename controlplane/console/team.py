@@ -81,10 +81,10 @@ def team_page(request):
 
 @login_required
 @require_POST
-def member_change(request, membership_id: int):
+def member_change(request, email: str):
     """Change a member's role, remove them, or hand them ownership."""
     org = org_or_404(request)
-    target = get_object_or_404(Membership, organization=org, pk=membership_id)
+    target = get_object_or_404(Membership, organization=org, user__email=email)
     actor = current_membership(request)
     action = request.POST.get("action", "")
     try:

@@ -51,22 +51,37 @@ def test_owners_change_roles_remove_members_and_hand_ownership_on(client, alice)
     ed = invitation_accept(invitation=invitation, password=PASSWORD)
     ed_membership = Membership.objects.get(user=ed)
     assert ed_membership.role == "admin"
-    client.post(f"/team/members/{ed_membership.pk}", {"action": "role", "role": "member"})
+    client.post("/team/members/ed@example.com", {"action": "role", "role": "member"})
     ed_membership.refresh_from_db()
     assert ed_membership.role == "member"
-    client.post(f"/team/members/{ed_membership.pk}", {"action": "transfer"})
+    client.post("/team/members/ed@example.com", {"action": "transfer"})
     ed_membership.refresh_from_db()
     owner = Membership.objects.get(user=alice["user"])
     assert ed_membership.role == "owner" and owner.role == "admin"
     # alice, now an admin, cannot remove the owner
-    client.post(f"/team/members/{ed_membership.pk}", {"action": "remove"})
+    client.post("/team/members/ed@example.com", {"action": "remove"})
     assert Membership.objects.filter(pk=ed_membership.pk).exists()
 
 
 def test_another_organizations_members_are_out_of_reach(client, alice, bob):
     bob_membership = Membership.objects.get(user=bob["user"])
     client.force_login(alice["user"])
-    response = client.post(f"/team/members/{bob_membership.pk}", {"action": "remove"})
+    response = client.post(f"/team/members/{bob['user'].email}", {"action": "remove"})
     assert response.status_code == 404
     assert Membership.objects.filter(pk=bob_membership.pk).exists()
     assert bob["user"].email not in client.get("/team").content.decode()
+
+
+def test_the_rest_api_lists_invites_and_changes_members(api, alice, bob):
+    admin = api(alice["admin"])
+    invited = admin.post("/api/v1/invitations/", {"email": "fay@example.com", "role": "admin"})
+    assert invited.status_code == 201 and "/invite/" in invited.json()["link"]
+    invitation_accept(invitation=Invitation.objects.get(email="fay@example.com"), password=PASSWORD)
+    emails = [m["email"] for m in admin.get("/api/v1/members/").json()]
+    assert emails == sorted([alice["user"].email, "fay@example.com"])
+    changed = admin.patch("/api/v1/members/fay@example.com/", {"role": "member"})
+    assert changed.status_code == 200 and changed.json()["role"] == "member"
+    owner = admin.delete(f"/api/v1/members/{alice['user'].email}/")
+    assert owner.status_code == 409  # the owner stays
+    assert admin.delete("/api/v1/members/fay@example.com/").status_code == 204
+    assert api(bob["admin"]).delete(f"/api/v1/members/{alice['user'].email}/").status_code == 404
