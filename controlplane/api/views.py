@@ -171,7 +171,7 @@ class MemberSerializer(serializers.ModelSerializer):
 
 
 class MemberRoleSerializer(StrictSerializer):
-    role = serializers.ChoiceField(choices=TEAM_ROLES)
+    role = serializers.ChoiceField(choices=TEAM_ROLES, required=False)
 
 
 class InvitationCreateSerializer(StrictSerializer):
@@ -217,9 +217,12 @@ class MemberDetailView(OrgScopedView):
         member = self._member(email)
         data = MemberRoleSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        team.member_role_change(
-            actor=_api_actor(self.organization), target=member, role=data.validated_data["role"]
-        )
+        if "role" in data.validated_data:  # PATCH {} changes nothing
+            team.member_role_change(
+                actor=_api_actor(self.organization),
+                target=member,
+                role=data.validated_data["role"],
+            )
         return Response(MemberSerializer(member).data)
 
     @extend_schema(responses={204: None}, summary="Remove a member (not the owner)")
