@@ -12,5 +12,12 @@ COPY agents agents
 COPY jobs jobs
 COPY templates templates
 COPY manage.py ./
-RUN pip install --no-cache-dir . && python manage.py collectstatic --noinput || true
+# Static files are collected at build time and served by the web process (WhiteNoise).
+# collectstatic touches no database: the URLs below only let the settings load. A failure
+# fails the build.
+ENV STATIC_ROOT=/app/static
+RUN pip install --no-cache-dir . \
+    && DATABASE_URL=postgres://build@127.0.0.1/build REDIS_URL=redis://127.0.0.1/0 \
+       SECRET_KEY=build-only-not-a-secret-build-only-not-a-secret \
+       python manage.py collectstatic --noinput
 EXPOSE 8000 9092

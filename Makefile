@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.floe-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test install system-deps js-deps lint format bench clean
+.PHONY: run test install system-deps js-deps lint format bench fuzz clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,13 @@ run: install
 
 bench: install
 	$(BIN)/python bench/metadata_commit.py
+
+## Schemathesis over the REST API, every phase and check, against a running control plane
+## (`make run`, then FLOE_API_KEY=<its api-key line> make fuzz).
+fuzz: install
+	$(BIN)/st run "$${FLOE_URL:-http://127.0.0.1:8000}/api/v1/schema/?format=json" \
+	  -H "Authorization: Bearer $$FLOE_API_KEY" --checks all --max-examples 30 \
+	  --phases examples,coverage,fuzzing,stateful
 
 clean:
 	rm -rf $(VENV) .floe tests/js/node_modules

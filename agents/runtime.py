@@ -10,6 +10,7 @@ one to be answered, write the remaining responses, then exit 0.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import socket
@@ -18,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from agents import AGENT_VERSION
+from agents import AGENT_VERSION, record_browser
 from agents.chunk_cache import ChunkCache
 from agents.config import CLIENT_ROLES, AgentConfig
 from agents.context import AgentContext
@@ -295,6 +296,7 @@ class AgentRuntime:
                 chunk_bytes=config.cache_chunk_bytes,
                 serve_chunk=cache.serve_peer,
                 relay=dispatcher.relayed,
+                browse=functools.partial(record_browser.browse, self.ctx),
             )
             http_runner = await start_http_on(app, http_sock)
             http_sock = None

@@ -1,10 +1,20 @@
 """The web console's pages. Public ids only in URLs; every write is a POST."""
 
-from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import include, path, re_path
 
 from billing import console as billing
-from controlplane.console import accounts, agent_keys, agents, api_keys, clusters, groups
+from controlplane.console import (
+    accounts,
+    agent_keys,
+    agents,
+    api_keys,
+    clusters,
+    groups,
+    team,
+    throughput,
+    topics,
+)
+from controlplane.console import audit as console_audit
 from controlplane.console import jobs as console_jobs
 
 urlpatterns = [
@@ -18,6 +28,23 @@ urlpatterns = [
     path("clusters/<str:cluster_id>/rename", clusters.cluster_rename, name="cluster-rename"),
     path("clusters/<str:cluster_id>/delete", clusters.cluster_delete, name="cluster-delete"),
     path("clusters/<str:cluster_id>/agents/", agents.cluster_agents, name="cluster-agents"),
+    path(
+        "clusters/<str:cluster_id>/throughput",
+        throughput.cluster_throughput,
+        name="cluster-throughput",
+    ),
+    path("clusters/<str:cluster_id>/topics/new", topics.topic_new, name="topic-new"),
+    path("clusters/<str:cluster_id>/topics/<str:name>/", topics.topic_detail, name="topic-detail"),
+    path(
+        "clusters/<str:cluster_id>/topics/<str:name>/config",
+        topics.topic_config,
+        name="topic-config",
+    ),
+    path(
+        "clusters/<str:cluster_id>/topics/<str:name>/delete",
+        topics.topic_remove,
+        name="topic-delete",
+    ),
     path("clusters/<str:cluster_id>/groups/", groups.cluster_groups, name="cluster-groups"),
     path("clusters/<str:cluster_id>/jobs", console_jobs.cluster_jobs, name="cluster-jobs"),
     path(
@@ -30,6 +57,10 @@ urlpatterns = [
         agent_keys.agent_key_revoke,
         name="agent-key-revoke",
     ),
+    path("team", team.team_page, name="team"),
+    path("audit", console_audit.audit_log, name="audit-log"),
+    path("team/members/<str:email>", team.member_change, name="team-member"),
+    path("invite/<str:token>", team.invitation_accept, name="invitation-accept"),
     path("api-keys", api_keys.api_key_list, name="console-api-keys"),
     path("api-keys/new", api_keys.api_key_create, name="console-api-key-create"),
     path("api-keys/<str:key_id>/revoke", api_keys.api_key_revoke, name="console-api-key-revoke"),
@@ -44,7 +75,3 @@ urlpatterns = [
     ),
     path("billing/invoices/<str:invoice_id>", billing.billing_invoice, name="billing-invoice"),
 ]
-
-# DEBUG only (`make run`): serve templates/static. Production runs `collectstatic` into
-# STATIC_ROOT and lets the web server serve it; the tests' live server serves it itself.
-urlpatterns += staticfiles_urlpatterns()

@@ -27,8 +27,9 @@ class Organization(models.Model):
 
 class Membership(models.Model):
     class Role(models.TextChoices):
-        OWNER = "owner", "Owner"
-        MEMBER = "member", "Member"
+        OWNER = "owner", "Owner"  # everything, and the only one who can hand ownership on
+        ADMIN = "admin", "Admin"  # everything else: clusters, keys, the team
+        MEMBER = "member", "Member (read-only)"  # sees everything, changes nothing
 
     organization = models.ForeignKey(
         Organization, on_delete=models.CASCADE, related_name="memberships"
@@ -43,6 +44,53 @@ class Membership(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["organization", "user"], name="one_membership_per_org")
         ]
+
+
+def _invitation_id() -> str:
+    return public_id("inv")
+
+
+class Invitation(models.Model):
+    """An invitation to join an organization with a role; the link's token is stored
+    hashed, and works once."""
+
+    public_id = models.CharField(max_length=32, unique=True, default=_invitation_id, editable=False)
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="invitations"
+    )
+    email = models.EmailField()
+    role = models.CharField(max_length=16, choices=Membership.Role.choices)
+    digest = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    accepted_at = models.DateTimeField(null=True, blank=True)
+
+
+class AuditEventQuerySet(models.QuerySet):
+    def for_org(self, org: Organization | None) -> AuditEventQuerySet:
+        return self.filter(organization=org) if org is not None else self.none()
+
+
+class AuditEvent(models.Model):
+    """Who created, changed, revoked or deleted what (`controlplane.audit` records them)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    actor_label = models.CharField(max_length=255)
+    action = models.CharField(max_length=16)  # created, changed, revoked, deleted
+    target_type = models.CharField(max_length=32)
+    target_id = models.CharField(max_length=64)
+    target_name = models.CharField(max_length=255, blank=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["organization", "-at"], name="audit_org_at")]
 
 
 class ApiKeyQuerySet(models.QuerySet):

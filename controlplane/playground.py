@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -27,6 +28,29 @@ PY = sys.executable
 
 def _say(line: str) -> None:
     print(line, flush=True)
+
+
+def _port_taken(port: int) -> bool:
+    """Whether something already listens on (or holds) 127.0.0.1:``port``."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _wait_tcp(port: int, timeout: float) -> bool:
+    """Wait until 127.0.0.1:``port`` accepts connections."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.settimeout(1)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.2)
+    return False
 
 
 def _wait_http(url: str, timeout: float) -> bool:
@@ -46,6 +70,17 @@ def main() -> int:
     http_port = int(os.environ.get("FLOE_HTTP_PORT", "8000"))
     kafka_port = int(os.environ.get("FLOE_KAFKA_PORT", "9092"))
     agent_http_port = int(os.environ.get("FLOE_AGENT_HTTP_PORT", str(kafka_port + 1000)))
+    for port, name, variable in (
+        (http_port, "the console", "FLOE_HTTP_PORT"),
+        (kafka_port, "the agent's Kafka listener", "FLOE_KAFKA_PORT"),
+        (agent_http_port, "the agent's HTTP port", "FLOE_AGENT_HTTP_PORT"),
+    ):
+        if _port_taken(port):
+            sys.stderr.write(
+                f"make run: port {port} ({name}) is already in use; "
+                f"stop what uses it or set {variable}=<another port>\n"
+            )
+            return 1
     env = dict(os.environ)
     env.setdefault("DEBUG", "1")
     env["FLOE_DATA_DIR"] = str(data_dir)
@@ -78,7 +113,7 @@ def main() -> int:
         children.append(child)
         return child
 
-    def stop(*_args) -> None:
+    def stop(*_args, code: int = 0) -> None:
         for child in children:
             if child.poll() is None:
                 child.terminate()
@@ -88,7 +123,7 @@ def main() -> int:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 child.kill()
-        raise SystemExit(0)
+        raise SystemExit(code)
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
@@ -110,6 +145,8 @@ def main() -> int:
             "gthread",
             "--timeout",
             "60",
+            "--limit-request-line",
+            "8190",
             "--access-logfile",
             "-",
         ],
@@ -117,7 +154,7 @@ def main() -> int:
     console = f"http://127.0.0.1:{http_port}/"
     if not _wait_http(console + "healthz", 60):
         _say(f"make run: the control plane did not answer in 60 s; see {logs / 'web.log'}")
-        stop()
+        stop(code=1)
     agent_args = [
         PY,
         "-m",
@@ -158,10 +195,17 @@ def main() -> int:
         ],
     )
 
+    # Each line is printed once what it names answers: the console (checked above), then
+    # the agent's Kafka port, which a client started on the "bootstrap" line connects to.
     _say(f"console: {console}")
     _say(f"login: {demo['email']} {demo['password']}")
     _say(f"api-key: {demo['api_key']}")
     _say(f"cluster: {demo['cluster']}")
+    if not _wait_tcp(kafka_port, 60):
+        _say(
+            f"make run: the agent did not listen on {kafka_port} in 60 s; see {logs / 'agent.log'}"
+        )
+        stop(code=1)
     _say(f"bootstrap: 127.0.0.1:{kafka_port}")
     _say(f"logs: {logs}   (Ctrl-C stops everything)")
     while True:
@@ -170,7 +214,7 @@ def main() -> int:
                 _say(
                     f"make run: {' '.join(child.args[:3])} exited with {child.returncode}; see {logs}"
                 )
-                stop()
+                stop(code=1)
         time.sleep(1)
 
 

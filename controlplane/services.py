@@ -9,6 +9,7 @@ from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
+from controlplane.errors import conflict
 from controlplane.ids import new_secret, secret_digest
 from controlplane.models import ApiKey, Membership, Organization
 
@@ -59,7 +60,13 @@ def organization_for_user(user) -> Organization | None:
 def api_key_create(
     *, organization: Organization, name: str, scope: str = ApiKey.Scope.ADMIN, created_by=None
 ) -> tuple[ApiKey, str]:
-    """A new API key; the plaintext is returned once and never stored."""
+    """A new API key; the plaintext is returned once and never stored. Two active keys
+    of an organization never share a name."""
+    name = (name or "").strip()
+    if not name:
+        raise ValidationError({"name": ["An API key needs a name."]})
+    if ApiKey.objects.for_org(organization).active().filter(name=name).exists():
+        raise conflict("name", "An active API key with this name already exists.")
     secret = new_secret("api")
     key = ApiKey.objects.create(
         organization=organization,

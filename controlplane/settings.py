@@ -57,11 +57,15 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "controlplane.metrics.RequestMetricsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "controlplane.audit.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "controlplane.console.tenancy.ReadOnlyMembers",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -116,18 +120,20 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "templates" / "static"]
-STATIC_ROOT = FLOE_DATA_DIR / "static"
+STATIC_ROOT = Path(env_str("STATIC_ROOT") or FLOE_DATA_DIR / "static")
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# The web process serves its own static files (WhiteNoise), DEBUG or not: from
+# STATIC_ROOT after `collectstatic` (the Docker image), else straight from the apps.
+WHITENOISE_USE_FINDERS = True
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["controlplane.api.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["controlplane.api.auth.ApiKeyPermission"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "controlplane.api.errors.exception_handler",
-    "DEFAULT_PARSER_CLASSES": [
-        "controlplane.api.parsers.JSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # JSON only: one encoding whose types the schema can state (a form's "0" is not false).
+    "DEFAULT_PARSER_CLASSES": ["controlplane.api.parsers.JSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
@@ -141,6 +147,11 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"TeamRoleEnum": "controlplane.api.views.TEAM_ROLES"},
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "controlplane.api.schema.document_errors",
+    ],
 }
 
 CELERY_BROKER_URL = REDIS_URL
@@ -149,8 +160,6 @@ CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 
-# Where the console tells users to point Kafka clients (the playground's agent).
-FLOE_BOOTSTRAP = env_str("FLOE_BOOTSTRAP", "127.0.0.1:" + str(env_int("FLOE_KAFKA_PORT", 9092)))
 # The URL agents use to reach this control plane (shown in the agent command).
 FLOE_PUBLIC_URL = env_str(
     "FLOE_PUBLIC_URL", "http://127.0.0.1:" + str(env_int("FLOE_HTTP_PORT", 8000))
@@ -164,6 +173,16 @@ FLOE_AGENT_API_STATEMENT_TIMEOUT_MS = env_int(
     "FLOE_AGENT_API_STATEMENT_TIMEOUT_MS", 8000, minimum=100
 )
 FLOE_AGENT_API_LOCK_TIMEOUT_MS = env_int("FLOE_AGENT_API_LOCK_TIMEOUT_MS", 3000, minimum=100)
+
+# Invitations are emailed through this backend (SMTP: EMAIL_HOST, EMAIL_PORT,
+# EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS); the console shows the link too.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "floe@localhost")
 
 LOGGING = {
     "version": 1,
@@ -235,6 +254,12 @@ CELERY_BEAT_SCHEDULE["floe-billing-meters"] = {
 CELERY_BEAT_SCHEDULE["floe-billing-invoices"] = {
     "task": "billing.tasks.invoices_issue",
     "schedule": 3600.0,
+}
+# Throughput history (console charts): a sample a minute, kept this many days.
+FLOE_THROUGHPUT_RETENTION_DAYS = env_int("FLOE_THROUGHPUT_RETENTION_DAYS", 8, minimum=1)
+CELERY_BEAT_SCHEDULE["floe-throughput-sample"] = {
+    "task": "virtualclusters.throughput.tasks.throughput_sample_all",
+    "schedule": 60.0,
 }
 CELERY_BEAT_SCHEDULE["floe-history-prune"] = {
     "task": "virtualclusters.jobs.tasks.history_prune",

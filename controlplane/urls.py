@@ -3,6 +3,8 @@
 from django.http import HttpResponse
 from django.urls import include, path
 
+from controlplane.metrics import metrics_view
+
 
 def healthz(request):
     return HttpResponse("ok", content_type="text/plain")
@@ -10,6 +12,7 @@ def healthz(request):
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("api/v1/", include("controlplane.api.urls")),
     path("agent/v1/", include("controlplane.agent_urls")),
     path("", include("controlplane.console_urls")),

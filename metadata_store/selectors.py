@@ -32,3 +32,19 @@ def agents_of_cluster(cluster: VirtualCluster) -> QuerySet[Agent]:
         )
         .order_by("-live", "zone", "agent_id")
     )
+
+
+def bootstrap_servers(cluster: VirtualCluster) -> list[str]:
+    """The Kafka addresses the cluster's live agents advertise (``host:port``), sorted;
+    empty when no agent of this cluster has heartbeated within the liveness window.
+
+    This is what a client of *this* cluster bootstraps from: never a global setting,
+    which would point every cluster at one organization's agent."""
+    rows = live_agents(cluster).values_list("host", "port")
+    return sorted({f"{host}:{port}" for host, port in rows})
+
+
+def live_agents(cluster: VirtualCluster) -> QuerySet[Agent]:
+    """The cluster's agents that heartbeated within the liveness window."""
+    live_since = timezone.now() - timedelta(seconds=settings.FLOE_AGENT_LIVENESS_S)
+    return Agent.objects.filter(cluster=cluster, last_heartbeat__gte=live_since)

@@ -35,6 +35,7 @@ def _long(minimum: int) -> Callable[[str], str | None]:
             return "must be an integer"
         return None if number >= minimum else f"must be at least {minimum}"
 
+    check.schema = {"type": "string", "pattern": _at_least_pattern(minimum)}  # type: ignore[attr-defined]
     return check
 
 
@@ -44,6 +45,12 @@ def _choice(*allowed: str, many: bool = False) -> Callable[[str], str | None]:
         bad = [p for p in parts if p not in allowed]
         return f"must be one of {', '.join(allowed)}" if bad or not parts else None
 
+    one = "|".join(allowed)
+    check.schema = (  # type: ignore[attr-defined]
+        {"type": "string", "pattern": rf"^\s*({one})\s*(,\s*({one})\s*)*$"}
+        if many
+        else {"type": "string", "enum": list(allowed)}
+    )
     return check
 
 
@@ -53,6 +60,38 @@ def _ratio(value: str) -> str | None:
     except (TypeError, ValueError):
         return "must be a number"
     return None if 0.0 <= number <= 1.0 else "must be between 0 and 1"
+
+
+_ratio.schema = {"type": "string", "pattern": r"^(0?\.[0-9]{1,9}|0|1|0\.0*|1\.0*)$"}  # type: ignore[attr-defined]
+
+
+def _at_least_pattern(minimum: int) -> str:
+    """A regular expression for the decimal integers >= ``minimum`` (< 10**18), for the
+    OpenAPI schema; ``minimum`` is -1 or has at most two digits."""
+    if minimum == -1:
+        return r"^(-1|[0-9]{1,18})$"
+    if minimum == 0:
+        return r"^[0-9]{1,18}$"
+    if minimum < 10:
+        return rf"^([{minimum}-9]|[1-9][0-9]{{1,17}})$"
+    tens, ones = divmod(minimum, 10)
+    same = rf"{tens}[{ones}-9]"
+    higher = rf"[{tens + 1}-9][0-9]" if tens < 9 else ""
+    return rf"^({same}|{higher + '|' if higher else ''}[1-9][0-9]{{2,17}})$"
+
+
+def configs_schema(*, nullable: bool = False) -> dict:
+    """The OpenAPI schema of a topic's configs: each known name, its values as strings
+    (``nullable``: or null, for "back to the default")."""
+    properties = {}
+    for name, definition in TOPIC_CONFIGS.items():
+        schema = dict(definition.check.schema)  # type: ignore[attr-defined]
+        if nullable:
+            schema["nullable"] = True
+            if "enum" in schema:
+                schema["enum"] = [*schema["enum"], None]
+        properties[name] = schema
+    return {"type": "object", "properties": properties, "additionalProperties": False}
 
 
 @dataclass(frozen=True)

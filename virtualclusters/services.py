@@ -6,16 +6,24 @@ the metadata store's (``metadata_store.topics``).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
+from controlplane.errors import CONFLICT, conflict
 from controlplane.ids import new_secret, secret_digest
 from controlplane.models import Organization
 from metadata_store.topic_configs import MAX_PARTITIONS
 from virtualclusters.models import AgentKey, VirtualCluster
+
+# "Last used" of an agent key is kept to this resolution (agents authenticate often).
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+CLUSTER_TAKEN = "A cluster with this name already exists."
 
 CONFIG_BOUNDS = {
     "default_partitions": (1, MAX_PARTITIONS),
@@ -122,7 +130,7 @@ def cluster_create(
     try:  # collect the name's and the configuration's problems together
         name = _clean_cluster_name(name)
         if VirtualCluster.objects.filter(organization=organization, name=name).exists():
-            errors["name"] = ["A cluster with this name already exists."]
+            errors["name"] = [ValidationError(CLUSTER_TAKEN, code=CONFLICT)]
     except ValidationError as exc:
         errors.update(exc.message_dict)
     try:
@@ -144,7 +152,7 @@ def cluster_rename(*, cluster: VirtualCluster, name: str) -> VirtualCluster:
     name = _clean_cluster_name(name)
     taken = VirtualCluster.objects.filter(organization_id=cluster.organization_id, name=name)
     if taken.exclude(pk=cluster.pk).exists():
-        raise ValidationError({"name": ["A cluster with this name already exists."]})
+        raise conflict("name", CLUSTER_TAKEN)
     cluster.name = name
     cluster.save(update_fields=["name"])
     return cluster
@@ -164,21 +172,34 @@ def cluster_config_update(*, cluster: VirtualCluster, config: dict) -> VirtualCl
 def cluster_delete(*, cluster: VirtualCluster, confirm_name: str) -> None:
     """Delete a cluster and all its metadata; the caller must type its name."""
     if (confirm_name or "").strip() != cluster.name:
-        raise ValidationError({"confirm_name": ["Type the cluster's name to confirm deletion."]})
+        raise conflict("confirm_name", "Type the cluster's name to confirm deletion.")
     cluster.delete()
 
 
 @transaction.atomic
 def agent_key_create(*, cluster: VirtualCluster, name: str = "") -> tuple[AgentKey, str]:
     """A new agent key for ``cluster``; the plaintext is returned once."""
-    name = (name or "").strip() or "agent key"
+    name = (name or "").strip()
     if len(name) > 100:
         raise ValidationError({"name": ["At most 100 characters."]})
+    taken = set(cluster.agent_keys.active().values_list("name", flat=True))
+    if name in taken:
+        raise conflict("name", "An active agent key with this name already exists.")
+    if not name:  # unnamed keys are numbered: "agent key", "agent key 2", …
+        name = next(n for n in _numbered("agent key") if n not in taken)
     secret = new_secret("agent")
     key = AgentKey.objects.create(
         cluster=cluster, name=name, display_prefix=secret.display_prefix, digest=secret.digest
     )
     return key, secret.plaintext
+
+
+def _numbered(base: str):
+    yield base
+    n = 2
+    while True:
+        yield f"{base} {n}"
+        n += 1
 
 
 def agent_key_revoke(*, key: AgentKey) -> None:
@@ -191,9 +212,15 @@ def agent_key_authenticate(plaintext: str) -> AgentKey | None:
     """The active agent key with this plaintext (with its cluster), or ``None``."""
     if not plaintext or not plaintext.startswith("floe_agent_"):
         return None
-    return (
+    key = (
         AgentKey.objects.active()
         .select_related("cluster")
         .filter(digest=secret_digest(plaintext))
         .first()
     )
+    if key is not None:  # at most one write a minute per key, however many agents use it
+        now = timezone.now()
+        AgentKey.objects.filter(pk=key.pk).filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
+        ).update(last_used_at=now)
+    return key

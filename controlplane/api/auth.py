@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions, permissions
 from rest_framework.authentication import BaseAuthentication
 
+from controlplane import audit
 from controlplane.models import ApiKey, Organization
 from controlplane.services import api_key_authenticate
 
@@ -43,6 +45,7 @@ class ApiKeyAuthentication(BaseAuthentication):
         if key is None:
             raise exceptions.AuthenticationFailed("Unknown or revoked API key.")
         principal = ApiPrincipal(key.organization, key)
+        audit.set_actor(key.created_by, f"API key {key.name} ({key.public_id})")
         return principal, principal
 
     def authenticate_header(self, request) -> str:
@@ -61,3 +64,18 @@ class ApiKeyPermission(permissions.BasePermission):
         if request.method in permissions.SAFE_METHODS:
             return True
         return not principal.read_only
+
+
+class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
+    """How the OpenAPI schema (and the docs page's Authorize button) describes API keys."""
+
+    target_class = ApiKeyAuthentication
+    name = "apiKey"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API key from the console's API keys page: "
+            "`Authorization: Bearer floe_api_…`.",
+        }

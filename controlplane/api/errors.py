@@ -8,6 +8,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from controlplane.errors import is_conflict
+
 
 def _first_message(detail) -> str:
     if isinstance(detail, dict):
@@ -25,6 +27,7 @@ def exception_handler(exc, context):
         # input whichever field it came in: a 400 that says why, never a 500.
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid value"
         exc = exceptions.ValidationError({"non_field_errors": [f"bad value: {reason}"]})
+    conflict = isinstance(exc, DjangoValidationError) and is_conflict(exc)
     if isinstance(exc, DjangoValidationError):
         detail = (
             exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
@@ -36,6 +39,8 @@ def exception_handler(exc, context):
     detail = response.data
     if isinstance(exc, exceptions.ValidationError):
         body = {"error": _first_message(detail), "details": detail}
+        if conflict:  # a name already taken: the request was fine, the state is not
+            response.status_code = status.HTTP_409_CONFLICT
     else:
         body = {
             "error": str(detail.get("detail", detail)) if isinstance(detail, dict) else str(detail)

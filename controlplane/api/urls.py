@@ -1,6 +1,6 @@
 """``/api/v1/``: the REST API (everything the console does)."""
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from controlplane.api import views
@@ -30,6 +30,10 @@ urlpatterns = [
         name="api-redoc",
     ),
     path("api-keys/", views.ApiKeyListView.as_view(), name="api-keys"),
+    path("audit-events/", views.AuditEventListView.as_view(), name="api-audit-events"),
+    path("members/", views.MemberListView.as_view(), name="api-members"),
+    path("members/<str:email>/", views.MemberDetailView.as_view(), name="api-member"),
+    path("invitations/", views.InvitationListView.as_view(), name="api-invitations"),
     path("api-keys/<str:key_id>/", views.ApiKeyDetailView.as_view(), name="api-key"),
     path("clusters/", vc.ClusterListView.as_view(), name="api-clusters"),
     path("clusters/<str:cluster_id>/", vc.ClusterDetailView.as_view(), name="api-cluster"),
@@ -65,6 +69,16 @@ urlpatterns = [
         name="api-topic",
     ),
     path(
+        "clusters/<str:cluster_id>/throughput/",
+        vc.ThroughputView.as_view(),
+        name="api-throughput",
+    ),
+    path(
+        "clusters/<str:cluster_id>/topics/<str:name>/records/",
+        vc.TopicRecordsView.as_view(),
+        name="api-topic-records",
+    ),
+    path(
         "clusters/<str:cluster_id>/groups/",
         vc_groups.GroupListView.as_view(),
         name="api-groups",
@@ -81,4 +95,5 @@ urlpatterns = [
     ),
     path("", include("virtualclusters.api.security_urls")),
     path("billing/", include("billing.api.urls")),
+    re_path(r"^[\s\S]*$", views.not_found),  # last: anything else under /api/v1/ is a JSON 404
 ]

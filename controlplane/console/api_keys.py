@@ -5,12 +5,14 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from controlplane import services
+from controlplane.console import one_time_secret
 from controlplane.console.clusters import ACTIVE_FIRST
-from controlplane.console.forms import ApiKeyCreateForm
+from controlplane.console.forms import ApiKeyCreateForm, add_service_errors
 from controlplane.console.tenancy import current_org, org_or_404
 from controlplane.models import ApiKey
 
@@ -28,23 +30,34 @@ def _render(request, *, form=None, new_key=None):
 
 @login_required
 def api_key_list(request):
-    return _render(request)
+    """The keys; right after one was created it shows its secret, once."""
+    found = one_time_secret.take(request, "api-key")
+    key = found and ApiKey.objects.for_org(current_org(request)).filter(public_id=found[0]).first()
+    if not key:
+        return _render(request)
+    response = _render(request, new_key={"key": key, "plaintext": found[1]})
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 @login_required
 @require_POST
 def api_key_create(request):
-    """Create a key and answer with the page showing its secret once (never stored)."""
+    """Create a key, then redirect to the list, which shows its secret once."""
     org = org_or_404(request)
     form = ApiKeyCreateForm(request.POST)
-    if not form.is_valid():
-        return _render(request, form=form)
-    key, plaintext = services.api_key_create(
-        organization=org, created_by=request.user, **form.cleaned_data
-    )
-    response = _render(request, new_key={"key": key, "plaintext": plaintext})
-    response["Cache-Control"] = "no-store"
-    return response
+    if form.is_valid():
+        try:
+            key, plaintext = services.api_key_create(
+                organization=org, created_by=request.user, **form.cleaned_data
+            )
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            one_time_secret.keep(request, "api-key", scope="", key_id=key.public_id,
+                                 plaintext=plaintext)  # fmt: skip
+            return redirect("console-api-keys")
+    return _render(request, form=form)
 
 
 @login_required

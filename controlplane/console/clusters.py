@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import Count, F
 from django.shortcuts import redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from controlplane.console.agent_command import agent_command, new_agent_key_for
 from controlplane.console.forms import (
     AgentKeyCreateForm,
     ClusterConfigForm,
@@ -22,6 +19,7 @@ from controlplane.console.forms import (
     add_service_errors,
 )
 from controlplane.console.tenancy import cluster_or_404, current_org, org_or_404
+from metadata_store.selectors import bootstrap_servers, live_agents
 from virtualclusters import selectors, services
 from virtualclusters.models import VirtualCluster
 
@@ -65,14 +63,15 @@ def cluster_new(request):
 
 def render_cluster_page(request, cluster: VirtualCluster, **context):
     """The cluster page; ``context`` overrides a form (bound, with errors) or adds the
-    one-time ``new_agent_key``."""
-    live_since = timezone.now() - timedelta(seconds=settings.FLOE_AGENT_LIVENESS_S)
+    one-time ``new_agent_key``. The bootstrap address is the cluster's own live agents'."""
+    bootstrap = bootstrap_servers(cluster)
     page = {
         "cluster": cluster,
-        "bootstrap": settings.FLOE_BOOTSTRAP,
+        "bootstrap": ",".join(bootstrap),
+        "agent_command": agent_command("<agent key>"),
         "topics": selectors.topics_with_stats(cluster),
         "agent_keys": cluster.agent_keys.order_by(ACTIVE_FIRST, "-created_at"),
-        "live_agents": cluster.agents.filter(last_heartbeat__gte=live_since).count(),
+        "live_agents": live_agents(cluster).count(),
         "config_form": ClusterConfigForm(initial=ClusterConfigForm.initial_for(cluster)),
         "rename_form": ClusterRenameForm(initial={"name": cluster.name}),
         "delete_form": ClusterDeleteForm(),
@@ -84,7 +83,12 @@ def render_cluster_page(request, cluster: VirtualCluster, **context):
 
 @login_required
 def cluster_detail(request, cluster_id: str):
-    return render_cluster_page(request, cluster_or_404(request, cluster_id))
+    cluster = cluster_or_404(request, cluster_id)
+    new_key = new_agent_key_for(request, cluster)
+    response = render_cluster_page(request, cluster, new_agent_key=new_key)
+    if new_key is not None:
+        response["Cache-Control"] = "no-store"
+    return response
 
 
 @login_required

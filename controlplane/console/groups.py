@@ -14,20 +14,19 @@ from controlplane.console.tenancy import cluster_or_404
 from virtualclusters.groups.lag import groups_describe
 from virtualclusters.groups.services import GroupNotEmpty, group_delete
 
-CHART_WIDTH = 640
-CHART_LABEL_WIDTH = 120
-CHART_ROW_HEIGHT = 22
+# The longest bar takes this share of its row; the rest is for its value.
+CHART_MAX_PERCENT = 70
 
 
 def lag_chart(partitions: list[dict[str, Any]]) -> dict[str, Any]:
-    """Geometry of an inline SVG bar chart: one bar per partition, its length the offset
-    lag relative to the group's largest, labelled with the lag in offsets and seconds."""
-    plot = CHART_WIDTH - CHART_LABEL_WIDTH - 140
+    """A bar chart (HTML, so its text keeps its size on a phone): one bar per partition,
+    its length the offset lag relative to the group's largest, labelled with the lag in
+    offsets and seconds."""
     largest = max((p["lag"] or 0 for p in partitions), default=0)
     bars = []
-    for row, p in enumerate(partitions):
+    for p in partitions:
         lag = p["lag"]
-        width = 0 if not lag or not largest else max(2, round(plot * lag / largest))
+        percent = 0 if not lag or not largest else max(1, round(CHART_MAX_PERCENT * lag / largest))
         if lag is None:
             text = "not committed"
         elif p["lag_seconds"] is None:
@@ -37,21 +36,12 @@ def lag_chart(partitions: list[dict[str, Any]]) -> dict[str, Any]:
         bars.append(
             {
                 "label": f"{p['topic']}-{p['partition']}",
-                "y": row * CHART_ROW_HEIGHT,
-                "text_y": row * CHART_ROW_HEIGHT + 15,
-                "width": width,
-                "text_x": CHART_LABEL_WIDTH + width + 6,
+                "percent": percent,
                 "text": text,
                 "behind": bool(lag),
             }
         )
-    return {
-        "width": CHART_WIDTH,
-        "height": max(len(bars), 1) * CHART_ROW_HEIGHT,
-        "label_width": CHART_LABEL_WIDTH,
-        "label_x": CHART_LABEL_WIDTH - 8,
-        "bars": bars,
-    }
+    return {"bars": bars}
 
 
 @login_required

@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
 from django.views.decorators.http import require_POST
 
+from controlplane.console import one_time_secret
 from controlplane.console.forms import add_service_errors
 from controlplane.console.tenancy import cluster_or_404
 from virtualclusters.security import services
@@ -67,13 +68,36 @@ def render_security_page(request, cluster, *, status: int = 200, **extra):
 
 @login_required
 def security_page(request, cluster_id: str):
-    return render_security_page(request, cluster_or_404(request, cluster_id))
+    """The page; right after a SASL user was created it shows the password, once."""
+    cluster = cluster_or_404(request, cluster_id)
+    found = one_time_secret.take(request, "sasl-user", scope=cluster.public_id)
+    credential = found and cluster.sasl_credentials.filter(public_id=found[0]).first()
+    if not credential:
+        return render_security_page(request, cluster)
+    password = found[1]
+    client_config = "\n".join(
+        [
+            "security.protocol=SASL_PLAINTEXT",
+            "sasl.mechanism=SCRAM-SHA-512",
+            f"sasl.username={credential.username}",
+            f"sasl.password={password}",
+        ]
+    )
+    response = render_security_page(
+        request,
+        cluster,
+        new_credential=credential,
+        new_password=password,
+        client_config=client_config,
+    )
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 @login_required
 @require_POST
 def credential_create(request, cluster_id: str):
-    """Create a SASL user and answer with the page showing its password, once (not cached)."""
+    """Create a SASL user, then redirect to the page, which shows its password once."""
     cluster = cluster_or_404(request, cluster_id)
     form = CredentialForm(request.POST)
     if form.is_valid():
@@ -84,23 +108,11 @@ def credential_create(request, cluster_id: str):
         except ValidationError as exc:
             add_service_errors(form, exc)
         else:
-            client_config = "\n".join(
-                [
-                    "security.protocol=SASL_PLAINTEXT",
-                    "sasl.mechanism=SCRAM-SHA-512",
-                    f"sasl.username={credential.username}",
-                    f"sasl.password={password}",
-                ]
-            )
-            response = render_security_page(
-                request,
-                cluster,
-                new_credential=credential,
-                new_password=password,
-                client_config=client_config,
-            )
-            response["Cache-Control"] = "no-store"
-            return response
+            one_time_secret.keep(
+                request, "sasl-user", scope=cluster.public_id, key_id=credential.public_id,
+                plaintext=password,
+            )  # fmt: skip
+            return redirect("cluster-security", cluster_id=cluster.public_id)
     return render_security_page(request, cluster, credential_form=form, status=400)
 
 

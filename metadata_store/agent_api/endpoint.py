@@ -18,6 +18,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from controlplane.metrics import AGENT_API_CALLS, AGENT_API_SECONDS
 from metadata_store.agent_api import schemas
 from metadata_store.agent_api.schemas import BadBody
 from virtualclusters import services
@@ -128,24 +129,35 @@ def endpoint(schema: type):
                 return error_response(400, "bad request: Content-Length is not a number")
             if length > MAX_BODY_BYTES:
                 return error_response(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+            started = time.perf_counter()
             try:
                 # read(), not .body: the agent API has its own size limit (above).
                 body = request.read(length) if length else b""
                 decoded = schemas.decode(body, schema)
                 _bound_database_work()
-                return JsonResponse(handler(cluster, decoded))
+                answer = JsonResponse(handler(cluster, decoded))
+                AGENT_API_SECONDS.labels(call=handler.__name__).observe(
+                    time.perf_counter() - started
+                )
+                AGENT_API_CALLS.labels(call=handler.__name__, outcome="ok").inc()
+                return answer
             except BadBody as exc:
+                AGENT_API_CALLS.labels(call=handler.__name__, outcome="bad_request").inc()
                 return error_response(400, f"bad request: {exc}")
             except CallRefused as exc:
+                AGENT_API_CALLS.labels(call=handler.__name__, outcome="refused").inc()
                 return error_response(exc.status, str(exc))
             except (DatabaseError, psycopg.Error) as exc:
                 reason = _unavailable(exc)
                 if reason is None:
+                    AGENT_API_CALLS.labels(call=handler.__name__, outcome="error").inc()
                     log.exception("agent API %s failed", handler.__name__)
                     return error_response(500, f"{handler.__name__} failed: {type(exc).__name__}")
+                AGENT_API_CALLS.labels(call=handler.__name__, outcome="unavailable").inc()
                 log.warning("agent API %s: %s (%s)", handler.__name__, reason, exc)
                 return error_response(503, reason)
             except Exception as exc:  # ours, or the database's: never the debug page
+                AGENT_API_CALLS.labels(call=handler.__name__, outcome="error").inc()
                 log.exception("agent API %s failed", handler.__name__)
                 return error_response(500, f"{handler.__name__} failed: {type(exc).__name__}")
 

@@ -23,6 +23,7 @@ from agents.zone_routing import (
     weighted_owner,
     zone_members,
 )
+from core.security import peer_auth
 from core.storage import ObjectNotFound
 
 REQUIRED = ["--control-plane-url", "http://cp:8000/", "--agent-key", "k", "--bucket-url", "mem://b"]
@@ -125,7 +126,7 @@ def test_a_peer_signature_is_bound_to_the_secret_path_body_and_time(monkeypatch)
     with pytest.raises(auth.PeerAuthError, match="malformed"):
         auth.verify("s3cret", "Bearer s3cret", "POST", "/peer/v1/relay", b"body")
     later = time.time() + auth.MAX_SKEW_MS / 1000 + 5
-    monkeypatch.setattr(auth.time, "time", lambda: later)
+    monkeypatch.setattr(peer_auth.time, "time", lambda: later)
     with pytest.raises(auth.PeerAuthError, match="too old"):
         auth.verify("s3cret", header, "POST", "/peer/v1/relay", b"body")
 

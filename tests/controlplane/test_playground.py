@@ -57,7 +57,7 @@ def playground(tmp_path_factory):
     output: list[str] = []
     started = time.monotonic()
     try:
-        while len(found) < len(LINES) and time.monotonic() - started < 120:
+        while not set(LINES) <= set(found) and time.monotonic() - started < 120:
             line = proc.stdout.readline()
             if not line:
                 break
@@ -65,7 +65,12 @@ def playground(tmp_path_factory):
             match = re.match(r"^([a-z-]+): (.+)$", line.strip())
             if match and match.group(1) in LINES:
                 found[match.group(1)] = match.group(2)
-        assert len(found) == len(LINES), "".join(output)
+                if match.group(1) in ("console", "bootstrap"):  # does it answer right now?
+                    port = int(match.group(2).rstrip("/").rsplit(":", 1)[1])
+                    with socket.socket() as sock:
+                        sock.settimeout(1)
+                        found[f"{match.group(1)}-answered"] = sock.connect_ex(("127.0.0.1", port))
+        assert set(LINES) <= set(found), "".join(output)
         found["seconds"] = time.monotonic() - started
         found["data_dir"] = str(data_dir)
         yield found, proc
@@ -92,6 +97,29 @@ def test_make_run_prints_a_console_that_answers_within_60_seconds(playground):
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         assert found["cluster"] in response.read().decode()
+
+
+def test_each_line_is_printed_only_once_what_it_names_answers(playground):
+    found, _ = playground
+    assert found["console-answered"] == 0
+    assert found["bootstrap-answered"] == 0  # a client started on this line connects
+
+
+def test_a_taken_port_fails_at_once_with_one_line_naming_it(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if k != "PYTEST_VERSION"}
+        env.update(FLOE_DATA_DIR=str(tmp_path), FLOE_HTTP_PORT=str(port))
+        done = subprocess.run(
+            [sys.executable, "-m", "controlplane.playground"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+    assert done.returncode != 0
+    assert done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert f"port {port}" in line and "already in use" in line and "FLOE_HTTP_PORT" in line
 
 
 def test_a_kafka_client_produces_and_consumes_through_the_playground(playground):

@@ -47,7 +47,7 @@ def test_it_rejects_a_duplicate_cluster_name(api, alice):
     response = api(alice["admin"]).post(
         "/api/v1/clusters/", {"name": "alice-cluster"}, format="json"
     )
-    assert response.status_code == 400
+    assert response.status_code == 409  # a fine request; the name is taken
     assert "already exists" in response.json()["error"]
 
 
@@ -57,7 +57,7 @@ def test_it_describes_renames_and_deletes_a_cluster(api, alice):
     renamed = client.patch(f"/api/v1/clusters/{cid}/", {"name": "renamed"}, format="json")
     assert renamed.status_code == 200 and renamed.json()["name"] == "renamed"
     wrong = client.delete(f"/api/v1/clusters/{cid}/?confirm_name=alice-cluster")
-    assert wrong.status_code == 400 and "confirm" in wrong.json()["error"]
+    assert wrong.status_code == 409 and "confirm" in wrong.json()["error"]
     assert client.delete(f"/api/v1/clusters/{cid}/?confirm_name=renamed").status_code == 204
     assert client.get(f"/api/v1/clusters/{cid}/").status_code == 404
 
@@ -88,7 +88,12 @@ def test_it_creates_lists_and_revokes_agent_keys(api, alice):
     assert key["id"] in [k["id"] for k in listed]
     assert all("key" not in k for k in listed), "secrets are shown once only"
     assert client.delete(f"/api/v1/clusters/{cid}/agent-keys/{key['id']}/").status_code == 204
-    assert client.get(f"/api/v1/clusters/{cid}/agent-keys/{key['id']}/").json()["revoked_at"]
+    assert client.get(f"/api/v1/clusters/{cid}/agent-keys/{key['id']}/").status_code == 404
+    listed = client.get(f"/api/v1/clusters/{cid}/agent-keys/?include_revoked=true").json()
+    assert [k["revoked_at"] for k in listed if k["id"] == key["id"]] != [None]
+    assert key["id"] not in [
+        k["id"] for k in client.get(f"/api/v1/clusters/{cid}/agent-keys/").json()
+    ]
 
 
 def test_it_creates_and_lists_topics(api, alice):
@@ -168,3 +173,85 @@ def test_a_revoked_key_gets_401(api, alice):
     assert api(other["key"]).delete(f"/api/v1/api-keys/{other['id']}/").status_code == 204
     assert api(other["key"]).get("/api/v1/clusters/").status_code == 401
     assert key_id
+
+
+def test_the_bootstrap_address_is_the_clusters_own_live_agents(api, alice, bob):
+    from tests.metadata_store.conftest import AgentApi
+
+    url = f"/api/v1/clusters/{alice['cluster'].public_id}/"
+    assert api(alice["reader"]).get(url).json()["bootstrap"] is None  # no agent yet
+    for agent_id, host in (("agt-2", "10.0.0.9"), ("agt-1", "10.0.0.8")):
+        AgentApi(alice["agent_key"])(
+            "heartbeat", {"agent_id": agent_id, "host": host, "port": 9092}
+        )
+    AgentApi(bob["agent_key"])("heartbeat", {"agent_id": "agt-b", "host": "10.9.9.9", "port": 9092})
+    assert api(alice["reader"]).get(url).json()["bootstrap"] == "10.0.0.8:9092,10.0.0.9:9092"
+    listed = api(bob["admin"]).get("/api/v1/clusters/").json()
+    assert [c["bootstrap"] for c in listed] == ["10.9.9.9:9092"]
+
+
+def test_lists_come_in_pages_with_a_total_and_a_next_link(api, alice):
+    client, cid = api(alice["admin"]), alice["cluster"].public_id
+    for n in range(5):
+        client.post(f"/api/v1/clusters/{cid}/topics/", {"name": f"t{n}"})
+    first = client.get(f"/api/v1/clusters/{cid}/topics/?limit=2")
+    assert [t["name"] for t in first.json()] == ["t0", "t1"]
+    assert first["X-Total-Count"] == "5" and 'rel="next"' in first["Link"]
+    next_url = first["Link"].split(">")[0].lstrip("<")
+    assert [t["name"] for t in client.get(next_url).json()] == ["t2", "t3"]
+    last = client.get(f"/api/v1/clusters/{cid}/topics/?limit=2&offset=4")
+    assert [t["name"] for t in last.json()] == ["t4"] and "Link" not in last
+    for bad in ("limit=0", "limit=1001", "offset=-1", "limit="):
+        response = client.get(f"/api/v1/clusters/{cid}/topics/?{bad}")
+        assert response.status_code == 400, bad
+
+
+def test_an_unknown_api_path_is_a_json_404(api, alice):
+    for path in ("/api/v1/nope/", "/api/v1/clusters/x/y/z/", "/api/v1/clusters/%0A/groups/%0A/"):
+        response = api(alice["admin"]).get(path)
+        assert response.status_code == 404 and response["Content-Type"] == "application/json"
+        assert "error" in response.json()
+    hint = api(alice["admin"]).get("/api/v1/clusters").json()["error"]
+    assert "trailing slash" in hint
+
+
+def test_topic_create_refuses_fields_it_does_not_know(api, alice):
+    url = f"/api/v1/clusters/{alice['cluster'].public_id}/topics/"
+    response = api(alice["admin"]).post(url, {"name": "orders", "partitions": 3})
+    assert response.status_code == 400
+    assert response.json()["details"] == {"partitions": ["Unknown field."]}
+
+
+def test_the_schema_declares_bearer_keys_and_validates_without_warnings(tmp_path):
+    from django.core.management import call_command
+
+    out = tmp_path / "schema.json"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--format", "openapi-json",
+                 "--file", str(out))  # fmt: skip
+    schema = __import__("json").loads(out.read_text())
+    assert schema["components"]["securitySchemes"]["apiKey"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": schema["components"]["securitySchemes"]["apiKey"]["description"],
+    }
+    assert schema["paths"]["/api/v1/clusters/"]["get"]["security"] == [{"apiKey": []}]
+
+
+def test_a_create_answers_with_the_location_of_what_it_made(api, alice):
+    client, cid = api(alice["admin"]), alice["cluster"].public_id
+    created = client.post(f"/api/v1/clusters/{cid}/topics/", {"name": "orders"})
+    assert created["Location"] == f"/api/v1/clusters/{cid}/topics/orders/"
+    assert client.get(created["Location"]).json()["name"] == "orders"
+
+
+def test_it_changes_a_topics_configs(api, alice):
+    client, cid = api(alice["admin"]), alice["cluster"].public_id
+    client.post(f"/api/v1/clusters/{cid}/topics/", {"name": "orders"})
+    url = f"/api/v1/clusters/{cid}/topics/orders/"
+    changed = client.patch(url, {"configs": {"retention.ms": "60000", "cleanup.policy": "compact"}})
+    assert changed.status_code == 200
+    assert changed.json()["configs"] == {"retention.ms": "60000", "cleanup.policy": "compact"}
+    back = client.patch(url, {"configs": {"retention.ms": None}})
+    assert back.json()["configs"] == {"cleanup.policy": "compact"}
+    bad = client.patch(url, {"configs": {"retention.ms": "soon"}})
+    assert bad.status_code == 400 and "integer" in bad.json()["error"]

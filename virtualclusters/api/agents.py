@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.response import Response
 
+from controlplane.api.pagination import PAGE_PARAMETERS, paginated
 from metadata_store.selectors import agents_of_cluster
 from virtualclusters.api.views import ClusterScopedView
 
@@ -58,8 +58,9 @@ class AgentSerializer(serializers.Serializer):
 class AgentListView(ClusterScopedView):
     @extend_schema(
         responses=AgentSerializer(many=True),
+        parameters=PAGE_PARAMETERS,
         summary="List a cluster's agents (live first, then those gone in the last day)",
     )
     def get(self, request, cluster_id: str):
         agents = agents_of_cluster(self.cluster(cluster_id))
-        return Response(AgentSerializer(agents, many=True).data)
+        return paginated(request, agents, AgentSerializer)

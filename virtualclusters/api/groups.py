@@ -8,6 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 
+from controlplane.api.pagination import PAGE_PARAMETERS, paginated
 from virtualclusters.api.views import ClusterScopedView
 from virtualclusters.groups.lag import groups_describe
 from virtualclusters.groups.services import GroupNotEmpty, group_delete
@@ -68,10 +69,14 @@ class GroupSerializer(serializers.Serializer):
 
 
 class GroupListView(ClusterScopedView):
-    @extend_schema(responses=GroupSerializer(many=True), summary="List consumer groups and lag")
+    @extend_schema(
+        responses=GroupSerializer(many=True),
+        parameters=PAGE_PARAMETERS,
+        summary="List consumer groups and lag",
+    )
     def get(self, request, cluster_id: str):
-        groups = groups_describe(self.cluster(cluster_id))
-        return Response(GroupSerializer(groups, many=True).data)
+        groups = list(groups_describe(self.cluster(cluster_id)))
+        return paginated(request, groups, GroupSerializer)
 
 
 class GroupDetailView(ClusterScopedView):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
-from rest_framework.response import Response
 
+from controlplane.api.pagination import PAGE_PARAMETERS, paginated
 from virtualclusters.api.views import ClusterScopedView
 from virtualclusters.jobs import selectors as jobs_selectors
 from virtualclusters.jobs.models import JobRun
@@ -30,7 +30,6 @@ PUBLIC_DETAILS = (
     "orphans_deleted",
     "orphan_bytes_deleted",
 )
-MAX_LIMIT = 1000
 
 
 class JobRunSerializer(serializers.ModelSerializer):
@@ -75,9 +74,7 @@ class JobRunListView(ClusterScopedView):
         parameters=[
             OpenApiParameter("kind", str, enum=JobRun.Kind.values, description="Only this kind"),
             OpenApiParameter("state", str, enum=JobRun.State.values, description="Only this state"),
-            OpenApiParameter(
-                "limit", int, description=f"At most this many (default 100, max {MAX_LIMIT})"
-            ),
+            *PAGE_PARAMETERS,
         ],
         summary="List a cluster's background job runs, newest first",
     )
@@ -92,9 +89,6 @@ class JobRunListView(ClusterScopedView):
                 errors[name] = [f"Must be one of {', '.join(choices)}."]
             else:
                 runs = runs.filter(**{name: value})
-        limit = request.query_params.get("limit", "100")
-        if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIMIT:
-            errors["limit"] = [f"Must be an integer between 1 and {MAX_LIMIT}."]
         if errors:
             raise ValidationError(errors)
-        return Response(JobRunSerializer(runs[: int(limit)], many=True).data)
+        return paginated(request, runs, JobRunSerializer)

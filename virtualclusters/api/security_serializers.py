@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from controlplane.api.strict import StrictSerializer
 from virtualclusters.security.models import Acl, SaslCredential
-from virtualclusters.security.services import MAX_PASSWORD_LENGTH
+from virtualclusters.security.services import (
+    MAX_PASSWORD_LENGTH,
+    MIN_PASSWORD_LENGTH,
+    USERNAME,
+    USERNAME_RULE,
+)
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
@@ -24,9 +30,19 @@ class SaslCredentialSerializer(serializers.ModelSerializer):
         return MECHANISMS
 
 
-class SaslCredentialCreateSerializer(serializers.Serializer):
-    username = serializers.CharField(max_length=128)
-    password = serializers.CharField(
+class SaslCredentialCreateSerializer(StrictSerializer):
+    username = serializers.RegexField(
+        rf"^{USERNAME.pattern}$",
+        max_length=128,
+        help_text=f"{USERNAME_RULE}.",
+        error_messages={"invalid": f"A username is {USERNAME_RULE}."},
+    )
+    password = serializers.RegexField(
+        rf"^([^\x00]{{{MIN_PASSWORD_LENGTH},{MAX_PASSWORD_LENGTH}}})?$",
+        error_messages={
+            "invalid": f"A password needs {MIN_PASSWORD_LENGTH}-{MAX_PASSWORD_LENGTH} "
+            "characters and no NUL (or leave it out to get a generated one)."
+        },
         required=False,
         allow_blank=True,
         trim_whitespace=False,
@@ -65,18 +81,24 @@ def _choices(field: str) -> list[str]:
 class AclQuerySerializer(serializers.Serializer):
     """Optional equality filters of the ACL list."""
 
-    resource_type = serializers.CharField(required=False, max_length=32)
-    resource_name = serializers.CharField(required=False, max_length=255)
-    principal = serializers.CharField(required=False, max_length=255)
+    resource_type = serializers.CharField(required=False, max_length=32, trim_whitespace=False)
+    resource_name = serializers.CharField(required=False, max_length=255, trim_whitespace=False)
+    principal = serializers.CharField(required=False, max_length=255, trim_whitespace=False)
 
 
-class AclCreateSerializer(serializers.Serializer):
+class AclCreateSerializer(StrictSerializer):
     resource_type = serializers.ChoiceField(choices=_choices("resource_type"))
     resource_name = serializers.CharField(
         max_length=255, help_text="A name, '*' for all, or a prefix (pattern_type 'prefixed')"
     )
     pattern_type = serializers.ChoiceField(choices=_choices("pattern_type"), default="literal")
-    principal = serializers.CharField(max_length=255, help_text="'User:<name>' or 'User:*'")
+    principal = serializers.RegexField(
+        r"^User:[^\x00\n]{1,250}$",
+        max_length=255,
+        trim_whitespace=False,
+        help_text="'User:<name>' or 'User:*'",
+        error_messages={"invalid": "A principal looks like 'User:<name>' (or 'User:*')."},
+    )
     host = serializers.CharField(max_length=255, default="*")
     operation = serializers.ChoiceField(choices=_choices("operation"))
     permission = serializers.ChoiceField(choices=_choices("permission"), default="allow")

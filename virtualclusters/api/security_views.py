@@ -7,6 +7,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
+from controlplane.api.pagination import PAGE_PARAMETERS, paginated, query_params
+from controlplane.api.views import created
 from virtualclusters.api.security_serializers import (
     AclCreateSerializer,
     AclQuerySerializer,
@@ -22,11 +24,13 @@ from virtualclusters.security.models import Acl, SaslCredential
 
 class SaslCredentialListView(ClusterScopedView):
     @extend_schema(
-        responses=SaslCredentialSerializer(many=True), summary="List a cluster's SASL users"
+        responses=SaslCredentialSerializer(many=True),
+        parameters=PAGE_PARAMETERS,
+        summary="List a cluster's SASL users",
     )
     def get(self, request, cluster_id: str):
         credentials = self.cluster(cluster_id).sasl_credentials.order_by("username")
-        return Response(SaslCredentialSerializer(credentials, many=True).data)
+        return paginated(request, credentials, SaslCredentialSerializer)
 
     @extend_schema(
         request=SaslCredentialCreateSerializer,
@@ -42,8 +46,11 @@ class SaslCredentialListView(ClusterScopedView):
             cluster=cluster, **data.validated_data
         )
         credential.password = password
-        return Response(
-            SaslCredentialCreatedSerializer(credential).data, status=status.HTTP_201_CREATED
+        return created(
+            SaslCredentialCreatedSerializer(credential).data,
+            "api-sasl-credential",
+            cluster_id=cluster.public_id,
+            credential_id=credential.public_id,
         )
 
 
@@ -63,16 +70,14 @@ class SaslCredentialDetailView(ClusterScopedView):
 
 class AclListView(ClusterScopedView):
     @extend_schema(
-        parameters=[AclQuerySerializer],
+        parameters=[AclQuerySerializer, *PAGE_PARAMETERS],
         responses=AclSerializer(many=True),
         summary="List a cluster's ACLs (optionally filtered by exact field values)",
     )
     def get(self, request, cluster_id: str):
         acls = self.cluster(cluster_id).acls.order_by("resource_type", "resource_name", "id")
-        filters = AclQuerySerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        acls = acls.filter(**filters.validated_data)
-        return Response(AclSerializer(acls, many=True).data)
+        acls = acls.filter(**query_params(request, AclQuerySerializer))
+        return paginated(request, acls, AclSerializer)
 
     @extend_schema(
         request=AclCreateSerializer,
@@ -84,10 +89,11 @@ class AclListView(ClusterScopedView):
         data = AclCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         binding = services.acl_binding(dict(data.validated_data))
-        acl, created = services.acl_create(cluster=cluster, binding=binding)
-        return Response(
-            AclSerializer(acl).data,
-            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        acl, is_new = services.acl_create(cluster=cluster, binding=binding)
+        if not is_new:
+            return Response(AclSerializer(acl).data, status=status.HTTP_200_OK)
+        return created(
+            AclSerializer(acl).data, "api-acl", cluster_id=cluster.public_id, acl_id=acl.public_id
         )
 
 

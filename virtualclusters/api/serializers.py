@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from controlplane.api.strict import StrictSerializer
 from metadata_store.models import Topic
+from metadata_store.selectors import bootstrap_servers
+from metadata_store.topic_configs import MAX_PARTITIONS, configs_schema
 from virtualclusters.models import AgentKey, VirtualCluster
 from virtualclusters.services import CONFIG_BOUNDS
 
 
-class ClusterConfigSerializer(serializers.Serializer):
+class ClusterConfigSerializer(StrictSerializer):
     auto_create_topics = serializers.BooleanField(required=False)
     default_partitions = serializers.IntegerField(
         required=False,
@@ -37,7 +41,10 @@ class ClusterConfigSerializer(serializers.Serializer):
 class ClusterSerializer(serializers.ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
     config = serializers.SerializerMethodField()
-    bootstrap = serializers.SerializerMethodField()
+    bootstrap = serializers.SerializerMethodField(
+        help_text="bootstrap.servers for this cluster's Kafka clients: the addresses its live "
+        "agents advertise, comma-separated; null until an agent of this cluster runs."
+    )
 
     class Meta:
         model = VirtualCluster
@@ -47,13 +54,12 @@ class ClusterSerializer(serializers.ModelSerializer):
     def get_config(self, cluster: VirtualCluster) -> dict:
         return cluster.config()
 
-    def get_bootstrap(self, cluster: VirtualCluster) -> str:
-        from django.conf import settings
+    @extend_schema_field({"type": "string", "nullable": True, "example": "10.0.1.2:9092"})
+    def get_bootstrap(self, cluster: VirtualCluster) -> str | None:
+        return ",".join(bootstrap_servers(cluster)) or None
 
-        return settings.FLOE_BOOTSTRAP
 
-
-class ClusterCreateSerializer(serializers.Serializer):
+class ClusterCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100)
     config = ClusterConfigSerializer(required=False)
     bucket_url = serializers.CharField(
@@ -73,11 +79,11 @@ class ClusterBucketSerializer(serializers.Serializer):
     )
 
 
-class ClusterRenameSerializer(serializers.Serializer):
+class ClusterRenameSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100)
 
 
-class ClusterDeleteSerializer(serializers.Serializer):
+class ClusterDeleteSerializer(StrictSerializer):
     confirm_name = serializers.CharField()
 
 
@@ -99,7 +105,7 @@ class AgentKeySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class AgentKeyCreateSerializer(serializers.Serializer):
+class AgentKeyCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100, required=False, allow_blank=True)
 
 
@@ -123,7 +129,41 @@ class TopicSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class TopicCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=249)
-    num_partitions = serializers.IntegerField(required=False, default=-1)
-    configs = serializers.DictField(child=serializers.CharField(), required=False, default=dict)
+TOPIC_NAME_RULE = "1-249 ASCII letters, digits, '.', '_' and '-'; not '.' or '..'."
+
+
+@extend_schema_field(
+    {"oneOf": [{"type": "integer", "enum": [-1]}, {"type": "integer", "minimum": 1,
+     "maximum": MAX_PARTITIONS}], "description": "-1 (or left out): the cluster's default."}
+)  # fmt: skip
+class PartitionCountField(serializers.IntegerField):
+    pass
+
+
+@extend_schema_field(configs_schema())
+class TopicConfigsField(serializers.DictField):
+    pass
+
+
+@extend_schema_field(configs_schema(nullable=True))
+class TopicConfigChangesField(serializers.DictField):
+    pass
+
+
+class TopicConfigsUpdateSerializer(StrictSerializer):
+    configs = TopicConfigChangesField(
+        child=serializers.CharField(allow_null=True),
+        required=False,
+        default=dict,
+        help_text="Config name → new value, or null for its default. Others are kept.",
+    )
+
+
+class TopicCreateSerializer(StrictSerializer):
+    name = serializers.RegexField(
+        r"^(?!\.\.?$)[a-zA-Z0-9._-]{1,249}$",
+        help_text=TOPIC_NAME_RULE,
+        error_messages={"invalid": f"The topic name is illegal: {TOPIC_NAME_RULE}"},
+    )
+    num_partitions = PartitionCountField(required=False, default=-1)
+    configs = TopicConfigsField(child=serializers.CharField(), required=False, default=dict)

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from django.http import Http404
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
-from rest_framework.exceptions import ValidationError
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 
-from controlplane.api.views import OrgScopedView
-from metadata_store.topics import TopicError, topic_create, topic_delete
+from controlplane.api.pagination import (
+    PAGE_PARAMETERS,
+    KeyListQuerySerializer,
+    paginated,
+    query_params,
+)
+from controlplane.api.views import OrgScopedView, created
+from controlplane.errors import conflict
+from core.kafka.errors import ErrorCode
+from metadata_store.topics import TopicError, topic_configs_alter, topic_create, topic_delete
 from virtualclusters import selectors, services
 from virtualclusters.api.serializers import (
     AgentKeyCreatedSerializer,
@@ -21,10 +30,14 @@ from virtualclusters.api.serializers import (
     ClusterDeleteSerializer,
     ClusterRenameSerializer,
     ClusterSerializer,
+    TopicConfigsUpdateSerializer,
     TopicCreateSerializer,
     TopicSerializer,
 )
 from virtualclusters.models import AgentKey, VirtualCluster
+from virtualclusters.record_browser import BrowseNotFound, BrowseUnavailable, records_browse
+from virtualclusters.throughput.services import RANGES as THROUGHPUT_RANGES
+from virtualclusters.throughput.services import throughput_series
 
 
 class ClusterScopedView(OrgScopedView):
@@ -36,10 +49,14 @@ class ClusterScopedView(OrgScopedView):
 
 
 class ClusterListView(ClusterScopedView):
-    @extend_schema(responses=ClusterSerializer(many=True), summary="List virtual clusters")
+    @extend_schema(
+        responses=ClusterSerializer(many=True),
+        parameters=PAGE_PARAMETERS,
+        summary="List virtual clusters",
+    )
     def get(self, request):
         clusters = VirtualCluster.objects.for_org(self.organization).order_by("name")
-        return Response(ClusterSerializer(clusters, many=True).data)
+        return paginated(request, clusters, ClusterSerializer)
 
     @extend_schema(
         request=ClusterCreateSerializer,
@@ -55,7 +72,7 @@ class ClusterListView(ClusterScopedView):
             config=data.validated_data.get("config") or {},
             bucket_url=data.validated_data.get("bucket_url") or "",
         )
-        return Response(ClusterSerializer(cluster).data, status=status.HTTP_201_CREATED)
+        return created(ClusterSerializer(cluster).data, "api-cluster", cluster_id=cluster.public_id)
 
 
 class ClusterDetailView(ClusterScopedView):
@@ -70,9 +87,10 @@ class ClusterDetailView(ClusterScopedView):
     )
     def patch(self, request, cluster_id: str):
         cluster = self.cluster(cluster_id)
-        data = ClusterRenameSerializer(data=request.data)
+        data = ClusterRenameSerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
-        services.cluster_rename(cluster=cluster, name=data.validated_data["name"])
+        if "name" in data.validated_data:  # PATCH {} changes nothing
+            services.cluster_rename(cluster=cluster, name=data.validated_data["name"])
         return Response(ClusterSerializer(cluster).data)
 
     @extend_schema(
@@ -106,7 +124,7 @@ class ClusterConfigView(ClusterScopedView):
     )
     def patch(self, request, cluster_id: str):
         cluster = self.cluster(cluster_id)
-        if not isinstance(request.data, dict) or not request.data:
+        if not isinstance(request.data, dict):
             raise ValidationError(
                 {"non_field_errors": ["Send a JSON object with the fields to change."]}
             )
@@ -141,10 +159,16 @@ class ClusterBucketView(ClusterScopedView):
 
 
 class AgentKeyListView(ClusterScopedView):
-    @extend_schema(responses=AgentKeySerializer(many=True), summary="List a cluster's agent keys")
+    @extend_schema(
+        responses=AgentKeySerializer(many=True),
+        parameters=[KeyListQuerySerializer, *PAGE_PARAMETERS],
+        summary="List a cluster's agent keys (active ones; revoked ones too on request)",
+    )
     def get(self, request, cluster_id: str):
-        keys = self.cluster(cluster_id).agent_keys.order_by("-created_at")
-        return Response(AgentKeySerializer(keys, many=True).data)
+        keys = self.cluster(cluster_id).agent_keys.order_by("-created_at", "id")
+        if not query_params(request, KeyListQuerySerializer)["include_revoked"]:
+            keys = keys.active()
+        return paginated(request, keys, AgentKeySerializer)
 
     @extend_schema(
         request=AgentKeyCreateSerializer,
@@ -159,12 +183,18 @@ class AgentKeyListView(ClusterScopedView):
             cluster=cluster, name=data.validated_data.get("name", "")
         )
         key.key = plaintext
-        return Response(AgentKeyCreatedSerializer(key).data, status=status.HTTP_201_CREATED)
+        return created(
+            AgentKeyCreatedSerializer(key).data,
+            "api-agent-key",
+            cluster_id=cluster.public_id,
+            key_id=key.public_id,
+        )
 
 
 class AgentKeyDetailView(ClusterScopedView):
     def _key(self, cluster_id: str, key_id: str) -> AgentKey:
-        return get_object_or_404(self.cluster(cluster_id).agent_keys, public_id=key_id)
+        """An active key of the cluster: a revoked (deleted) key is a 404."""
+        return get_object_or_404(self.cluster(cluster_id).agent_keys.active(), public_id=key_id)
 
     @extend_schema(responses=AgentKeySerializer, summary="Describe an agent key")
     def get(self, request, cluster_id: str, key_id: str):
@@ -177,11 +207,14 @@ class AgentKeyDetailView(ClusterScopedView):
 
 
 class TopicListView(ClusterScopedView):
-    @extend_schema(responses=TopicSerializer(many=True), summary="List a cluster's topics")
+    @extend_schema(
+        responses=TopicSerializer(many=True),
+        parameters=PAGE_PARAMETERS,
+        summary="List a cluster's topics",
+    )
     def get(self, request, cluster_id: str):
-        return Response(
-            TopicSerializer(selectors.topics_with_stats(self.cluster(cluster_id)), many=True).data
-        )
+        topics = selectors.topics_with_stats(self.cluster(cluster_id))
+        return paginated(request, topics, TopicSerializer)
 
     @extend_schema(
         request=TopicCreateSerializer, responses={201: TopicSerializer}, summary="Create a topic"
@@ -193,12 +226,16 @@ class TopicListView(ClusterScopedView):
         try:
             topic = topic_create(cluster=cluster, **data.validated_data)
         except TopicError as exc:
+            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise conflict("name", exc.message) from None
             raise ValidationError(
                 {"name" if exc.code != 40 else "configs": [exc.message]}
             ) from None
-        return Response(
+        return created(
             TopicSerializer(selectors.topics_with_stats(cluster).get(pk=topic.pk)).data,
-            status=status.HTTP_201_CREATED,
+            "api-topic",
+            cluster_id=cluster.public_id,
+            name=topic.name,
         )
 
 
@@ -210,7 +247,121 @@ class TopicDetailView(ClusterScopedView):
     def get(self, request, cluster_id: str, name: str):
         return Response(TopicSerializer(self._topic(cluster_id, name)).data)
 
+    @extend_schema(
+        request=TopicConfigsUpdateSerializer,
+        responses=TopicSerializer,
+        summary="Change a topic's configs (null: back to the default)",
+    )
+    def patch(self, request, cluster_id: str, name: str):
+        topic = self._topic(cluster_id, name)
+        data = TopicConfigsUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        ops = [
+            {"name": key, "op": "delete"} if value is None else {"name": key, "value": value}
+            for key, value in data.validated_data["configs"].items()
+        ]
+        try:
+            topic_configs_alter(topic=topic, ops=ops, incremental=True)
+        except TopicError as exc:
+            raise ValidationError({"configs": [exc.message]}) from None
+        return Response(TopicSerializer(self._topic(cluster_id, name)).data)
+
     @extend_schema(responses={204: None}, summary="Delete a topic")
     def delete(self, request, cluster_id: str, name: str):
         topic_delete(topic=self._topic(cluster_id, name))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class RecordSerializer(serializers.Serializer):
+    offset = serializers.IntegerField()
+    timestamp = serializers.IntegerField(help_text="Milliseconds since the epoch.")
+    key = serializers.CharField(allow_null=True, help_text="Base64.")
+    value = serializers.CharField(allow_null=True, help_text="Base64.")
+    headers = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField(allow_null=True)),
+        help_text="[name, base64 value] pairs.",
+    )
+
+
+class RecordPageSerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    partition = serializers.IntegerField()
+    log_start_offset = serializers.IntegerField()
+    high_watermark = serializers.IntegerField()
+    agent = serializers.CharField(help_text="The agent that read them.")
+    records = RecordSerializer(many=True)
+
+
+class RecordQuerySerializer(serializers.Serializer):
+    partition = serializers.IntegerField(required=False, default=0, min_value=0, max_value=9999)
+    offset = serializers.IntegerField(
+        required=False, min_value=0, max_value=2**62, help_text="Left out: the newest records."
+    )
+    limit = serializers.IntegerField(required=False, default=20, min_value=1, max_value=500)
+
+
+class RecordsUnavailable(APIException):
+    status_code = status.HTTP_409_CONFLICT  # the cluster's state: no agent runs
+    default_detail = "No agent of this cluster could read the records."
+
+
+class TopicRecordsView(ClusterScopedView):
+    @extend_schema(
+        parameters=[RecordQuerySerializer],
+        responses={200: RecordPageSerializer, 409: OpenApiResponse(description="No live agent")},
+        summary="Read records of a topic's partition (through a live agent of the cluster)",
+        description="The control plane holds no bucket credentials: a live agent of the "
+        "cluster reads the records and they are passed on, never stored.",
+    )
+    def get(self, request, cluster_id: str, name: str):
+        cluster = self.cluster(cluster_id)
+        topic = get_object_or_404(cluster.topics, name=name)
+        query = query_params(request, RecordQuerySerializer)
+        if query["partition"] >= topic.partition_count:
+            raise Http404("The topic has no such partition.")
+        try:
+            page = records_browse(
+                cluster, topic=topic.name, partition=query["partition"],
+                offset=query.get("offset"), limit=query["limit"],
+            )  # fmt: skip
+        except BrowseNotFound:
+            raise Http404 from None
+        except BrowseUnavailable as exc:
+            raise RecordsUnavailable(str(exc)) from None
+        return Response(RecordPageSerializer(page).data)
+
+
+class ThroughputPointSerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    records_per_s = serializers.FloatField()
+    bytes_per_s = serializers.FloatField(required=False)
+
+
+class LagPointSerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    lag = serializers.IntegerField()
+
+
+class ThroughputSerializer(serializers.Serializer):
+    span = serializers.ChoiceField(choices=list(THROUGHPUT_RANGES))
+    groups = serializers.DictField(
+        child=LagPointSerializer(many=True), help_text="Each consumer group's total lag."
+    )
+    cluster = ThroughputPointSerializer(many=True)
+    topics = serializers.DictField(child=ThroughputPointSerializer(many=True))
+
+
+class ThroughputQuerySerializer(serializers.Serializer):
+    range = serializers.ChoiceField(choices=list(THROUGHPUT_RANGES), default="1h", required=False)
+
+
+class ThroughputView(ClusterScopedView):
+    @extend_schema(
+        parameters=[ThroughputQuerySerializer],
+        responses=ThroughputSerializer,
+        summary="Records and bytes in per second over 1h, 24h or 7d (sampled every minute)",
+    )
+    def get(self, request, cluster_id: str):
+        cluster = self.cluster(cluster_id)
+        span = query_params(request, ThroughputQuerySerializer)["range"]
+        return Response(ThroughputSerializer(throughput_series(cluster, span)).data)

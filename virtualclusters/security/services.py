@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Max
 
+from controlplane.errors import conflict
 from core.security.acl import AclBinding, AclFilter
 from core.security.scram import plain_hash, scram_credential
 from virtualclusters.models import VirtualCluster
@@ -24,6 +25,9 @@ USERNAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}")
 USERNAME_RULE = "1-128 letters, digits, '.', '_', '@', '+' or '-', starting with a letter or digit"
 MIN_PASSWORD_LENGTH = 8
 MAX_PASSWORD_LENGTH = 256
+
+
+USERNAME_TAKEN = "A SASL user with this name already exists in this cluster."
 
 
 def _check_password(password: str) -> None:
@@ -64,9 +68,7 @@ def sasl_credential_create(
         password = secrets.token_urlsafe(24)
     _check_password(password)
     if SaslCredential.objects.filter(cluster=cluster, username=username).exists():
-        raise ValidationError(
-            {"username": ["A SASL user with this name already exists in this cluster."]}
-        )
+        raise conflict("username", USERNAME_TAKEN)
     try:
         with transaction.atomic():
             credential = SaslCredential.objects.create(
@@ -79,9 +81,7 @@ def sasl_credential_create(
                 scram_sha512=scram_credential(password, "SCRAM-SHA-512"),
             )
     except IntegrityError:
-        raise ValidationError(
-            {"username": ["A SASL user with this name already exists in this cluster."]}
-        ) from None
+        raise conflict("username", USERNAME_TAKEN) from None
     return credential, password
 
 

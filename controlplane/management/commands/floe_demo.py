@@ -12,6 +12,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
+from django.utils import timezone
 
 from controlplane.ids import secret_digest
 from controlplane.models import ApiKey
@@ -55,6 +56,10 @@ class Command(BaseCommand):
             .filter(digest=secret_digest(demo.get("api_key", "")))
             .exists()
         ):
+            # The plaintext of an older "playground" key is lost: revoke it, make a new one.
+            ApiKey.objects.for_org(org).active().filter(name="playground").update(
+                revoked_at=timezone.now()
+            )
             _, demo["api_key"] = api_key_create(
                 organization=org, name="playground", created_by=user
             )
@@ -62,6 +67,9 @@ class Command(BaseCommand):
             cluster=cluster, digest=secret_digest(demo.get("agent_key", ""))
         )
         if not agent_key_ok.exists():
+            cluster.agent_keys.active().filter(name="playground agent").update(
+                revoked_at=timezone.now()
+            )
             _, demo["agent_key"] = agent_key_create(cluster=cluster, name="playground agent")
         demo.update(email=DEMO_EMAIL, password=DEMO_PASSWORD, cluster=cluster.public_id)
         return demo

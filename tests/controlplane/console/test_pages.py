@@ -199,7 +199,19 @@ def test_it_creates_a_cluster_and_shows_its_page(client, alice):
     }
     page = client.get(response.url).content.decode()
     assert "Cluster prod created." in page
-    assert cluster.public_id in page and "127.0.0.1:" in page  # the bootstrap address
+    assert cluster.public_id in page and "No agent yet" in page  # no agent, no bootstrap
+
+
+def test_a_clusters_page_shows_its_own_agents_address_never_another_orgs(client, alice, bob):
+    from tests.metadata_store.conftest import AgentApi
+
+    AgentApi(bob["agent_key"])("heartbeat", {"agent_id": "b1", "host": "10.9.9.9", "port": 9092})
+    page = signed_in(client, alice).get(cluster_url(alice["cluster"])).content.decode()
+    assert "10.9.9.9" not in page and "No agent yet" in page
+    assert "floe-agent --control-plane-url" in page  # how to start one
+    AgentApi(alice["agent_key"])("heartbeat", {"agent_id": "a1", "host": "10.0.0.8", "port": 9093})
+    page = client.get(cluster_url(alice["cluster"])).content.decode()
+    assert '<code id="bootstrap">10.0.0.8:9093</code>' in page and "No agent yet" not in page
 
 
 @pytest.mark.parametrize(
@@ -290,7 +302,7 @@ def test_delete_requires_the_typed_name(client, alice):
 def test_the_cluster_page_lists_topics(client, alice):
     topic_create(cluster=alice["cluster"], name="payments", num_partitions=4)
     page = signed_in(client, alice).get(cluster_url(alice["cluster"])).content.decode()
-    assert re.search(r"payments</td><td class=\"num\">4</td><td class=\"num\">0</td>", page)
+    assert re.search(r"payments</a></td><td class=\"num\">4</td><td class=\"num\">0</td>", page)
 
 
 # --- agent keys --------------------------------------------------------------------------
@@ -299,10 +311,11 @@ def test_the_cluster_page_lists_topics(client, alice):
 @override_settings(FLOE_PUBLIC_URL="https://floe.example.com")
 def test_a_new_agent_key_and_its_command_are_shown_once(client, alice):
     cluster = alice["cluster"]
-    response = signed_in(client, alice).post(
+    created = signed_in(client, alice).post(
         cluster_url(cluster, "agent-keys/new"), {"name": "prod"}
     )
-    assert response.status_code == 200
+    assert created.status_code == 302 and created.url == cluster_url(cluster)  # PRG
+    response = client.get(created.url)
     assert response["Cache-Control"] == "no-store"
     plaintext = response.context["new_agent_key"].plaintext
     key = agent_key_authenticate(plaintext)
@@ -321,9 +334,41 @@ def test_a_new_agent_key_and_its_command_are_shown_once(client, alice):
     assert key.display_prefix in again  # listed, by its prefix only
 
 
-def test_agent_key_names_are_optional(client, alice):
-    response = signed_in(client, alice).post(cluster_url(alice["cluster"], "agent-keys/new"))
-    assert response.context["new_agent_key"].key.name == "agent key"
+def test_agent_key_names_are_optional_and_numbered(client, alice):
+    signed_in(client, alice)
+    for expected in ("agent key", "agent key 2"):
+        url = cluster_url(alice["cluster"], "agent-keys/new")
+        response = client.post(url, follow=True)
+        assert response.context["new_agent_key"].key.name == expected
+
+
+def test_reloading_after_creating_an_agent_key_creates_no_second_one(client, alice):
+    signed_in(client, alice)
+    response = client.post(cluster_url(alice["cluster"], "agent-keys/new"), {"name": "p"})
+    assert client.get(response.url).context["new_agent_key"] is not None
+    reloaded = client.get(response.url)  # what a browser's reload does after a redirect
+    assert reloaded.context["new_agent_key"] is None
+    assert alice["cluster"].agent_keys.filter(name="p").count() == 1
+
+
+def test_it_refuses_a_second_active_agent_key_with_the_same_name(client, alice):
+    signed_in(client, alice)
+    url = cluster_url(alice["cluster"], "agent-keys/new")
+    assert client.post(url, {"name": "prod"}).status_code == 302
+    response = client.post(url, {"name": "prod"})
+    assert response.status_code == 200
+    assert "already exists" in response.content.decode()
+    assert alice["cluster"].agent_keys.filter(name="prod").count() == 1
+
+
+def test_an_agent_key_in_use_shows_when_it_was_last_used(client, alice):
+    key = alice["cluster"].agent_keys.get()
+    assert key.last_used_at is None
+    assert agent_key_authenticate(alice["agent_key"]) == key  # what every agent call does
+    key.refresh_from_db()
+    assert key.last_used_at is not None
+    page = signed_in(client, alice).get(cluster_url(alice["cluster"])).content.decode()
+    assert "never" not in page.split('id="agent-keys"')[1].split("</section>")[0]
 
 
 def test_it_revokes_an_agent_key(client, alice):
@@ -360,8 +405,10 @@ def test_revoking_is_a_post(client, alice):
 
 def test_a_new_api_key_is_shown_once_then_listed_by_prefix(client, alice):
     signed_in(client, alice)
-    response = client.post("/api-keys/new", {"name": "terraform", "scope": "read_only"})
-    assert response.status_code == 200 and response["Cache-Control"] == "no-store"
+    created = client.post("/api-keys/new", {"name": "terraform", "scope": "read_only"})
+    assert created.status_code == 302 and created.url == "/api-keys"  # PRG
+    response = client.get(created.url)
+    assert response["Cache-Control"] == "no-store"
     plaintext = response.context["new_key"]["plaintext"]
     assert plaintext in response.content.decode()
     key = ApiKey.objects.for_org(alice["org"]).get(name="terraform")
@@ -374,6 +421,14 @@ def test_a_new_api_key_is_shown_once_then_listed_by_prefix(client, alice):
 def test_an_api_key_needs_a_name(client, alice):
     response = signed_in(client, alice).post("/api-keys/new", {"name": "", "scope": "admin"})
     assert field_errors(response, "name") == ["This field is required."]
+
+
+def test_it_refuses_a_second_active_api_key_with_the_same_name(client, alice):
+    signed_in(client, alice)
+    assert client.post("/api-keys/new", {"name": "ci", "scope": "admin"}).status_code == 302
+    response = client.post("/api-keys/new", {"name": "ci", "scope": "admin"})
+    assert field_errors(response, "name") == ["An active API key with this name already exists."]
+    assert ApiKey.objects.for_org(alice["org"]).filter(name="ci").count() == 1
 
 
 def test_it_revokes_an_api_key(client, alice):

@@ -83,7 +83,7 @@ def test_it_rejects_a_duplicate_username(api, alice):
     client = api(alice["admin"])
     assert client.post(creds_url(alice), {"username": "dup"}, format="json").status_code == 201
     again = client.post(creds_url(alice), {"username": "dup"}, format="json")
-    assert again.status_code == 400 and "already exists" in again.json()["error"]
+    assert again.status_code == 409 and "already exists" in again.json()["error"]
 
 
 def test_it_deletes_a_credential(api, alice):

@@ -1,0 +1,83 @@
+"""Reading a few records of one partition for a person (the console's message browser).
+
+The control plane asks a live agent of the cluster (`GET /peer/v1/records`, signed with
+the cluster's peer secret), so the bucket stays the customer's: only the agents hold its
+credentials. The records come through the same read path as a consumer's Fetch (fetch
+plan, zone cache, assigned base offsets) and go back as JSON, keys, values and header
+values in base64.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from agents import read_path
+from agents.context import AgentContext
+from core.kafka.records import decode_records, iter_batches
+
+MAX_RECORDS = 500
+# What one look reads from the partition at most; enough for MAX_RECORDS small records.
+READ_BYTES = 4 * 1024 * 1024
+
+
+class BrowseError(LookupError):
+    """The request names no such topic or partition; the message says which."""
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+async def _read_from(ctx: AgentContext, info, partition: int, offset: int) -> dict[str, Any]:
+    wanted = read_path.Wanted(
+        info, {"partition": partition, "fetch_offset": offset, "partition_max_bytes": READ_BYTES}
+    )
+    await read_path.fill(ctx, [wanted], {"max_wait_ms": 0, "min_bytes": 0, "max_bytes": READ_BYTES})
+    return wanted.answer
+
+
+async def browse(
+    ctx: AgentContext, *, topic: str, partition: int, offset: int | None, limit: int
+) -> dict[str, Any]:
+    """Up to `limit` records of `topic`/`partition` from `offset` on, or the newest
+    `limit` records when `offset` is None; with the partition's start and end offsets."""
+    info = (await ctx.topics.by_names([topic], need_partition={topic: partition})).get(topic)
+    if info is None:
+        raise BrowseError(f"no topic {topic!r}")
+    if not 0 <= partition < info.partitions:
+        raise BrowseError(f"topic {topic!r} has no partition {partition}")
+    limit = max(1, min(limit, MAX_RECORDS))
+    answer = await _read_from(ctx, info, partition, offset if offset is not None else 0)
+    start, end = answer["log_start_offset"], answer["high_watermark"]
+    if offset is None or offset < start:
+        offset = max(start, end - limit) if offset is None else start
+        answer = await _read_from(ctx, info, partition, offset)
+    if answer["error_code"]:
+        raise BrowseError(f"reading the partition failed (Kafka error {answer['error_code']})")
+    pieces = answer["records"] or []
+    data = b"".join(bytes(p) for p in pieces) if isinstance(pieces, list) else bytes(pieces)
+    records: list[dict[str, Any]] = []
+    for position, size, header in iter_batches(data):
+        if header.is_control:
+            continue
+        _, decoded = decode_records(data[position : position + size], verify_crc=False)
+        for record in decoded:
+            if record.offset < offset or len(records) >= limit:
+                continue
+            records.append(
+                {
+                    "offset": record.offset,
+                    "timestamp": record.timestamp,
+                    "key": _b64(record.key),
+                    "value": _b64(record.value),
+                    "headers": [[name, _b64(value)] for name, value in record.headers],
+                }
+            )
+    return {
+        "topic": topic,
+        "partition": partition,
+        "log_start_offset": start,
+        "high_watermark": end,
+        "records": records,
+    }

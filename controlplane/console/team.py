@@ -1,0 +1,123 @@
+"""The team page: members and their roles, invitations (the link is shown once, and
+emailed when a mail backend is set), removing members, handing ownership on; and the
+invitation link's page, where an invited person sets a password."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from controlplane import team
+from controlplane.console import one_time_secret
+from controlplane.console.forms import add_service_errors
+from controlplane.console.tenancy import current_membership, org_or_404
+from controlplane.models import Membership
+
+ROLE_CHOICES = [(Membership.Role.MEMBER, "Member (read-only)"), (Membership.Role.ADMIN, "Admin")]
+
+
+class InviteForm(forms.Form):
+    email = forms.EmailField()
+    role = forms.ChoiceField(choices=ROLE_CHOICES)
+
+
+class AcceptForm(forms.Form):
+    password = forms.CharField(
+        strip=False, widget=forms.PasswordInput(attrs={"autocomplete": "new-password"})
+    )
+
+
+def _page(request, form=None, status=200):
+    org = org_or_404(request)
+    found = one_time_secret.take(request, "invitation", scope=org.public_id)
+    context = {
+        "members": org.memberships.select_related("user").order_by("role", "user__email"),
+        "invitations": org.invitations.filter(accepted_at__isnull=True).order_by("-created_at"),
+        "me": current_membership(request),
+        "form": form or InviteForm(),
+        "new_link": found[1] if found else None,
+        "role_choices": ROLE_CHOICES,
+    }
+    response = render(request, "console/team.html", context, status=status)
+    if found:
+        response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def team_page(request):
+    """The team; a POST invites someone (owners and admins only: see ReadOnlyMembers)."""
+    if request.method == "GET":
+        return _page(request)
+    org = org_or_404(request)
+    form = InviteForm(request.POST)
+    if form.is_valid():
+        try:
+            invitation, link, sent = team.invitation_create(
+                organization=org,
+                invited_by=request.user,
+                link_base=settings.FLOE_PUBLIC_URL,
+                **form.cleaned_data,
+            )
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            one_time_secret.keep(
+                request, "invitation", scope=org.public_id, key_id=invitation.public_id,
+                plaintext=link,
+            )  # fmt: skip
+            note = "An email is on its way; " if sent else "No email could be sent; "
+            messages.success(request, note + "the link below works once.")
+            return redirect("team")
+    return _page(request, form=form, status=400)
+
+
+@login_required
+@require_POST
+def member_change(request, email: str):
+    """Change a member's role, remove them, or hand them ownership."""
+    org = org_or_404(request)
+    target = get_object_or_404(Membership, organization=org, user__email=email)
+    actor = current_membership(request)
+    action = request.POST.get("action", "")
+    try:
+        if action == "remove":
+            team.member_remove(actor=actor, target=target)
+            messages.success(request, f"{target.user.email} removed.")
+        elif action == "transfer":
+            team.ownership_transfer(actor=actor, target=target)
+            messages.success(request, f"{target.user.email} now owns {org.name}.")
+        else:
+            team.member_role_change(actor=actor, target=target, role=request.POST.get("role", ""))
+            messages.success(request, f"{target.user.email} is now {target.get_role_display()}.")
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    return redirect("team")
+
+
+@require_http_methods(["GET", "POST"])
+def invitation_accept(request, token: str):
+    """The invitation link: set a password, and arrive in the organization."""
+    invitation = team.invitation_for_token(token)
+    if invitation is None:
+        return render(request, "console/invitation.html", {"invalid": True}, status=404)
+    form = AcceptForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            user = team.invitation_accept(
+                invitation=invitation, password=form.cleaned_data["password"]
+            )
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            messages.success(request, f"Welcome to {invitation.organization.name}.")
+            return redirect("dashboard")
+    return render(request, "console/invitation.html", {"invitation": invitation, "form": form})

@@ -1,0 +1,80 @@
+"""Prometheus metrics of the control plane itself: the web app's requests and latencies,
+the agent API's calls (commits/s, fetch-plan latency), the Celery tasks' runs and
+failures, and the build. `/metrics` on the web app; the worker serves its own on
+`FLOE_WORKER_METRICS_PORT` when set.
+
+Several gunicorn workers: set `PROMETHEUS_MULTIPROC_DIR` (an empty folder) and each
+scrape adds up every worker's numbers; without it a scrape sees one worker's.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from importlib.metadata import PackageNotFoundError, version
+
+from django.http import HttpResponse
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+REQUESTS = Counter(
+    "floe_web_requests", "Web requests answered, by view and status.", ["view", "method", "status"]
+)
+REQUEST_SECONDS = Histogram("floe_web_request_seconds", "Time to answer a web request.", ["view"])
+AGENT_API_CALLS = Counter(
+    "floe_agent_api_calls", "Agent-API calls answered, by call and outcome.", ["call", "outcome"]
+)
+AGENT_API_SECONDS = Histogram(
+    "floe_agent_api_seconds",
+    "Time to answer an agent-API call (commit: the metadata commit; fetch_plan: a plan).",
+    ["call"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+TASK_RUNS = Counter(
+    "floe_celery_task_runs", "Celery task runs, by task and outcome.", ["task", "outcome"]
+)
+BUILD_INFO = Gauge("floe_build_info", "The running Floe version.", ["version", "component"])
+
+try:
+    _VERSION = version("floe")
+except PackageNotFoundError:  # run from a checkout
+    _VERSION = "0.1.0"
+
+
+def build_info(component: str) -> None:
+    BUILD_INFO.labels(version=_VERSION, component=component).set(1)
+
+
+class RequestMetricsMiddleware:
+    """Counts and times every request by its URL name (bounded labels), never its path."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        build_info("web")
+
+    def __call__(self, request):
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        view = (match.url_name or match.view_name) if match else "unmatched"
+        REQUESTS.labels(view=view, method=request.method, status=str(response.status_code)).inc()
+        REQUEST_SECONDS.labels(view=view).observe(time.perf_counter() - started)
+        return response
+
+
+def metrics_view(request) -> HttpResponse:
+    """The exposition, every worker's when PROMETHEUS_MULTIPROC_DIR is set."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry = REGISTRY
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,132 @@
+"""Writes for an organization's team: invitations (a link, and an email when a mail
+backend is configured), roles, removing members, handing ownership on.
+
+Who may do what: an owner everything; an admin everything but handing ownership on and
+touching the owner; a member (read-only) nothing (`can_change`, checked for every console
+write by `controlplane.console.tenancy.ReadOnlyMembers`).
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.core.mail import send_mail
+from django.core.validators import validate_email
+from django.db import transaction
+from django.utils import timezone
+
+from controlplane.errors import conflict
+from controlplane.ids import secret_digest
+from controlplane.models import Invitation, Membership, Organization
+
+User = get_user_model()
+Role = Membership.Role
+
+
+def can_change(role: str | None) -> bool:
+    """Whether a member with ``role`` may change anything (clusters, keys, the team)."""
+    return role in (Role.OWNER, Role.ADMIN)
+
+
+@transaction.atomic
+def invitation_create(
+    *, organization: Organization, email: str, role: str, invited_by, link_base: str
+) -> tuple[Invitation, str, bool]:
+    """An invitation and its link (shown once); ``sent`` says whether an email went."""
+    email = (email or "").strip().lower()
+    try:
+        validate_email(email)
+    except ValidationError:
+        raise ValidationError({"email": ["Enter a valid email address."]}) from None
+    if role not in (Role.ADMIN, Role.MEMBER):
+        raise ValidationError({"role": ["Invite as an admin or a member."]})
+    if organization.memberships.filter(user__username=email).exists():
+        raise conflict("email", "This person is already a member.")
+    token = secrets.token_urlsafe(32)
+    invitation = Invitation.objects.create(
+        organization=organization,
+        email=email,
+        role=role,
+        digest=secret_digest(token),
+        created_by=invited_by,
+    )
+    link = f"{link_base.rstrip('/')}/invite/{token}"
+    try:
+        send_mail(
+            f"Join {organization.name} on Floe",
+            f"{getattr(invited_by, 'email', None) or 'Someone'} invited you to "
+            f"{organization.name} on Floe ({role}).\n\n{link}\n",
+            settings.DEFAULT_FROM_EMAIL,
+            [email],
+        )
+        sent = True
+    except OSError:  # no mail server: the console shows the link to pass on
+        sent = False
+    return invitation, link, sent
+
+
+def invitation_for_token(token: str) -> Invitation | None:
+    return (
+        Invitation.objects.select_related("organization")
+        .filter(digest=secret_digest(token or ""), accepted_at__isnull=True)
+        .first()
+    )
+
+
+@transaction.atomic
+def invitation_accept(*, invitation: Invitation, password: str):
+    """A new account for the invited email, a member of the organization with the
+    invitation's role. The link works once."""
+    if User.objects.filter(username=invitation.email).exists():
+        raise ValidationError(
+            {"password": ["An account with this email exists: ask to be invited by another."]}
+        )
+    try:
+        validate_password(password or "", user=User(username=invitation.email))
+    except ValidationError as exc:
+        raise ValidationError({"password": list(exc.messages)}) from None
+    user = User.objects.create_user(
+        username=invitation.email, email=invitation.email, password=password
+    )
+    Membership.objects.create(organization=invitation.organization, user=user, role=invitation.role)
+    invitation.accepted_at = timezone.now()
+    invitation.save(update_fields=["accepted_at"])
+    return user
+
+
+def _check_actor(actor: Membership, target: Membership) -> None:
+    if not can_change(actor.role):
+        raise ValidationError("Only owners and admins change the team.")
+    if target.role == Role.OWNER:
+        raise conflict("role", "The owner stays: hand ownership on first.")
+
+
+@transaction.atomic
+def member_role_change(*, actor: Membership, target: Membership, role: str) -> None:
+    _check_actor(actor, target)
+    if role not in (Role.ADMIN, Role.MEMBER):
+        raise ValidationError("A member is an admin or a member.")
+    target.role = role
+    target.save(update_fields=["role"])
+
+
+@transaction.atomic
+def member_remove(*, actor: Membership, target: Membership) -> None:
+    _check_actor(actor, target)
+    target.delete()
+
+
+@transaction.atomic
+def ownership_transfer(*, actor: Membership, target: Membership) -> None:
+    """The owner hands ownership to another member and becomes an admin."""
+    if actor.role != Role.OWNER:
+        raise ValidationError("Only the owner hands ownership on.")
+    if target.pk == actor.pk:
+        return
+    actor.role, target.role = Role.ADMIN, Role.OWNER
+    actor.save(update_fields=["role"])
+    target.save(update_fields=["role"])

@@ -1,0 +1,82 @@
+"""The topic page's message browser in a real browser, reading through a live agent:
+a record produced by confluent-kafka shows with its key, headers and JSON value."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from confluent_kafka import Producer
+from playwright.sync_api import expect
+from rest_framework.test import APIClient
+
+from tests.agents.conftest import agent, bucket_url  # noqa: F401 - fixtures
+from tests.factories import PASSWORD, make_api_key, make_cluster, make_org
+
+pytestmark = [pytest.mark.browser, pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
+
+
+def test_the_message_browser_shows_a_produced_record_with_key_and_headers(
+    page,
+    live_server,
+    agent,  # noqa: F811
+    screenshots,
+):
+    user, org = make_org("Browsing")
+    cluster, key = make_cluster("events", org=org, auto_create_topics=True)
+    running = agent(key)
+    producer = Producer({"bootstrap.servers": running.bootstrap, "linger.ms": 5})
+    for n in range(3):
+        producer.produce(
+            "orders",
+            key=f"order-{n}".encode(),
+            value=json.dumps({"id": n, "total": 9.5 + n}).encode(),
+            headers=[("source", b"web"), ("trace", f"t-{n}".encode())],
+        )
+    assert producer.flush(30) == 0
+
+    # REST parity: the same records, through the same agent, for an API key.
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {make_api_key(org)}")
+    url = f"/api/v1/clusters/{cluster.public_id}/topics/orders/records/"
+    body = api.get(url, {"limit": 2}).json()
+    assert [r["offset"] for r in body["records"]] == [1, 2] and body["high_watermark"] == 3
+    assert base64.b64decode(body["records"][-1]["key"]) == b"order-2"
+    assert body["records"][-1]["headers"][0] == ["source", base64.b64encode(b"web").decode()]
+
+    page.goto("/login")
+    page.get_by_label("Email").fill(user.email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.goto(f"/clusters/{cluster.public_id}/")
+    page.get_by_role("link", name="orders").click()
+    expect(page.get_by_role("heading", name="orders", level=1)).to_be_visible()
+    expect(page.locator("tr[data-partition='0']")).to_contain_text("3")  # end offset
+
+    records = page.locator("li.record")
+    expect(records).to_have_count(3)
+    newest = records.first  # newest first
+    expect(newest).to_have_attribute("data-offset", "2")
+    expect(newest.locator(".record-key")).to_have_text("order-2")
+    expect(newest.locator(".record-headers")).to_contain_text("source: web")
+    expect(newest.locator(".record-headers")).to_contain_text("trace: t-2")
+    expect(newest.locator(".record-value")).to_contain_text('"total": 11.5')
+    for width in (1366, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.screenshot(path=screenshots / f"topic-{width}.png", full_page=True)
+
+    page.get_by_label("From offset").fill("1")
+    page.get_by_label("Show as").select_option("hex")
+    page.get_by_role("button", name="Show").click()
+    expect(records).to_have_count(2)
+    expect(records.first).to_have_attribute("data-offset", "1")
+    expect(records.first.locator(".record-key")).to_have_text("6f 72 64 65 72 2d 31")  # order-1
+
+
+def test_another_organizations_topic_page_is_a_404(client, alice, bob):
+    from tests.metadata_store.conftest import AgentApi
+
+    AgentApi(bob["agent_key"]).create_topic("secret")
+    client.force_login(alice["user"])
+    assert client.get(f"/clusters/{bob['cluster'].public_id}/topics/secret/").status_code == 404

@@ -1,0 +1,87 @@
+"""The team: invitations (link shown once, email sent), roles and their limits, removing
+members, handing ownership on; another organization's members are out of reach."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.core import mail
+
+from controlplane.models import Invitation, Membership
+from controlplane.team import invitation_accept
+from tests.factories import PASSWORD
+
+pytestmark = pytest.mark.django_db
+
+
+def invite(client, email: str, role: str = "member") -> str:
+    response = client.post("/team", {"email": email, "role": role})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    page = client.get("/team").content.decode()
+    return re.search(r"http://[^\s<\"]+/invite/[A-Za-z0-9_-]+", page).group(0)
+
+
+def test_an_invited_member_joins_and_can_look_but_not_change(client, alice):
+    client.force_login(alice["user"])
+    link = invite(client, "dora@example.com")
+    assert mail.outbox[-1].to == ["dora@example.com"] and link in mail.outbox[-1].body
+    assert link not in client.get("/team").content.decode()  # shown once
+    client.logout()
+
+    path = "/invite/" + link.rsplit("/invite/", 1)[1]
+    joined = client.post(path, {"password": PASSWORD})
+    assert joined.status_code == 302
+    membership = Membership.objects.get(user__email="dora@example.com")
+    assert membership.organization == alice["org"] and membership.role == "member"
+    assert client.post(path, {"password": PASSWORD}).status_code == 404  # works once
+
+    cluster_url = f"/clusters/{alice['cluster'].public_id}/"
+    assert client.get(cluster_url).status_code == 200  # looks
+    refused = client.post("/clusters/new", {"name": "x"})
+    assert refused.status_code == 403 and "read-only" in refused.content.decode()
+    assert client.post(cluster_url + "agent-keys/new", {"name": "k"}).status_code == 403
+    assert client.post("/team", {"email": "e@example.com", "role": "admin"}).status_code == 403
+
+
+def test_owners_change_roles_remove_members_and_hand_ownership_on(client, alice):
+    client.force_login(alice["user"])
+    invite(client, "ed@example.com", "admin")
+    invitation = Invitation.objects.get(email="ed@example.com")
+    ed = invitation_accept(invitation=invitation, password=PASSWORD)
+    ed_membership = Membership.objects.get(user=ed)
+    assert ed_membership.role == "admin"
+    client.post("/team/members/ed@example.com", {"action": "role", "role": "member"})
+    ed_membership.refresh_from_db()
+    assert ed_membership.role == "member"
+    client.post("/team/members/ed@example.com", {"action": "transfer"})
+    ed_membership.refresh_from_db()
+    owner = Membership.objects.get(user=alice["user"])
+    assert ed_membership.role == "owner" and owner.role == "admin"
+    # alice, now an admin, cannot remove the owner
+    client.post("/team/members/ed@example.com", {"action": "remove"})
+    assert Membership.objects.filter(pk=ed_membership.pk).exists()
+
+
+def test_another_organizations_members_are_out_of_reach(client, alice, bob):
+    bob_membership = Membership.objects.get(user=bob["user"])
+    client.force_login(alice["user"])
+    response = client.post(f"/team/members/{bob['user'].email}", {"action": "remove"})
+    assert response.status_code == 404
+    assert Membership.objects.filter(pk=bob_membership.pk).exists()
+    assert bob["user"].email not in client.get("/team").content.decode()
+
+
+def test_the_rest_api_lists_invites_and_changes_members(api, alice, bob):
+    admin = api(alice["admin"])
+    invited = admin.post("/api/v1/invitations/", {"email": "fay@example.com", "role": "admin"})
+    assert invited.status_code == 201 and "/invite/" in invited.json()["link"]
+    invitation_accept(invitation=Invitation.objects.get(email="fay@example.com"), password=PASSWORD)
+    emails = [m["email"] for m in admin.get("/api/v1/members/").json()]
+    assert emails == sorted([alice["user"].email, "fay@example.com"])
+    changed = admin.patch("/api/v1/members/fay@example.com/", {"role": "member"})
+    assert changed.status_code == 200 and changed.json()["role"] == "member"
+    owner = admin.delete(f"/api/v1/members/{alice['user'].email}/")
+    assert owner.status_code == 409  # the owner stays
+    assert admin.delete("/api/v1/members/fay@example.com/").status_code == 204
+    assert api(bob["admin"]).delete(f"/api/v1/members/{alice['user'].email}/").status_code == 404

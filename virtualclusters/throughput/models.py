@@ -1,0 +1,39 @@
+"""Throughput samples: cumulative counters, one row per cluster (topic null) or topic and
+minute; rates are differences between consecutive samples."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class ThroughputSample(models.Model):
+    cluster = models.ForeignKey(
+        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="+"
+    )
+    topic = models.ForeignKey(
+        "metadata_store.Topic", on_delete=models.CASCADE, null=True, related_name="+"
+    )
+    at = models.DateTimeField()
+    # Records ever written (the sum of the high watermarks).
+    records_total = models.BigIntegerField()
+    # Bytes of segment files committed in the minute before `at` (cluster rows only).
+    bytes_in = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "floe_throughput_sample"
+        indexes = [models.Index(fields=["cluster", "at"], name="throughput_cluster_at")]
+
+
+class GroupLagSample(models.Model):
+    """A consumer group's total offset lag at one minute."""
+
+    cluster = models.ForeignKey(
+        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="+"
+    )
+    group_id = models.CharField(max_length=255)
+    at = models.DateTimeField()
+    lag = models.BigIntegerField()
+
+    class Meta:
+        db_table = "floe_group_lag_sample"
+        indexes = [models.Index(fields=["cluster", "at"], name="group_lag_cluster_at")]

@@ -1,0 +1,127 @@
+"""Sampling, pruning and reading the throughput history (and consumer-group lag).
+
+Every minute (Celery beat) each cluster's topics get a row with their record count so far
+(the sum of their partitions' high watermarks) and the cluster a row with that sum and
+the bytes of the segment files committed since the last minute. Rates are differences
+between consecutive rows; a 24-hour view reads a sample every 5 minutes, a 7-day view
+one an hour. Rows older than
+`FLOE_THROUGHPUT_RETENTION_DAYS` are deleted.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Sum
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from metadata_store.models import SegmentFile, Topic
+from virtualclusters.groups.lag import groups_describe
+from virtualclusters.models import VirtualCluster
+from virtualclusters.throughput.models import GroupLagSample, ThroughputSample
+
+RANGES = {
+    "1h": (timedelta(hours=1), 1),
+    "24h": (timedelta(hours=24), 5),
+    "7d": (timedelta(days=7), 60),
+}
+SAMPLE_EVERY = timedelta(minutes=1)
+
+
+@transaction.atomic
+def throughput_sample(*, cluster: VirtualCluster, at: datetime | None = None) -> None:
+    """Record the cluster's and its topics' counters now."""
+    at = at or timezone.now()
+    topics = Topic.objects.filter(cluster=cluster).annotate(
+        records=Coalesce(Sum("partitions__high_watermark"), 0)
+    )
+    rows = [
+        ThroughputSample(cluster=cluster, topic=t, at=at, records_total=t.records) for t in topics
+    ]
+    bytes_in = SegmentFile.objects.filter(
+        cluster=cluster, level=0, created_at__gt=at - SAMPLE_EVERY, created_at__lte=at
+    ).aggregate(total=Coalesce(Sum("size"), 0))["total"]
+    rows.append(
+        ThroughputSample(
+            cluster=cluster,
+            topic=None,
+            at=at,
+            records_total=sum(r.records_total for r in rows),
+            bytes_in=bytes_in,
+        )
+    )
+    ThroughputSample.objects.bulk_create(rows)
+    GroupLagSample.objects.bulk_create(
+        GroupLagSample(cluster=cluster, group_id=g["group_id"], at=at, lag=g["total_lag"])
+        for g in groups_describe(cluster)
+    )
+
+
+def throughput_prune(*, now: datetime | None = None) -> int:
+    """Delete samples past their retention; the number deleted."""
+    days = settings.FLOE_THROUGHPUT_RETENTION_DAYS
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    deleted = ThroughputSample.objects.filter(at__lt=cutoff).delete()[0]
+    return deleted + GroupLagSample.objects.filter(at__lt=cutoff).delete()[0]
+
+
+def throughput_series(cluster: VirtualCluster, span: str = "1h") -> dict:
+    """Per-second rates over ``span`` (1h, 24h, 7d): the cluster's records and bytes in,
+    and each topic's records in: ``{"span", "cluster": [points], "topics": {name:
+    [points]}}``, a point being ``{"at", "records_per_s", "bytes_per_s"}``."""
+    window, step = RANGES[span]
+    since = timezone.now() - window - SAMPLE_EVERY * step
+    samples = (
+        ThroughputSample.objects.filter(cluster=cluster, at__gte=since)
+        .select_related("topic")
+        .order_by("at", "id")
+    )
+    by_series: dict[str | None, list[ThroughputSample]] = {}
+    for sample in samples:
+        by_series.setdefault(sample.topic.name if sample.topic else None, []).append(sample)
+    lags: dict[str, list[GroupLagSample]] = {}
+    for sample in GroupLagSample.objects.filter(cluster=cluster, at__gte=since).order_by("at"):
+        lags.setdefault(sample.group_id, []).append(sample)
+    return {
+        "span": span,
+        "groups": {
+            group: [{"at": s.at, "lag": s.lag} for s in _spaced(rows, step)]
+            for group, rows in sorted(lags.items())
+        },
+        "cluster": _rates(by_series.get(None, []), step, with_bytes=True),
+        "topics": {
+            name: _rates(rows, step, with_bytes=False)
+            for name, rows in sorted(by_series.items(), key=lambda kv: kv[0] or "")
+            if name is not None
+        },
+    }
+
+
+def _spaced(rows: list, step: int) -> list:
+    """Samples about `step` minutes apart, ending with the newest; the oldest always
+    stays, so a young history still shows a point."""
+    kept = rows[-1:]
+    for row in reversed(rows[:-1]):
+        if kept[-1].at - row.at >= SAMPLE_EVERY * step * 0.9 or row is rows[0]:
+            kept.append(row)
+    kept.reverse()
+    return kept
+
+
+def _rates(rows: list[ThroughputSample], step: int, *, with_bytes: bool) -> list[dict]:
+    points = []
+    kept = _spaced(rows, step)
+    for before, after in zip(kept, kept[1:]):
+        seconds = (after.at - before.at).total_seconds()
+        if seconds <= 0:
+            continue
+        records = max(0, after.records_total - before.records_total)
+        point = {"at": after.at, "records_per_s": round(records / seconds, 3)}
+        if with_bytes:
+            window_bytes = sum(r.bytes_in for r in rows if before.at < r.at <= after.at)
+            point["bytes_per_s"] = round(window_bytes / seconds, 1)
+        points.append(point)
+    return points
