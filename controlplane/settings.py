@@ -147,7 +147,10 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"TeamRoleEnum": "controlplane.api.views.TEAM_ROLES"},
+    "ENUM_NAME_OVERRIDES": {
+        "TeamRoleEnum": "controlplane.api.views.TEAM_ROLES",
+        "InvoiceKindEnum": "billing.models.Invoice.Kind",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "controlplane.api.schema.document_errors",

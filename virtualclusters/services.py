@@ -77,7 +77,10 @@ def bucket_url_clean(url: str) -> str:
     """A bucket URL as stored: file://, s3:// or mem://, and never credentials (those
     stay in the agents' environment: AWS_* variables, instance roles…)."""
     url = (url or "").strip()
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unclosed "[" (an IPv6 host)
+        raise ValidationError({"bucket_url": ["Use a file://, s3:// or mem:// URL."]}) from None
     if parts.scheme not in BUCKET_SCHEMES or not (parts.netloc or parts.path):
         raise ValidationError({"bucket_url": ["Use a file://, s3:// or mem:// URL."]})
     if parts.username or parts.password or len(url) > 1024:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from billing.models import Invoice, InvoiceLine, Plan
+from controlplane.api.strict import StrictSerializer
 
 
 class PlanSerializer(serializers.ModelSerializer):
@@ -62,13 +63,11 @@ class InvoiceDetailSerializer(InvoiceSerializer):
         read_only_fields = fields
 
 
-class PlanChangeSerializer(serializers.Serializer):
-    plan = serializers.SlugRelatedField(
-        slug_field="code", queryset=Plan.objects.filter(public=True)
-    )
+class PlanChangeSerializer(StrictSerializer):
+    plan = serializers.CharField(max_length=64, help_text="A plan's code (see plans/).")
 
 
-class BudgetSerializer(serializers.Serializer):
+class BudgetSerializer(StrictSerializer):
     monthly_micros = serializers.IntegerField(min_value=1, max_value=10**15, allow_null=True)
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from billing import selectors, services
@@ -17,7 +19,7 @@ from billing.api.serializers import (
     PlanSerializer,
 )
 from billing.invoice_documents import invoice_csv, invoice_pdf
-from billing.models import Invoice
+from billing.models import Invoice, Plan
 from controlplane.api.views import OrgScopedView
 
 
@@ -64,8 +66,14 @@ def usage_json(report: dict) -> dict:
 
 
 class UsageView(OrgScopedView):
-    @extend_schema(parameters=[MonthQuerySerializer], summary="Usage and cost of a month")
+    @extend_schema(
+        parameters=[MonthQuerySerializer],
+        responses=OpenApiTypes.OBJECT,
+        summary="Usage and cost of a month",
+    )
     def get(self, request):
+        if request.query_params.get("month") == "":  # DRF would read it as "not given"
+            raise ValidationError({"month": ["Give the month as YYYY-MM."]})
         query = MonthQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         org = self.organization
@@ -84,13 +92,19 @@ class CurrentPlanView(OrgScopedView):
     def get(self, request):
         return Response(PlanSerializer(selectors.current_plan(self.organization)).data)
 
-    @extend_schema(request=PlanChangeSerializer, responses=PlanSerializer, summary="Change plan")
+    @extend_schema(
+        request=PlanChangeSerializer,
+        responses={200: PlanSerializer, 404: OpenApiResponse(description="No such plan on offer.")},
+        summary="Change plan",
+    )
     def put(self, request):
         data = PlanChangeSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        sub = services.subscription_change(
-            organization=self.organization, plan=data.validated_data["plan"]
-        )
+        code = data.validated_data["plan"]
+        plan = Plan.objects.filter(public=True, code=code).first()
+        if plan is None:
+            raise NotFound(f"No plan {code!r} is on offer: see /api/v1/billing/plans/.")
+        sub = services.subscription_change(organization=self.organization, plan=plan)
         return Response(PlanSerializer(sub.plan).data)
 
 

@@ -105,6 +105,9 @@ def document_errors(result, generator, request, public):
                 extra["404"] = "No such object in the caller's organization."
             for status, description in extra.items():
                 responses.setdefault(status, _error(description))
+            for status, response in responses.items():  # declared by a view, without a body
+                if status[0] in "45" and "content" not in response:
+                    response.update(_error(response.get("description", "")))
             if "414" in extra:  # the web server's own page, before the app sees the request
                 responses["414"] = {
                     "description": extra["414"],

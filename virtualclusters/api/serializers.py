@@ -59,10 +59,17 @@ class ClusterSerializer(serializers.ModelSerializer):
         return ",".join(bootstrap_servers(cluster)) or None
 
 
+# What bucket_url_clean accepts, as the schema's pattern: file://, s3:// or mem://, no
+# white space, no credentials (no "@"), nothing urlsplit cannot parse (printable ASCII
+# but "@", "[", "]" and "\\"; percent-encode the rest); or empty.
+BUCKET_URL_PATTERN = r"^$|^(file|s3|mem)://[A-Za-z0-9._/~-][!-?A-Z^-~]*$"
+
+
 class ClusterCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100)
     config = ClusterConfigSerializer(required=False)
-    bucket_url = serializers.CharField(
+    bucket_url = serializers.RegexField(
+        BUCKET_URL_PATTERN,
         max_length=1024,
         required=False,
         allow_blank=True,
@@ -71,8 +78,9 @@ class ClusterCreateSerializer(StrictSerializer):
     )
 
 
-class ClusterBucketSerializer(serializers.Serializer):
-    bucket_url = serializers.CharField(
+class ClusterBucketSerializer(StrictSerializer):
+    bucket_url = serializers.RegexField(
+        BUCKET_URL_PATTERN,
         max_length=1024,
         allow_blank=True,
         help_text="The new bucket; empty: the next agent to register fixes it.",
