@@ -14,6 +14,7 @@ from typing import Any
 
 from agents import read_path
 from agents.context import AgentContext
+from agents.handlers.offsets import handle_list_offsets
 from core.kafka.records import decode_records, iter_batches
 
 MAX_RECORDS = 500
@@ -37,20 +38,63 @@ async def _read_from(ctx: AgentContext, info, partition: int, offset: int) -> di
     return wanted.answer
 
 
+async def offset_for_time(ctx: AgentContext, *, topic: str, partition: int, timestamp: int) -> int:
+    """The offset of the first record of `topic`/`partition` whose timestamp is at or
+    after `timestamp` (ms), answered by the agent's own ListOffsets by time (KIP-79), or
+    -1 when every record is older."""
+    answer = await handle_list_offsets(
+        ctx,
+        None,
+        {
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [{"partition_index": partition, "timestamp": timestamp}],
+                }
+            ],
+        },
+    )
+    found = answer["topics"][0]["partitions"][0]
+    if found["error_code"]:
+        raise BrowseError(
+            f"finding the offset for a time failed (Kafka error {found['error_code']})"
+        )
+    return found["offset"]
+
+
 async def browse(
-    ctx: AgentContext, *, topic: str, partition: int, offset: int | None, limit: int
+    ctx: AgentContext,
+    *,
+    topic: str,
+    partition: int,
+    offset: int | None,
+    limit: int,
+    timestamp: int | None = None,
 ) -> dict[str, Any]:
-    """Up to `limit` records of `topic`/`partition` from `offset` on, or the newest
-    `limit` records when `offset` is None; with the partition's start and end offsets."""
+    """Up to `limit` records of `topic`/`partition` from `offset` on, from the first record
+    at or after `timestamp` (ms since the epoch) when one is given, or the newest `limit`
+    records when neither is; with the partition's start and end offsets and, by time,
+    the offset the time resolved to (`from_offset`, -1: no record that late). By time
+    the offset comes from this agent's own ListOffsets by time, so the browser and a
+    consumer seeking to the time start at the same record."""
     info = (await ctx.topics.by_names([topic], need_partition={topic: partition})).get(topic)
     if info is None:
         raise BrowseError(f"no topic {topic!r}")
     if not 0 <= partition < info.partitions:
         raise BrowseError(f"topic {topic!r} has no partition {partition}")
     limit = max(1, min(limit, MAX_RECORDS))
-    answer = await _read_from(ctx, info, partition, offset if offset is not None else 0)
+    from_offset = None
+    if timestamp is not None:
+        from_offset = await offset_for_time(
+            ctx, topic=topic, partition=partition, timestamp=timestamp
+        )
+        offset = from_offset
+    answer = await _read_from(ctx, info, partition, max(offset or 0, 0))
     start, end = answer["log_start_offset"], answer["high_watermark"]
-    if offset is None or offset < start:
+    if offset is not None and offset < 0:  # by time, every record is older: none to show
+        offset, answer = end, {"error_code": 0, "records": []}
+    elif offset is None or offset < start:
         offset = max(start, end - limit) if offset is None else start
         answer = await _read_from(ctx, info, partition, offset)
     if answer["error_code"]:
@@ -74,10 +118,13 @@ async def browse(
                     "headers": [[name, _b64(value)] for name, value in record.headers],
                 }
             )
-    return {
+    found: dict[str, Any] = {
         "topic": topic,
         "partition": partition,
         "log_start_offset": start,
         "high_watermark": end,
         "records": records,
     }
+    if from_offset is not None:
+        found["from_offset"] = from_offset
+    return found

@@ -34,18 +34,28 @@ class BrowseNotFound(LookupError):
 
 
 def records_browse(
-    cluster: VirtualCluster, *, topic: str, partition: int, offset: int | None, limit: int
+    cluster: VirtualCluster,
+    *,
+    topic: str,
+    partition: int,
+    offset: int | None,
+    limit: int,
+    timestamp: int | None = None,
 ) -> dict:
-    """Up to ``limit`` records of ``topic``/``partition`` from ``offset`` on (the newest
-    when ``offset`` is None), as an agent of ``cluster`` reads them: ``{"records":
-    [{offset, timestamp, key, value, headers}], "log_start_offset", "high_watermark",
-    "agent"}`` with keys, values and header values in base64."""
+    """Up to ``limit`` records of ``topic``/``partition`` from ``offset`` on, from the
+    first record at or after ``timestamp`` (ms since the epoch; the agent resolves it as
+    ListOffsets by time does) when one is given, else the newest, as an agent of
+    ``cluster`` reads them: ``{"records": [{offset, timestamp, key, value, headers}],
+    "log_start_offset", "high_watermark", "agent"}`` (and ``from_offset`` by time) with
+    keys, values and header values in base64."""
     agents = list(live_agents(cluster).filter(http_port__gt=0).order_by("-last_heartbeat"))
     if not agents:
         raise BrowseUnavailable("No agent of this cluster is running: start one to browse.")
     query = {"topic": topic, "partition": partition, "limit": max(1, min(limit, MAX_LIMIT))}
     if offset is not None:
         query["offset"] = offset
+    if timestamp is not None:
+        query["timestamp"] = timestamp
     target = "/peer/v1/records?" + urllib.parse.urlencode(query)
     secret = peer_secret_for(cluster)
     problems = []

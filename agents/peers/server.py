@@ -110,11 +110,16 @@ def add_peer_routes(
             partition = int(query.get("partition", "0"))
             offset = int(query["offset"]) if query.get("offset") not in (None, "") else None
             limit = int(query.get("limit", "50"))
+            timestamp = int(query["timestamp"]) if query.get("timestamp") else None
         except ValueError as exc:
             return _error(400, f"bad records request: {exc}")
         try:
             found = await browse(
-                topic=query.get("topic", ""), partition=partition, offset=offset, limit=limit
+                topic=query.get("topic", ""),
+                partition=partition,
+                offset=offset,
+                limit=limit,
+                timestamp=timestamp,
             )
         except LookupError as exc:
             return _error(404, str(exc))

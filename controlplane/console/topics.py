@@ -54,6 +54,18 @@ def _int(value: str | None, default: int | None, low: int, high: int) -> int | N
     return None if number is None else max(low, min(high, number))
 
 
+def _time_ms(value: str | None) -> tuple[str, int | None]:
+    """``(shown, ms since the epoch)`` of a ``datetime-local`` value read as UTC; an empty
+    or unreadable value is ``("", None)``."""
+    try:
+        when = datetime.fromisoformat((value or "").strip())
+    except ValueError:
+        return "", None
+    when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    shown = when.replace(tzinfo=None).isoformat(timespec="milliseconds")
+    return shown, int(when.timestamp() * 1000)
+
+
 @login_required
 @require_GET
 def topic_detail(request, cluster_id: str, name: str):
@@ -70,11 +82,14 @@ def topic_detail(request, cluster_id: str, name: str):
         "limit": _int(request.GET.get("limit"), DEFAULT_LIMIT, 1, 500),
         "format": how,
     }
+    query["time"], timestamp = _time_ms(request.GET.get("time"))
+    if timestamp is not None:
+        query["offset"] = None  # by time, the agent finds the offset
     browsed, problem = None, None
     try:
         browsed = records_browse(
             cluster, topic=topic.name, partition=query["partition"], offset=query["offset"],
-            limit=query["limit"],
+            limit=query["limit"], timestamp=timestamp,
         )  # fmt: skip
     except (BrowseUnavailable, BrowseNotFound) as exc:
         problem = str(exc)
@@ -94,7 +109,7 @@ def topic_detail(request, cluster_id: str, name: str):
                             for n, v in record["headers"]],
             }
         )  # fmt: skip
-    if query["offset"] is None:
+    if query["offset"] is None and timestamp is None:
         records.reverse()  # newest first
     context = {
         "cluster": cluster,

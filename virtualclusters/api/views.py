@@ -289,6 +289,11 @@ class RecordPageSerializer(serializers.Serializer):
     log_start_offset = serializers.IntegerField()
     high_watermark = serializers.IntegerField()
     agent = serializers.CharField(help_text="The agent that read them.")
+    from_offset = serializers.IntegerField(
+        required=False,
+        help_text="By time: the offset the timestamp resolved to, as ListOffsets by time "
+        "answers it (-1: every record is older).",
+    )
     records = RecordSerializer(many=True)
 
 
@@ -296,6 +301,13 @@ class RecordQuerySerializer(serializers.Serializer):
     partition = serializers.IntegerField(required=False, default=0, min_value=0, max_value=9999)
     offset = serializers.IntegerField(
         required=False, min_value=0, max_value=2**62, help_text="Left out: the newest records."
+    )
+    timestamp = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=2**62,
+        help_text="Milliseconds since the epoch: the records from the first one at or after "
+        "this time (as ListOffsets by time finds it); takes precedence over `offset`.",
     )
     limit = serializers.IntegerField(required=False, default=20, min_value=1, max_value=500)
 
@@ -323,6 +335,7 @@ class TopicRecordsView(ClusterScopedView):
             page = records_browse(
                 cluster, topic=topic.name, partition=query["partition"],
                 offset=query.get("offset"), limit=query["limit"],
+                timestamp=query.get("timestamp"),
             )  # fmt: skip
         except BrowseNotFound:
             raise Http404 from None

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import time
+from datetime import UTC, datetime
 
 import pytest
 from confluent_kafka import Producer
@@ -80,3 +82,48 @@ def test_another_organizations_topic_page_is_a_404(client, alice, bob):
     AgentApi(bob["agent_key"]).create_topic("secret")
     client.force_login(alice["user"])
     assert client.get(f"/clusters/{bob['cluster'].public_id}/topics/secret/").status_code == 404
+
+
+def test_browsing_from_a_time_shows_only_the_records_at_or_after_it(
+    page,
+    live_server,
+    agent,  # noqa: F811
+):
+    user, org = make_org("Timekeeping")
+    cluster, key = make_cluster("clock", org=org, auto_create_topics=True)
+    running = agent(key)
+    first = (int(time.time()) - 60) * 1000 + 250  # ms; records two seconds apart
+    producer = Producer({"bootstrap.servers": running.bootstrap, "linger.ms": 5})
+    for n in range(3):
+        producer.produce("ticks", key=f"tick-{n}".encode(), value=b"x", timestamp=first + 2000 * n)
+    assert producer.flush(30) == 0
+    between = first + 1000  # after tick-0, before tick-1
+
+    # REST parity: the agent resolves the time as ListOffsets by time does.
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {make_api_key(org)}")
+    url = f"/api/v1/clusters/{cluster.public_id}/topics/ticks/records/"
+    body = api.get(url, {"timestamp": between, "offset": 0}).json()  # the time wins
+    assert [r["offset"] for r in body["records"]] == [1, 2] and body["from_offset"] == 1
+    exact = api.get(url, {"timestamp": first + 2000}).json()  # at the time counts
+    assert [r["offset"] for r in exact["records"]] == [1, 2]
+    later = api.get(url, {"timestamp": first + 5000}).json()
+    assert later["records"] == [] and later["from_offset"] == -1
+
+    page.goto("/login")
+    page.get_by_label("Email").fill(user.email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.goto(f"/clusters/{cluster.public_id}/topics/ticks/")
+    records = page.locator("li.record")
+    expect(records).to_have_count(3)
+    when = datetime.fromtimestamp(between / 1000, tz=UTC).replace(tzinfo=None)
+    page.get_by_label("From time (UTC)").fill(when.isoformat(timespec="milliseconds"))
+    page.get_by_role("button", name="Show").click()
+    expect(records).to_have_count(2)
+    expect(records.first).to_have_attribute("data-offset", "1")  # oldest first, from the time
+    expect(records.first.locator(".record-key")).to_have_text("tick-1")
+    expect(records.last.locator(".record-key")).to_have_text("tick-2")
+    expect(page.get_by_label("From time (UTC)")).to_have_attribute(  # the form keeps it
+        "value", when.isoformat(timespec="milliseconds")
+    )
