@@ -20,7 +20,7 @@ from typing import Any
 from agents.context import AgentContext
 from agents.control_plane import ControlPlaneError
 from agents.metrics import Counter, Histogram
-from agents.read_stats import count_client_bytes
+from agents.read_stats import CONSUMED, count_client_bytes
 from agents.topics import TopicInfo
 from core.kafka.errors import ErrorCode
 from core.kafka.records import RecordInput, encode_batch
@@ -55,7 +55,7 @@ def _partition_answer(index: int, error: int = 0) -> dict[str, Any]:
 class Wanted:
     """One requested partition and the answer being built for it."""
 
-    __slots__ = ("info", "partition", "offset", "max_bytes", "answer")
+    __slots__ = ("info", "partition", "offset", "max_bytes", "answer", "sent_bytes", "sent_records")
 
     def __init__(self, info: TopicInfo | None, request: dict[str, Any]) -> None:
         self.info = info
@@ -63,14 +63,22 @@ class Wanted:
         self.offset = request["fetch_offset"]
         self.max_bytes = request["partition_max_bytes"]
         self.answer = _partition_answer(self.partition)
+        # What the last assembly put in the answer: record batch bytes and records.
+        self.sent_bytes = self.sent_records = 0
 
 
 async def fill(
-    ctx: AgentContext, wanted: list[Wanted], body: dict[str, Any], client_zone: str | None = None
+    ctx: AgentContext,
+    wanted: list[Wanted],
+    body: dict[str, Any],
+    client_zone: str | None = None,
+    *,
+    consumed: bool = True,
 ) -> None:
     """Fill the answers of `wanted` from fetch plans, long-polling as the Fetch `body`
     asks (`max_wait_ms`, `min_bytes`), within its `max_bytes`. The bytes sent are
-    counted by `client_zone`, the zone the client named (None: none)."""
+    counted by `client_zone`, the zone the client named (None: none), and, when
+    `consumed` (a consumer's Fetch, not the console's browser), by topic (throughput out)."""
     max_bytes = body.get("max_bytes", 0x7FFFFFFF)
     min_bytes = body.get("min_bytes", 1)
     deadline = time.monotonic() + max(body.get("max_wait_ms", 0), 0) / 1000
@@ -108,6 +116,10 @@ async def fill(
         if total >= min_bytes or errors or remaining <= 0:
             if total:
                 count_client_bytes(total, client_zone, ctx.config.zone, ctx.known_zones())
+            if consumed:
+                for w in wanted:
+                    if w.sent_bytes:
+                        CONSUMED.add(w.info.topic_id_str, w.sent_bytes, w.sent_records)
             return
         # Wake at once when this agent commits to one of the partitions; otherwise look
         # again shortly, since another agent may have committed.
@@ -141,6 +153,7 @@ async def _assemble(
         answer["log_start_offset"] = plan["log_start_offset"]
         answer["aborted_transactions"] = plan.get("aborted_transactions")
         answer["records"] = b""
+        item.sent_bytes = item.sent_records = 0
         if plan["error_code"]:
             errors = True
             continue
@@ -203,6 +216,8 @@ async def _assemble(
                     pieces.append(data[batch.position + _PREFIX.size : batch.position + size])
                     used += size
                     total += size
+                    item.sent_bytes += size
+                    item.sent_records += batch.last_offset - batch.base_offset + 1
         except _Full:
             pass
         except Exception as exc:  # missing object, I/O error, short file, a bad run

@@ -55,6 +55,32 @@ HIT_RATIO = Gauge(
 
 # The heartbeat carries at most this many zones (the control plane's bound is 64).
 MAX_REPORTED_ZONES = 32
+# ... and at most this many topics' consumed counters (the control plane's bound).
+MAX_REPORTED_TOPICS = 2000
+
+
+class ConsumedByTopic:
+    """Record bytes and records sent to consumers per topic id since the agent started
+    (cumulative, like every heartbeat counter: the control plane adds their growth to
+    each topic's throughput out). Only the event loop touches it."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, list[int]] = {}
+
+    def add(self, topic_id: str, nbytes: int, records: int) -> None:
+        counts = self._counts.setdefault(topic_id, [0, 0])
+        counts[0] += nbytes
+        counts[1] += records
+
+    def report(self) -> dict[str, list[int]]:
+        """{topic id: [bytes, records]}, the MAX_REPORTED_TOPICS most read topics."""
+        items = self._counts.items()
+        if len(self._counts) > MAX_REPORTED_TOPICS:
+            items = sorted(items, key=lambda kv: kv[1][0], reverse=True)[:MAX_REPORTED_TOPICS]
+        return {topic_id: list(counts) for topic_id, counts in items}
+
+
+CONSUMED = ConsumedByTopic()
 
 
 def count_client_bytes(nbytes: int, client_zone: str | None, my_zone: str, known: set[str]):
@@ -86,6 +112,7 @@ def heartbeat_stats() -> dict[str, Any]:
         "cache_misses": int(CACHE_REQUESTS.value("miss")),
         "client_bytes_by_zone": dict(sorted(by_zone.items())[:MAX_REPORTED_ZONES]),
         "written_uncompressed_bytes": int(WRITTEN_UNCOMPRESSED_BYTES.total()),
+        "consumed_by_topic": CONSUMED.report(),
     }
 
 

@@ -34,7 +34,12 @@ async def _read_from(ctx: AgentContext, info, partition: int, offset: int) -> di
     wanted = read_path.Wanted(
         info, {"partition": partition, "fetch_offset": offset, "partition_max_bytes": READ_BYTES}
     )
-    await read_path.fill(ctx, [wanted], {"max_wait_ms": 0, "min_bytes": 0, "max_bytes": READ_BYTES})
+    await read_path.fill(
+        ctx,
+        [wanted],
+        {"max_wait_ms": 0, "min_bytes": 0, "max_bytes": READ_BYTES},
+        consumed=False,  # a person looking is no consumer: not throughput out
+    )
     return wanted.answer
 
 

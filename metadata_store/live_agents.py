@@ -8,12 +8,14 @@ from datetime import timedelta
 
 import msgspec
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from billing.quotas import produce_quota_exceeded
 from metadata_store.agent_api.schemas import HeartbeatRequest
 from metadata_store.models import Agent
 from virtualclusters.models import VirtualCluster
+from virtualclusters.throughput.services import consumption_add
 
 
 def peer_secret_for(cluster: VirtualCluster) -> str:
@@ -40,9 +42,25 @@ def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> dict:
         "roles": list(body.roles),
         "last_heartbeat": now,
     }
-    if body.stats is not None:
+    if body.stats is None:
+        Agent.objects.update_or_create(cluster=cluster, agent_id=body.agent_id, defaults=defaults)
+    else:
         defaults["stats"] = msgspec.to_builtins(body.stats)
-    Agent.objects.update_or_create(cluster=cluster, agent_id=body.agent_id, defaults=defaults)
+        with transaction.atomic():  # the previous counters, locked: growth counted once
+            previous = (
+                Agent.objects.select_for_update()
+                .filter(cluster=cluster, agent_id=body.agent_id)
+                .values_list("stats", flat=True)
+                .first()
+            )
+            Agent.objects.update_or_create(
+                cluster=cluster, agent_id=body.agent_id, defaults=defaults
+            )
+            consumption_add(
+                cluster=cluster,
+                before=(previous or {}).get("consumed_by_topic") or {},
+                after=defaults["stats"]["consumed_by_topic"],
+            )
     live_since = now - timedelta(seconds=settings.FLOE_AGENT_LIVENESS_S)
     agents = Agent.objects.filter(cluster=cluster, last_heartbeat__gte=live_since).order_by(
         "agent_id"

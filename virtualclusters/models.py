@@ -100,4 +100,8 @@ class AgentKey(models.Model):
 from virtualclusters.groups.models import GroupReport  # noqa: E402,F401
 from virtualclusters.jobs.models import JobRun  # noqa: E402,F401
 from virtualclusters.security.models import Acl, SaslCredential  # noqa: E402,F401
-from virtualclusters.throughput.models import GroupLagSample, ThroughputSample  # noqa: E402,F401
+from virtualclusters.throughput.models import (  # noqa: E402,F401
+    GroupLagSample,
+    ThroughputSample,
+    TopicConsumed,
+)

@@ -1,4 +1,5 @@
-"""A cluster's throughput page: records and bytes in per second over 1 h, 24 h or 7 d, as
+"""A cluster's throughput page: records and bytes in and out (sent to consumers) per
+second over 1 h, 24 h or 7 d, as
 server-drawn SVG line charts (no script, no CDN); the numbers come from the sampled
 history (`virtualclusters.throughput`)."""
 
@@ -60,10 +61,15 @@ def cluster_throughput(request, cluster_id: str):
     span = request.GET.get("range", "1h")
     span = span if span in RANGES else "1h"
     series = throughput_series(cluster, span)
+    both = [("all topics", series["cluster"])]
+    topics = list(series["topics"].items())
     charts = [
-        ("Records in per second", "records", line_chart([("all topics", series["cluster"])], "records_per_s")),
-        ("Bytes in per second", "bytes", line_chart([("all topics", series["cluster"])], "bytes_per_s")),
-        ("Records in per second, by topic", "topics", line_chart(list(series["topics"].items()), "records_per_s")),
+        ("Records in per second", "records", line_chart(both, "records_per_s")),
+        ("Bytes in per second", "bytes", line_chart(both, "bytes_per_s")),
+        ("Records out per second", "records-out", line_chart(both, "records_out_per_s")),
+        ("Bytes out per second", "bytes-out", line_chart(both, "bytes_out_per_s")),
+        ("Records in per second, by topic", "topics", line_chart(topics, "records_per_s")),
+        ("Records out per second, by topic", "topics-out", line_chart(topics, "records_out_per_s")),
         ("Consumer-group lag (records)", "lag", line_chart(list(series["groups"].items()), "lag")),
     ]  # fmt: skip
     return render(

@@ -97,10 +97,12 @@ def topic_detail(request, cluster_id: str, name: str):
     for record in (browsed or {}).get("records", []):
         key_kind, key = show(record["key"], how)
         value_kind, value = show(record["value"], how)
+        when = datetime.fromtimestamp(record["timestamp"] / 1000, tz=UTC)
         records.append(
             {
                 "offset": record["offset"],
-                "time": datetime.fromtimestamp(record["timestamp"] / 1000, tz=UTC),
+                "time": when,
+                "time_text": when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],  # to the ms
                 "key": key,
                 "key_kind": key_kind,
                 "value": value,

@@ -134,6 +134,12 @@ class AgentReadStats(_Body):
     client_bytes_by_zone: Annotated[dict[ZONE, COUNT], Meta(max_length=64)] = {}
     # Committed batches with their records decompressed (billing's logical bytes).
     written_uncompressed_bytes: COUNT = 0
+    # Record batch bytes and records sent to consumers, by topic id: [bytes, records]
+    # (the throughput out's source; the agent reports at most 2000 topics).
+    consumed_by_topic: Annotated[
+        dict[uuid.UUID, Annotated[list[COUNT], Meta(min_length=2, max_length=2)]],
+        Meta(max_length=2000),
+    ] = {}
 
 
 class HeartbeatRequest(_Body):

@@ -346,8 +346,12 @@ class TopicRecordsView(ClusterScopedView):
 
 class ThroughputPointSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
-    records_per_s = serializers.FloatField()
-    bytes_per_s = serializers.FloatField(required=False)
+    records_per_s = serializers.FloatField(help_text="Records in (produced).")
+    bytes_per_s = serializers.FloatField(
+        required=False, help_text="Bytes in: segment files committed (the cluster only)."
+    )
+    records_out_per_s = serializers.FloatField(help_text="Records out: sent to consumers.")
+    bytes_out_per_s = serializers.FloatField(help_text="Record batch bytes sent to consumers.")
 
 
 class LagPointSerializer(serializers.Serializer):
@@ -372,7 +376,7 @@ class ThroughputView(ClusterScopedView):
     @extend_schema(
         parameters=[ThroughputQuerySerializer],
         responses=ThroughputSerializer,
-        summary="Records and bytes in per second over 1h, 24h or 7d (sampled every minute)",
+        summary="Records and bytes in and out per second over 1h, 24h or 7d (sampled every minute)",
     )
     def get(self, request, cluster_id: str):
         cluster = self.cluster(cluster_id)

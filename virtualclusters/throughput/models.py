@@ -18,10 +18,28 @@ class ThroughputSample(models.Model):
     records_total = models.BigIntegerField()
     # Bytes of segment files committed in the minute before `at` (cluster rows only).
     bytes_in = models.BigIntegerField(default=0)
+    # Record bytes and records ever sent to consumers (`TopicConsumed`; the cluster row
+    # sums its topics').
+    bytes_out_total = models.BigIntegerField(default=0)
+    records_out_total = models.BigIntegerField(default=0)
 
     class Meta:
         db_table = "floe_throughput_sample"
         indexes = [models.Index(fields=["cluster", "at"], name="throughput_cluster_at")]
+
+
+class TopicConsumed(models.Model):
+    """Record bytes and records ever sent to a topic's consumers: the growth of the
+    agents' `consumed_by_topic` heartbeat counters, added up at each heartbeat."""
+
+    topic = models.OneToOneField(
+        "metadata_store.Topic", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    bytes_total = models.BigIntegerField(default=0)
+    records_total = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "floe_topic_consumed"
 
 
 class GroupLagSample(models.Model):

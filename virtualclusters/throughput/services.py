@@ -1,8 +1,11 @@
 """Sampling, pruning and reading the throughput history (and consumer-group lag).
 
 Every minute (Celery beat) each cluster's topics get a row with their record count so far
-(the sum of their partitions' high watermarks) and the cluster a row with that sum and
-the bytes of the segment files committed since the last minute. Rates are differences
+(the sum of their partitions' high watermarks) and what their consumers were ever sent
+(`TopicConsumed`, bytes and records), and the cluster a row with those sums and the bytes
+of the segment files committed since the last minute. The consumed totals grow at each
+heartbeat by the growth of the agent's cumulative `consumed_by_topic` counters
+(`consumption_add`). Rates are differences
 between consecutive rows; a 24-hour view reads a sample every 5 minutes, a 7-day view
 one an hour. Rows older than
 `FLOE_THROUGHPUT_RETENTION_DAYS` are deleted.
@@ -13,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -21,7 +24,7 @@ from django.utils import timezone
 from metadata_store.models import SegmentFile, Topic
 from virtualclusters.groups.lag import groups_describe
 from virtualclusters.models import VirtualCluster
-from virtualclusters.throughput.models import GroupLagSample, ThroughputSample
+from virtualclusters.throughput.models import GroupLagSample, ThroughputSample, TopicConsumed
 
 RANGES = {
     "1h": (timedelta(hours=1), 1),
@@ -38,8 +41,18 @@ def throughput_sample(*, cluster: VirtualCluster, at: datetime | None = None) ->
     topics = Topic.objects.filter(cluster=cluster).annotate(
         records=Coalesce(Sum("partitions__high_watermark"), 0)
     )
+    consumed = {c.topic_id: c for c in TopicConsumed.objects.filter(topic__cluster=cluster)}
+    none = TopicConsumed()
     rows = [
-        ThroughputSample(cluster=cluster, topic=t, at=at, records_total=t.records) for t in topics
+        ThroughputSample(
+            cluster=cluster,
+            topic=t,
+            at=at,
+            records_total=t.records,
+            bytes_out_total=consumed.get(t.id, none).bytes_total,
+            records_out_total=consumed.get(t.id, none).records_total,
+        )
+        for t in topics
     ]
     bytes_in = SegmentFile.objects.filter(
         cluster=cluster, level=0, created_at__gt=at - SAMPLE_EVERY, created_at__lte=at
@@ -51,6 +64,8 @@ def throughput_sample(*, cluster: VirtualCluster, at: datetime | None = None) ->
             at=at,
             records_total=sum(r.records_total for r in rows),
             bytes_in=bytes_in,
+            bytes_out_total=sum(r.bytes_out_total for r in rows),
+            records_out_total=sum(r.records_out_total for r in rows),
         )
     )
     ThroughputSample.objects.bulk_create(rows)
@@ -58,6 +73,37 @@ def throughput_sample(*, cluster: VirtualCluster, at: datetime | None = None) ->
         GroupLagSample(cluster=cluster, group_id=g["group_id"], at=at, lag=g["total_lag"])
         for g in groups_describe(cluster)
     )
+
+
+def consumption_add(
+    *, cluster: VirtualCluster, before: dict[str, list[int]], after: dict[str, list[int]]
+) -> None:
+    """Add to the cluster's topics' consumed totals the growth from an agent's previous
+    `consumed_by_topic` counters (`before`, {topic id: [bytes, records]}) to its new ones
+    (`after`). A counter that fell (the agent restarted under the same id) counts from
+    zero; topic ids of other clusters, or of deleted topics, are ignored."""
+    ids, grew_bytes, grew_records = [], [], []
+    for topic_id, (nbytes, records) in after.items():
+        old = before.get(topic_id)
+        if old is not None and nbytes >= old[0] and records >= old[1]:
+            nbytes, records = nbytes - old[0], records - old[1]
+        if nbytes or records:
+            ids.append(topic_id)
+            grew_bytes.append(nbytes)
+            grew_records.append(records)
+    if not ids:
+        return
+    with connection.cursor() as cursor:  # one statement: add, don't overwrite
+        cursor.execute(
+            "INSERT INTO floe_topic_consumed (topic_id, bytes_total, records_total)"
+            " SELECT t.id, g.nbytes, g.records"
+            " FROM unnest(%s::uuid[], %s::bigint[], %s::bigint[]) AS g(id, nbytes, records)"
+            " JOIN floe_topic t ON t.id = g.id AND t.cluster_id = %s"
+            " ON CONFLICT (topic_id) DO UPDATE SET"
+            " bytes_total = floe_topic_consumed.bytes_total + EXCLUDED.bytes_total,"
+            " records_total = floe_topic_consumed.records_total + EXCLUDED.records_total",
+            [ids, grew_bytes, grew_records, cluster.pk],
+        )
 
 
 def throughput_prune(*, now: datetime | None = None) -> int:
@@ -70,8 +116,10 @@ def throughput_prune(*, now: datetime | None = None) -> int:
 
 def throughput_series(cluster: VirtualCluster, span: str = "1h") -> dict:
     """Per-second rates over ``span`` (1h, 24h, 7d): the cluster's records and bytes in,
-    and each topic's records in: ``{"span", "cluster": [points], "topics": {name:
-    [points]}}``, a point being ``{"at", "records_per_s", "bytes_per_s"}``."""
+    each topic's records in, and records and bytes out (sent to consumers) for both:
+    ``{"span", "cluster": [points], "topics": {name: [points]}, "groups": {group:
+    [lag points]}}``, a point being ``{"at", "records_per_s", "bytes_per_s" (cluster
+    only), "records_out_per_s", "bytes_out_per_s"}``."""
     window, step = RANGES[span]
     since = timezone.now() - window - SAMPLE_EVERY * step
     samples = (
@@ -119,7 +167,14 @@ def _rates(rows: list[ThroughputSample], step: int, *, with_bytes: bool) -> list
         if seconds <= 0:
             continue
         records = max(0, after.records_total - before.records_total)
-        point = {"at": after.at, "records_per_s": round(records / seconds, 3)}
+        records_out = max(0, after.records_out_total - before.records_out_total)
+        bytes_out = max(0, after.bytes_out_total - before.bytes_out_total)
+        point = {
+            "at": after.at,
+            "records_per_s": round(records / seconds, 3),
+            "records_out_per_s": round(records_out / seconds, 3),
+            "bytes_out_per_s": round(bytes_out / seconds, 1),
+        }
         if with_bytes:
             window_bytes = sum(r.bytes_in for r in rows if before.at < r.at <= after.at)
             point["bytes_per_s"] = round(window_bytes / seconds, 1)

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from tests.metadata_store.conftest import AgentApi, batch
-from virtualclusters.throughput.models import ThroughputSample
+from virtualclusters.throughput.models import ThroughputSample, TopicConsumed
 from virtualclusters.throughput.services import (
     throughput_prune,
     throughput_sample,
@@ -67,3 +67,28 @@ def test_the_page_draws_the_points_and_the_api_gives_them(client, api, alice, bo
     assert client.get(f"/clusters/{alice['cluster'].public_id}/throughput").status_code == 404
     other = api(bob["admin"]).get(f"/api/v1/clusters/{alice['cluster'].public_id}/throughput/")
     assert other.status_code == 404
+
+
+def heartbeat(tenant: dict, agent_id: str, consumed: dict[str, list[int]]) -> None:
+    AgentApi(tenant["agent_key"])(
+        "heartbeat", {"agent_id": agent_id, "stats": {"consumed_by_topic": consumed}}
+    )
+
+
+def test_the_growth_of_the_agents_consumed_counters_becomes_throughput_out(alice, bob):
+    tid = AgentApi(alice["agent_key"]).create_topic("orders")
+    secret = AgentApi(bob["agent_key"]).create_topic("secret")
+    throughput_sample(cluster=alice["cluster"], at=timezone.now() - timedelta(minutes=1))
+    heartbeat(alice, "agt-1", {tid: [1000, 10]})
+    heartbeat(alice, "agt-1", {tid: [1000, 10]})  # the same counters again: no growth
+    heartbeat(alice, "agt-1", {tid: [3000, 30]})  # +2000 bytes, +20 records
+    heartbeat(alice, "agt-2", {tid: [600, 6]})  # another agent adds its own
+    heartbeat(alice, "agt-2", {tid: [200, 2]})  # restarted under its id: from zero
+    heartbeat(alice, "agt-1", {secret: [10**6, 10**4]})  # bob's topic: not alice's to count
+    throughput_sample(cluster=alice["cluster"])
+    series = throughput_series(alice["cluster"], "1h")
+    (point,) = series["cluster"]
+    assert point["records_out_per_s"] == pytest.approx(38 / 60, rel=0.05)
+    assert point["bytes_out_per_s"] == pytest.approx(3800 / 60, rel=0.05)
+    assert series["topics"]["orders"][0]["records_out_per_s"] == point["records_out_per_s"]
+    assert not TopicConsumed.objects.filter(topic__cluster=bob["cluster"]).exists()
