@@ -9,7 +9,6 @@ error code, else the connection is closed.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -29,7 +28,7 @@ from agents.handlers import (
     transactions,
 )
 from agents.handlers.errors import CloseConnection, error_response
-from agents.metrics import Counter, Histogram
+from agents.metrics import Counter, Histogram, error_label, request_timer
 from agents.security import sasl
 from agents.security.authorization import authorized_call
 from agents.security.session import CURRENT_SESSION, Session
@@ -92,10 +91,14 @@ HANDLERS: dict[ApiKey, tuple[Handler, int]] = {
 
 REQUESTS_TOTAL = Counter(
     "floe_requests_total",
-    "Kafka requests answered, by API and top-level error code.",
+    "Kafka requests answered, by API and top-level error code (its name).",
     ("api", "error"),
 )
-_LATENCY = Histogram("floe_request_seconds", "Kafka request handling time, by API.", ("api",))
+_LATENCY = Histogram(
+    "floe_request_seconds",
+    "Kafka request handling time, by API (a Fetch's long-poll wait left out).",
+    ("api",),
+)
 
 
 def served_versions() -> dict[ApiKey, tuple[int, int]]:
@@ -149,14 +152,14 @@ class Dispatcher:
         if session is not None:
             CURRENT_SESSION.set(session)
         if header.api_key == ApiKey.API_VERSIONS:
-            REQUESTS_TOTAL.inc(1, api, 0)
+            REQUESTS_TOTAL.inc(1, api, "NONE")
             return encode_response(header, self._api_versions_body)
         if not self.serves(header):
             raise CloseConnection(f"{api} v{header.api_version} is not served by this agent")
         handler = HANDLERS[header.api_key][0]
-        started = time.perf_counter()
         try:
-            response = await authorized_call(handler, self.ctx, header, body)
+            with request_timer(_LATENCY, api):  # a Fetch's long-poll wait left out
+                response = await authorized_call(handler, self.ctx, header, body)
         except sasl.AnswerThenClose as exc:
             raise CloseConnection(str(exc), encode_response(header, exc.response)) from None
         except ControlPlaneError as exc:
@@ -177,12 +180,10 @@ class Dispatcher:
             response = error_response(header, body, ErrorCode.UNKNOWN_SERVER_ERROR)
             if response is None and not _is_acks_zero(header, body):
                 raise CloseConnection(f"{api}: internal error and no error response") from None
-        finally:
-            _LATENCY.observe(time.perf_counter() - started, api)
         if response is None:
-            REQUESTS_TOTAL.inc(1, api, 0)
+            REQUESTS_TOTAL.inc(1, api, "NONE")
             return None
-        REQUESTS_TOTAL.inc(1, api, int(response.get("error_code", 0) or 0))
+        REQUESTS_TOTAL.inc(1, api, error_label(int(response.get("error_code", 0) or 0)))
         return encode_response(header, response)
 
 

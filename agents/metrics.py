@@ -1,17 +1,35 @@
-"""A small Prometheus text-format registry: counters, gauges and histograms with labels.
+"""The agent's Prometheus metrics, on `prometheus_client`, in the agent's own registry.
 
-Hand-rolled rather than prometheus_client to keep the agent's dependencies at stdlib +
-aiohttp + boto3, and because everything here runs on one event loop thread (no locks).
-Metrics are module-level objects created at import time and registered in `REGISTRY`.
+Metrics are module-level objects created at import time. The small classes here keep
+the call style the agent's code uses (`inc(amount, *label_values)`,
+`observe(value, *label_values)`) and read their own values back for the heartbeat
+(`value`, `total`, `items`). The registry also carries `floe_build_info` and the
+process metrics (`process_*`, `python_info`). Label-less counters show 0 from the
+start; error codes are labelled by their names (`error_label`). A Fetch's long-poll
+wait is reported by the read path (`long_poll_waited`) and kept out of the request
+latency (`request_timer`).
 """
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Callable, Sequence
+import contextvars
+import platform
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
-# Every metric registers itself here on creation; `render_all` walks it.
-REGISTRY: list[_Metric] = []
+import prometheus_client
+from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
+
+from agents import AGENT_VERSION
+from core.kafka.errors import ErrorCode
+
+# `<name>_created` series (a timestamp per series) say nothing a scrape needs.
+prometheus_client.disable_created_metrics()
+
+REGISTRY = CollectorRegistry()
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
 
 # Fine around 50-500 ms, where batch timeouts put produce latencies.
 _LATENCY_BUCKETS = (
@@ -22,59 +40,50 @@ _SIZE_BUCKETS = tuple(float(1 << n) for n in range(10, 28, 2))  # 1 KiB … 128 
 
 
 class _Metric:
-    kind = ""
-
-    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
+    def __init__(self, name: str, labels: Sequence[str]) -> None:
         self.name = name
-        self.help = help_text
         self.labels = tuple(labels)
-        REGISTRY.append(self)
 
-    def _label_text(self, values: Sequence[object], extra: str = "") -> str:
-        parts = [f'{k}="{_escape(str(v))}"' for k, v in zip(self.labels, values, strict=True)]
-        if extra:
-            parts.append(extra)
-        return "{" + ",".join(parts) + "}" if parts else ""
+    def _series(self, labels: Sequence[object]):
+        return self._metric.labels(*labels) if self.labels else self._metric
 
-    def render(self) -> list[str]:
-        return [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
+    def _samples(self, suffix: str = "") -> list[tuple[tuple[str, ...], float]]:
+        """(label values, value) of the samples named `name + suffix`."""
+        wanted = self.name + suffix
+        return [
+            (tuple(s.labels[label] for label in self.labels), s.value)
+            for family in self._metric.collect()
+            for s in family.samples
+            if s.name == wanted
+        ]
+
+    def value(self, *labels: object) -> float:
+        key = tuple(str(v) for v in labels)
+        return sum(v for k, v in self._samples() if k == key)
 
 
 class Counter(_Metric):
-    """A monotonically increasing number per label set."""
-
-    kind = "counter"
+    """A monotonically increasing number per label set (the name ends in `_total`)."""
 
     def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
-        super().__init__(name, help_text, labels)
-        self._values: dict[tuple, float] = {}
+        super().__init__(name, labels)
+        self._metric = prometheus_client.Counter(name, help_text, labels, registry=REGISTRY)
 
     def inc(self, amount: float = 1.0, *labels: object) -> None:
         """Add `amount` to the series named by `labels` (in declaration order)."""
-        self._values[labels] = self._values.get(labels, 0.0) + amount
-
-    def value(self, *labels: object) -> float:
-        return self._values.get(labels, 0.0)
+        self._series(labels).inc(amount)
 
     def total(self) -> float:
         """The sum over every label set."""
-        return sum(self._values.values())
+        return sum(v for _, v in self._samples())
 
-    def items(self) -> list[tuple[tuple, float]]:
+    def items(self) -> list[tuple[tuple[str, ...], float]]:
         """(label values, value) for every series."""
-        return list(self._values.items())
-
-    def render(self) -> list[str]:
-        lines = super().render()
-        for labels, value in sorted(self._values.items(), key=lambda kv: str(kv[0])):
-            lines.append(f"{self.name}{self._label_text(labels)} {_number(value)}")
-        return lines
+        return self._samples()
 
 
 class Gauge(_Metric):
     """A number that goes up and down, or a callback read at scrape time."""
-
-    kind = "gauge"
 
     def __init__(
         self,
@@ -83,32 +92,20 @@ class Gauge(_Metric):
         labels: Sequence[str] = (),
         callback: Callable[[], float] | None = None,
     ) -> None:
-        super().__init__(name, help_text, labels)
-        self._values: dict[tuple, float] = {}
-        self.callback = callback
+        super().__init__(name, labels)
+        self._metric = prometheus_client.Gauge(name, help_text, labels, registry=REGISTRY)
+        if callback is not None:
+            self._metric.set_function(callback)
 
     def set(self, value: float, *labels: object) -> None:
-        self._values[labels] = value
+        self._series(labels).set(value)
 
     def inc(self, amount: float = 1.0, *labels: object) -> None:
-        self._values[labels] = self._values.get(labels, 0.0) + amount
-
-    def value(self, *labels: object) -> float:
-        return self._values.get(labels, 0.0)
-
-    def render(self) -> list[str]:
-        lines = super().render()
-        if self.callback is not None:
-            lines.append(f"{self.name} {_number(self.callback())}")
-        for labels, value in sorted(self._values.items(), key=lambda kv: str(kv[0])):
-            lines.append(f"{self.name}{self._label_text(labels)} {_number(value)}")
-        return lines
+        self._series(labels).inc(amount)
 
 
 class Histogram(_Metric):
     """Cumulative buckets, sum and count per label set."""
-
-    kind = "histogram"
 
     def __init__(
         self,
@@ -117,35 +114,18 @@ class Histogram(_Metric):
         labels: Sequence[str] = (),
         buckets: Sequence[float] = _LATENCY_BUCKETS,
     ) -> None:
-        super().__init__(name, help_text, labels)
-        self.buckets = tuple(buckets)
-        # per label set: [count per bucket..., +Inf count], sum
-        self._series: dict[tuple, tuple[list[int], list[float]]] = {}
+        super().__init__(name, labels)
+        self._metric = prometheus_client.Histogram(
+            name, help_text, labels, buckets=buckets, registry=REGISTRY
+        )
 
     def observe(self, value: float, *labels: object) -> None:
         """Count `value` in the series named by `labels` (in declaration order)."""
-        series = self._series.get(labels)
-        if series is None:
-            series = self._series[labels] = ([0] * (len(self.buckets) + 1), [0.0])
-        series[0][bisect.bisect_left(self.buckets, value)] += 1
-        series[1][0] += value
+        self._series(labels).observe(value)
 
     def count(self, *labels: object) -> int:
-        series = self._series.get(labels)
-        return sum(series[0]) if series else 0
-
-    def render(self) -> list[str]:
-        lines = super().render()
-        for labels, (counts, total) in sorted(self._series.items(), key=lambda kv: str(kv[0])):
-            running = 0
-            for bound, count in zip((*self.buckets, float("inf")), counts, strict=True):
-                running += count
-                le = "+Inf" if bound == float("inf") else _number(bound)
-                label_text = self._label_text(labels, 'le="' + le + '"')
-                lines.append(f"{self.name}_bucket{label_text} {running}")
-            lines.append(f"{self.name}_sum{self._label_text(labels)} {_number(total[0])}")
-            lines.append(f"{self.name}_count{self._label_text(labels)} {running}")
-        return lines
+        key = tuple(str(v) for v in labels)
+        return int(sum(v for k, v in self._samples("_count") if k == key))
 
 
 def size_histogram(name: str, help_text: str, labels: Sequence[str] = ()) -> Histogram:
@@ -153,17 +133,48 @@ def size_histogram(name: str, help_text: str, labels: Sequence[str] = ()) -> His
     return Histogram(name, help_text, labels, buckets=_SIZE_BUCKETS)
 
 
+_BUILD_INFO = Gauge(
+    "floe_build_info", "The agent's version (always 1).", ("version", "python_version")
+)
+_BUILD_INFO.set(1, AGENT_VERSION, platform.python_version())
+
+
+def error_label(code: int) -> str:
+    """A Kafka error code as a label value: its name (`NONE`, `NOT_LEADER_OR_FOLLOWER`…),
+    or the number for a code this agent does not know."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+# The long-poll wait of the request being handled: a list the read path adds to.
+_WAITED: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar(
+    "floe_long_poll_waited", default=None
+)
+
+
+def long_poll_waited(seconds: float) -> None:
+    """The request being handled waited `seconds` for data (a Fetch's `max_wait_ms`):
+    not handling time, so `request_timer` leaves it out."""
+    waited = _WAITED.get()
+    if waited is not None:
+        waited[0] += seconds
+
+
+@contextmanager
+def request_timer(histogram: Histogram, *labels: object) -> Iterator[None]:
+    """Observe the time the block takes, less the long-poll waits within it."""
+    waited = [0.0]
+    token = _WAITED.set(waited)
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        _WAITED.reset(token)
+        histogram.observe(max(0.0, time.perf_counter() - started - waited[0]), *labels)
+
+
 def render_all() -> str:
     """Every registered metric in Prometheus text exposition format 0.0.4."""
-    lines: list[str] = []
-    for metric in REGISTRY:
-        lines.extend(metric.render())
-    return "\n".join(lines) + "\n"
-
-
-def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+    return prometheus_client.generate_latest(REGISTRY).decode("utf-8")

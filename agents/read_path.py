@@ -19,7 +19,7 @@ from typing import Any
 
 from agents.context import AgentContext
 from agents.control_plane import ControlPlaneError
-from agents.metrics import Counter, Histogram
+from agents.metrics import Counter, Histogram, long_poll_waited
 from agents.read_stats import CONSUMED, count_client_bytes
 from agents.topics import TopicInfo
 from core.kafka.errors import ErrorCode
@@ -123,7 +123,9 @@ async def fill(
             return
         # Wake at once when this agent commits to one of the partitions; otherwise look
         # again shortly, since another agent may have committed.
+        waiting = time.perf_counter()
         await ctx.watch.wait(keys, min(REPLAN_INTERVAL_S, remaining), since=seen)
+        long_poll_waited(time.perf_counter() - waiting)
 
 
 async def _assemble(

@@ -12,7 +12,7 @@ import uuid
 from typing import Any
 
 from agents.context import AgentContext
-from agents.metrics import Counter
+from agents.metrics import Counter, error_label
 from agents.topics import TopicInfo
 from agents.write_path import MAX_SEGMENT_BATCHES, BatchToWrite
 from core.kafka.errors import ErrorCode
@@ -81,7 +81,7 @@ async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dic
         refused["throttle_time_ms"] = QUOTA_THROTTLE_MS
         _PARTITION_ERRORS.inc(
             sum(len(t["partition_data"]) for t in topic_data),
-            int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
+            ErrorCode.THROTTLING_QUOTA_EXCEEDED.name,
         )
         return refused
 
@@ -152,7 +152,7 @@ async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dic
                 result["log_start_offset"] = answers[0].get("log_start_offset", -1)
     for topic in responses:
         for result in topic["partition_responses"]:
-            _PARTITION_ERRORS.inc(1, int(result["error_code"]))
+            _PARTITION_ERRORS.inc(1, error_label(int(result["error_code"])))
     return {"responses": responses, "throttle_time_ms": 0}
 
 

@@ -16,6 +16,12 @@ from tests.factories import make_cluster
 pytestmark = [pytest.mark.kafka]
 
 
+def sample(metrics: str, series: str) -> float:
+    """The value of one series in a `/metrics` text."""
+    (line,) = [line for line in metrics.splitlines() if line.startswith(series + " ")]
+    return float(line.rsplit(" ", 1)[1])
+
+
 def run_agent_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "agents", *args],
@@ -68,12 +74,32 @@ def test_health_and_metrics(agent, cluster):
     producer.produce("metered", b"x" * 100)
     assert producer.flush(15) == 0
 
+    # A Fetch that long-polls 600 ms for records that never come.
+    consumer = Consumer(
+        {"bootstrap.servers": a.bootstrap, "group.id": "unused", "fetch.wait.max.ms": 600}
+    )
+    consumer.assign([TopicPartition("metered", 0, 1)])  # past the one record
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and 'floe_request_seconds_count{api="FETCH"}' not in (
+        a.metrics()
+    ):
+        consumer.poll(0.3)
+    consumer.poll(1.5)  # a few more long polls
+    consumer.close()
+
     metrics = a.metrics()
-    assert 'floe_requests_total{api="PRODUCE",error="0"} 1' in metrics
+    assert 'floe_requests_total{api="PRODUCE",error="NONE"} 1' in metrics  # names, not numbers
     assert "floe_segment_put_seconds_bucket" in metrics
     assert 'floe_segment_commit_seconds_count{outcome="ok"}' in metrics
     assert "floe_open_connections" in metrics
     assert "floe_produce_bytes_total" in metrics
+    assert 'floe_build_info{python_version="' in metrics and 'version="0.1.0"' in metrics
+    assert "process_cpu_seconds_total" in metrics and "process_resident_memory_bytes" in metrics
+    assert "\nfloe_fetch_read_errors_total 0.0\n" in metrics  # label-less: 0 from the start
+    assert "_created" not in metrics
+    fetches = sample(metrics, 'floe_request_seconds_count{api="FETCH"}')
+    waited = sample(metrics, 'floe_request_seconds_sum{api="FETCH"}')
+    assert fetches >= 2 and waited / fetches < 0.3  # the 600 ms waits are not handling time
 
 
 @pytest.mark.django_db(transaction=True)
