@@ -3,6 +3,7 @@ per-cluster peer secret handed to agents."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -21,6 +22,7 @@ STATS = {
     "cache_hits": 9,
     "cache_misses": 3,
     "client_bytes_by_zone": {"a": 1000, "": 5},
+    "consumed_by_topic": {"00000000-0000-0000-0000-000000000001": [10, 1]},
 }
 
 
@@ -62,6 +64,7 @@ def test_a_heartbeat_records_zone_version_roles_and_read_stats(api, alice):
     assert agent["stats"]["get_bytes"] == 12_582_912
     assert agent["stats"]["client_bytes_by_zone"] == {"a": 1000, "": 5}
     assert agent["stats"]["cache_hit_ratio"] == 0.75
+    assert "consumed_by_topic" not in agent["stats"]  # throughput out's, not the schema's
 
 
 def test_an_agent_that_stopped_heartbeating_is_listed_as_gone(api, alice):
@@ -104,6 +107,9 @@ def test_another_organization_gets_a_404_for_the_agent_list(api, alice, bob):
         ({"stats": {"get_bytes": -1}}, "get_bytes"),
         ({"stats": {"client_bytes_by_zone": {f"z{i}": 1 for i in range(65)}}}, "client_bytes"),
         ({"stats": {"client_bytes_by_zone": {"z" * 65: 1}}}, "client_bytes"),
+        ({"stats": {"consumed_by_topic": {"not-a-uuid": [1, 1]}}}, "consumed_by_topic"),
+        ({"stats": {"consumed_by_topic": {str(uuid.UUID(int=1)): [1]}}}, "consumed_by_topic"),
+        ({"stats": {"consumed_by_topic": {str(uuid.UUID(int=1)): [-1, 1]}}}, "consumed"),
     ],
 )
 def test_a_heartbeat_with_out_of_bounds_fields_is_refused_naming_the_field(alice, fields, named):
