@@ -61,10 +61,12 @@ _INFLIGHT = Gauge("floe_segment_inflight_bytes", "Bytes of sealed segments not y
 # Back-off before each retry. A commit may be retried safely: re-committing a file key
 # returns the first answer (docs/AGENT_API.md), so a commit whose outcome is unknown (a
 # timeout, a dropped connection) is retried with the same key before the next segment's
-# commit goes out. ~12.5 s of back-off rides out a control-plane restart; then the
-# produce requests fail with a retriable error and the producer tries again.
+# commit goes out. ~21.5 s of back-off rides out a control-plane restart or a database
+# down for 15-20 s (so the outcome is learned, not guessed) and stays under a producer's
+# request timeout (30 s by default); then the produce requests fail with a retriable
+# error and the producer tries again.
 PUT_RETRY_DELAYS_S = (0.05, 0.2)
-COMMIT_RETRY_DELAYS_S = (0.1, 0.4, 1.0, 2.0, 3.0, 3.0, 3.0)
+COMMIT_RETRY_DELAYS_S = (0.1, 0.4, 1.0, 2.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0)
 # One commit attempt is abandoned after this long (the control plane's own statement
 # timeout is shorter, so a commit the database is still working on is rare).
 COMMIT_TIMEOUT_S = 10.0
@@ -471,6 +473,7 @@ class SegmentWriter:
     async def _commit_attempts(
         self, key: str, body: dict[str, Any], count: int
     ) -> tuple[list[dict[str, Any]] | None, int, str]:
+        unknown = False  # did any attempt end without an answer (it may have landed)?
         for delay in (*self.commit_retry_delays_s, None):
             started = time.perf_counter()
             self._attempt_started = time.monotonic()
@@ -486,10 +489,12 @@ class SegmentWriter:
                 self._attempt_started = None
                 if self._failing_since is None:
                     self._failing_since = time.monotonic()
+                unknown = unknown or exc.outcome_unknown
                 if delay is None:
                     log.error("segment %s: commit failed, failing its requests: %s", key, exc)
-                    # Unknown outcome → "possibly persisted"; a clean 5xx → not persisted.
-                    code = REQUEST_TIMED_OUT if exc.outcome_unknown else KAFKA_STORAGE_ERROR
+                    # An attempt without an answer may have landed: "possibly persisted"
+                    # (even if the last attempt was a clean 5xx); else not persisted.
+                    code = REQUEST_TIMED_OUT if unknown else KAFKA_STORAGE_ERROR
                     return None, code, "commit_failed"
                 log.warning("segment %s: commit failed (%s); retrying in %.1fs", key, exc, delay)
                 await asyncio.sleep(delay)

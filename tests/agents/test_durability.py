@@ -32,7 +32,7 @@ def test_a_multi_partition_produce_is_all_or_nothing_when_the_commit_fails(
                 "bootstrap.servers": a.bootstrap,
                 "linger.ms": 50,
                 "retries": 0,
-                # The agent retries a refused commit for ~12.5 s before failing it.
+                # The agent retries a refused commit for ~21.5 s before failing it.
                 "message.timeout.ms": 40000,
                 "acks": "all",
             }

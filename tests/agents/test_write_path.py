@@ -158,6 +158,24 @@ def test_a_commit_that_keeps_failing_answers_request_timed_out_and_the_file_stay
     assert result[0]["error_code"] == ErrorCode.REQUEST_TIMED_OUT
 
 
+def test_one_attempt_without_an_answer_makes_the_failed_commit_possibly_persisted():
+    # The first attempt timed out (it may have landed), the later ones were clean 503s
+    # (the database down): the requests must not be told "not persisted".
+    store = open_store(f"mem://{uuid.uuid4()}")
+    client = FakeControlPlane()
+    client.failures = [ControlPlaneUnavailable("timed out", outcome_unknown=True)] + [
+        ControlPlaneUnavailable("503 database unavailable", outcome_unknown=False)
+    ] * 3
+
+    async def scenario():
+        writer = make_writer(store.put, client)
+        writer.commit_retry_delays_s = (0, 0, 0)
+        return await writer.append([batch(0)], wait=True)
+
+    result = run(scenario())
+    assert result[0]["error_code"] == ErrorCode.REQUEST_TIMED_OUT
+
+
 def test_a_request_is_never_split_across_two_segments():
     store = open_store(f"mem://{uuid.uuid4()}")
     client = FakeControlPlane()

@@ -23,6 +23,8 @@ class Outcome:
     recovered_s: float | None  # from the fault's end to the next acknowledged message
     manual_restart: bool
     errors: tuple[str, ...] = ()  # the distinct errors of failed messages
+    # A few duplicates' (value, [(partition, offset), ...]): where each copy is stored.
+    duplicate_at: tuple = ()
 
     ROW = "{:<34} {:>5} {:>5} {:>6} {:>5} {:>5} {:>11} {:>12} {:>8}"
 
@@ -155,14 +157,23 @@ class Probe:
             ends = {p: _high_watermark(consumer, TopicPartition(self.topic, p)) for p in partitions}
             consumer.assign([TopicPartition(self.topic, p, 0) for p in partitions])
             seen: Counter = Counter()
+            where: dict[int, list[tuple[int, int]]] = {}
+            read: set[tuple[int, int]] = set()
             positions = dict.fromkeys(partitions, 0)
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline and any(positions[p] < ends[p] for p in partitions):
                 msg = consumer.poll(0.5)
                 if msg is None or msg.error():
                     continue
-                seen[int(msg.value())] += 1
+                at = (msg.partition(), msg.offset())
+                if at in read:  # the consumer fetched it again: one stored record, not two
+                    continue
+                read.add(at)
+                value = int(msg.value())
+                seen[value] += 1
+                where.setdefault(value, []).append(at)
                 positions[msg.partition()] = msg.offset() + 1
+            self.stored_twice = {v: where[v] for v, n in seen.items() if n > 1}
             return seen
         finally:
             consumer.close()
@@ -181,6 +192,7 @@ class Probe:
             recovered_s=self.recovered_s(),
             manual_restart=manual_restart,
             errors=tuple(sorted(set(self.failed.values()))),
+            duplicate_at=tuple(sorted(self.stored_twice.items())[:5]),
         )
 
 
