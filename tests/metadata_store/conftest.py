@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import connection
 from django.test import Client
 
 
@@ -35,6 +36,36 @@ class AgentApi:
         )
         assert answer["topics"][0]["error_code"] == 0, answer
         return answer["topics"][0]["topic_id"]
+
+
+@pytest.fixture
+def inject_trigger():
+    """``inject_trigger(table, body)`` installs a BEFORE INSERT trigger running the PL/pgSQL
+    ``body`` on ``table``; ``inject_trigger.drop()`` removes it early, and it is dropped after
+    the test whether the test passed or not (a transactional test's DDL is not rolled back,
+    and a leftover trigger fails later tests)."""
+    installed: list[str] = []
+
+    def drop() -> None:
+        with connection.cursor() as cursor:
+            for name in installed:
+                cursor.execute(f"DROP FUNCTION IF EXISTS {name}() CASCADE")
+
+    def install(table: str, body: str) -> None:
+        name = f"test_inject_{len(installed)}"
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {body} END $$"
+            )
+            cursor.execute(
+                f"CREATE TRIGGER {name} BEFORE INSERT ON {table}"
+                f" FOR EACH ROW EXECUTE FUNCTION {name}()"
+            )
+        installed.append(name)
+
+    install.drop = drop
+    yield install
+    drop()
 
 
 @pytest.fixture

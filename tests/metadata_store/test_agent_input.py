@@ -192,21 +192,13 @@ def test_a_get_is_a_json_405(agent_api, alice):
 
 @pytest.mark.parametrize("debug", [True, False])
 def test_a_server_error_is_a_short_json_reason_even_with_debug_on(
-    agent_api, alice, settings, debug
+    agent_api, alice, settings, debug, inject_trigger
 ):
     """A failure of ours (here: the database refuses the insert) is a 5xx the agent can
     read and retry, never Django's 170 KB debug page."""
     settings.DEBUG = debug
     tid = agent_api.create_topic("orders")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "CREATE FUNCTION test_fail() RETURNS trigger LANGUAGE plpgsql AS $$"
-            " BEGIN RAISE EXCEPTION 'injected failure'; END $$"
-        )
-        cursor.execute(
-            "CREATE TRIGGER test_fail BEFORE INSERT ON floe_batch"
-            " FOR EACH ROW EXECUTE FUNCTION test_fail()"
-        )
+    inject_trigger("floe_batch", "RAISE EXCEPTION 'injected failure';")
     response = agent_api.raw(
         "commit", {"file_key": _key(alice, "a"), "size": 100, "batches": [batch(tid, 0, 1)]}
     )

@@ -146,20 +146,15 @@ def test_an_old_epoch_is_fenced(agent_api, alice):
     assert bumped["batches"][0] == {"error_code": 0, "base_offset": 1, "log_start_offset": 0}
 
 
-def test_a_failure_inside_the_transaction_leaves_nothing_visible(agent_api, alice):
+def test_a_failure_inside_the_transaction_leaves_nothing_visible(agent_api, alice, inject_trigger):
     """Multi-partition atomicity: a database error after two of three partitions' batches
     are written (a trigger that fails on the third) undoes the whole commit."""
     tid = agent_api.create_topic("orders", 3)
     third = Partition.objects.get(topic_id=tid, index=2).pk
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "CREATE FUNCTION test_fail() RETURNS trigger LANGUAGE plpgsql AS $$"
-            f" BEGIN IF NEW.partition_id = {third} THEN RAISE EXCEPTION 'injected failure'; END IF;"
-            " RETURN NEW; END $$"
-        )
-        cursor.execute(
-            "CREATE TRIGGER test_fail BEFORE INSERT ON floe_batch FOR EACH ROW EXECUTE FUNCTION test_fail()"
-        )
+    inject_trigger(
+        "floe_batch",
+        f"IF NEW.partition_id = {third} THEN RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW;",
+    )
     body = {
         "file_key": _key(alice, "a"),
         "size": 10_000,
@@ -176,8 +171,7 @@ def test_a_failure_inside_the_transaction_leaves_nothing_visible(agent_api, alic
     assert set(Partition.objects.filter(topic_id=tid).values_list("high_watermark", flat=True)) == {
         0
     }
-    with connection.cursor() as cursor:
-        cursor.execute("DROP TRIGGER test_fail ON floe_batch")
+    inject_trigger.drop()
     retried = agent_api("commit", body)
     assert [b["base_offset"] for b in retried["batches"]] == [0, 0, 0]
     assert Batch.objects.count() == 3

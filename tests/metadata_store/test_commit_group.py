@@ -32,7 +32,9 @@ def _commit(cluster, tid: str, name: str, partitions=(0, 1, 2)) -> list[dict]:
         connection.close()  # each thread has its own connection
 
 
-def test_concurrent_commits_share_transactions_and_get_their_own_answers(monkeypatch):
+def test_concurrent_commits_share_transactions_and_get_their_own_answers(
+    monkeypatch, inject_trigger
+):
     cluster, _ = make_cluster("group")
     tid = str(topic_create(cluster=cluster, name="t", num_partitions=3).id)
     groups: list[int] = []
@@ -44,17 +46,12 @@ def test_concurrent_commits_share_transactions_and_get_their_own_answers(monkeyp
 
     monkeypatch.setattr(CommitGroup, "_run_group", counting)
     # The first commit waits inside its transaction until the others are queued behind it.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "CREATE FUNCTION test_slow() RETURNS trigger LANGUAGE plpgsql AS $$"
-            " BEGIN IF NEW.key LIKE '%%slow%%' THEN PERFORM pg_sleep(1); END IF;"
-            " IF NEW.key LIKE '%%bad%%' THEN RAISE EXCEPTION 'injected failure'; END IF;"
-            " RETURN NEW; END $$"
-        )
-        cursor.execute(
-            "CREATE TRIGGER test_slow BEFORE INSERT ON floe_file"
-            " FOR EACH ROW EXECUTE FUNCTION test_slow()"
-        )
+    inject_trigger(
+        "floe_file",
+        "IF NEW.key LIKE '%%slow%%' THEN PERFORM pg_sleep(1); END IF;"
+        " IF NEW.key LIKE '%%bad%%' THEN RAISE EXCEPTION 'injected failure'; END IF;"
+        " RETURN NEW;",
+    )
     answers: dict[str, object] = {}
 
     def commit(name: str) -> None:
