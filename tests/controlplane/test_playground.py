@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -41,6 +44,7 @@ def playground(tmp_path_factory):
         FLOE_KAFKA_PORT=str(_free_port()),
         FLOE_AGENT_HTTP_PORT=str(_free_port()),
         FLOE_ORPHAN_CLEANUP_CHECK_S="2",  # a job soon: the agent runs it
+        FLOE_RETENTION_CHECK_S="2",  # retention soon after a topic's retention.ms shrinks
         # Billing's "hour" made short: meters every second, files counted at once.
         FLOE_BILLING_METER_S="1",
         FLOE_BILLING_METER_LAG_S="0",
@@ -200,6 +204,142 @@ def test_the_usage_api_shows_the_bytes_written_to_the_byte(playground):
         with urllib.request.urlopen(request, timeout=10) as response:
             written = json.loads(response.read())["totals"]["bytes_written"]
     assert written == expected > 0
+
+
+def _api(found: dict, path: str) -> dict:
+    request = urllib.request.Request(
+        found["console"] + "api/v1/" + path,
+        headers={"Authorization": f"Bearer {found['api-key']}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def _level0_batches(found: dict) -> tuple[int, int, int]:
+    """(record-batch bytes, their uncompressed size, file bytes) of the segment files the
+    agent wrote to the bucket, read from the files themselves."""
+    from core.kafka.records import iter_batches, uncompressed_size
+    from core.segment import read_index
+
+    written = uncompressed = files = 0
+    for path in (Path(found["data_dir"]) / "bucket").rglob("*.seg"):
+        if "/segments/" not in path.as_posix():
+            continue  # a compacted file holds records already counted
+        data = path.read_bytes()
+        files += len(data)
+        for entry in read_index(data):
+            batch = data[entry.position : entry.end]
+            _, _, header = next(iter_batches(batch))
+            written += entry.length
+            uncompressed += uncompressed_size(batch, header)
+    return written, uncompressed, files
+
+
+def _stored_rate(found: dict, seconds: float = 6.0) -> float:
+    """Stored bytes as the meter sees them: the growth of stored byte-seconds per second."""
+    start = _api(found, "billing/usage/")["totals"]["stored_byte_seconds"]
+    began = time.monotonic()
+    time.sleep(seconds)
+    end = _api(found, "billing/usage/")["totals"]["stored_byte_seconds"]
+    return (end - start) / (time.monotonic() - began)
+
+
+def test_usage_shows_logical_bytes_stored_bytes_after_retention_and_cluster_time(playground):
+    """kbench-like traffic, compressed and not, through the playground: the usage API and
+    page show the record-batch bytes and their uncompressed size to the byte, the stored
+    bytes fall once retention expires a topic, and cluster-minutes cover the agent's life."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    found, _ = playground
+    admin = AdminClient({"bootstrap.servers": found["bootstrap"]})
+    futures = admin.create_topics(
+        [NewTopic("playground-expiring", 3), NewTopic("playground-kept", 1)], request_timeout=30
+    )
+    for future in futures.values():
+        future.result(30)
+    rng = random.Random(14)
+    traffic = [
+        ("playground-expiring", "none", 4096, lambda: rng.randbytes(1024)),  # incompressible
+        ("playground-kept", "lz4", 600, lambda: b"log line %d " % rng.randrange(10**6) * 40),
+        ("playground-kept", "zstd", 400, lambda: b'{"user": %d, "ok": true}' % rng.randrange(99)),
+    ]
+    for topic, codec, count, value in traffic:
+        producer = Producer(
+            {"bootstrap.servers": found["bootstrap"], "linger.ms": 20, "compression.type": codec}
+        )
+        for i in range(count):
+            producer.produce(topic, key=b"k%d" % i, value=value(), headers={"n": str(i)})
+            producer.poll(0)
+        assert producer.flush(30) == 0
+        del producer  # no client left knocking once the playground stops
+
+    written, uncompressed, file_bytes = _level0_batches(found)
+    assert uncompressed > written  # some of it was compressed
+    totals, deadline = {}, time.monotonic() + 30
+    while time.monotonic() < deadline and (
+        totals.get("bytes_written"),
+        totals.get("bytes_written_uncompressed"),
+    ) != (written, uncompressed):
+        time.sleep(0.5)
+        totals = _api(found, "billing/usage/")["totals"]
+    assert (totals["bytes_written"], totals["bytes_written_uncompressed"]) == (
+        written,
+        uncompressed,
+    )
+
+    # The page says the same, to the byte.
+    jar = urllib.request.HTTPCookieProcessor()
+    browser = urllib.request.build_opener(jar)
+    with browser.open(found["console"] + "login", timeout=10) as response:
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', response.read().decode())
+    email, password = found["login"].split()[:2]
+    form = urllib.parse.urlencode(
+        {"csrfmiddlewaretoken": token.group(1), "username": email, "password": password}
+    ).encode()
+    login = urllib.request.Request(
+        found["console"] + "login", data=form, headers={"Referer": found["console"] + "login"}
+    )
+    with browser.open(login, timeout=10):
+        pass
+    with browser.open(found["console"] + "billing", timeout=10) as response:
+        page = response.read().decode()
+    assert f'id="bytes-written" data-bytes="{written}"' in page
+
+    # Stored bytes: every live file, then without the expired topic's.
+    before = _stored_rate(found)
+    assert 0.7 * file_bytes < before < 1.3 * file_bytes, (before, file_bytes)
+    resource = ConfigResource("topic", "playground-expiring", set_config={"retention.ms": "1"})
+    for future in admin.alter_configs([resource], request_timeout=30).values():
+        future.result(30)
+    consumer = Consumer({"bootstrap.servers": found["bootstrap"], "group.id": "usage-check"})
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        marks = [
+            consumer.get_watermark_offsets(TopicPartition("playground-expiring", p), timeout=10)
+            for p in range(3)
+        ]
+        if all(low == high > 0 for low, high in marks):
+            break
+        time.sleep(1)
+    consumer.close()
+    assert all(low == high > 0 for low, high in marks), marks
+    after = _stored_rate(found)
+    assert after < 0.5 * before, (after, before)  # the expiring topic held most of it
+
+    # Cluster time: each 15-minute interval of the agent's life, from its own record.
+    cluster = found["cluster"].split()[0]
+    agents = _api(found, f"clusters/{cluster}/agents/")
+    assert len(agents) == 1, agents
+    started = datetime.fromisoformat(agents[0]["started_at"]).timestamp()
+    minutes, deadline = None, time.monotonic() + 30
+    while time.monotonic() < deadline:
+        expected = 15 * (int(time.time() // 900) - int(started // 900) + 1)
+        minutes = _api(found, "billing/usage/")["totals"]["cluster_minutes"]
+        if minutes == expected:
+            break
+        time.sleep(0.5)
+    assert minutes == expected
 
 
 def test_sigint_stops_everything_it_started(playground):
