@@ -3,9 +3,9 @@ this test's database transaction), with every check: no server error, and the AP
 its word: documented status codes and content types, responses that fit their schemas,
 schema-valid requests accepted and schema-violating ones refused (positive and negative
 generation), deleted things gone. The stateful phase (calls chained through the ids
-and Location headers one answer gives the next) runs in `make fuzz`, over HTTP: in
-process, Hypothesis replays its state machine against a database that moved on, and
-calls the run flaky.
+and Location headers one answer gives the next) runs over HTTP, in
+test_rest_schemathesis_cli.py and `make fuzz`: in process, Hypothesis replays its state
+machine against a database that moved on, and calls the run flaky.
 
 Requests carry a valid admin key of a tenant that owns a cluster with a SASL user and an
 ACL, and `cluster_id` path parameters point at that cluster, so generated bodies reach
