@@ -5,7 +5,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from tests.agents.test_confluent_kafka import create_topic
 
@@ -152,8 +159,47 @@ def test_a_restarted_producer_fences_its_zombie(agent, cluster):
 
     with pytest.raises(KafkaException) as raised:
         zombie.commit_transaction(10)
-    assert raised.value.args[0].fatal() or "fenced" in str(raised.value).lower()
+    error = raised.value.args[0]
+    # librdkafka turns the broker's PRODUCER_FENCED / INVALID_PRODUCER_EPOCH into its
+    # fatal local _FENCED; any of the three says the zombie was fenced, nothing else does.
+    fenced = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+    assert error.fatal() and error.code() in fenced, error
     assert read(a.bootstrap, "fenced", "read_committed") == ["fresh"]
+
+
+def test_aiokafka_zombie_is_fenced_and_an_open_transaction_stays_invisible(agent, cluster):
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import InvalidProducerEpoch, ProducerFenced
+
+    a = agent(cluster.key)
+    create_topic(a.bootstrap, "aio-fenced", partitions=1)
+
+    async def go() -> type[Exception]:
+        zombie = AIOKafkaProducer(bootstrap_servers=a.bootstrap, transactional_id="aio-one")
+        fresh = AIOKafkaProducer(bootstrap_servers=a.bootstrap, transactional_id="aio-one")
+        await zombie.start()
+        try:
+            await zombie.begin_transaction()
+            await zombie.send_and_wait("aio-fenced", b"zombie", partition=0)
+            # Open: read_committed sees nothing of it (the LSO holds at its first offset).
+            assert read(a.bootstrap, "aio-fenced", "read_committed") == []
+            await fresh.start()  # InitProducerId: the epoch moves on, the zombie's txn aborts
+            async with fresh.transaction():
+                await fresh.send_and_wait("aio-fenced", b"fresh", partition=0)
+            try:
+                await zombie.commit_transaction()
+            except (ProducerFenced, InvalidProducerEpoch) as exc:
+                return type(exc)
+            raise AssertionError("the zombie committed")
+        finally:
+            await fresh.stop()
+            await zombie.stop()
+
+    assert asyncio.run(go()) in (ProducerFenced, InvalidProducerEpoch)
+    assert read(a.bootstrap, "aio-fenced", "read_committed") == ["fresh"]
+    assert read(a.bootstrap, "aio-fenced", "read_uncommitted") == ["zombie", "fresh"]
 
 
 def _committed_reads_after_commit_and_abort(bootstrap: str, topic: str, writer: str) -> None:
@@ -289,8 +335,6 @@ def test_transactions_through_two_agents_survive_killing_one(agent, cluster):
     """A transactional producer writes through two agents; one is SIGKILLed. Committed
     transactions are seen whole by read_committed consumers, aborted ones not at all."""
     import threading
-
-    from confluent_kafka import KafkaError
 
     first, second = agent(cluster.key), agent(cluster.key)
     create_topic(second.bootstrap, "survive-tx", partitions=4)
