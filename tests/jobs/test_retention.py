@@ -134,3 +134,40 @@ def test_a_compact_only_topic_is_never_expired_and_deleted_records_are_dropped(w
     assert len(read_partition(writer, compacted, 0)) == 15
     assert [r.offset for r in read_partition(writer, trimmed, 0)] == list(range(10, 15))
     assert SegmentFile.objects.filter(cluster=tenant, state="live").count() == 3
+
+
+def test_retention_works_on_runs_of_several_batches(writer, tenant):
+    """Files laid out as agents lay segments out, each partition a run of several batches:
+    a run goes when its newest record is past retention.ms, and a run holding a newer
+    record stays whole, every record of it readable at its offset."""
+    logs = writer.topic("runs", 2, retention_ms=str(HOUR_MS))
+    old = now_ms() - 2 * HOUR_MS
+    for n in range(3):  # per file and partition, a run of three old batches
+        writer.commit(
+            [
+                (logs, p, batch(records(3 * n + k, "old"), timestamp=old))
+                for p in range(2)
+                for k in range(3)
+            ]
+        )
+    writer.commit(
+        [
+            (logs, 0, batch(records(9, "old"), timestamp=old)),  # an old batch in a newer run
+            (logs, 0, batch(records(10, "new"))),
+            (logs, 1, batch(records(9, "new"))),
+            (logs, 1, batch(records(10, "new"))),
+        ]
+    )
+    runs = Batch.objects.filter(partition__topic=logs)
+    assert runs.count() == 8 and set(runs.values_list("batch_count", flat=True)) == {2, 3}
+
+    run = retain(tenant)
+
+    assert run.details["files_released"] == 3
+    starts = {p.index: p.log_start_offset for p in Partition.objects.filter(topic=logs)}
+    assert starts == {0: 45, 1: 45}
+    assert list(runs.values_list("batch_count", flat=True)) == [2, 2]
+    kept = read_partition(writer, logs, 0)
+    assert [r.offset for r in kept] == list(range(45, 55))
+    assert [r.value.split(b"/")[0] for r in kept] == [b"old"] * 5 + [b"new"] * 5
+    assert [r.offset for r in read_partition(writer, logs, 1)] == list(range(45, 55))
