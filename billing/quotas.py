@@ -22,13 +22,18 @@ def written_cap(org: Organization | int) -> int | None:
     return int(cap) if cap else None
 
 
+def month_bytes_written(org: Organization | int, *, now=None) -> int:
+    """The bytes metered as written this month (UTC) by the organization's clusters."""
+    start = month_start(now or timezone.now())
+    used = UsageHour.objects.filter(organization=org, hour__gte=start).aggregate(
+        n=Sum("bytes_written")
+    )["n"]
+    return used or 0
+
+
 def produce_quota_exceeded(org: Organization | int, *, now=None) -> bool:
     """True when this month's metered writes have reached the plan's cap."""
     cap = written_cap(org)
     if cap is None:
         return False
-    start = month_start(now or timezone.now())
-    used = UsageHour.objects.filter(organization=org, hour__gte=start).aggregate(
-        n=Sum("bytes_written")
-    )["n"]
-    return (used or 0) >= cap
+    return month_bytes_written(org, now=now) >= cap

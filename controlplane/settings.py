@@ -83,6 +83,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "controlplane.context.console",
+                "billing.context_processors.usage_banners",
             ],
         },
     },

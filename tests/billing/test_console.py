@@ -3,6 +3,7 @@ plain requests (another organization sees none of it)."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -96,3 +97,42 @@ def test_another_organization_sees_none_of_it(client):
     for url in (f"/billing/invoices/{invoice.public_id}", f"/billing/invoices/{invoice.public_id}.pdf",
                 f"/billing/invoices/{invoice.public_id}.csv"):  # fmt: skip
         assert client.get(url).status_code == 404
+
+
+@pytest.mark.django_db
+def test_every_console_page_warns_near_the_cap_and_when_produce_is_refused(client):
+    """The plan's cap is a banner on every console page (not only Usage & billing): at
+    80 % a warning, at 100 % that agents refuse produce; a plan with no cap, none; and
+    another organization's usage never shows."""
+    from django.core.cache import cache
+
+    free = catalog_plan("free")
+    free.caps = {"written_bytes": 10_000}  # plans are data: a tiny free tier
+    free.save()
+    user, org = make_org("capped")
+    cluster, _ = make_cluster("c", org=org)
+    _, other_org = make_org("other")
+    other_cluster, _ = make_cluster("o", org=other_org)
+    client.force_login(user)
+    pages = ("/", f"/clusters/{cluster.public_id}/", "/team")
+
+    def banners() -> set[str]:
+        cache.clear()
+        found = set()
+        for url in pages:
+            response = client.get(url)
+            assert response.status_code == 200, url
+            found.add(tuple(sorted(re.findall(r'data-alert="(cap-[a-z]+)"', response.text))))
+        assert len(found) == 1, found  # every page says the same
+        return set(found.pop())
+
+    now = timezone.now().replace(minute=0, second=0, microsecond=0)
+    hour_usage(other_org, other_cluster, now, bytes_written=50_000)
+    assert banners() == set()
+    hour_usage(org, cluster, now, bytes_written=8_500)
+    assert banners() == {"cap-near"}
+    UsageHour.objects.filter(organization=org).update(bytes_written=10_000)
+    assert banners() == {"cap-reached"}
+    assert "refuse produce" in client.get("/").text
+    subscription_change(organization=org, plan=catalog_plan("pay-as-you-go"))
+    assert banners() == set()
