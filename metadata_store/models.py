@@ -57,8 +57,11 @@ class SegmentFile(models.Model):
         REPLACED = "replaced"  # compacted away or expired: delete after the grace period
         DELETED = "deleted"
 
-    cluster = models.ForeignKey(
-        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="files"
+    cluster = models.ForeignKey(  # file_key_unique and file_state_idx lead with it
+        "virtualclusters.VirtualCluster",
+        on_delete=models.CASCADE,
+        related_name="files",
+        db_index=False,
     )
     key = models.CharField(max_length=512)
     size = models.BigIntegerField()
@@ -90,10 +93,16 @@ class Batch(models.Model):
     """
 
     pk = models.CompositePrimaryKey("partition", "last_offset")
-    partition = models.ForeignKey(Partition, on_delete=models.CASCADE, db_constraint=False)
+    # The primary key (partition, last_offset) and batch_file_idx serve the lookups by
+    # these two: no index of their own (each would cost on every commit).
+    partition = models.ForeignKey(
+        Partition, on_delete=models.CASCADE, db_constraint=False, db_index=False
+    )
     base_offset = models.BigIntegerField()
     last_offset = models.BigIntegerField()
-    file = models.ForeignKey(SegmentFile, on_delete=models.CASCADE, db_constraint=False)
+    file = models.ForeignKey(
+        SegmentFile, on_delete=models.CASCADE, db_constraint=False, db_index=False
+    )
     position = models.BigIntegerField()
     length = models.IntegerField()
     record_count = models.IntegerField()

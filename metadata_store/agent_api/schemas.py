@@ -401,7 +401,8 @@ _NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 def decode(body: bytes, schema: type[Struct]):
     """The request body as an instance of `schema`, or `BadBody` with a reason that names
     the offending field."""
-    if _NUL_ESCAPE.search(body or b""):
+    # The substring test first: the regex tries every position of a commit's 20 KB body.
+    if b"\\u0000" in (body or b"") and _NUL_ESCAPE.search(body):
         raise BadBody("strings must not contain NUL (\\u0000)")
     try:
         return msgspec.json.decode(body or b"{}", type=schema)
