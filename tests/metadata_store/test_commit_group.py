@@ -79,3 +79,52 @@ def test_concurrent_commits_share_transactions_and_get_their_own_answers(
     assert groups[0] == 1 and sum(groups) == 12 and len(groups) < 12, groups
     hw = set(Partition.objects.filter(topic_id=tid).values_list("high_watermark", flat=True))
     assert hw == {22}
+
+
+def test_a_failure_no_function_can_catch_fails_that_commit_alone(monkeypatch, inject_trigger):
+    """Even a failure that aborts the group's transaction from inside the database (a
+    canceled statement) fails only its own commit: the group runs again commit by commit,
+    and the others land once each, dense."""
+    cluster, _ = make_cluster("group-canceled")
+    tid = str(topic_create(cluster=cluster, name="t", num_partitions=3).id)
+    groups: list[int] = []
+    real = CommitGroup._run_group
+
+    def counting(self, group):
+        groups.append(len(group))
+        real(self, group)
+
+    monkeypatch.setattr(CommitGroup, "_run_group", counting)
+    inject_trigger(
+        "floe_file",
+        "IF NEW.key LIKE '%%slow%%' THEN PERFORM pg_sleep(1); END IF;"
+        " IF NEW.key LIKE '%%cancel%%' THEN"
+        "  RAISE EXCEPTION 'injected cancel' USING ERRCODE = 'query_canceled'; END IF;"
+        " RETURN NEW;",
+    )
+    answers: dict[str, object] = {}
+
+    def commit(name: str) -> None:
+        try:
+            answers[name] = _commit(cluster, tid, name)
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            answers[name] = exc
+
+    first = threading.Thread(target=commit, args=("slow",))
+    first.start()
+    while not groups:
+        time.sleep(0.005)
+    names = [f"f{n}" for n in range(5)] + ["cancel"] + [f"g{n}" for n in range(5)]
+    others = [threading.Thread(target=commit, args=(name,)) for name in names]
+    for thread in others:
+        thread.start()
+    for thread in [first, *others]:
+        thread.join(30)
+
+    assert groups == [1, 11], groups  # the slow file alone, then the others together
+    assert isinstance(answers["cancel"], Exception) and "injected cancel" in str(answers["cancel"])
+    good = [answers[name] for name in ["slow", *names] if name != "cancel"]
+    assert all(not isinstance(a, Exception) for a in good), answers
+    assert sorted(a[0]["base_offset"] for a in good) == list(range(0, 2 * 11, 2))
+    hw = set(Partition.objects.filter(topic_id=tid).values_list("high_watermark", flat=True))
+    assert hw == {22}
