@@ -423,7 +423,8 @@ class SegmentWriter:
                 sum(
                     size
                     for size, result in zip(written.uncompressed, results, strict=True)
-                    if not result["error_code"]
+                    # A resent duplicate was counted where it was first committed.
+                    if not result["error_code"] and not result.get("duplicate")
                 )
             )
             if self._on_committed is not None:

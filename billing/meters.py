@@ -3,10 +3,12 @@
 Nothing here runs on the commit path. Celery beat runs `meters_run` every minute or so:
 
 - **written** — level-0 files (one per committed segment, one object PUT each) after a
-  high-water mark on the file id. A file's record-batch bytes are its size less its
-  index footer (`core.segment`: 74 bytes per batch plus a 22-byte trailer), so a commit
-  retried with the same file key (one row) or a file never committed (no row) can never
-  count twice or at all. Only files older than ``FLOE_BILLING_METER_LAG_S`` are taken,
+  high-water mark on the file id. A file's record bytes are those of the batches its
+  commit gave offsets to (``data_bytes``, set by the commit function: an idempotent
+  producer's resent duplicate is in the file but counts once, where it was first
+  committed; files older than that column: the size less the index footer), so a commit
+  retried with the same file key (one row), a resent batch, or a file never committed
+  (no row) can never count twice or at all. Only files older than ``FLOE_BILLING_METER_LAG_S`` are taken,
   and the mark stops before the first younger one, so a commit still in flight when the
   meter runs is counted by the next run.
 - **stored** — live file bytes (and partitions) sampled at each run and weighted by the
@@ -92,7 +94,8 @@ def meter_written(*, now: datetime | None = None) -> int:
         cursor.execute(
             "SELECT c.organization_id, c.id, c.public_id,"
             "       date_trunc('hour', f.created_at AT TIME ZONE 'UTC'),"
-            "       sum(f.size - %s * f.batch_count - %s), count(*), max(f.id)"
+            "       sum(coalesce(f.data_bytes, f.size - %s * f.batch_count - %s)), count(*),"
+            "       max(f.id)"
             " FROM floe_file f JOIN virtualclusters_virtualcluster c ON c.id = f.cluster_id"
             " WHERE f.id > %s AND f.id < %s AND f.level = 0"
             " GROUP BY 1, 2, 3, 4",

@@ -69,6 +69,9 @@ class SegmentFile(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.LIVE)
     batch_count = models.IntegerField(default=0)
     commit_result = models.JSONField(null=True, blank=True)
+    # The record bytes of the batches the commit gave offsets to (not an idempotent
+    # producer's resent duplicates, which the file holds too); None before 0007.
+    data_bytes = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     unreferenced_at = models.DateTimeField(null=True, blank=True)
 

@@ -254,3 +254,31 @@ def test_reads_count_the_growth_of_the_agents_counters_once(alice):
     heartbeat("agt-1", 3, 30)  # restarted under the same id: counts from zero
     meter_reads()
     assert reads() == (29, 1540)
+
+
+def test_a_resent_duplicate_batch_is_metered_once(alice, settings):
+    """An idempotent producer's batch sent again (its answer was lost) lands in a second
+    file: it gets its original offset and no index row, and the meter counts its bytes
+    once — where they were first committed — not again for the second file."""
+    settings.FLOE_BILLING_METER_LAG_S = 0
+    api = AgentApi(alice["agent_key"])
+    tid = api.create_topic("orders")
+    pid = api("init-producer-id", {"transactional_id": None})["producer_id"]
+    prefix = f"{alice['cluster'].public_id}/segments/"
+
+    def entry(pos: int, length: int, seq: int) -> dict:
+        return {"topic_id": tid, "partition": 0, "pos": pos, "len": length, "records": 5,
+                "producer_id": pid, "producer_epoch": 0, "base_sequence": seq}  # fmt: skip
+
+    api("commit", {"file_key": prefix + "a.seg", "size": 1000, "batches": [entry(0, 300, 0)]})
+    meters_run()
+    assert written(alice["cluster"]) == (300, 1)
+    resent = api(
+        "commit",
+        {"file_key": prefix + "b.seg", "size": 1000,
+         "batches": [entry(0, 300, 0), entry(300, 200, 5)]},
+    )  # fmt: skip
+    assert [b.get("duplicate", False) for b in resent["batches"]] == [True, False]
+    meters_run()
+    meters_run()  # twice: nothing changes
+    assert written(alice["cluster"]) == (500, 2)

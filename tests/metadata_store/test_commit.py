@@ -89,9 +89,17 @@ def test_idempotent_duplicates_return_the_original_offset(agent_api, alice):
             "batches": [batch(tid, 0, 5, base_sequence=0, **idem)],
         },
     )
-    assert again["batches"][0] == {"error_code": 0, "base_offset": 0, "log_start_offset": 0}
+    assert again["batches"][0] == {
+        "error_code": 0,
+        "base_offset": 0,
+        "log_start_offset": 0,
+        "duplicate": True,  # stored once: agents and meters count it where it was first
+    }
     assert Partition.objects.get(topic_id=tid).high_watermark == 10
     assert Batch.objects.count() == 2
+    # The file holds the resent bytes, but the commit gave none of them offsets.
+    sizes = dict(SegmentFile.objects.values_list("key", "data_bytes"))
+    assert sizes == {_key(alice, "a"): 100, _key(alice, "b"): 100, _key(alice, "c"): 0}
 
 
 def test_a_sequence_gap_is_out_of_order(agent_api, alice):

@@ -133,4 +133,6 @@ def test_the_move_keeps_every_row_and_the_new_code_carries_on():
             ]
         ),
     )
-    assert retried == [{"error_code": 0, "base_offset": 10, "log_start_offset": 0}]
+    assert retried == [
+        {"error_code": 0, "base_offset": 10, "log_start_offset": 0, "duplicate": True}
+    ]
