@@ -212,3 +212,22 @@ def test_a_zone_loads_each_chunk_from_the_bucket_once(agent, cluster, bucket_url
     served = sum(metric(a, "floe_peer_served_bytes_total") for a in (a1, a2))
     assert served > 0
     assert metric(writer, "floe_object_store_get_bytes_total") == 0
+
+    # The heartbeats carry the same counters to the control plane (the console's and the
+    # REST API's agent list, billing's GETs): within a few heartbeats, what /metrics says.
+    from metadata_store.models import Agent
+
+    wanted = {
+        "get_requests": get_requests,
+        "get_bytes": get_bytes,
+        "peer_served_bytes": served,
+        "peer_fetched_bytes": sum(metric(a, "floe_peer_fetched_bytes_total") for a in (a1, a2)),
+    }
+    reported, deadline = {}, time.monotonic() + 15
+    while reported != wanted and time.monotonic() < deadline:
+        time.sleep(0.5)
+        rows = [a.stats for a in Agent.objects.filter(cluster=cluster.cluster, zone="a")]
+        reported = {name: sum(row.get(name, 0) for row in rows) for name in wanted}
+    assert reported == wanted
+    assert wanted["peer_fetched_bytes"] > 0
+    assert sum(row.get("cache_hits", 0) for row in rows) > 0
