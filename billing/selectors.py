@@ -281,6 +281,14 @@ def month_report(org: Organization, month: str | None = None, *, now=None) -> di
     }
 
 
+def _size(num_bytes: int) -> str:
+    """A cap for people: 10 GiB, 500 MiB, 9.77 KiB, 900 bytes."""
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if num_bytes >= size:
+            return f"{num_bytes / size:.3g} {unit}"
+    return f"{num_bytes:,} bytes"
+
+
 def alerts(
     *, plan: Plan, bytes_written: int, cost_micros: int, budget_micros: int | None, currency: str
 ) -> list[dict]:
@@ -295,7 +303,7 @@ def alerts(
                 {
                     "kind": "cap-reached",
                     "level": "error",
-                    "text": f"This month's {plan.name} cap of {cap / 1024**3:g} GiB written is "
+                    "text": f"This month's {plan.name} cap of {_size(cap)} written is "
                     "reached: agents refuse produce requests until the month ends or you "
                     "upgrade.",
                 }
@@ -306,7 +314,7 @@ def alerts(
                     "kind": "cap-near",
                     "level": "warning",
                     "text": f"{int(used * 100)} % of this month's {plan.name} cap of "
-                    f"{cap / 1024**3:g} GiB written is used: at 100 % agents refuse produce "
+                    f"{_size(cap)} written is used: at 100 % agents refuse produce "
                     "requests.",
                 }
             )

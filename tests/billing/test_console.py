@@ -136,3 +136,26 @@ def test_every_console_page_warns_near_the_cap_and_when_produce_is_refused(clien
     assert "refuse produce" in client.get("/").text
     subscription_change(organization=org, plan=catalog_plan("pay-as-you-go"))
     assert banners() == set()
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_the_cap_banner_fits_a_laptop_and_a_phone(page, screenshots):
+    free = catalog_plan("free")
+    free.caps = {"written_bytes": 10_000}
+    free.save()
+    user, org = make_org("Capped")
+    cluster, _ = make_cluster("orders", org=org)
+    hour_usage(org, cluster, timezone.now().replace(minute=0, second=0, microsecond=0),
+               bytes_written=10_000)  # fmt: skip
+    log_in(page, user)
+    page.goto(f"/clusters/{cluster.public_id}/")
+    banner = page.locator("[data-alert='cap-reached']")
+    expect(banner).to_contain_text("refuse produce")
+    for width in (1366, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        box = banner.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, box
+        page.screenshot(path=screenshots / f"cap-banner-{width}.png", full_page=False)
+    banner.get_by_role("link", name="Usage & billing").click()
+    expect(page.get_by_role("heading", name="Usage & billing")).to_be_visible()

@@ -169,3 +169,13 @@ def test_the_console_warns_at_80_and_100_percent_of_the_cap_and_the_budget():
     assert kinds(0, 79, budget=100) == []
     assert kinds(0, 80, budget=100) == ["budget-80"]
     assert kinds(0, 100, budget=100) == ["budget-100"]
+
+    def text(cap: int) -> str:
+        capped = Plan(code="f", name="Free", caps={"written_bytes": cap})
+        (alert,) = alerts(plan=capped, bytes_written=cap, cost_micros=0, budget_micros=None,
+                          currency="USD")  # fmt: skip
+        return alert["text"]
+
+    assert "cap of 10 GiB written is reached" in text(10 * 1024**3)
+    assert "cap of 1,000 bytes written is reached" in text(1000)
+    assert "cap of 9.77 KiB written" in text(10_000)
