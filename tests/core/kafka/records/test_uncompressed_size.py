@@ -37,3 +37,20 @@ def test_a_zstd_frame_with_its_content_size_is_read_without_decompressing():
 def test_an_lz4_frame_without_a_content_size_is_measured():
     frame = memoryview(bytes(cramjam.lz4.compress(PLAIN[RECORD_BATCH_OVERHEAD:])))
     assert _declared_size(3, frame) is None
+
+
+def test_a_payload_larger_than_the_scratch_buffer_is_measured_and_the_buffer_grows():
+    from core.kafka import records
+
+    body = bytes(range(256)) * (12 * 1024)  # 3 MiB: more than the 2 MiB scratch buffer
+    frame = memoryview(bytes(cramjam.lz4.compress(body)))  # no content size, as librdkafka
+    assert records._measured_size(3, frame) == len(body)
+    assert len(records._SCRATCH.buffer) == len(body)
+    assert records._measured_size(3, frame) == len(body)  # now into the grown buffer
+
+
+def test_a_corrupt_payload_is_still_named_corrupt():
+    from core.kafka import records
+
+    with pytest.raises(records.CorruptRecord, match="lz4"):
+        records._measured_size(3, memoryview(b"\x04\x22\x4d\x18 not lz4 at all"))
