@@ -20,8 +20,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 
-from tests import factories
-from virtualclusters.security.services import acl_binding, acl_create, sasl_credential_create
+from tests.virtualclusters.security.fuzz_tenant import make_fuzz_tenant
 
 schemathesis = pytest.importorskip("schemathesis")
 from schemathesis import GenerationMode  # noqa: E402
@@ -42,21 +41,7 @@ def keep_connections_open():
 
 @pytest.fixture
 def tenant(db):
-    _, org = factories.make_org("schemathesis-co")
-    cluster, _ = factories.make_cluster("fuzzed", org=org)
-    sasl_credential_create(cluster=cluster, username="fuzz-user")
-    acl_create(
-        cluster=cluster,
-        binding=acl_binding(
-            {
-                "resource_type": "topic",
-                "resource_name": "t",
-                "principal": "User:fuzz-user",
-                "operation": "read",
-            }
-        ),
-    )
-    return {"cluster": cluster, "key": factories.make_api_key(org)}
+    return make_fuzz_tenant("schemathesis-co")
 
 
 def _load_schema():

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import factories
-from virtualclusters.security.services import acl_binding, acl_create, sasl_credential_create
+from tests.virtualclusters.security.fuzz_tenant import make_fuzz_tenant
 
 ROOT = Path(__file__).resolve().parents[3]
 ST = Path(sys.executable).with_name("st")
@@ -27,21 +26,7 @@ pytestmark = [pytest.mark.timeout(600), pytest.mark.django_db(transaction=True)]
 
 
 def test_every_phase_stateful_included_ends_with_no_failure(live_server):
-    _, org = factories.make_org("schemathesis-cli-co")
-    cluster, _ = factories.make_cluster("fuzzed", org=org)
-    sasl_credential_create(cluster=cluster, username="fuzz-user")
-    acl_create(
-        cluster=cluster,
-        binding=acl_binding(
-            {
-                "resource_type": "topic",
-                "resource_name": "t",
-                "principal": "User:fuzz-user",
-                "operation": "read",
-            }
-        ),
-    )
-    key = factories.make_api_key(org)
+    key = make_fuzz_tenant("schemathesis-cli-co")["key"]
     run = subprocess.run(
         [
             str(ST),

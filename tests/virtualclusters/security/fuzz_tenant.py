@@ -1,0 +1,25 @@
+"""The tenant schemathesis runs as: an organization whose cluster has a SASL user and an
+ACL, so that generated calls reach the services; an admin API key."""
+
+from __future__ import annotations
+
+from tests import factories
+from virtualclusters.security.services import acl_binding, acl_create, sasl_credential_create
+
+
+def make_fuzz_tenant(name: str) -> dict:
+    _, org = factories.make_org(name)
+    cluster, _ = factories.make_cluster("fuzzed", org=org)
+    sasl_credential_create(cluster=cluster, username="fuzz-user")
+    acl_create(
+        cluster=cluster,
+        binding=acl_binding(
+            {
+                "resource_type": "topic",
+                "resource_name": "t",
+                "principal": "User:fuzz-user",
+                "operation": "read",
+            }
+        ),
+    )
+    return {"cluster": cluster, "key": factories.make_api_key(org)}
