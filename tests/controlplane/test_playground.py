@@ -249,7 +249,13 @@ def test_usage_shows_logical_bytes_stored_bytes_after_retention_and_cluster_time
     page show the record-batch bytes and their uncompressed size to the byte, the stored
     bytes fall once retention expires a topic, and cluster-minutes cover the agent's life."""
     from confluent_kafka import Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+    )
 
     found, _ = playground
     admin = AdminClient({"bootstrap.servers": found["bootstrap"]})
@@ -309,8 +315,14 @@ def test_usage_shows_logical_bytes_stored_bytes_after_retention_and_cluster_time
     # Stored bytes: every live file, then without the expired topic's.
     before = _stored_rate(found)
     assert 0.7 * file_bytes < before < 1.3 * file_bytes, (before, file_bytes)
-    resource = ConfigResource("topic", "playground-expiring", set_config={"retention.ms": "1"})
-    for future in admin.alter_configs([resource], request_timeout=30).values():
+    resource = ConfigResource(
+        "topic",
+        "playground-expiring",
+        incremental_configs=[
+            ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    for future in admin.incremental_alter_configs([resource], request_timeout=30).values():
         future.result(30)
     consumer = Consumer({"bootstrap.servers": found["bootstrap"], "group.id": "usage-check"})
     deadline = time.monotonic() + 90

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from confluent_kafka import Producer
@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 
 from tests.agents.conftest import agent, bucket_url  # noqa: F401 - fixtures
 from tests.factories import PASSWORD, make_api_key, make_cluster, make_org
+from virtualclusters.throughput.services import throughput_sample
 
 pytestmark = [pytest.mark.browser, pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
 
@@ -74,6 +75,22 @@ def test_the_message_browser_shows_a_produced_record_with_key_and_headers(
     expect(records).to_have_count(2)
     expect(records.first).to_have_attribute("data-offset", "1")
     expect(records.first.locator(".record-key")).to_have_text("6f 72 64 65 72 2d 31")  # order-1
+
+    # The other new pages, with this live agent's data: the cluster page names its address,
+    # the Agents page lists it live, and Throughput charts what it wrote.
+    page.goto(f"/clusters/{cluster.public_id}/")
+    expect(page.locator("#bootstrap")).to_have_text(running.bootstrap)
+    page.get_by_role("link", name="Agents").click()
+    row = page.locator("tr[data-agent]")
+    expect(row).to_have_count(1)
+    expect(row).to_contain_text(running.bootstrap)
+    expect(row).to_contain_text("live")
+    now = datetime.now(UTC)
+    throughput_sample(cluster=cluster, at=now - timedelta(minutes=2))
+    throughput_sample(cluster=cluster, at=now)
+    page.goto(f"/clusters/{cluster.public_id}/throughput?range=1h")
+    expect(page.locator("#chart-records circle.point")).to_have_count(1)  # a chart with points
+    expect(page.locator("#chart-topics")).to_contain_text("orders")
 
 
 def test_another_organizations_topic_page_is_a_404(client, alice, bob):
