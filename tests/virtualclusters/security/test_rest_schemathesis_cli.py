@@ -45,7 +45,7 @@ def test_every_phase_stateful_included_ends_with_no_failure(live_server):
             "--request-timeout",
             "20",
             "--workers",
-            "1",
+            "2",
             "--no-color",
         ],
         cwd=ROOT,  # schemathesis.toml
