@@ -8,9 +8,9 @@ Nothing here runs on the commit path. Celery beat runs `meters_run` every minute
   producer's resent duplicate is in the file but counts once, where it was first
   committed; files older than that column: the size less the index footer), so a commit
   retried with the same file key (one row), a resent batch, or a file never committed
-  (no row) can never count twice or at all. Only files older than ``FLOE_BILLING_METER_LAG_S`` are taken,
-  and the mark stops before the first younger one, so a commit still in flight when the
-  meter runs is counted by the next run.
+  (no row) can never count twice or at all. Only files older than
+  ``FLOE_BILLING_METER_LAG_S`` are taken, and the mark stops before the first younger
+  one, so a commit still in flight when the meter runs is counted by the next run.
 - **stored** — live file bytes (and partitions) sampled at each run and weighted by the
   time since the previous run, split at hour boundaries: byte-seconds, partition-seconds.
 - **reads** — object GETs, bytes sent to consumers and the uncompressed size of what

@@ -340,14 +340,15 @@ _DECOMPRESS_INTO = {
 
 def _measured_size(codec: int, payload: memoryview) -> int:
     into = _DECOMPRESS_INTO.get(codec)
+    if into is None:  # snappy: its own framing, decompressed as it is read
+        return len(_decompress(codec, payload))
     scratch = getattr(_SCRATCH, "buffer", None)
     if scratch is None:
         scratch = _SCRATCH.buffer = bytearray(_SCRATCH_BYTES)
-    if into is not None:
-        try:
-            return into(payload, scratch)
-        except cramjam.DecompressionError:
-            pass  # larger than the buffer, or corrupt: `_decompress` tells which
+    try:
+        return into(payload, scratch)
+    except cramjam.DecompressionError:
+        pass  # larger than the buffer, or corrupt: `_decompress` tells which
     size = len(_decompress(codec, payload))
     if len(scratch) < size <= _SCRATCH_MAX_BYTES:
         _SCRATCH.buffer = bytearray(size)

@@ -173,6 +173,15 @@ def test_the_playgrounds_agent_runs_the_jobs_beat_plans(playground):
     assert finished[0]["lease_agent"].startswith("agt-")
 
 
+def _api(found: dict, path: str) -> dict:
+    request = urllib.request.Request(
+        found["console"] + "api/v1/" + path,
+        headers={"Authorization": f"Bearer {found['api-key']}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
 def test_the_usage_api_shows_the_bytes_written_to_the_byte(playground):
     """Celery beat in the playground meters what the previous test produced: the usage
     API's bytes written equal the record batches in the bucket's committed files."""
@@ -194,25 +203,11 @@ def test_the_usage_api_shows_the_bytes_written_to_the_byte(playground):
         if path.is_file()
         for entry in read_index(path.read_bytes())
     )
-    request = urllib.request.Request(
-        found["console"] + "api/v1/billing/usage/",
-        headers={"Authorization": f"Bearer {found['api-key']}"},
-    )
     written, deadline = None, time.monotonic() + 30
     while written != expected and time.monotonic() < deadline:
         time.sleep(0.5)
-        with urllib.request.urlopen(request, timeout=10) as response:
-            written = json.loads(response.read())["totals"]["bytes_written"]
+        written = _api(found, "billing/usage/")["totals"]["bytes_written"]
     assert written == expected > 0
-
-
-def _api(found: dict, path: str) -> dict:
-    request = urllib.request.Request(
-        found["console"] + "api/v1/" + path,
-        headers={"Authorization": f"Bearer {found['api-key']}"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
 
 
 def _level0_batches(found: dict) -> tuple[int, int, int]:
