@@ -68,6 +68,14 @@ class SegmentFile(models.Model):
     level = models.SmallIntegerField(default=0)
     state = models.CharField(max_length=16, choices=State.choices, default=State.LIVE)
     batch_count = models.IntegerField(default=0)
+    # The commit's answer, for a retry of it: each batch's base offset, its error code
+    # (None: all 0), its log start offset (None: 0, or -1 when refused) and the positions
+    # of idempotent duplicates (None: none). Files committed before metadata_store 0008
+    # have theirs in `commit_result` instead.
+    commit_offsets = ArrayField(models.BigIntegerField(), null=True, blank=True)
+    commit_errors = ArrayField(models.IntegerField(), null=True, blank=True)
+    commit_log_starts = ArrayField(models.BigIntegerField(), null=True, blank=True)
+    commit_duplicates = ArrayField(models.IntegerField(), null=True, blank=True)
     commit_result = models.JSONField(null=True, blank=True)
     # The record bytes of the batches the commit gave offsets to (not an idempotent
     # producer's resent duplicates, which the file holds too); None before 0007.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import psycopg
@@ -17,7 +18,6 @@ from django.db import connection, transaction
 
 from core.kafka.errors import ErrorCode
 from metadata_store.agent_api.schemas import CommitBatch
-from metadata_store.commit_group import CommitGroup
 
 FETCH_PLAN_MAX_RUNS = 128  # per partition and call; the client simply fetches again
 MARKER_BYTES = 78  # a commit or abort marker's control batch, for the byte budgets
@@ -37,34 +37,38 @@ def _as_uuid(value) -> uuid.UUID | None:
         return None
 
 
-# (cluster id, topic id, partition index) -> partition row id. Immutable for the life of
-# a topic (a re-created topic has a new id), so agents' hot calls skip the lookup.
-_partition_ids: dict[tuple[int, uuid.UUID, int], int] = {}
+# (cluster id, topic id as an int, partition index) -> partition row id. Immutable for
+# the life of a topic (a re-created topic has a new id), so agents' hot calls skip the
+# lookup. Keyed by the UUID's int: a uuid.UUID hashes and compares in Python code, and a
+# commit looks up every one of its batches.
+_partition_ids: dict[tuple[int, int, int], int] = {}
+
+
+def _partition_row_ids(cursor, cluster_id: int, keys: list[tuple[int, int]]) -> list[int]:
+    """Row ids of the cluster's partitions named by (topic id's int, index), in order; -1
+    for those that do not exist."""
+    cache = _partition_ids
+    ids = [cache.get((cluster_id, topic, index), -1) for topic, index in keys]
+    missing = {key for key, pid in zip(keys, ids) if pid < 0}
+    if not missing:
+        return ids
+    cursor.execute(
+        "SELECT p.id, p.topic_id, p.index FROM unnest(%s::uuid[], %s::int[]) AS r(t, i)"
+        " JOIN floe_partition p ON p.topic_id = r.t AND p.index = r.i"
+        " JOIN floe_topic t ON t.id = p.topic_id WHERE t.cluster_id = %s",
+        [[uuid.UUID(int=k[0]) for k in missing], [k[1] for k in missing], cluster_id],
+    )
+    if len(cache) > 1_000_000:
+        cache.clear()
+    for pid, topic_id, index in cursor.fetchall():
+        cache[(cluster_id, topic_id.int, index)] = pid
+    return [cache.get((cluster_id, topic, index), -1) for topic, index in keys]
 
 
 def _partition_id_map(cursor, cluster_id: int, pairs: list[tuple[uuid.UUID, int]]) -> dict:
     """(topic id, index) -> partition row id, for the pairs that exist in the cluster."""
-    found = {}
-    missing = []
-    for pair in pairs:
-        pid = _partition_ids.get((cluster_id, *pair))
-        if pid is None:
-            missing.append(pair)
-        else:
-            found[pair] = pid
-    if missing:
-        cursor.execute(
-            "SELECT p.id, p.topic_id, p.index FROM unnest(%s::uuid[], %s::int[]) AS r(t, i)"
-            " JOIN floe_partition p ON p.topic_id = r.t AND p.index = r.i"
-            " JOIN floe_topic t ON t.id = p.topic_id WHERE t.cluster_id = %s",
-            [[p[0] for p in missing], [p[1] for p in missing], cluster_id],
-        )
-        if len(_partition_ids) > 1_000_000:
-            _partition_ids.clear()
-        for pid, topic_id, index in cursor.fetchall():
-            found[(topic_id, index)] = pid
-            _partition_ids[(cluster_id, topic_id, index)] = pid
-    return found
+    ids = _partition_row_ids(cursor, cluster_id, [(t.int, i) for t, i in pairs])
+    return {pair: pid for pair, pid in zip(pairs, ids) if pid >= 0}
 
 
 def _partitions_for(
@@ -103,11 +107,98 @@ def _cursor():
 
 
 @dataclass(frozen=True, slots=True)
-class _FileCommit:
-    cluster_id: int
+class FileCommit:
+    """A file's commit, its columns already written as array elements ("1,2,3"): a group
+    of commits is then one statement whose arguments are these strings joined."""
+
     file_key: str
     size: int
-    batches: list[CommitBatch]
+    entries: int
+    columns: tuple[str, ...]  # floe_commit_files' per-entry arguments, in order
+
+
+# floe_commit_files' per-entry arguments, in order: partition row id, records, batches,
+# position, length, max timestamp, producer id, epoch, base sequence, transactional.
+_COMMIT_COLUMNS = (
+    "bigint",
+    "int",
+    "int",
+    "bigint",
+    "int",
+    "bigint",
+    "bigint",
+    "int",
+    "int",
+    "bool",
+)
+COMMIT_SQL = (
+    "SELECT * FROM floe_commit_files(%s, %s::text[], %s::bigint[], %s::int[], "
+    + ", ".join(f"%s::{kind}[]" for kind in _COMMIT_COLUMNS)
+    + ")"
+)
+
+
+def cached_partition_ids(cluster_id: int, batches: list[CommitBatch]) -> list[int] | None:
+    """The batches' partition row ids from this process's cache, or None if one is not
+    in it (``partition_ids`` asks the database)."""
+    cache = _partition_ids
+    ids = [cache.get((cluster_id, b.topic_id.int, b.partition), -1) for b in batches]
+    return None if -1 in ids else ids
+
+
+def partition_ids(cluster_id: int, batches: list[CommitBatch]) -> list[int]:
+    """The batches' partition row ids, -1 for a partition the cluster does not have."""
+    ids = cached_partition_ids(cluster_id, batches)
+    if ids is None:
+        with _cursor() as cursor:
+            ids = _partition_row_ids(
+                cursor, cluster_id, [(b.topic_id.int, b.partition) for b in batches]
+            )
+    return ids
+
+
+def file_commit_prepare(
+    *, file_key: str, size: int, batches: list[CommitBatch], ids: list[int]
+) -> FileCommit:
+    """A validated commit (``agent_api.schemas``) with its partitions' row ids, ready to
+    join a group."""
+    return FileCommit(
+        file_key,
+        size,
+        len(batches),
+        (
+            ",".join(map(str, ids)),
+            ",".join([str(b.records) for b in batches]),
+            ",".join([str(b.batch_count) for b in batches]),
+            ",".join([str(b.pos) for b in batches]),
+            ",".join([str(b.len) for b in batches]),
+            ",".join([str(b.max_ts) for b in batches]),
+            ",".join([str(b.producer_id) for b in batches]),
+            ",".join([str(b.producer_epoch) for b in batches]),
+            ",".join([str(b.base_sequence) for b in batches]),
+            ",".join(["t" if b.transactional else "f" for b in batches]),
+        ),
+    )
+
+
+def commit_params(cluster_id: int, commits: list[FileCommit]) -> list:
+    """``COMMIT_SQL``'s arguments for one statement committing all of `commits`."""
+    return [
+        cluster_id,
+        [c.file_key for c in commits],
+        _array(c.size for c in commits),
+        _array(c.entries for c in commits),
+        *(
+            "{" + ",".join([c.columns[i] for c in commits if c.entries]) + "}"
+            for i in range(len(_COMMIT_COLUMNS))
+        ),
+    ]
+
+
+def commit_rows(commits: list[FileCommit], rows: list[tuple]) -> list[tuple]:
+    """The statement's rows, one per commit of `commits` in order (keyed by file key)."""
+    by_key = {row[0]: row[1:] for row in rows}
+    return [by_key[c.file_key] for c in commits]
 
 
 def file_commit(
@@ -116,127 +207,43 @@ def file_commit(
     """Record a flushed segment file and give each of its batches its offsets.
 
     `batches` are validated (``agent_api.schemas.CommitRequest`` and ``validate_commit``).
-    One call of the ``floe_commit`` database function (migration 0004): idempotent
+    The ``floe_commit_files`` database function (migration 0008) does the rest:
+    transactional batches their transaction does not allow are refused, idempotent
     duplicates get their original offset and are not stored again, every other batch gets
     the partition's next offsets, each partition run of the file becomes one index row,
     high watermarks move. Committing the same ``file_key`` again returns the first answer
-    and changes nothing. Commits arriving together share one transaction
-    (``commit_group``): one WAL flush for all of them.
+    and changes nothing. This is one statement on Django's connection; the web server
+    commits agents' files in groups (``agent_api.asgi`` and ``commit_pipeline``).
     """
-    return _COMMITS.run(_FileCommit(cluster_id, file_key, size, batches))
+    commit = file_commit_prepare(
+        file_key=file_key, size=size, batches=batches, ids=partition_ids(cluster_id, batches)
+    )
+    # Inside a caller's transaction, a savepoint: a failure leaves that transaction usable.
+    with transaction.atomic() if connection.in_atomic_block else nullcontext():
+        with _cursor() as cursor:
+            cursor.execute(COMMIT_SQL, commit_params(cluster_id, [commit]))
+            (row,) = commit_rows([commit], cursor.fetchall())
+    return batch_answers(*row)
 
 
-def _commit_one(request: _FileCommit) -> list[dict]:
-    batches = request.batches
-    with _cursor() as cursor:
-        pairs = sorted({(b.topic_id, b.partition) for b in batches})
-        ids = _partition_id_map(cursor, request.cluster_id, pairs)
-        refused: dict[int, int] = {}
-        if any(b.transactional for b in batches):
-            refused = _transactional_refusals(cursor, request.cluster_id, batches, ids)
-        sent = [b for i, b in enumerate(batches) if i not in refused] if refused else batches
-        cursor.execute(
-            "SELECT floe_commit(%s, %s, %s, %s::bigint[], %s::int[], %s::bigint[], %s::int[],"
-            " %s::bigint[], %s::bigint[], %s::int[], %s::int[])",
-            [
-                request.cluster_id,
-                request.file_key,
-                request.size,
-                _array(ids.get((b.topic_id, b.partition), -1) for b in sent),
-                _array(b.records for b in sent),
-                _array(b.pos for b in sent),
-                _array(b.len for b in sent),
-                _array(b.max_ts for b in sent),
-                _array(b.producer_id for b in sent),
-                _array(b.producer_epoch for b in sent),
-                _array(b.base_sequence for b in sent),
-            ],
-        )
-        result = cursor.fetchone()[0]
+def batch_answers(errors, offsets, log_starts, duplicates, old_answer) -> list[dict]:
+    """A file's answer per batch from ``floe_commit_files``' row: error codes (None: all
+    0), base offsets, log start offsets, the 1-based positions of duplicates (None: none);
+    or, for a file committed before 0008 and committed again, the jsonb list it stored."""
+    if offsets is None:
         # Django registers a jsonb loader that leaves decoding to the caller.
-        result = json.loads(result) if isinstance(result, str) else result
-        if sent is batches or len(result) == len(batches):  # all sent, or a retried file
-            answers = result
-        else:
-            given = iter(result)
-            answers = [
-                {"error_code": int(refused[i]), "base_offset": -1, "log_start_offset": -1}
-                if i in refused
-                else next(given)
-                for i in range(len(batches))
-            ]
-            cursor.execute(
-                "UPDATE floe_file SET commit_result = %s::jsonb WHERE cluster_id = %s AND key = %s",
-                [json.dumps(answers), request.cluster_id, request.file_key],
-            )
-        written = [
-            (ids[(b.topic_id, b.partition)], b.producer_id, a["base_offset"])
-            for b, a in zip(batches, answers, strict=True)
-            if b.transactional and not a["error_code"] and a["base_offset"] >= 0
-        ]
-        if written:
-            # KIP-98: the transaction's first offset in each partition holds the LSO there.
-            cursor.execute(
-                "UPDATE floe_txn_partition tp SET first_offset = u.off"
-                " FROM (SELECT part, pid, min(off) AS off FROM unnest(%s::bigint[],"
-                " %s::bigint[], %s::bigint[]) AS w(part, pid, off) GROUP BY part, pid) u"
-                " WHERE tp.partition_id = u.part AND tp.producer_id = u.pid"
-                " AND tp.first_offset IS NULL",
-                [[w[0] for w in written], [w[1] for w in written], [w[2] for w in written]],
-            )
+        return json.loads(old_answer) if isinstance(old_answer, str) else old_answer
+    n = len(offsets)
+    errors = errors or [0] * n
+    if not log_starts or len(log_starts) != n:  # a retry with another body: not ours to say
+        log_starts = [-1] * n
+    answers = [
+        {"error_code": code, "base_offset": base, "log_start_offset": start}
+        for code, base, start in zip(errors, offsets, log_starts, strict=True)
+    ]
+    for position in duplicates or ():
+        answers[position - 1]["duplicate"] = True
     return answers
-
-
-def _transactional_refusals(cursor, cluster_id: int, batches: list[CommitBatch], ids: dict):
-    """Batch index -> error for transactional batches their transaction does not allow:
-    an unknown producer, an old epoch (a fenced zombie) or a partition not added to the
-    open transaction (KIP-98). Takes the partitions' locks, then the producers' rows, in
-    the order ending a transaction takes them (``transactions._end``)."""
-    cursor.execute(
-        "SELECT id FROM floe_partition WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
-        [sorted(set(ids.values()))],
-    )
-    producers = sorted({b.producer_id for b in batches if b.transactional})
-    cursor.execute(
-        "SELECT id FROM floe_producer_id WHERE cluster_id = %s AND id = ANY(%s)"
-        " ORDER BY id FOR SHARE",
-        [cluster_id, producers],
-    )
-    cursor.execute(
-        "SELECT p.id, p.epoch, p.txn_state, array_remove(array_agg(tp.partition_id), NULL)"
-        " FROM floe_producer_id p LEFT JOIN floe_txn_partition tp ON tp.producer_id = p.id"
-        " WHERE p.cluster_id = %s AND p.id = ANY(%s) GROUP BY p.id",
-        [cluster_id, producers],
-    )
-    txns = {pid: (epoch, state, set(parts)) for pid, epoch, state, parts in cursor.fetchall()}
-    refused = {}
-    for i, b in enumerate(batches):
-        if not b.transactional:
-            continue
-        txn = txns.get(b.producer_id)
-        if txn is None:
-            refused[i] = ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        elif b.producer_epoch != txn[0]:
-            refused[i] = ErrorCode.INVALID_PRODUCER_EPOCH
-        elif txn[1] != "ongoing" or ids.get((b.topic_id, b.partition)) not in txn[2]:
-            refused[i] = ErrorCode.INVALID_TXN_STATE
-    return refused
-
-
-def _lock_group(requests: list[_FileCommit]) -> None:
-    """Lock every partition a group of commits writes, in id order (no deadlocks)."""
-    ids: set[int] = set()
-    with _cursor() as cursor:
-        for request in requests:
-            pairs = sorted({(b.topic_id, b.partition) for b in request.batches})
-            ids.update(_partition_id_map(cursor, request.cluster_id, pairs).values())
-        cursor.execute(
-            "SELECT id FROM floe_partition WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
-            [sorted(ids)],
-        )
-
-
-_COMMITS = CommitGroup(lock_all=_lock_group, execute_one=_commit_one)
 
 
 def _stable_offsets(cursor, partition_ids: list[int]) -> dict[int, int]:

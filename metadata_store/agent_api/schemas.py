@@ -50,7 +50,8 @@ class _Body(Struct, forbid_unknown_fields=False, frozen=True):
 
 
 class CommitBatch(_Body):
-    """One record batch of a segment file (docs/AGENT_API.md "commit")."""
+    """One record batch of a segment file, or several side by side of one partition that
+    carry no producer id (`batch_count`; docs/AGENT_API.md "commit")."""
 
     topic_id: uuid.UUID
     partition: PARTITION
@@ -64,6 +65,9 @@ class CommitBatch(_Body):
     producer_epoch: Annotated[int, Meta(ge=-1, le=2**15 - 1)] = -1
     base_sequence: Annotated[int, Meta(ge=-1, le=2**31 - 1)] = -1
     transactional: bool = False  # KIP-98: part of a transaction (the batch attribute)
+    # Batches this entry covers: `records`, `len` and `max_ts` are then their totals and
+    # maximum, and the answer's base offset is the first one's (the agent knows the rest).
+    batch_count: Annotated[int, Meta(ge=1, le=2**31 - 1)] = 1
 
 
 class CommitRequest(_Body):
@@ -426,18 +430,28 @@ def validate_commit(request: CommitRequest, *, cluster_prefix: str) -> None:
     sequence without a producer id, which Kafka ignores.) `BadBody` names the problem."""
     if not request.file_key.startswith(cluster_prefix) or ".." in request.file_key:
         raise BadBody(f"file_key must be a path under '{cluster_prefix}'")
-    order = sorted(range(len(request.batches)), key=lambda i: request.batches[i].pos)
-    end_of_previous, previous = 0, None
+    batches = request.batches
+    order = range(len(batches))
+    if any(a.pos > b.pos for a, b in zip(batches, batches[1:])):  # agents send file order
+        order = sorted(order, key=lambda i: batches[i].pos)
+    size, end_of_previous, previous = request.size, 0, None
     for i in order:
-        b = request.batches[i]
-        where = f"$.batches[{i}]"
-        if b.pos + b.len > request.size:
+        b = batches[i]
+        end = b.pos + b.len
+        if end > size:
             raise BadBody(
-                f"{where}: bytes {b.pos}..{b.pos + b.len} lie past the file's size {request.size}"
+                f"$.batches[{i}]: bytes {b.pos}..{end} lie past the file's size {request.size}"
             )
         if b.pos < end_of_previous:
-            raise BadBody(f"{where} overlaps $.batches[{previous}] in the file")
-        end_of_previous, previous = b.pos + b.len, i
+            raise BadBody(f"$.batches[{i}] overlaps $.batches[{previous}] in the file")
+        if b.batch_count > 1 and (
+            b.batch_count > b.records or b.producer_id != -1 or b.transactional
+        ):
+            raise BadBody(
+                f"$.batches[{i}].batch_count: an entry of several batches has at least one"
+                " record each and neither a producer id nor a transaction"
+            )
+        end_of_previous, previous = end, i
 
 
 def commit_batches(items: list[dict]) -> list[CommitBatch]:

@@ -54,6 +54,16 @@ MALFORMED = [
     pytest.param({"records": "12"}, "records", id="records-as-string"),
     pytest.param({"records": True}, "records", id="records-as-bool"),
     pytest.param({"topic_id": "not-a-uuid"}, "topic_id", id="topic-id-not-a-uuid"),
+    pytest.param({"batch_count": 0}, "batch_count", id="no-batches"),
+    pytest.param({"batch_count": 11}, "batch_count", id="more-batches-than-records"),
+    pytest.param(
+        {"batch_count": 2, "producer_id": 4, "producer_epoch": 0, "base_sequence": 0},
+        "batch_count",
+        id="several-idempotent-batches-as-one",
+    ),
+    pytest.param(
+        {"batch_count": 2, "transactional": True}, "batch_count", id="several-in-a-transaction"
+    ),
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from metadata_store.models import Batch, ProducerState
+from metadata_store.models import Batch, ProducerState, SegmentFile
 from tests.metadata_store.conftest import batch
 
 pytestmark = pytest.mark.django_db
@@ -50,6 +50,34 @@ def test_side_by_side_batches_of_a_partition_are_one_row(agent_api, alice):
     )
     assert [b["base_offset"] for b in answer["batches"]] == [0, 3, 5, 0, 4]
     assert _rows(tid) == [(0, 0, 9, 0, 300, 10, 3, 30), (1, 0, 4, 300, 200, 5, 2, 6)]
+
+
+def test_an_entry_of_several_batches_is_counted_as_its_batches(agent_api, alice):
+    """Agents send a partition's plain batches side by side as one entry (`batch_count`):
+    the answer is the first batch's offset, the run and the file count every batch, and
+    a fetch plan reads the run whole."""
+    tid = agent_api.create_topic("orders", 2)
+    answer = agent_api(
+        "commit",
+        {
+            "file_key": _key(alice, "merged"),
+            "size": 600,
+            "batches": [
+                batch(tid, 0, 10, pos=0, length=300, max_ts=30, batch_count=3),
+                batch(tid, 1, 4, pos=300, length=200, max_ts=6, batch_count=2),
+                batch(tid, 1, 1, pos=500, max_ts=7),
+            ],
+        },
+    )
+    assert [b["base_offset"] for b in answer["batches"]] == [0, 0, 4]
+    assert _rows(tid) == [(0, 0, 9, 0, 300, 10, 3, 30), (1, 0, 4, 300, 300, 5, 3, 7)]
+    assert SegmentFile.objects.get(key=_key(alice, "merged")).batch_count == 6
+    (plan,) = agent_api(
+        "fetch-plan", {"partitions": [{"topic_id": tid, "partition": 0, "offset": 0}]}
+    )["partitions"]
+    assert [(b["base_offset"], b["last_offset"], b["batch_count"]) for b in plan["batches"]] == [
+        (0, 9, 3)
+    ]
 
 
 def test_a_gap_in_the_file_or_a_refused_batch_starts_a_new_run(agent_api, alice):

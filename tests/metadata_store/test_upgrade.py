@@ -136,3 +136,24 @@ def test_the_move_keeps_every_row_and_the_new_code_carries_on():
     assert retried == [
         {"error_code": 0, "base_offset": 10, "log_start_offset": 0, "duplicate": True}
     ]
+    # A file committed before the upgrade, committed again (an agent's retry across it):
+    # its first answer, from the jsonb the old function stored, and nothing changes.
+    again = store.file_commit(
+        cluster_id=made["cluster_id"],
+        file_key="vci_upgrade/segments/1.seg",
+        size=300,
+        batches=commit_batches(
+            [
+                {
+                    "topic_id": str(topic.id),
+                    "partition": p,
+                    "pos": p * 100,
+                    "len": 100,
+                    "records": r,
+                }
+                for p, r in ((0, 10), (1, 5))
+            ]  # fmt: skip
+        ),
+    )
+    assert [(a["error_code"], a["base_offset"]) for a in again] == [(0, 10), (0, 5)]
+    assert SegmentFile.objects.filter(cluster_id=made["cluster_id"]).count() == 5
