@@ -3,7 +3,7 @@ the agent API's calls (commits/s, fetch-plan latency), the Celery tasks' runs an
 failures, and the build. `/metrics` on the web app; the worker serves its own on
 `FLOE_WORKER_METRICS_PORT` when set.
 
-Several gunicorn workers: set `PROMETHEUS_MULTIPROC_DIR` (an empty folder) and each
+Several web server workers (uvicorn --workers): set `PROMETHEUS_MULTIPROC_DIR` (an empty folder) and each
 scrape adds up every worker's numbers; without it a scrape sees one worker's.
 """
 

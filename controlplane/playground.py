@@ -2,7 +2,7 @@
 
 Starts (or reuses) an embedded PostgreSQL and Redis unless ``DATABASE_URL`` /
 ``REDIS_URL`` are set, migrates, creates the demo tenant, then runs the control plane
-(gunicorn), one agent with every role (``file://`` bucket under the data folder; it also
+(uvicorn), one agent with every role (``file://`` bucket under the data folder; it also
 runs the Spark jobs, as a customer's jobs-role agent would) and a Celery worker with beat
 (which plans the jobs). Prints one ``name: value`` line per thing a person or a script needs, then waits;
 Ctrl-C (SIGINT) or SIGTERM stops everything it started.
@@ -133,22 +133,14 @@ def main() -> int:
         [
             PY,
             "-m",
-            "gunicorn",
-            "controlplane.wsgi",
-            "--bind",
-            f"127.0.0.1:{http_port}",
-            "--workers",
-            "2",
-            "--threads",
-            "8",
-            "--worker-class",
-            "gthread",
-            "--timeout",
-            "60",
-            "--limit-request-line",
-            "8190",
-            "--access-logfile",
-            "-",
+            "uvicorn",
+            "controlplane.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(http_port),
+            "--timeout-graceful-shutdown",
+            "5",
         ],
     )
     console = f"http://127.0.0.1:{http_port}/"

@@ -71,6 +71,7 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "controlplane.urls"
 WSGI_APPLICATION = "controlplane.wsgi.application"
+ASGI_APPLICATION = "controlplane.asgi.application"  # what the web server runs
 
 TEMPLATES = [
     {
@@ -181,6 +182,12 @@ FLOE_AGENT_API_STATEMENT_TIMEOUT_MS = env_int(
     "FLOE_AGENT_API_STATEMENT_TIMEOUT_MS", 8000, minimum=100
 )
 FLOE_AGENT_API_LOCK_TIMEOUT_MS = env_int("FLOE_AGENT_API_LOCK_TIMEOUT_MS", 3000, minimum=100)
+# The web server (controlplane.asgi): threads answering agent-API calls other than commits,
+# connections of its commit pool (one group in the database per cluster at a time), and
+# threads serving the console and the REST API.
+FLOE_AGENT_API_THREADS = env_int("FLOE_AGENT_API_THREADS", 16, minimum=1)
+FLOE_AGENT_API_COMMIT_CONNECTIONS = env_int("FLOE_AGENT_API_COMMIT_CONNECTIONS", 4, minimum=1)
+FLOE_WEB_THREADS = env_int("FLOE_WEB_THREADS", 16, minimum=1)
 
 # Invitations are emailed through this backend (SMTP: EMAIL_HOST, EMAIL_PORT,
 # EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS); the console shows the link too.

@@ -1,4 +1,5 @@
-"""WSGI entry point (gunicorn controlplane.wsgi)."""
+"""WSGI entry point: Django alone (Django's test client and tools use it). The web server
+runs ``controlplane.asgi``, which serves agents' commits in groups."""
 
 import os
 

@@ -1,12 +1,97 @@
-"""Shared fixtures: REST clients authenticated by API key, organizations, clusters."""
+"""Shared fixtures: the live server, REST clients authenticated by API key,
+organizations, clusters."""
 
 from __future__ import annotations
+
+import socket
+import threading
+import time
 
 import pytest
 from rest_framework.test import APIClient
 
 from controlplane.models import ApiKey
 from tests import factories
+
+
+class AsgiLiveServer:
+    """pytest-django's ``live_server``, serving what the web server serves (`make run`,
+    docker-compose): ``controlplane.asgi`` under uvicorn — the agent API on the event loop
+    with its commit pipeline, the rest Django's WSGI app in threads (with static files, as
+    Django's own live server) — so every test that talks HTTP to the control plane goes
+    through the production paths."""
+
+    def __init__(self, host: str = "localhost") -> None:
+        import uvicorn
+        from django.contrib.staticfiles.handlers import StaticFilesHandler
+        from django.core.handlers.wsgi import WSGIHandler
+        from django.test.utils import modify_settings
+
+        from controlplane.asgi import web_app
+
+        self.host = host
+        self._socket = socket.socket()
+        self._socket.bind((host, 0))
+        self.port = self._socket.getsockname()[1]
+        config = uvicorn.Config(
+            web_app(StaticFilesHandler(WSGIHandler())),
+            lifespan="on",
+            log_level="warning",
+            access_log=False,
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self._socket]}, daemon=True
+        )
+        self._live_server_modified_settings = modify_settings(ALLOWED_HOSTS={"append": host})
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the live server did not start")
+            time.sleep(0.01)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        return self.url
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        self._socket.close()
+
+
+def _wait_for_other_sessions_to_end(timeout_s: float = 10.0) -> None:
+    """The server closed its connections; PostgreSQL ends their sessions a moment later,
+    and the test database cannot be dropped while one is left."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0] == 0:
+                break
+            time.sleep(0.05)
+    connection.close()
+
+
+@pytest.fixture(scope="session")
+def live_server(django_db_setup, django_db_blocker):
+    """The control plane's web server on a free port, for the whole session (pytest-django's
+    own helper grants the tests using it transactional database access). It needs the test
+    database first, and stops (closing its connections) before the database is dropped."""
+    server = AsgiLiveServer()
+    yield server
+    server.stop()
+    with django_db_blocker.unblock():
+        _wait_for_other_sessions_to_end()
 
 
 @pytest.fixture

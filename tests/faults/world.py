@@ -2,7 +2,7 @@
 
 A PostgreSQL of its own (initdb'd from the `pgserver` package's binaries into a temporary
 folder, on its own port — never the machine's PostgreSQL, which others use), the control
-plane's web server under gunicorn, moto's S3 server behind a `TcpProxy`, and two agents
+plane's web server under uvicorn, moto's S3 server behind a `TcpProxy`, and two agents
 whose control-plane connections go through another `TcpProxy`. Agents and the web server
 keep their ports across restarts, so clients bootstrapped to them find them again.
 """
@@ -89,7 +89,7 @@ class LocalPostgres:
 
 
 class WebServer:
-    """The control plane's web server (gunicorn, one worker, threads) on a fixed port."""
+    """The control plane's web server (uvicorn, ``controlplane.asgi``) on a fixed port."""
 
     def __init__(self, env: dict[str, str], folder: Path) -> None:
         self.env = env
@@ -101,9 +101,9 @@ class WebServer:
     def start(self) -> None:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "controlplane.wsgi", "-b",
-                 f"127.0.0.1:{self.port}", "--worker-class", "gthread", "--workers", "1",
-                 "--threads", "16", "--timeout", "60", "--graceful-timeout", "5"],
+                [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host",
+                 "127.0.0.1", "--port", str(self.port), "--timeout-graceful-shutdown", "5",
+                 "--no-access-log"],
                 cwd=REPO, env=self.env, stdout=log, stderr=log,
             )  # fmt: skip
         deadline = time.monotonic() + 30
@@ -120,7 +120,7 @@ class WebServer:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-        # gunicorn's worker is a child: a killed arbiter leaves it to notice alone.
+        # The port closes with the process; wait until it has.
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             with socket.socket() as sock:

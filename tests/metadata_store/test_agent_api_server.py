@@ -1,0 +1,98 @@
+"""The agent API as the web server serves it (``controlplane.asgi``, on its event loop):
+the same answers as the Django views — short JSON for every error — over real HTTP."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from urllib.parse import urlsplit
+
+import pytest
+
+from metadata_store.agent_api import endpoint
+from metadata_store.models import SegmentFile
+from metadata_store.topics import topic_create
+from tests.metadata_store.conftest import batch
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _call(live_server, path: str, body: bytes = b"{}", *, method="POST", headers=None):
+    parts = urlsplit(live_server.url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    conn.request(method, path, body=body if method == "POST" else None, headers=headers or {})
+    response = conn.getresponse()
+    data = response.read()
+    conn.close()
+    assert response.getheader("Content-Type") == "application/json", data
+    return response.status, json.loads(data)
+
+
+def _auth(alice) -> dict:
+    return {"Authorization": f"Bearer {alice['agent_key']}"}
+
+
+def test_a_commit_over_http_lands_and_answers_every_batch(live_server, alice):
+    topic = topic_create(cluster=alice["cluster"], name="orders", num_partitions=2)
+    tid = str(topic.id)
+    body = {
+        "file_key": f"{alice['cluster'].public_id}/segments/http.seg",
+        "size": 300,
+        "batches": [
+            batch(tid, 0, 4, pos=0, batch_count=2),
+            batch(tid, 1, 1, pos=100),
+            batch(tid, 1, 2, pos=200, producer_id=3, producer_epoch=0, base_sequence=0),
+        ],
+    }
+    status, answer = _call(
+        live_server, "/agent/v1/commit", json.dumps(body).encode(), headers=_auth(alice)
+    )
+    assert status == 200
+    assert [(b["error_code"], b["base_offset"]) for b in answer["batches"]] == [
+        (0, 0),
+        (0, 0),
+        (0, 1),
+    ]
+    # Sent again (an agent that lost the answer): the same answer, nothing stored twice.
+    again = _call(live_server, "/agent/v1/commit", json.dumps(body).encode(), headers=_auth(alice))
+    assert again == (200, answer)
+    assert SegmentFile.objects.filter(cluster=alice["cluster"]).count() == 1
+
+
+def test_other_calls_are_served_in_threads_with_the_same_answers(live_server, alice):
+    topic_create(cluster=alice["cluster"], name="orders", num_partitions=1)
+    status, answer = _call(
+        live_server, "/agent/v1/topics/list", b'{"names": null}', headers=_auth(alice)
+    )
+    assert status == 200 and [t["name"] for t in answer["topics"]] == ["orders"]
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "headers", "body", "status"),
+    [
+        pytest.param("/agent/v1/commit", "GET", None, b"", 405, id="get"),
+        pytest.param("/agent/v1/commit", "POST", {}, b"{}", 401, id="no-key"),
+        pytest.param("/agent/v1/heartbeat", "POST", {"Authorization": "Bearer x"}, b"{}", 401,
+                     id="unknown-key"),
+        pytest.param("/agent/v1/commit", "POST", "key", b'{"size": 1', 400, id="not-json"),
+        pytest.param("/agent/v1/commit", "POST", "key", b'{"file_key": "x", "size": 1,'
+                     b' "batches": []}', 400, id="not-the-clusters-file"),
+        pytest.param("/agent/v1/nothing-here", "POST", "key", b"{}", 404, id="unknown-call"),
+    ],
+)  # fmt: skip
+def test_every_error_is_short_json(live_server, alice, path, method, headers, body, status):
+    headers = _auth(alice) if headers == "key" else headers
+    got, answer = _call(live_server, path, body, method=method, headers=headers)
+    assert got == status and set(answer) == {"error"} and answer["error"], answer
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_read(live_server, alice):
+    parts = urlsplit(live_server.url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    conn.putrequest("POST", "/agent/v1/commit")
+    conn.putheader("Authorization", f"Bearer {alice['agent_key']}")
+    conn.putheader("Content-Length", str(endpoint.MAX_BODY_BYTES + 1))
+    conn.endheaders()
+    response = conn.getresponse()
+    assert response.status == 413 and "larger than" in json.loads(response.read())["error"]
+    conn.close()
