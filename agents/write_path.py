@@ -106,13 +106,33 @@ class _Segment:
 
 @dataclass(frozen=True)
 class _Written:
-    """A sealed segment laid out: the file's bytes, the commit's batch entries in file
-    order, and for each of them the batch's index in append order."""
+    """A sealed segment laid out: the file's bytes, an entry per batch in file order and
+    for each the batch's index in append order, and the commit's entries (`entries`:
+    batches of a partition side by side that carry no producer id are one entry, of
+    `entry_batches` batches)."""
 
     data: bytes
     commit_batches: list[dict[str, Any]]
     append_index: list[int]
     uncompressed: list[int] = field(default_factory=list)  # per batch, in file order
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    entry_batches: list[int] = field(default_factory=list)
+
+    def per_batch(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The commit's results per entry as results per batch (file order): the batches
+        of an entry follow its first one's base offset record by record."""
+        if len(self.entries) == len(self.commit_batches):
+            return results
+        out: list[dict[str, Any]] = []
+        batches = iter(self.commit_batches)
+        for result, count in zip(results, self.entry_batches, strict=True):
+            base = result["base_offset"]
+            for _ in range(count):
+                out.append({**result, "base_offset": base})
+                records = next(batches)["records"]
+                if base >= 0:
+                    base += records
+        return out
 
     def in_append_order(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Commit results (file order) rearranged to the order batches were appended."""
@@ -162,7 +182,39 @@ def _lay_out(batches: list[BatchToWrite]) -> _Written:
                 uncompressed.append(uncompressed_size(batch.data, header))
             except CorruptRecord:  # valid CRC, undecodable payload: count what was sent
                 uncompressed.append(len(batch.data))
-    return _Written(builder.finish(), entries, order, uncompressed)
+    merged, counts = _merged_entries(entries)
+    return _Written(builder.finish(), entries, order, uncompressed, merged, counts)
+
+
+def _merged_entries(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
+    """The commit's entries (docs/AGENT_API.md "commit"): a partition's batches side by
+    side without a producer id become one entry of `batch_count` batches — nothing about
+    them tells the control plane more than their total, and a 100-batch segment over 50
+    partitions is then 50 entries, not 100. An idempotent or transactional batch is an
+    entry of its own (its sequence is checked batch by batch)."""
+    merged: list[dict[str, Any]] = []
+    counts: list[int] = []
+    for entry in entries:
+        plain = entry["producer_id"] < 0 and not entry.get("transactional")
+        last = merged[-1] if merged else None
+        if (
+            plain
+            and last is not None
+            and last["producer_id"] < 0
+            and not last.get("transactional")
+            and last["topic_id"] == entry["topic_id"]
+            and last["partition"] == entry["partition"]
+            and last["pos"] + last["len"] == entry["pos"]
+        ):
+            last["len"] += entry["len"]
+            last["records"] += entry["records"]
+            last["max_ts"] = max(last["max_ts"], entry["max_ts"])
+            last["batch_count"] = last.get("batch_count", 1) + 1
+            counts[-1] += 1
+        else:
+            merged.append(dict(entry))
+            counts.append(1)
+    return merged, counts
 
 
 class CommitWatch:
@@ -459,11 +511,11 @@ class SegmentWriter:
         self, key: str, written: _Written
     ) -> tuple[list[dict[str, Any]] | None, int, str]:
         """The commit answer, one result per batch in file order (the body's order)."""
-        body = {"file_key": key, "size": len(written.data), "batches": written.commit_batches}
+        body = {"file_key": key, "size": len(written.data), "batches": written.entries}
         try:
-            results, code, outcome = await self._commit_attempts(
-                key, body, len(written.commit_batches)
-            )
+            results, code, outcome = await self._commit_attempts(key, body, len(written.entries))
+            if results is not None:
+                results = written.per_batch(results)
         finally:
             self._attempt_started = None
         if outcome == "commit_failed":

@@ -49,9 +49,9 @@ class FakeControlPlane:
         return self.answered[body["file_key"]]
 
 
-def batch(partition: int, records: int = 1, value_size: int = 10) -> BatchToWrite:
+def batch(partition: int, records: int = 1, value_size: int = 10, **producer) -> BatchToWrite:
     data = encode_batch(
-        [RecordInput(value=bytes(value_size)) for _ in range(records)], base_offset=0
+        [RecordInput(value=bytes(value_size)) for _ in range(records)], base_offset=0, **producer
     )
     ((_, _, header),) = list(iter_batches(data))
     return BatchToWrite(TOPIC, partition, memoryview(data), header)
@@ -196,6 +196,59 @@ def test_a_request_is_never_split_across_two_segments():
         assert [(e.position, e.length) for e in entries] == [
             (b["pos"], b["len"]) for b in commit["batches"]
         ]
+
+
+def test_a_partitions_batches_without_a_producer_id_are_one_commit_entry():
+    """Side by side in the file, a partition's plain batches are one entry of the commit
+    (`batch_count`); each request still gets its own batches' offsets, record by record."""
+    store = open_store(f"mem://{uuid.uuid4()}")
+    client = FakeControlPlane()
+
+    async def scenario():
+        writer = make_writer(store.put, client, max_age_ms=5000)
+        first = writer.append([batch(0, 2), batch(1, 5)], wait=True)
+        second = writer.append([batch(0, 3), batch(0, 1), batch(1, 4)], wait=True)
+        await writer.close()
+        return await first, await second
+
+    first, second = run(scenario())
+    (commit,) = client.commits
+    entries = [(e["partition"], e["records"], e.get("batch_count", 1)) for e in commit["batches"]]
+    assert entries == [(0, 6, 3), (1, 9, 2)]
+    index = read_index(store.get(commit["file_key"]))
+    assert [(e["pos"], e["len"]) for e in commit["batches"]] == [
+        (index[0].position, sum(e.length for e in index[:3])),
+        (index[3].position, sum(e.length for e in index[3:])),
+    ]
+    assert [r["base_offset"] for r in first] == [0, 0]  # partition 0, partition 1
+    assert [r["base_offset"] for r in second] == [2, 5, 5]
+
+
+def test_idempotent_and_transactional_batches_are_entries_of_their_own():
+    store = open_store(f"mem://{uuid.uuid4()}")
+    client = FakeControlPlane()
+    idempotent = {"producer_id": 7, "producer_epoch": 0}
+
+    async def scenario():
+        writer = make_writer(store.put, client, max_age_ms=5000)
+        done = writer.append(
+            [
+                batch(0, 2),
+                batch(0, 2, **idempotent, base_sequence=0),
+                batch(0, 2, **idempotent, base_sequence=2),
+                batch(0, 2, producer_id=8, producer_epoch=0, is_transactional=True),
+                batch(0, 2),
+                batch(0, 2),
+            ],
+            wait=True,
+        )
+        await writer.close()
+        return await done
+
+    answers = run(scenario())
+    (commit,) = client.commits
+    assert [e.get("batch_count", 1) for e in commit["batches"]] == [1, 1, 1, 1, 2]
+    assert [r["base_offset"] for r in answers] == [0, 2, 4, 6, 8, 10]
 
 
 def test_segments_are_named_by_cluster_and_date():
