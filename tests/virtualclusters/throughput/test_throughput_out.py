@@ -29,7 +29,9 @@ def test_a_consumer_s_fetches_become_throughput_out(agent, client):  # noqa: F81
     for n in range(12):
         producer.produce("clicks", value=b"click-%d" % n)
     assert producer.flush(30) == 0
-    throughput_sample(cluster=cluster, at=timezone.now() - timedelta(minutes=1))
+    # Two samples exactly a minute apart, whatever the consumer below takes.
+    first = timezone.now() - timedelta(minutes=1)
+    throughput_sample(cluster=cluster, at=first)
 
     assert len(consume_all(running.bootstrap, "clicks", 1, 12)) == 12
     deadline = time.monotonic() + 10  # the next heartbeat (every 3 s) carries the counters
@@ -38,7 +40,7 @@ def test_a_consumer_s_fetches_become_throughput_out(agent, client):  # noqa: F81
         if any(records for _, records in stats.get("consumed_by_topic", {}).values()):
             break
         time.sleep(0.2)
-    throughput_sample(cluster=cluster)
+    throughput_sample(cluster=cluster, at=first + timedelta(minutes=1))
 
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {make_api_key(org)}")
