@@ -1,4 +1,4 @@
-"""Shared harness for benchmarks: a bench database, a control plane under gunicorn."""
+"""Shared harness for benchmarks: a bench database, the control plane's web server."""
 
 from __future__ import annotations
 
@@ -65,23 +65,23 @@ def django_setup(env: dict) -> None:
 
 
 @contextlib.contextmanager
-def control_plane(env: dict, *, workers: int = 2, threads: int = 16):
-    """A gunicorn control plane on a free port; yields its base URL."""
+def control_plane(env: dict, *, workers: int = 1):
+    """The web server (uvicorn, ``controlplane.asgi``, as `make run` and docker-compose
+    start it) on a free port; yields its base URL."""
     port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "gunicorn",
-            "controlplane.wsgi",
-            "--bind",
-            f"127.0.0.1:{port}",
+            "uvicorn",
+            "controlplane.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
             "--workers",
             str(workers),
-            "--threads",
-            str(threads),
-            "--worker-class",
-            "gthread",
+            "--no-access-log",
             "--log-level",
             "warning",
         ],

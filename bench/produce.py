@@ -1,6 +1,6 @@
 """Produce and consume through one agent: throughput and latency, with confluent-kafka.
 
-Starts a control plane (gunicorn, bench database) and one agent with a file:// bucket —
+Starts a control plane (uvicorn, bench database) and one agent with a file:// bucket —
 or uses `--control-plane-url` + `--agent-key` of a running control plane, or measures a
 running agent given by `--bootstrap` — then, for each
 `--batch-timeouts` value (default 250 and 50 ms) and each `--partitions` count (default

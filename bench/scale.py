@@ -1,6 +1,6 @@
 """A cluster with 10,000 partitions, and 1,000 idle connections on one agent.
 
-Starts a control plane (gunicorn, bench database) and one agent with a file:// bucket,
+Starts a control plane (uvicorn, bench database) and one agent with a file:// bucket,
 then measures, with confluent-kafka:
 
 1. CreateTopics of `--topics` topics with `--partitions` partitions each (default 10 ×

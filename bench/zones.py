@@ -1,7 +1,7 @@
 """The read path per zone: object-store GETs per MiB delivered, cross-zone bytes, and
 catch-up speed as a zone grows.
 
-Starts a control plane (gunicorn, database `floe_bench_zones`), a writer agent in zone
+Starts a control plane (uvicorn, database `floe_bench_zones`), a writer agent in zone
 `w` and, per bucket (file:// and s3:// on moto's server over HTTP), two zones of two
 agents. The writer produces `--mib` MiB of incompressible 16 KiB records to an
 8-partition topic (8 MiB segments); then `--consumers` consumers per zone, each naming
