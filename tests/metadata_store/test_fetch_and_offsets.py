@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from metadata_store import store
+from metadata_store.agent_api import schemas
 from tests.metadata_store.conftest import batch
 
 pytestmark = pytest.mark.django_db
@@ -197,3 +199,37 @@ def test_topics_can_be_listed_by_id(agent_api):
     agent_api.create_topic("other")
     listed = agent_api("topics/list", {"topic_ids": [tid, "not-a-uuid"]})["topics"]
     assert [(t["name"], t["topic_id"]) for t in listed] == [("by-id", tid)]
+
+
+def test_a_plan_reads_a_bounded_number_of_index_rows_however_long_the_partition(agent_api, alice):
+    """A consumer catching up from offset 0 of a partition of 4,000 runs: the plan reads
+    the runs from its offset on in order and stops at FETCH_PLAN_MAX_RUNS — not every run
+    past the offset (a bitmap scan of the partition, then a sort: work that grows with the
+    partition)."""
+    tid = agent_api.create_topic("long", 1)
+    cluster_id = alice["cluster"].pk
+    batches = schemas.commit_batches([batch(tid, 0, 10, pos=0, length=1000)])
+    ids = store.partition_ids(cluster_id, batches)
+    commits = [
+        store.file_commit_prepare(
+            file_key=f"{alice['cluster'].public_id}/long/{i}.seg", size=1000, batches=batches,
+            ids=ids,
+        )
+        for i in range(4000)
+    ]  # fmt: skip
+    with store._cursor() as cursor:
+        cursor.execute(store.COMMIT_SQL, store.commit_params(cluster_id, commits))
+        cursor.execute("SELECT pg_stat_get_xact_tuples_fetched('floe_batch'::regclass)")
+        (before,) = cursor.fetchone()
+    answer = plan(agent_api, tid, 0, max_bytes=1 << 20, total=50 << 20)
+    with store._cursor() as cursor:
+        cursor.execute("SELECT pg_stat_get_xact_tuples_fetched('floe_batch'::regclass)")
+        (after,) = cursor.fetchone()
+        # The test's transaction goes on with the planner's usual settings.
+        cursor.execute(
+            "SELECT current_setting('enable_bitmapscan'), current_setting('enable_seqscan')"
+        )
+        assert cursor.fetchone() == ("on", "on")
+    assert answer["high_watermark"] == 40_000
+    assert [b["base_offset"] for b in answer["batches"]] == list(range(0, 1280, 10))
+    assert after - before <= store.FETCH_PLAN_MAX_RUNS + 1, after - before
