@@ -9,7 +9,7 @@ transaction: a marker per written partition (``floe_txn_marker``, one offset eac
 the pending group offsets committed or dropped, the state moved on.
 
 Locks: ending a transaction takes its partitions (in id order) before the producer row,
-the same order as a commit of transactional batches (``store._commit_one``), so the two
+the same order as a commit of transactional batches (``floe_commit_files``), so the two
 never deadlock; the other calls lock only the producer row.
 """
 
