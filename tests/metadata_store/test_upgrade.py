@@ -62,6 +62,18 @@ def _fill_old_schema(apps) -> dict:
     return {"cluster_id": cluster.pk, "topic_id": topic.id}
 
 
+def producer_commit(cluster_id: int, topic, name: str, *, records: int, sequence: int):
+    """A file of one batch of producer 7 (epoch 0) in partition 0, committed."""
+    batch = {"topic_id": str(topic.id), "partition": 0, "pos": 0, "len": 100}
+    batch.update(records=records, producer_id=7, producer_epoch=0, base_sequence=sequence)
+    return store.file_commit(
+        cluster_id=cluster_id,
+        file_key=f"vci_upgrade/segments/{name}.seg",
+        size=100,
+        batches=commit_batches([batch]),
+    )
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_move_keeps_every_row_and_the_new_code_carries_on():
     old = _migrate(BEFORE)
@@ -94,45 +106,9 @@ def test_the_move_keeps_every_row_and_the_new_code_carries_on():
         (10, 19),
         (20, 29),
     ]
-    answer = store.file_commit(
-        cluster_id=made["cluster_id"],
-        file_key="vci_upgrade/segments/after.seg",
-        size=100,
-        batches=commit_batches(
-            [
-                {
-                    "topic_id": str(topic.id),
-                    "partition": 0,
-                    "pos": 0,
-                    "len": 100,
-                    "records": 4,
-                    "producer_id": 7,
-                    "producer_epoch": 0,
-                    "base_sequence": 30,
-                }
-            ]
-        ),
-    )
+    answer = producer_commit(made["cluster_id"], topic, "after", records=4, sequence=30)
     assert answer == [{"error_code": 0, "base_offset": 30, "log_start_offset": 0}]
-    retried = store.file_commit(
-        cluster_id=made["cluster_id"],
-        file_key="vci_upgrade/segments/retry.seg",
-        size=100,
-        batches=commit_batches(
-            [
-                {
-                    "topic_id": str(topic.id),
-                    "partition": 0,
-                    "pos": 0,
-                    "len": 100,
-                    "records": 10,
-                    "producer_id": 7,
-                    "producer_epoch": 0,
-                    "base_sequence": 10,
-                }
-            ]
-        ),
-    )
+    retried = producer_commit(made["cluster_id"], topic, "retry", records=10, sequence=10)
     assert retried == [
         {"error_code": 0, "base_offset": 10, "log_start_offset": 0, "duplicate": True}
     ]
