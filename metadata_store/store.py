@@ -260,11 +260,6 @@ def _stable_offsets(cursor, partition_ids: list[int]) -> dict[int, int]:
     return dict(cursor.fetchall())
 
 
-# The planner settings of fetch_plan's run query, local to its transaction.
-_PLAN_SCANS = ("enable_bitmapscan", "enable_seqscan")
-_INDEX_ORDER_ONLY = "SELECT " + ", ".join(f"set_config('{s}', 'off', true)" for s in _PLAN_SCANS)
-
-
 def fetch_plan(
     *, cluster_id: int, partitions: list[dict], max_bytes: int, isolation_level: int = 0
 ) -> list[dict]:
@@ -272,8 +267,7 @@ def fetch_plan(
     transaction markers among them. READ_COMMITTED (`isolation_level` 1, KIP-98) stops at
     the last stable offset and lists the aborted transactions in the range."""
     read_committed = isolation_level == 1
-    nested = connection.in_atomic_block
-    with transaction.atomic(), _cursor() as cursor:
+    with _cursor() as cursor:
         wanted = [(_as_uuid(p.get("topic_id")), p.get("partition", -1)) for p in partitions]
         rows = _partitions_for(cursor, cluster_id, sorted({w for w in wanted if w[0]}), lock=False)
         stable = _stable_offsets(cursor, sorted({r.id for r in rows.values()}))
@@ -308,35 +302,16 @@ def fetch_plan(
         if not to_read:
             return answers
         # Per partition: runs and markers from the offset on (below the end) while the
-        # running byte count stays under the partition's budget, plus the one that
-        # crosses it (the agent trims runs to the budgets batch by batch, KIP-74).
-        # Bounded work: each partition's runs are read in index order and the read stops
-        # at FETCH_PLAN_MAX_RUNS. The planner cannot know how many runs lie past an offset
-        # and, guessing few, prefers a bitmap scan of all of them and a sort — from
-        # offset 0, every run of the partition, for every plan of a consumer catching up
-        # (measured: 4,000 heap rows for 128 used). So, for this statement alone, it
-        # gets only ordered index scans.
-        cursor.execute(_INDEX_ORDER_ONLY)
+        # bytes before each stay under the partition's budget, so the one that crosses it
+        # comes too (the agent trims runs to the budgets batch by batch, KIP-74); read in
+        # index order, no further than that (``floe_plan_runs``, migration 0009).
         cursor.execute(
-            "SELECT r.i, b.base_offset, b.last_offset, b.position, b.length, b.batch_count,"
+            "SELECT b.i, b.base_offset, b.last_offset, b.position, b.length, b.batch_count,"
             " f.key, f.level, b.m_pid, b.m_epoch, b.m_commit, b.m_ts"
-            " FROM unnest(%s::int[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])"
-            "   AS r(i, pid, off, budget, upto)"
-            " CROSS JOIN LATERAL (SELECT * FROM (SELECT *,"
-            "   sum(length) OVER (ORDER BY last_offset) - length AS before FROM ("
-            "   (SELECT base_offset, last_offset, position, length, batch_count, file_id,"
-            "      NULL::bigint AS m_pid, NULL::smallint AS m_epoch, NULL::bool AS m_commit,"
-            "      NULL::bigint AS m_ts FROM floe_batch"
-            "     WHERE partition_id = r.pid AND last_offset >= r.off AND base_offset < r.upto"
-            "     ORDER BY last_offset LIMIT %s)"
-            "   UNION ALL"
-            "   (SELECT marker_offset, marker_offset, 0, %s, 1, NULL, producer_id,"
-            "      producer_epoch, committed, timestamp FROM floe_txn_marker"
-            "     WHERE partition_id = r.pid AND marker_offset >= r.off AND marker_offset < r.upto"
-            "     ORDER BY marker_offset LIMIT %s)"
-            "   ORDER BY last_offset LIMIT %s) x) y WHERE y.before < r.budget) b"
+            " FROM floe_plan_runs(%s::int[], %s::bigint[], %s::bigint[], %s::bigint[],"
+            "   %s::bigint[], %s, %s) b"
             " LEFT JOIN floe_file f ON f.id = b.file_id"
-            " ORDER BY r.i, b.last_offset",
+            " ORDER BY b.i, b.last_offset",
             [
                 [t[0] for t in to_read],
                 [t[1] for t in to_read],
@@ -345,14 +320,9 @@ def fetch_plan(
                 [t[3] for t in to_read],
                 FETCH_PLAN_MAX_RUNS,
                 MARKER_BYTES,
-                FETCH_PLAN_MAX_RUNS,
-                FETCH_PLAN_MAX_RUNS,
             ],
         )
         rows = cursor.fetchall()
-        if nested:  # the caller's transaction goes on, with the session's settings
-            for setting in _PLAN_SCANS:
-                cursor.execute(f"RESET {setting}")
         budget = max_bytes
         part_budget = {t[0]: partitions[t[0]].get("max_bytes", max_bytes) for t in to_read}
         first = True

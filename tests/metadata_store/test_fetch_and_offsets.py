@@ -203,9 +203,9 @@ def test_topics_can_be_listed_by_id(agent_api):
 
 def test_a_plan_reads_a_bounded_number_of_index_rows_however_long_the_partition(agent_api, alice):
     """A consumer catching up from offset 0 of a partition of 4,000 runs: the plan reads
-    the runs from its offset on in order and stops at FETCH_PLAN_MAX_RUNS — not every run
-    past the offset (a bitmap scan of the partition, then a sort: work that grows with the
-    partition)."""
+    the runs from its offset on in order and stops at FETCH_PLAN_MAX_RUNS, or sooner when
+    the budget is spent — not every run past the offset (a bitmap scan of the partition,
+    then a sort: work that grows with the partition)."""
     tid = agent_api.create_topic("long", 1)
     cluster_id = alice["cluster"].pk
     batches = schemas.commit_batches([batch(tid, 0, 10, pos=0, length=1000)])
@@ -233,3 +233,10 @@ def test_a_plan_reads_a_bounded_number_of_index_rows_however_long_the_partition(
     assert answer["high_watermark"] == 40_000
     assert [b["base_offset"] for b in answer["batches"]] == list(range(0, 1280, 10))
     assert after - before <= store.FETCH_PLAN_MAX_RUNS + 1, after - before
+    # And no further than the budget needs: 10 runs of 1,000 bytes.
+    answer = plan(agent_api, tid, 0, max_bytes=10_000, total=50 << 20)
+    with store._cursor() as cursor:
+        cursor.execute("SELECT pg_stat_get_xact_tuples_fetched('floe_batch'::regclass)")
+        (read,) = cursor.fetchone()
+    assert [b["base_offset"] for b in answer["batches"]] == list(range(0, 100, 10))
+    assert read - after < store.FETCH_PLAN_MAX_RUNS // 2, read - after
