@@ -76,6 +76,10 @@ class Probe:
         self.acked_at: dict[int, float] = {}
         self.failed: dict[int, str] = {}
         self.ended_at: float | None = None
+        # The producer's thread writes sent_at and acked_at while the test reads them: a
+        # read copies under this lock (a copy without it can meet a write mid-way when a
+        # garbage collection in the copy runs Python code that lets the other thread in).
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -96,7 +100,8 @@ class Probe:
             if now < next_at:
                 self.producer.poll(min(next_at - now, 0.05))
                 continue
-            self.sent_at[seq] = now
+            with self._lock:
+                self.sent_at[seq] = now
             try:
                 self.producer.produce(
                     self.topic, value=b"%d" % seq, on_delivery=self._delivered(seq)
@@ -109,10 +114,11 @@ class Probe:
 
     def _delivered(self, seq: int):
         def done(err, msg) -> None:
-            if err is None:
-                self.acked_at[seq] = time.monotonic()
-            else:
-                self.failed[seq] = str(err)
+            with self._lock:
+                if err is None:
+                    self.acked_at[seq] = time.monotonic()
+                else:
+                    self.failed[seq] = str(err)
 
         return done
 
@@ -121,9 +127,9 @@ class Probe:
         start = time.monotonic()
         deadline = start + timeout_s
         while time.monotonic() < deadline:
-            fresh = sum(
-                1 for s, t in list(self.sent_at.items()) if t >= start and s in self.acked_at
-            )
+            with self._lock:
+                sent, acked = dict(self.sent_at), set(self.acked_at)
+            fresh = sum(1 for s, t in sent.items() if t >= start and s in acked)
             if fresh >= count:
                 return True
             time.sleep(0.05)
@@ -135,7 +141,9 @@ class Probe:
     def recovered_s(self) -> float | None:
         """From the fault's end to the first acknowledgement after it."""
         assert self.ended_at is not None
-        after = [t for t in self.acked_at.values() if t >= self.ended_at]
+        with self._lock:
+            acked = list(self.acked_at.values())
+        after = [t for t in acked if t >= self.ended_at]
         return (min(after) - self.ended_at) if after else None
 
     def read_back(self, timeout_s: float = 60) -> Counter:
