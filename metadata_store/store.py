@@ -322,11 +322,10 @@ def fetch_plan(
                 MARKER_BYTES,
             ],
         )
-        rows = cursor.fetchall()
         budget = max_bytes
         part_budget = {t[0]: partitions[t[0]].get("max_bytes", max_bytes) for t in to_read}
         first = True
-        for row in rows:
+        for row in cursor.fetchall():
             index, base, last, position, length, batches, key, level = row[:8]
             # KIP-74: the first run of the response is returned whatever the limits, so a
             # consumer always makes progress; a later one only while budget is left.

@@ -34,17 +34,17 @@ SET enable_bitmapscan = off SET enable_seqscan = off AS $$
 DECLARE
     k int;
     used bigint;
-    marked bigint[];  -- the partitions with a marker in their range (transactions)
+    marked bool[];  -- per k: a transaction marker lies in the range
 BEGIN
-    SELECT coalesce(array_agg(DISTINCT r.pid), '{}') INTO marked
-      FROM unnest(p_part, p_off, p_upto) AS r(pid, off, upto)
-     WHERE EXISTS (SELECT 1 FROM floe_txn_marker m
-                    WHERE m.partition_id = r.pid AND m.marker_offset >= r.off
-                      AND m.marker_offset < r.upto);
+    SELECT array_agg(EXISTS (SELECT 1 FROM floe_txn_marker m
+                              WHERE m.partition_id = r.pid AND m.marker_offset >= r.off
+                                AND m.marker_offset < r.upto) ORDER BY r.k)
+      INTO marked
+      FROM unnest(p_part, p_off, p_upto) WITH ORDINALITY AS r(pid, off, upto, k);
     FOR k IN 1..coalesce(cardinality(p_part), 0) LOOP
         i := p_index[k];
         used := 0;
-        IF p_part[k] = ANY(marked) THEN
+        IF marked[k] THEN
             FOR base_offset, last_offset, "position", length, batch_count, file_id,
                 m_pid, m_epoch, m_commit, m_ts IN
                 (SELECT b.base_offset, b.last_offset, b.position, b.length, b.batch_count,
