@@ -91,16 +91,11 @@ def _after_call() -> None:
             conn.close()
 
 
-def _in_thread(handler: Callable, schema: type, authorization: str, body: bytes):
+def _in_thread(call: Callable, *args):
+    """`call(*args)` in a thread of the agent API's pool, its Django connection looked
+    after as a request's would be."""
     try:
-        return endpoint.respond(handler, schema, authorization, body)
-    finally:
-        _after_call()
-
-
-def _cluster_in_thread(authorization: str):
-    try:
-        return endpoint.cluster_for(authorization)
+        return call(*args)
     finally:
         _after_call()
 
@@ -125,13 +120,6 @@ def _decode_commit(body: bytes, prefix: str) -> schemas.CommitRequest:
     request = schemas.decode(body, schemas.CommitRequest)
     schemas.validate_commit(request, cluster_prefix=prefix)
     return request
-
-
-def _partition_ids_in_thread(cluster_id: int, batches) -> list[int]:
-    try:
-        return store.partition_ids(cluster_id, batches)
-    finally:
-        _after_call()
 
 
 class AgentApi:
@@ -230,7 +218,13 @@ class AgentApi:
         if view is views.commit:
             return await self._commit(authorization, body)
         return await loop.run_in_executor(
-            self._threads, _in_thread, view.handler, view.schema, authorization, body
+            self._threads,
+            _in_thread,
+            endpoint.respond,
+            view.handler,
+            view.schema,
+            authorization,
+            body,
         )
 
     async def _commit(self, authorization: str, body: bytes) -> tuple[int, dict]:
@@ -239,7 +233,7 @@ class AgentApi:
         if not known:
             try:
                 cluster = await loop.run_in_executor(
-                    self._threads, _cluster_in_thread, authorization
+                    self._threads, _in_thread, endpoint.cluster_for, authorization
                 )
             except DatabaseError as exc:
                 return endpoint.failure("commit", exc)
@@ -255,7 +249,7 @@ class AgentApi:
             ids = store.cached_partition_ids(cluster.pk, request.batches)
             if ids is None:
                 ids = await loop.run_in_executor(
-                    self._threads, _partition_ids_in_thread, cluster.pk, request.batches
+                    self._threads, _in_thread, store.partition_ids, cluster.pk, request.batches
                 )
             commit = store.file_commit_prepare(
                 file_key=request.file_key, size=request.size, batches=request.batches, ids=ids
