@@ -213,7 +213,7 @@ class AgentApi:
             return length
         body = await _read_body(receive)
         if body is None:
-            return 413, {"error": f"the body is larger than {endpoint.MAX_BODY_BYTES} bytes"}
+            return endpoint.TOO_LARGE
         loop = asyncio.get_running_loop()
         if view is views.commit:
             return await self._commit(authorization, body)
@@ -238,7 +238,7 @@ class AgentApi:
             except DatabaseError as exc:
                 return endpoint.failure("commit", exc)
         if cluster is None:
-            return 401, {"error": "missing, unknown or revoked agent key"}
+            return endpoint.NO_KEY
         started = time.perf_counter()
         try:
             prefix = cluster.public_id + "/"

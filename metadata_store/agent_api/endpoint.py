@@ -160,6 +160,11 @@ def succeeded(name: str, started: float) -> None:
     AGENT_API_CALLS.labels(call=name, outcome="ok").inc()
 
 
+# The answers every transport of the agent API gives alike.
+NO_KEY = 401, {"error": "missing, unknown or revoked agent key"}
+TOO_LARGE = 413, {"error": f"the body is larger than {MAX_BODY_BYTES} bytes"}
+
+
 def body_length(content_length: str | None) -> int | tuple[int, dict]:
     """The body's length from its Content-Length header, or the error answer."""
     try:
@@ -167,7 +172,7 @@ def body_length(content_length: str | None) -> int | tuple[int, dict]:
     except ValueError:
         return 400, {"error": "bad request: Content-Length is not a number"}
     if length > MAX_BODY_BYTES:
-        return 413, {"error": f"the body is larger than {MAX_BODY_BYTES} bytes"}
+        return TOO_LARGE
     return length
 
 
@@ -180,7 +185,7 @@ def respond(handler: Callable, schema: type, authorization: str, body: bytes) ->
     except DatabaseError as exc:
         return 503, {"error": _unavailable(exc) or "cannot check the agent key"}
     if cluster is None:
-        return 401, {"error": "missing, unknown or revoked agent key"}
+        return NO_KEY
     started = time.perf_counter()
     try:
         decoded = schemas.decode(body, schema)
