@@ -68,23 +68,11 @@ def django_setup(env: dict) -> None:
 def control_plane(env: dict, *, workers: int = 1):
     """The web server (uvicorn, ``controlplane.asgi``, as `make run` and docker-compose
     start it) on a free port; yields its base URL."""
+    from controlplane import webserver  # the repository is on sys.path (bench_env)
+
     port = free_port()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "controlplane.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--no-access-log",
-            "--log-level",
-            "warning",
-        ],
+        webserver.command(port, workers=workers, access_log=False, log_level="warning"),
         cwd=ROOT,
         env=env,
     )

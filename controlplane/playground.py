@@ -20,6 +20,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from controlplane import webserver
 from controlplane.embedded import data_dir_from_env, postgres_url, redis_url
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,21 +129,7 @@ def main() -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
 
-    start(
-        "web",
-        [
-            PY,
-            "-m",
-            "uvicorn",
-            "controlplane.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(http_port),
-            "--timeout-graceful-shutdown",
-            "5",
-        ],
-    )
+    start("web", webserver.command(http_port))
     console = f"http://127.0.0.1:{http_port}/"
     if not _wait_http(console + "healthz", 60):
         _say(f"make run: the control plane did not answer in 60 s; see {logs / 'web.log'}")

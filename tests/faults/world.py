@@ -19,6 +19,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from controlplane import webserver
 from tests.agents.conftest import AgentProcess, agent_command
 from tests.agents.faults import TcpProxy
 
@@ -101,11 +102,12 @@ class WebServer:
     def start(self) -> None:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host",
-                 "127.0.0.1", "--port", str(self.port), "--timeout-graceful-shutdown", "5",
-                 "--no-access-log"],
-                cwd=REPO, env=self.env, stdout=log, stderr=log,
-            )  # fmt: skip
+                webserver.command(self.port, access_log=False),
+                cwd=REPO,
+                env=self.env,
+                stdout=log,
+                stderr=log,
+            )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
