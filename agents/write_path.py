@@ -192,16 +192,18 @@ def _merged_entries(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
     them tells the control plane more than their total, and a 100-batch segment over 50
     partitions is then 50 entries, not 100. An idempotent or transactional batch is an
     entry of its own (its sequence is checked batch by batch)."""
+
+    def plain(entry: dict[str, Any]) -> bool:
+        return entry["producer_id"] < 0 and not entry.get("transactional")
+
     merged: list[dict[str, Any]] = []
     counts: list[int] = []
     for entry in entries:
-        plain = entry["producer_id"] < 0 and not entry.get("transactional")
         last = merged[-1] if merged else None
         if (
-            plain
-            and last is not None
-            and last["producer_id"] < 0
-            and not last.get("transactional")
+            last is not None
+            and plain(entry)
+            and plain(last)
             and last["topic_id"] == entry["topic_id"]
             and last["partition"] == entry["partition"]
             and last["pos"] + last["len"] == entry["pos"]
