@@ -38,7 +38,8 @@ class SaslCredentialCreateSerializer(StrictSerializer):
         error_messages={"invalid": f"A username is {USERNAME_RULE}."},
     )
     password = serializers.RegexField(
-        rf"^([^\x00]{{{MIN_PASSWORD_LENGTH},{MAX_PASSWORD_LENGTH}}})?$",
+        # Blank ("" = generate one) is allow_blank's own schema branch, not the pattern's.
+        rf"^[^\x00]{{{MIN_PASSWORD_LENGTH},{MAX_PASSWORD_LENGTH}}}$",
         error_messages={
             "invalid": f"A password needs {MIN_PASSWORD_LENGTH}-{MAX_PASSWORD_LENGTH} "
             "characters and no NUL (or leave it out to get a generated one)."

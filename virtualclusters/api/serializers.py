@@ -61,8 +61,9 @@ class ClusterSerializer(serializers.ModelSerializer):
 
 # What bucket_url_clean accepts, as the schema's pattern: file://, s3:// or mem://, no
 # white space, no credentials (no "@"), nothing urlsplit cannot parse (printable ASCII
-# but "@", "[", "]" and "\\"; percent-encode the rest); or empty.
-BUCKET_URL_PATTERN = r"^$|^(file|s3|mem)://[A-Za-z0-9._/~-][!-?A-Z^-~]*$"
+# but "@", "[", "]" and "\\"; percent-encode the rest). Empty is allowed by allow_blank,
+# which the schema writes as its own oneOf branch: the pattern must not match "" too.
+BUCKET_URL_PATTERN = r"^(file|s3|mem)://[A-Za-z0-9._/~-][!-?A-Z^-~]*$"
 
 
 class ClusterCreateSerializer(StrictSerializer):

@@ -21,9 +21,10 @@ def acls_url(alice) -> str:
     return f"/api/v1/clusters/{alice['cluster'].public_id}/acls/"
 
 
-def test_it_creates_a_credential_and_shows_a_generated_password_once(api, alice):
+@pytest.mark.parametrize("blank", [{}, {"password": ""}], ids=["left-out", "blank"])
+def test_it_creates_a_credential_and_shows_a_generated_password_once(api, alice, blank):
     client = api(alice["admin"])
-    created = client.post(creds_url(alice), {"username": "orders-app"}, format="json")
+    created = client.post(creds_url(alice), {"username": "orders-app", **blank}, format="json")
     assert created.status_code == 201, created.json()
     body = created.json()
     assert body["id"].startswith("scr_") and body["username"] == "orders-app"
