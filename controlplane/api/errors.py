@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import DataError
+from django.db import DatabaseError, DataError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -21,7 +21,18 @@ def _first_message(detail) -> str:
     return str(detail)
 
 
+# What Model.save raises (a DatabaseError; Django 6 names it Model.NotUpdated) when the row
+# it updates is gone: deleted by a concurrent request (a cluster deleted while one of its
+# keys is revoked). Nothing left to change: the 404 a request a moment later gets.
+_ROW_GONE = (
+    "Save with update_fields did not affect any rows.",
+    "Forced update did not affect any rows.",
+)
+
+
 def exception_handler(exc, context):
+    if isinstance(exc, DatabaseError) and str(exc) in _ROW_GONE:
+        exc = exceptions.NotFound("Not found: it was deleted while this request ran.")
     if isinstance(exc, DataError):
         # A value the database cannot hold (a NUL in a text, a number out of range) is bad
         # input whichever field it came in: a 400 that says why, never a 500.
