@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DatabaseError, DataError
 from rest_framework import exceptions, status
@@ -21,9 +22,10 @@ def _first_message(detail) -> str:
     return str(detail)
 
 
-# What Model.save raises (a DatabaseError; Django 6 names it Model.NotUpdated) when the row
-# it updates is gone: deleted by a concurrent request (a cluster deleted while one of its
-# keys is revoked). Nothing left to change: the 404 a request a moment later gets.
+# A row the view found is gone when the service reads it again under a lock
+# (ObjectDoesNotExist) or saves it (a DatabaseError with one of these messages; Django 6
+# names it Model.NotUpdated): a concurrent request deleted it — a topic deleted while its
+# configs change, a cluster while one of its keys is revoked. The 404 a moment later's.
 _ROW_GONE = (
     "Save with update_fields did not affect any rows.",
     "Forced update did not affect any rows.",
@@ -31,7 +33,9 @@ _ROW_GONE = (
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, DatabaseError) and str(exc) in _ROW_GONE:
+    if isinstance(exc, ObjectDoesNotExist) or (
+        isinstance(exc, DatabaseError) and str(exc) in _ROW_GONE
+    ):
         exc = exceptions.NotFound("Not found: it was deleted while this request ran.")
     if isinstance(exc, DataError):
         # A value the database cannot hold (a NUL in a text, a number out of range) is bad

@@ -22,20 +22,41 @@ def test_other_errors_are_left_to_the_server_error_path():
     assert exception_handler(RuntimeError("a bug of ours"), {"request": None, "view": None}) is None
 
 
-def test_a_change_to_a_row_deleted_meanwhile_is_a_404_not_a_500(alice):
-    """A key revoked while another request deletes its cluster: the save finds no row."""
+def _gone(change, deleted) -> dict:
+    """What the API answers when `deleted` (another request) ran before `change` did."""
+    from django.core.exceptions import ObjectDoesNotExist
     from django.db import DatabaseError
 
+    deleted()
+    try:
+        change()
+    except (DatabaseError, ObjectDoesNotExist) as exc:
+        response = exception_handler(exc, {"request": None, "view": None})
+    else:
+        raise AssertionError("the change found a row that was deleted")
+    assert response.status_code == 404
+    return response.data
+
+
+GONE = {"error": "Not found: it was deleted while this request ran."}
+
+
+def test_a_key_revoked_while_its_cluster_is_deleted_is_a_404_not_a_500(alice):
+    """The save finds no row."""
     from virtualclusters import services
     from virtualclusters.models import AgentKey
 
     key = AgentKey.objects.get(cluster=alice["cluster"])  # the revoking request's copy
-    alice["cluster"].delete()  # the concurrent request's delete, cascading to its keys
-    try:
-        services.agent_key_revoke(key=key)
-    except DatabaseError as exc:
-        response = exception_handler(exc, {"request": None, "view": None})
-    else:
-        raise AssertionError("the save found a row that was deleted")
-    assert response.status_code == 404
-    assert response.data == {"error": "Not found: it was deleted while this request ran."}
+    revoke = lambda: services.agent_key_revoke(key=key)  # noqa: E731
+    assert _gone(revoke, alice["cluster"].delete) == GONE
+
+
+def test_configs_changed_while_the_topic_is_deleted_is_a_404_not_a_500(alice):
+    """The service's read under a lock finds no row."""
+    from metadata_store.models import Topic
+    from metadata_store.topics import topic_configs_alter
+
+    topic = Topic.objects.create(cluster=alice["cluster"], name="orders", partition_count=1)
+    ops = [{"name": "retention.ms", "value": "1000"}]
+    change = lambda: topic_configs_alter(topic=topic, ops=ops, incremental=True)  # noqa: E731
+    assert _gone(change, Topic.objects.get(pk=topic.pk).delete) == GONE
