@@ -36,8 +36,11 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+## The suite on TEST_WORKERS processes (a file's tests stay together: module fixtures
+## such as a Spark master or the fault suite's world start once).
+TEST_WORKERS ?= 2
 test: install system-deps js-deps lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 run: install
 	@command -v java >/dev/null || echo "note: Java 17+ is not installed; Spark jobs (compaction, retention) will not run until it is."

@@ -6,12 +6,14 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections import Counter
 
 import pytest
 from rest_framework.test import APIClient
 
 from controlplane.models import ApiKey
 from tests import factories
+from tests.faults.probe import FAULT_ROW, Outcome
 
 
 class AsgiLiveServer:
@@ -134,3 +136,30 @@ def api():
         return c
 
     return client
+
+
+# The fault suite's table (tests/faults): each fault test's report carries its row, here in
+# the process that reports the run (the one pytest-xdist's workers send their reports to).
+_FAULT_ROWS: list[str] = []
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.when == "call":
+        _FAULT_ROWS.extend(value for name, value in report.user_properties if name == FAULT_ROW)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not _FAULT_ROWS:
+        return
+    terminalreporter.section("fault suite: every acknowledged message read back once?")
+    terminalreporter.write_line(Outcome.header())
+    for row in _FAULT_ROWS:
+        terminalreporter.write_line(row)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items) -> None:
+    """pytest-xdist hands tests out by node id: two tests with one id would run as one."""
+    twice = sorted(n for n, times in Counter(i.nodeid for i in items).items() if times > 1)
+    if twice:
+        raise pytest.UsageError(f"tests sharing a node id (one would not run): {twice[:3]}")

@@ -1,5 +1,5 @@
 """The fault suite's world (one for the whole suite: starting it is the slow part) and
-the table of figures printed at the end of the run."""
+each fault's figures, which the run prints as a table at its end (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ import logging
 
 import pytest
 
-from tests.faults.probe import Outcome
+from tests.faults.probe import FAULT_ROW, Outcome
 from tests.faults.world import World
 from tests.fixtures_s3 import create_bucket, moto_s3_server
-
-OUTCOMES: list[Outcome] = []
 
 
 @pytest.fixture(scope="session")
@@ -25,15 +23,17 @@ def world():
             built.close()
 
 
-@pytest.fixture(scope="session")
-def outcomes() -> list[Outcome]:
-    return OUTCOMES
+class _Recorder:
+    """`outcomes.append(outcome)`: the figures go with the test's report (from whichever
+    worker process ran it) to the end-of-run table."""
+
+    def __init__(self, node: pytest.Item) -> None:
+        self.node = node
+
+    def append(self, outcome: Outcome) -> None:
+        self.node.user_properties.append((FAULT_ROW, outcome.row()))
 
 
-def pytest_terminal_summary(terminalreporter) -> None:
-    if not OUTCOMES:
-        return
-    terminalreporter.section("fault suite: every acknowledged message read back once?")
-    terminalreporter.write_line(Outcome.header())
-    for outcome in OUTCOMES:
-        terminalreporter.write_line(outcome.row())
+@pytest.fixture
+def outcomes(request) -> _Recorder:
+    return _Recorder(request.node)

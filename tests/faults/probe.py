@@ -8,6 +8,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
+# The user property of a fault test's report that carries its row of the table.
+FAULT_ROW = "fault outcome"
+
 
 @dataclass
 class Outcome:
