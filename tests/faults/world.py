@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -24,7 +25,25 @@ from tests.agents.conftest import AgentProcess, agent_command
 from tests.agents.faults import TcpProxy
 
 REPO = Path(__file__).resolve().parents[2]
-PG_USER = "pgserver"  # initdb refuses root; pgserver's package creates this user
+PG_USER = "pgserver"  # initdb refuses root: the user pgserver's package runs it as
+
+
+def _let_postgres_user_in(bin_folder: Path, data: Path) -> None:
+    """As root, what pgserver's own start does first: the user exists, and it may walk to
+    the binaries (inside .venv, maybe under a mode-700 checkout) and to the data folder.
+    Without it, the world depended on an embedded PostgreSQL started earlier in the run."""
+    from pgserver.utils import (
+        ensure_folder_permissions,
+        ensure_prefix_permissions,
+        ensure_user_exists,
+    )
+
+    ensure_user_exists(PG_USER)
+    ensure_prefix_permissions(data)
+    ensure_prefix_permissions(bin_folder)
+    read, execute = stat.S_IRGRP | stat.S_IROTH, stat.S_IXGRP | stat.S_IXOTH
+    ensure_folder_permissions(bin_folder, read | execute)
+    ensure_folder_permissions(bin_folder.parent / "lib", read)
 
 
 def free_port() -> int:
@@ -57,6 +76,7 @@ class LocalPostgres:
         self._as_user = ["runuser", "-u", PG_USER, "--"] if os.geteuid() == 0 else []
         self.data.mkdir(parents=True)
         if self._as_user:
+            _let_postgres_user_in(self.bin, self.data)
             shutil.chown(folder, PG_USER)
             shutil.chown(self.data, PG_USER)
         self._run(
