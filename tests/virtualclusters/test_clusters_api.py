@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from virtualclusters.models import VirtualCluster
@@ -222,13 +224,17 @@ def test_topic_create_refuses_fields_it_does_not_know(api, alice):
     assert response.json()["details"] == {"partitions": ["Unknown field."]}
 
 
-def test_the_schema_declares_bearer_keys_and_validates_without_warnings(tmp_path):
+def _schema(tmp_path, *options: str) -> dict:
+    """The REST API's OpenAPI schema, as `manage.py spectacular` writes it."""
     from django.core.management import call_command
 
     out = tmp_path / "schema.json"
-    call_command("spectacular", "--validate", "--fail-on-warn", "--format", "openapi-json",
-                 "--file", str(out))  # fmt: skip
-    schema = __import__("json").loads(out.read_text())
+    call_command("spectacular", *options, "--format", "openapi-json", "--file", str(out))
+    return json.loads(out.read_text())
+
+
+def test_the_schema_declares_bearer_keys_and_validates_without_warnings(tmp_path):
+    schema = _schema(tmp_path, "--validate", "--fail-on-warn")
     assert schema["components"]["securitySchemes"]["apiKey"] == {
         "type": "http",
         "scheme": "bearer",
@@ -242,11 +248,8 @@ def test_no_value_matches_two_branches_of_a_schema_one_of(tmp_path):
     that also matches "" makes the blank value valid twice, which oneOf forbids (the
     fuzzer then calls the server's 200 for "" a schema violation)."""
     import jsonschema
-    from django.core.management import call_command
 
-    out = tmp_path / "schema.json"
-    call_command("spectacular", "--format", "openapi-json", "--file", str(out))
-    schema = __import__("json").loads(out.read_text())
+    schema = _schema(tmp_path)
 
     def one_ofs(node):
         if isinstance(node, dict):
