@@ -1,8 +1,8 @@
 """Reading a few records of one partition for a person (the console's message browser).
 
-The control plane asks a live agent of the cluster (`GET /peer/v1/records`, signed with
-the cluster's peer secret), so the bucket stays the customer's: only the agents hold its
-credentials. The records come through the same read path as a consumer's Fetch (fetch
+The control plane asks over the channel the agent opens (`agents.browse_channel`: the
+agent long-polls it and posts the page back), so the bucket stays the customer's: only
+the agents hold its credentials, and the control plane never connects to an agent. The records come through the same read path as a consumer's Fetch (fetch
 plan, zone cache, assigned base offsets) and go back as JSON, keys, values and header
 values in base64.
 """

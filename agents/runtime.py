@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agents import AGENT_VERSION, record_browser
+from agents.browse_channel import BrowseChannel
 from agents.chunk_cache import ChunkCache
 from agents.config import CLIENT_ROLES, AgentConfig
 from agents.context import AgentContext
@@ -220,6 +221,7 @@ class AgentRuntime:
         heartbeat: asyncio.Task | None = None
         lag_watch: asyncio.Task | None = None
         jobs: asyncio.Task | None = None
+        browse_polls: asyncio.Task | None = None
         job_runner: JobRunner | None = None
         try:
             try:
@@ -296,13 +298,18 @@ class AgentRuntime:
                 chunk_bytes=config.cache_chunk_bytes,
                 serve_chunk=cache.serve_peer,
                 relay=dispatcher.relayed,
-                browse=functools.partial(record_browser.browse, self.ctx),
             )
             http_runner = await start_http_on(app, http_sock)
             http_sock = None
             http_port = self.http_port
             heartbeat = asyncio.get_running_loop().create_task(self._heartbeat_loop(port))
             lag_watch = asyncio.get_running_loop().create_task(_watch_loop_lag())
+            browsing = BrowseChannel(
+                self.client,
+                agent_id=config.agent_id,
+                browse=functools.partial(record_browser.browse, self.ctx),
+            )
+            browse_polls = asyncio.get_running_loop().create_task(browsing.run_forever())
             if "jobs" in config.roles:
                 job_runner = JobRunner(
                     self.client,
@@ -336,7 +343,7 @@ class AgentRuntime:
             await self.ctx.groups.close()
             await server.close_connections()
         finally:
-            for task in (heartbeat, lag_watch, jobs):
+            for task in (heartbeat, lag_watch, jobs, browse_polls):
                 if task is not None:
                     task.cancel()
             if job_runner is not None:

@@ -9,5 +9,6 @@ urlpatterns = [
     path("", include("virtualclusters.groups.agent_urls")),
     path("", include("virtualclusters.security.agent_urls")),
     path("", include("virtualclusters.jobs.agent_urls")),
+    path("", include("virtualclusters.browsing.agent_urls")),
     re_path(r"", unknown_call),  # anything else: a JSON 404, never an HTML page
 ]

@@ -188,6 +188,11 @@ FLOE_AGENT_API_LOCK_TIMEOUT_MS = env_int("FLOE_AGENT_API_LOCK_TIMEOUT_MS", 3000,
 FLOE_AGENT_API_THREADS = env_int("FLOE_AGENT_API_THREADS", 16, minimum=1)
 FLOE_AGENT_API_COMMIT_CONNECTIONS = env_int("FLOE_AGENT_API_COMMIT_CONNECTIONS", 4, minimum=1)
 FLOE_WEB_THREADS = env_int("FLOE_WEB_THREADS", 16, minimum=1)
+# The browse channel (virtualclusters.browsing): an agent's long-poll returns after this
+# many idle seconds (the agent polls again), and the console waits at most this many
+# for an agent's answer.
+FLOE_BROWSE_POLL_S = env_int("FLOE_BROWSE_POLL_S", 25, minimum=1)
+FLOE_BROWSE_WAIT_S = env_int("FLOE_BROWSE_WAIT_S", 5, minimum=1)
 
 # Invitations are emailed through this backend (SMTP: EMAIL_HOST, EMAIL_PORT,
 # EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS); the console shows the link too.

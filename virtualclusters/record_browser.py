@@ -1,36 +1,45 @@
 """The console's message browser: a few records of a partition, read by a live agent of
-the cluster.
+the cluster over the channel the agent opens (`virtualclusters.browsing`).
 
 The control plane holds no bucket credentials and stores no record data (seed 001: the
-data stays in the customer's environment). It asks one of the cluster's live agents over
-its peer channel (`GET /peer/v1/records`, signed with the cluster's peer secret as sender
-`control-plane`); the agent reads through its normal read path and answers JSON, which
-is passed on to the person who asked and kept nowhere.
+data stays in the customer's environment), and it never connects to an agent: agents
+long-poll the agent API (``browse/poll``), one of them takes the request, reads through
+its normal read path and posts the page back (``browse/answer``), which is passed on to
+the person who asked and kept nowhere. A person waits at most ``FLOE_BROWSE_WAIT_S``.
 """
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
+import redis
+from django.conf import settings
 
-from core.security import peer_auth
-from metadata_store.live_agents import peer_secret_for
-from metadata_store.selectors import live_agents
+from virtualclusters.browsing import channel
 from virtualclusters.models import VirtualCluster
 
-SENDER = "control-plane"
-TIMEOUT_S = 10.0
 MAX_LIMIT = 500
 
 
 class BrowseUnavailable(Exception):
-    """No live agent of the cluster could answer; the message says why."""
+    """No agent of the cluster is connected (or the channel is down); the message says
+    why. `status` is the HTTP status that says it best."""
+
+    status = 409
 
 
 class BrowseNotFound(LookupError):
     """The agent knows no such topic or partition."""
+
+
+class BrowseBadAnswer(BrowseUnavailable):
+    """An agent answered something the control plane refuses (502)."""
+
+    status = 502
+
+
+class BrowseNoAnswer(BrowseUnavailable):
+    """No agent answered in time (504)."""
+
+    status = 504
 
 
 def records_browse(
@@ -46,34 +55,38 @@ def records_browse(
     first record at or after ``timestamp`` (ms since the epoch; the agent resolves it as
     ListOffsets by time does) when one is given, else the newest, as an agent of
     ``cluster`` reads them: ``{"records": [{offset, timestamp, key, value, headers}],
-    "log_start_offset", "high_watermark", "agent"}`` (and ``from_offset`` by time) with
-    keys, values and header values in base64."""
-    agents = list(live_agents(cluster).filter(http_port__gt=0).order_by("-last_heartbeat"))
-    if not agents:
-        raise BrowseUnavailable("No agent of this cluster is running: start one to browse.")
-    query = {"topic": topic, "partition": partition, "limit": max(1, min(limit, MAX_LIMIT))}
-    if offset is not None:
-        query["offset"] = offset
-    if timestamp is not None:
-        query["timestamp"] = timestamp
-    target = "/peer/v1/records?" + urllib.parse.urlencode(query)
-    secret = peer_secret_for(cluster)
-    problems = []
-    for agent in agents:
-        request = urllib.request.Request(
-            f"http://{agent.host}:{agent.http_port}{target}",
-            headers={"Authorization": peer_auth.sign(secret, SENDER, "GET", target)},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-                found = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                raise BrowseNotFound(json.loads(exc.read() or b"{}").get("error", "")) from None
-            problems.append(f"{agent.agent_id}: HTTP {exc.code}")
-        except (OSError, ValueError) as exc:
-            problems.append(f"{agent.agent_id}: {exc}")
-        else:
-            found["agent"] = agent.agent_id
-            return found
-    raise BrowseUnavailable("No agent answered: " + "; ".join(problems))
+    "log_start_offset", "high_watermark"}`` (and ``from_offset`` by time) with keys,
+    values and header values in base64."""
+    query = {
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "limit": max(1, min(limit, MAX_LIMIT)),
+        "timestamp": timestamp,
+    }
+    wait_s = settings.FLOE_BROWSE_WAIT_S
+    try:
+        if not channel.agents_connected(cluster.public_id):
+            raise BrowseUnavailable(
+                "No live agent of this cluster is connected: start one (agents connect "
+                "to the control plane; it never connects to them) to browse."
+            )
+        waiting = channel.request_send(cluster.public_id, query, wait_s=wait_s)
+        answer, taken = channel.answer_wait(cluster.public_id, waiting, wait_s=wait_s)
+    except redis.RedisError as exc:
+        raise BrowseUnavailable(
+            f"The browse channel is unavailable (Redis: {type(exc).__name__}); try again."
+        ) from None
+    if answer is None:
+        if taken:
+            raise BrowseNoAnswer(
+                f"An agent of this cluster took the request but did not answer within {wait_s} s."
+            )
+        raise BrowseNoAnswer(f"No agent of this cluster took the request within {wait_s} s.")
+    if "refused" in answer:
+        raise BrowseBadAnswer(f"The agent's answer was refused: {answer['refused']}")
+    if "page" not in answer:
+        if answer.get("not_found"):
+            raise BrowseNotFound(answer.get("error", ""))
+        raise BrowseBadAnswer(f"The agent could not read the records: {answer.get('error')}")
+    return answer["page"]

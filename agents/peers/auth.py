@@ -1,5 +1,5 @@
-"""Signing and checking peer calls: the scheme lives in `core.security.peer_auth`, since
-the control plane signs its calls to agents (the message browser) the same way."""
+"""Signing and checking peer calls: the scheme lives in `core.security.peer_auth` (sans-IO,
+as the rest of `core`)."""
 
 from core.security.peer_auth import MAX_SKEW_MS, SCHEME, PeerAuthError, sign, verify
 

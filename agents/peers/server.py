@@ -3,9 +3,9 @@
 `GET /peer/v1/chunk?key=&index=&chunk=`: one chunk of a segment file from this agent's
 cache, loaded from the bucket if needed (never from another peer, so requests cannot
 loop between agents whose views of the ring differ). `POST /peer/v1/relay`: a group
-request for a group this agent coordinates (`agents.groups.relay`). `GET
-/peer/v1/records?topic=&partition=&offset=&limit=`: a few records for the console's message
-browser, asked by the control plane (`agents.record_browser`).
+request for a group this agent coordinates (`agents.groups.relay`). Only agents call
+these: the control plane never connects to an agent (the console's message browser goes
+over the channel the agent opens, `agents.browse_channel`).
 
 Everything a peer sends is checked: the signature (`auth`), the object key (this
 cluster's, a valid key), the chunk index and size (ours), the relay body (by the relay).
@@ -40,7 +40,6 @@ def add_peer_routes(
     chunk_bytes: int,
     serve_chunk: Callable[[str, int], Awaitable[bytes | memoryview]],
     relay: Callable[[bytes, str], Awaitable[bytes]] | None = None,
-    browse: Callable[..., Awaitable[dict]] | None = None,
 ) -> None:
     """Mount the peer endpoints on `app`."""
 
@@ -98,33 +97,5 @@ def add_peer_routes(
             return _error(400, f"bad relay request: {exc}")
         return web.Response(body=answer, content_type="application/msgpack")
 
-    async def records(request: web.Request) -> web.StreamResponse:
-        if browse is None:
-            return _error(404, "this agent does not browse records")
-        try:
-            caller(request)
-        except auth.PeerAuthError as exc:
-            return _error(401, str(exc))
-        query = request.query
-        try:
-            partition = int(query.get("partition", "0"))
-            offset = int(query["offset"]) if query.get("offset") not in (None, "") else None
-            limit = int(query.get("limit", "50"))
-            timestamp = int(query["timestamp"]) if query.get("timestamp") else None
-        except ValueError as exc:
-            return _error(400, f"bad records request: {exc}")
-        try:
-            found = await browse(
-                topic=query.get("topic", ""),
-                partition=partition,
-                offset=offset,
-                limit=limit,
-                timestamp=timestamp,
-            )
-        except LookupError as exc:
-            return _error(404, str(exc))
-        return web.json_response(found)
-
     app.router.add_get("/peer/v1/chunk", chunk)
     app.router.add_post("/peer/v1/relay", relayed)
-    app.router.add_get("/peer/v1/records", records)

@@ -1,6 +1,7 @@
 """A topic's page: its partitions (start and end offsets), its configs, and a message
-browser that reads records through a live agent of the cluster
-(`virtualclusters.record_browser`): the control plane holds no bucket credentials."""
+browser that reads records through a live agent of the cluster, over the channel the
+agent opens (`virtualclusters.record_browser`): the control plane holds no bucket
+credentials and never connects to an agent."""
 
 from __future__ import annotations
 
@@ -85,14 +86,18 @@ def topic_detail(request, cluster_id: str, name: str):
     query["time"], timestamp = _time_ms(request.GET.get("time"))
     if timestamp is not None:
         query["offset"] = None  # by time, the agent finds the offset
-    browsed, problem = None, None
+    browsed, problem, status = None, None, 200
     try:
         browsed = records_browse(
             cluster, topic=topic.name, partition=query["partition"], offset=query["offset"],
             limit=query["limit"], timestamp=timestamp,
         )  # fmt: skip
-    except (BrowseUnavailable, BrowseNotFound) as exc:
+    except BrowseNotFound as exc:
         problem = str(exc)
+    except BrowseUnavailable as exc:
+        problem = str(exc)
+        # The page itself is fine; a gateway status says an agent failed or was silent.
+        status = exc.status if exc.status in (502, 504) else 200
     records = []
     for record in (browsed or {}).get("records", []):
         key_kind, key = show(record["key"], how)
@@ -126,7 +131,7 @@ def topic_detail(request, cluster_id: str, name: str):
         "problem": problem,
         "agent": (browsed or {}).get("agent"),
     }
-    return render(request, "console/topic.html", context)
+    return render(request, "console/topic.html", context, status=status)
 
 
 @login_required

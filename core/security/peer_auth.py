@@ -5,8 +5,8 @@ heartbeat answers. A call carries `Authorization: Floe-Peer <agent id>:<unix ms>
 the mac an HMAC-SHA256 over the sender, the time, the method, the path with its query
 and the body's SHA-256; so the secret never travels, a captured header is good for
 one call for at most `MAX_SKEW_MS`, and it cannot be reused for another path or body.
-The control plane, which made the secret, signs its own calls (the console's message
-browser) as sender `control-plane`.
+Only agents call each other's peer channel: the control plane never connects to an
+agent.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ agent API's calls itself:
   pipeline (``metadata_store.commit_pipeline``): the commits that arrive while a group is
   in the database go out together as the next one, on a connection of this process's own
   pool (``psycopg_pool``, autocommit, the agent API's statement and lock timeouts);
+- a call whose view has an ``on_loop`` coroutine (the browse channel's long-poll,
+  ``browse/poll``) is awaited here: it may wait 25 s for work, which must cost no thread;
+  it ends early when the agent hangs up or the server is told to stop (SIGTERM/SIGINT),
+  so a restart does not wait for the polls;
 - every other call runs in a thread of its own pool with Django's connection of that
   thread (``endpoint.respond``, the same code as the Django views).
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -135,6 +140,7 @@ class AgentApi:
         )
         self._pool: AsyncConnectionPool | None = None
         self.pipeline = CommitPipeline(self._commit_files)
+        self._stopping: asyncio.Event | None = None
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -152,6 +158,7 @@ class AgentApi:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 self.settle()
+                self._end_long_polls_on_exit()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self.close()
@@ -169,6 +176,31 @@ class AgentApi:
         get_resolver().url_patterns  # noqa: B018 - imports every view
         gc.collect()
         gc.freeze()
+
+    def _end_long_polls_on_exit(self) -> None:
+        """On SIGTERM/SIGINT, end the long-polls at once (their agents poll the next
+        server), then let the server's own handler stop it — uvicorn otherwise waits for
+        every request in flight, a poll included, until its graceful timeout. Only in the
+        main thread (a server in a thread, as the tests', has no signal handlers)."""
+        stopping = self._stopping_event()
+        if threading.current_thread() is not threading.main_thread():
+            return
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous = signal.getsignal(sig)
+            if not callable(previous):
+                continue
+
+            def handler(signum, frame, previous=previous) -> None:
+                loop.call_soon_threadsafe(stopping.set)
+                previous(signum, frame)
+
+            signal.signal(sig, handler)
+
+    def _stopping_event(self) -> asyncio.Event:
+        if self._stopping is None:
+            self._stopping = asyncio.Event()
+        return self._stopping
 
     async def close(self) -> None:
         """Close the commit pool and every thread's Django connection (the server stops)."""
@@ -217,6 +249,8 @@ class AgentApi:
         loop = asyncio.get_running_loop()
         if view is views.commit:
             return await self._commit(authorization, body)
+        if hasattr(view, "on_loop"):
+            return await self._on_loop(view, authorization, body, receive)
         return await loop.run_in_executor(
             self._threads,
             _in_thread,
@@ -227,18 +261,57 @@ class AgentApi:
             body,
         )
 
-    async def _commit(self, authorization: str, body: bytes) -> tuple[int, dict]:
-        loop = asyncio.get_running_loop()
+    async def _cluster(self, name: str, authorization: str):
+        """The agent key's cluster (from the key cache, else the database in a thread),
+        or the error answer."""
         known, cluster = endpoint.cached_cluster(authorization)
         if not known:
             try:
-                cluster = await loop.run_in_executor(
+                cluster = await asyncio.get_running_loop().run_in_executor(
                     self._threads, _in_thread, endpoint.cluster_for, authorization
                 )
             except DatabaseError as exc:
-                return endpoint.failure("commit", exc)
-        if cluster is None:
-            return endpoint.NO_KEY
+                return endpoint.failure(name, exc)
+        return endpoint.NO_KEY if cluster is None else cluster
+
+    async def _on_loop(self, view, authorization: str, body: bytes, receive) -> tuple[int, dict]:
+        """A call served on the loop: `view.on_loop(cluster, request, gone)`, where `gone`
+        is set when the agent hangs up or the server is stopping."""
+        name = view.handler.__name__
+        cluster = await self._cluster(name, authorization)
+        if isinstance(cluster, tuple):
+            return cluster
+        gone = asyncio.Event()
+        stopping = self._stopping_event()
+        if stopping.is_set():
+            gone.set()
+
+        async def watch() -> None:
+            hung_up = asyncio.ensure_future(_disconnected(receive))
+            stop = asyncio.ensure_future(stopping.wait())
+            try:
+                await asyncio.wait({hung_up, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                hung_up.cancel()
+                stop.cancel()
+            gone.set()
+
+        watcher = asyncio.ensure_future(watch())
+        started = time.perf_counter()
+        try:
+            answer = await view.on_loop(cluster, schemas.decode(body, view.schema), gone)
+        except Exception as exc:  # noqa: BLE001 - every failure is a short JSON answer
+            return endpoint.failure(name, exc)
+        finally:
+            watcher.cancel()
+        endpoint.succeeded(name, started)
+        return 200, answer
+
+    async def _commit(self, authorization: str, body: bytes) -> tuple[int, dict]:
+        loop = asyncio.get_running_loop()
+        cluster = await self._cluster("commit", authorization)
+        if isinstance(cluster, tuple):
+            return cluster
         started = time.perf_counter()
         try:
             prefix = cluster.public_id + "/"
@@ -278,6 +351,12 @@ class AgentApi:
         async with asyncio.timeout(bound), self._pool.connection() as conn:
             cursor = await conn.execute(store.COMMIT_SQL, store.commit_params(cluster_id, commits))
             return store.commit_rows(commits, await cursor.fetchall())
+
+
+async def _disconnected(receive) -> None:
+    """Returns when the client hangs up (the body was read already)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _read_body(receive) -> bytes | None:

@@ -393,6 +393,52 @@ class AclsDeleteRequest(_Body):
     filters: _items(AclJson)
 
 
+# --- the console's message browser (the browse channel) -----------------------------
+
+BROWSE_ID = Annotated[str, Meta(min_length=1, max_length=64)]
+# Record keys, values and header values travel in base64: nothing else is let through to
+# the console, which decodes them.
+B64 = Annotated[str, Meta(max_length=16 * 1024 * 1024, pattern=r"^[A-Za-z0-9+/]*={0,2}$")]
+MAX_BROWSE_RECORDS = 500
+
+
+class BrowsePollRequest(_Body):
+    agent_id: AGENT_ID
+
+
+class BrowsedRecord(_Body):
+    offset: OFFSET
+    timestamp: INT64
+    key: B64 | None
+    value: B64 | None
+    headers: Annotated[
+        list[tuple[Annotated[str, Meta(max_length=1_000)], B64 | None]], Meta(max_length=1_000)
+    ] = []
+
+
+class BrowsedPage(_Body):
+    """What an agent read for a browse request (agents.record_browser.browse)."""
+
+    topic: NAME
+    partition: PARTITION
+    log_start_offset: OFFSET
+    high_watermark: OFFSET
+    records: Annotated[list[BrowsedRecord], Meta(max_length=MAX_BROWSE_RECORDS)]
+    from_offset: INT64 | None = None
+
+
+class BrowseAnswerRequest(_Body):
+    """An agent's answer to one browse request: the page it read (checked against
+    `BrowsedPage` by the call itself, so that a page that does not fit still reaches the
+    waiting console as a refused answer), or why it could not read one."""
+
+    id: BROWSE_ID
+    agent_id: AGENT_ID | None = None
+    page: msgspec.Raw = msgspec.Raw(b"null")  # JSON: null when there is no page
+    error: Annotated[str, Meta(max_length=1_000)] = ""
+    not_found: bool = False
+
+
 class BadBody(ValueError):
     """The body is not JSON or does not fit the endpoint's schema."""
 

@@ -313,17 +313,27 @@ class RecordQuerySerializer(serializers.Serializer):
 
 
 class RecordsUnavailable(APIException):
-    status_code = status.HTTP_409_CONFLICT  # the cluster's state: no agent runs
+    status_code = status.HTTP_409_CONFLICT  # the cluster's state: no agent is connected
     default_detail = "No agent of this cluster could read the records."
+
+    def __init__(self, detail: str, status_code: int) -> None:
+        super().__init__(detail)
+        self.status_code = status_code
 
 
 class TopicRecordsView(ClusterScopedView):
     @extend_schema(
         parameters=[RecordQuerySerializer],
-        responses={200: RecordPageSerializer, 409: OpenApiResponse(description="No live agent")},
+        responses={
+            200: RecordPageSerializer,
+            409: OpenApiResponse(description="No live agent of the cluster is connected"),
+            502: OpenApiResponse(description="The agent's answer was refused or an error"),
+            504: OpenApiResponse(description="No agent answered in time"),
+        },
         summary="Read records of a topic's partition (through a live agent of the cluster)",
         description="The control plane holds no bucket credentials: a live agent of the "
-        "cluster reads the records and they are passed on, never stored.",
+        "cluster, connected to the control plane over the channel it opens, reads the "
+        "records and they are passed on, never stored.",
     )
     def get(self, request, cluster_id: str, name: str):
         cluster = self.cluster(cluster_id)
@@ -340,7 +350,7 @@ class TopicRecordsView(ClusterScopedView):
         except BrowseNotFound:
             raise Http404 from None
         except BrowseUnavailable as exc:
-            raise RecordsUnavailable(str(exc)) from None
+            raise RecordsUnavailable(str(exc), exc.status) from None
         return Response(RecordPageSerializer(page).data)
 
 

@@ -19,7 +19,7 @@ def test_it_creates_edits_and_deletes_a_topic(client, alice):
     assert created.status_code == 302 and created.url == url(alice, "topics/orders/")
     assert Topic.objects.get(cluster=alice["cluster"], name="orders").partition_count == 3
     page = client.get(created.url).content.decode()  # no agent: the browser says so
-    assert "Topic orders created." in page and "No agent of this cluster is running" in page
+    assert "Topic orders created." in page and "No live agent of this cluster is connected" in page
 
     config = url(alice, "topics/orders/config")
     client.post(config, {"config": "retention.ms", "value": "3600000"})
