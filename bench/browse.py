@@ -18,42 +18,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 import psutil
-from common import ROOT, bench_env, control_plane, django_setup, percentile
-from produce import create_topic, producer
+from common import bench_env, control_plane, django_setup, percentile
+from produce import create_topic, producer, start_agent
 
 TOPIC = "browsed"
-
-
-def start_agent(url: str, key: str, bucket: Path) -> tuple[subprocess.Popen, str, int]:
-    """One agent on OS-chosen ports: (process, bootstrap, HTTP port)."""
-    log = bucket.parent / "agent.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agents", "--control-plane-url", url, "--agent-key", key,
-         "--bucket-url", bucket.as_uri(), "--kafka-port", "0", "--http-port", "0",
-         "--batch-timeout", "20"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=log.open("wb"), text=True,
-    )  # fmt: skip
-    line = proc.stdout.readline()
-    match = re.search(r"serving Kafka on (\S+) for", line)
-    if not match:
-        proc.kill()
-        raise RuntimeError(f"agent did not start: {line!r}; see {log}")
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        found = re.search(r"metrics and health on http://[^:]+:(\d+)/", log.read_text())
-        if found:
-            return proc, match.group(1), int(found.group(1))
-        time.sleep(0.05)
-    raise RuntimeError(f"agent named no HTTP port; see {log}")
 
 
 def connections_to(pid: int, port: int) -> int:
@@ -82,7 +56,7 @@ def main() -> None:
     cluster, key = make_cluster("bench-browse", org=org, default_partitions=1)
     api_key = make_api_key(org)
     with control_plane(env) as url:
-        proc, bootstrap, _ = start_agent(url, key, bucket)
+        proc, bootstrap = start_agent(url, key, bucket, 20)
         try:
             create_topic(bootstrap, TOPIC, 1)
             prod = producer(bootstrap)

@@ -192,6 +192,9 @@ def _reset(sock) -> None:
 
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        sock.close()
+        # A pump thread blocked in recv() on it holds the socket open past close(): wake
+        # it, so the connection really ends (with the reset) on both sides at once.
+        sock.shutdown(socket.SHUT_RD)
     except OSError:
         pass
+    sock.close()

@@ -5,9 +5,9 @@ The console's request runs in a thread of any web process; the agent's long-poll
 meet in Redis, which every web process already reaches (it is the Celery broker), with
 keys that expire by themselves:
 
-- ``floe:browse:<cluster id>:pollers`` — a sorted set of the polls in progress (one
-  member per poll, scored by when it lapses): the console says at once that no agent is
-  connected instead of waiting for nobody;
+- ``floe:browse:<cluster id>:pollers`` — a sorted set of the agents polling (one member
+  per agent, scored by when its poll lapses, in ms): the console says at once that no
+  agent is connected instead of waiting for nobody;
 - ``floe:browse:<cluster id>:queue`` — the waiting requests, each ``{"id", "deadline",
   "query"}``; a poll takes one with BLPOP;
 - ``floe:browse:request:<id>`` — which cluster (and topic, partition) a request id
@@ -113,10 +113,10 @@ def _answer(request_id: str) -> str:
 
 
 def agents_connected(cluster_id: str) -> int:
-    """How many polls of the cluster's agents are in progress (or just ended)."""
+    """How many of the cluster's agents have a poll in progress (or just ended)."""
     client = sync_client()
     pipe = client.pipeline()
-    pipe.zremrangebyscore(_pollers(cluster_id), "-inf", time.time())
+    pipe.zremrangebyscore(_pollers(cluster_id), "-inf", _ms(time.time()))
     pipe.zcard(_pollers(cluster_id))
     return pipe.execute()[1]
 
@@ -163,8 +163,18 @@ def _taken(popped: bytes | None) -> dict | None:
     return {"id": request["id"], **request["query"]}
 
 
-def _member(agent_id: str) -> str:
-    return f"{agent_id}:{secrets.token_hex(4)}"
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
+
+
+# Leave the set only if no newer poll of the same agent came meanwhile (a poll on a
+# connection the agent gave up on can outlive its successor's start).
+_LEAVE = """
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) == ARGV[2] then
+  return redis.call('ZREM', KEYS[1], ARGV[1])
+end
+return 0
+"""
 
 
 async def poll(
@@ -176,9 +186,10 @@ async def poll(
     hangs up (`gone`), the poll leaves and a request taken at that moment goes back to
     the head of the queue for the next poll."""
     client = async_client()
-    pollers, queue, member = _pollers(cluster_id), _queue(cluster_id), _member(agent_id)
+    pollers, queue = _pollers(cluster_id), _queue(cluster_id)
     deadline = time.monotonic() + wait_s
-    await client.zadd(pollers, {member: time.time() + wait_s + POLL_GRACE_S})
+    lapses = _ms(time.time() + wait_s + POLL_GRACE_S)
+    await client.zadd(pollers, {agent_id: lapses})
     await client.expire(pollers, int(wait_s + POLL_GRACE_S) + 1)
     hung_up = asyncio.ensure_future(gone.wait())
     try:
@@ -188,12 +199,12 @@ async def poll(
             done, _ = await asyncio.wait({taking, hung_up}, return_when=asyncio.FIRST_COMPLETED)
             if taking not in done:
                 taking.cancel()
-                await client.zrem(pollers, member)
+                await client.eval(_LEAVE, 1, pollers, agent_id, str(lapses))
                 return None
             popped = taking.result()
             if popped is not None and gone.is_set():
                 await client.lpush(queue, popped[1])
-                await client.zrem(pollers, member)
+                await client.eval(_LEAVE, 1, pollers, agent_id, str(lapses))
                 return None
             request = _taken(None if popped is None else popped[1])
             if request is not None:
@@ -207,7 +218,7 @@ def poll_now(cluster_id: str, agent_id: str) -> dict | None:
     """A poll that does not wait (Django's WSGI view of ``browse/poll``: a WSGI thread is
     too dear to park): the first request still waiting, or None."""
     client = sync_client()
-    client.zadd(_pollers(cluster_id), {_member(agent_id): time.time() + POLL_GRACE_S})
+    client.zadd(_pollers(cluster_id), {agent_id: _ms(time.time() + POLL_GRACE_S)})
     while (popped := client.lpop(_queue(cluster_id))) is not None:
         request = _taken(popped)
         if request is not None:

@@ -1,10 +1,12 @@
-"""The topic page's message browser in a real browser, reading through a live agent:
-a record produced by confluent-kafka shows with its key, headers and JSON value."""
+"""The topic page's message browser in a real browser, reading through a live agent over
+the channel the agent opens: a record produced by confluent-kafka shows with its key,
+headers and JSON value — also when the control plane cannot reach the agent's HTTP port."""
 
 from __future__ import annotations
 
 import base64
 import json
+import socket
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -18,6 +20,78 @@ from tests.factories import PASSWORD, make_api_key, make_cluster, make_org
 from virtualclusters.throughput.services import throughput_sample
 
 pytestmark = [pytest.mark.browser, pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
+
+
+class Firewall:
+    """Connections from this process — the live control plane's — to the blocked ports
+    are refused, as by a firewall in front of a network that lets connections out and
+    none in; every attempt is recorded."""
+
+    def __init__(self) -> None:
+        self.blocked: set[int] = set()
+        self.attempts: list[tuple] = []
+
+
+@pytest.fixture
+def firewall(monkeypatch) -> Firewall:
+    wall = Firewall()
+    connect = socket.socket.connect
+
+    def guarded(sock, address):
+        if isinstance(address, tuple) and len(address) >= 2 and address[1] in wall.blocked:
+            wall.attempts.append(address)
+            raise ConnectionRefusedError(f"firewalled: {address}")
+        return connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    return wall
+
+
+def _log_in(page, user) -> None:
+    page.goto("/login")
+    page.get_by_label("Email").fill(user.email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+
+
+def test_the_message_browser_reads_through_an_agent_the_control_plane_cannot_reach(
+    page,
+    live_server,
+    agent,  # noqa: F811
+    firewall,
+):
+    user, org = make_org("Private network")
+    cluster, key = make_cluster("private", org=org, auto_create_topics=True)
+    running = agent(key)
+    firewall.blocked.add(running.http_port)  # the agent's HTTP port, as it reported it
+    producer = Producer({"bootstrap.servers": running.bootstrap, "linger.ms": 5})
+    for n in range(2):
+        producer.produce("inside", key=f"k-{n}".encode(), value=f"v-{n}".encode())
+    assert producer.flush(30) == 0
+
+    _log_in(page, user)
+    page.goto(f"/clusters/{cluster.public_id}/topics/inside/")
+    records = page.locator("li.record")
+    expect(records).to_have_count(2)
+    expect(records.first.locator(".record-key")).to_have_text("k-1")
+    expect(page.locator("#messages")).to_contain_text(running.agent_id)
+    assert firewall.attempts == []  # nothing even tried to reach the agent
+
+
+def test_the_message_browser_says_when_no_agent_is_connected(page, screenshots):
+    from tests.metadata_store.conftest import AgentApi
+
+    user, org = make_org("No agents")
+    cluster, key = make_cluster("idle", org=org)
+    AgentApi(key).create_topic("quiet")
+    _log_in(page, user)
+    page.goto(f"/clusters/{cluster.public_id}/topics/quiet/")
+    expect(page.locator("#browse-problem")).to_contain_text(
+        "No live agent of this cluster is connected"
+    )
+    for width in (1366, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.screenshot(path=screenshots / f"topic-no-agent-{width}.png", full_page=True)
 
 
 def test_the_message_browser_shows_a_produced_record_with_key_and_headers(
@@ -48,10 +122,7 @@ def test_the_message_browser_shows_a_produced_record_with_key_and_headers(
     assert base64.b64decode(body["records"][-1]["key"]) == b"order-2"
     assert body["records"][-1]["headers"][0] == ["source", base64.b64encode(b"web").decode()]
 
-    page.goto("/login")
-    page.get_by_label("Email").fill(user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    _log_in(page, user)
     page.goto(f"/clusters/{cluster.public_id}/")
     page.get_by_role("link", name="orders").click()
     expect(page.get_by_role("heading", name="orders", level=1)).to_be_visible()
@@ -127,10 +198,7 @@ def test_browsing_from_a_time_shows_only_the_records_at_or_after_it(
     later = api.get(url, {"timestamp": first + 5000}).json()
     assert later["records"] == [] and later["from_offset"] == -1
 
-    page.goto("/login")
-    page.get_by_label("Email").fill(user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    _log_in(page, user)
     page.goto(f"/clusters/{cluster.public_id}/topics/ticks/")
     records = page.locator("li.record")
     expect(records).to_have_count(3)

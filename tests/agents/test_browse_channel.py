@@ -1,0 +1,52 @@
+"""An agent keeps the browse channel open by itself: when its connections to the control
+plane are torn (a restart, a network blip) it polls again within seconds, and the
+console browses through it as before, with one poll per agent."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from rest_framework.test import APIClient
+
+from tests.agents.faults import TcpProxy
+from tests.factories import make_api_key, make_cluster, make_org
+from virtualclusters.browsing import channel
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka]
+
+
+def test_the_agent_polls_again_after_the_control_plane_comes_back(agent, live_server, settings):
+    from confluent_kafka import Producer
+
+    # Short polls: a poll whose connection the proxy cut without telling the server ends
+    # (its answer goes nowhere) within 3 s, as a half-open connection would in 25.
+    settings.FLOE_BROWSE_POLL_S = 3
+    _, org = make_org("Blips")
+    cluster, key = make_cluster("blips", org=org, auto_create_topics=True)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {make_api_key(org)}")
+    url = f"/api/v1/clusters/{cluster.public_id}/topics/seen/records/"
+    proxy = TcpProxy(live_server.port)
+    try:
+        running = agent(key, control_plane_url=proxy.url)
+        producer = Producer({"bootstrap.servers": running.bootstrap, "linger.ms": 5})
+        producer.produce("seen", key=b"k", value=b"v")
+        assert producer.flush(30) == 0
+        assert api.get(url).status_code == 200
+
+        proxy.cut()  # every connection reset, new ones refused: the control plane is away
+        time.sleep(4)
+        assert api.get(url).status_code in (409, 504)  # nobody to answer, said quickly
+        proxy.restore()
+        back = time.monotonic()
+        while (page := api.get(url)).status_code != 200:
+            assert page.status_code in (409, 504), page.content
+            assert time.monotonic() - back < 15, "the agent did not poll again"
+            time.sleep(0.2)
+        took = time.monotonic() - back
+        assert [r["offset"] for r in page.json()["records"]] == [0]
+        assert channel.agents_connected(cluster.public_id) == 1
+        print(f"browsing again {took:.1f}s after the control plane came back")
+    finally:
+        proxy.close()
