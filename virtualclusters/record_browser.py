@@ -68,15 +68,17 @@ def records_browse(
     try:
         if not channel.agents_connected(cluster.public_id):
             raise BrowseUnavailable(
-                "No live agent of this cluster is connected: start one (agents connect "
-                "to the control plane; it never connects to them) to browse."
+                "No live agent of this cluster is connected: start one to browse (agents "
+                "connect out to the control plane; it never connects to them)."
             )
         waiting = channel.request_send(cluster.public_id, query, wait_s=wait_s)
         answer, taken = channel.answer_wait(cluster.public_id, waiting, wait_s=wait_s)
     except redis.RedisError as exc:
-        raise BrowseUnavailable(
+        down = BrowseUnavailable(
             f"The browse channel is unavailable (Redis: {type(exc).__name__}); try again."
-        ) from None
+        )
+        down.status = 503
+        raise down from None
     if answer is None:
         if taken:
             raise BrowseNoAnswer(

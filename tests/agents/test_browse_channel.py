@@ -4,6 +4,7 @@ console browses through it as before, with one poll per agent."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -13,9 +14,9 @@ from tests.agents.faults import TcpProxy
 from tests.factories import make_api_key, make_cluster, make_org
 from virtualclusters.browsing import channel
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka]
 
-
+@pytest.mark.kafka
+@pytest.mark.django_db(transaction=True)
 def test_the_agent_polls_again_after_the_control_plane_comes_back(agent, live_server, settings):
     from confluent_kafka import Producer
 
@@ -50,3 +51,13 @@ def test_the_agent_polls_again_after_the_control_plane_comes_back(agent, live_se
         print(f"browsing again {took:.1f}s after the control plane came back")
     finally:
         proxy.close()
+
+
+def test_a_page_too_large_for_the_control_plane_loses_its_last_records():
+    from agents.browse_channel import page_within
+
+    records = [{"offset": n, "timestamp": 0, "key": None, "value": "QUFB" * 250} for n in range(10)]
+    page = {"topic": "t", "partition": 0, "records": records}
+    fitted = page_within(page, max_bytes=5000)
+    assert [r["offset"] for r in fitted["records"]] == [0, 1, 2, 3]
+    assert len(json.dumps(fitted, separators=(",", ":"))) <= 5000

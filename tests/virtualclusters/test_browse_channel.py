@@ -283,3 +283,12 @@ def test_the_long_poll_returns_empty_after_its_wait(live_server, browsed, short_
     assert (status, answer) == (200, {"request": None})
     assert 1.9 < time.monotonic() - started < 5
     assert _call(live_server.url, "wrong-key", "browse/poll", {"agent_id": "agt-x"})[0] == 401
+
+
+def test_with_redis_out_of_reach_the_browse_and_the_poll_say_so(live_server, browsed, settings):
+    settings.REDIS_URL = f"redis://127.0.0.1:{_closed_port()}/0"
+    response = browsed.get()
+    assert response.status_code == 503, response.content
+    assert "The browse channel is unavailable" in response.json()["error"]
+    status, answer = _call(live_server.url, browsed.key, "browse/poll", {"agent_id": "agt-x"})
+    assert status == 503 and "browse channel is unavailable" in answer["error"]

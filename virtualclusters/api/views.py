@@ -328,6 +328,7 @@ class TopicRecordsView(ClusterScopedView):
             200: RecordPageSerializer,
             409: OpenApiResponse(description="No live agent of the cluster is connected"),
             502: OpenApiResponse(description="The agent's answer was refused or an error"),
+            503: OpenApiResponse(description="The browse channel (Redis) is unavailable"),
             504: OpenApiResponse(description="No agent answered in time"),
         },
         summary="Read records of a topic's partition (through a live agent of the cluster)",
