@@ -292,3 +292,23 @@ def test_with_redis_out_of_reach_the_browse_and_the_poll_say_so(live_server, bro
     assert "The browse channel is unavailable" in response.json()["error"]
     status, answer = _call(live_server.url, browsed.key, "browse/poll", {"agent_id": "agt-x"})
     assert status == 503 and "browse channel is unavailable" in answer["error"]
+
+
+def test_an_agent_that_hangs_up_its_poll_is_no_longer_connected(live_server, browsed):
+    body = json.dumps({"agent_id": "agt-gone"}).encode()
+    with socket.create_connection(("127.0.0.1", live_server.port), timeout=5) as sock:
+        sock.sendall(
+            b"POST /agent/v1/browse/poll HTTP/1.1\r\nHost: localhost\r\n"
+            + f"Authorization: Bearer {browsed.key}\r\nContent-Type: application/json\r\n".encode()
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        deadline = time.monotonic() + 5
+        while not channel.agents_connected(browsed.cluster.public_id):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    deadline = time.monotonic() + 2  # closed: the poll leaves at once, not in 35 s
+    while channel.agents_connected(browsed.cluster.public_id):
+        assert time.monotonic() < deadline, "the hung-up poll still counts"
+        time.sleep(0.02)
+    assert browsed.get().status_code == 409  # said at once, not after a wait
