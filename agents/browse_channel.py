@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -30,6 +31,9 @@ ANSWER_TIMEOUT_S = 5.0
 MAX_PAGE_BYTES = 8 * 1024 * 1024
 MAX_IN_FLIGHT = 4
 FIRST_RETRY_S, LAST_RETRY_S = 0.5, 5.0
+# A control plane that answers polls at once (one under a WSGI server, which does not
+# hold them) is polled at most this often.
+MIN_EMPTY_POLL_S = 1.0
 
 
 def page_within(page: dict[str, Any], max_bytes: int = MAX_PAGE_BYTES) -> dict[str, Any]:
@@ -59,8 +63,17 @@ class BrowseChannel:
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
 
     async def run_forever(self) -> None:
+        """Poll until cancelled (the agent stops); pages being read are dropped then."""
+        try:
+            await self._poll_forever()
+        finally:
+            for task in list(self._answering):
+                task.cancel()
+
+    async def _poll_forever(self) -> None:
         delay = FIRST_RETRY_S
         while True:
+            started = time.monotonic()
             try:
                 answer = await self.client.call(
                     "browse/poll", {"agent_id": self.agent_id}, timeout_s=POLL_TIMEOUT_S
@@ -84,6 +97,8 @@ class BrowseChannel:
                 task = asyncio.get_running_loop().create_task(self._answer(request))
                 self._answering.add(task)
                 task.add_done_callback(self._answering.discard)
+            elif (spent := time.monotonic() - started) < MIN_EMPTY_POLL_S:
+                await asyncio.sleep(MIN_EMPTY_POLL_S - spent)
 
     async def _answer(self, request: dict[str, Any]) -> None:
         try:
@@ -119,7 +134,3 @@ class BrowseChannel:
             log.warning("browse channel: reading records failed", exc_info=True)
             return {"error": f"{type(exc).__name__}: {exc}"[:1000]}
         return {"page": page_within(page)}
-
-    async def close(self) -> None:
-        for task in list(self._answering):
-            task.cancel()
