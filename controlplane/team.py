@@ -1,9 +1,9 @@
 """Writes for an organization's team: invitations (a link, and an email when a mail
 backend is configured), roles, removing members, handing ownership on.
 
-Who may do what: an owner everything; an admin everything but handing ownership on and
-touching the owner; a member (read-only) nothing (`can_change`, checked for every console
-write by `controlplane.console.tenancy.ReadOnlyMembers`).
+Who may do what is `controlplane.permissions` (for every console form and REST
+operation); here the rules about the team itself: an admin does not touch the owner, only
+the owner hands ownership on, and a person who leaves loses their API keys at once.
 """
 
 from __future__ import annotations
@@ -19,17 +19,14 @@ from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
+from controlplane import permissions
 from controlplane.errors import conflict
 from controlplane.ids import secret_digest
-from controlplane.models import Invitation, Membership, Organization
+from controlplane.models import ApiKey, Invitation, Membership, Organization
+from controlplane.services import api_key_revoke
 
 User = get_user_model()
 Role = Membership.Role
-
-
-def can_change(role: str | None) -> bool:
-    """Whether a member with ``role`` may change anything (clusters, keys, the team)."""
-    return role in (Role.OWNER, Role.ADMIN)
 
 
 @transaction.atomic
@@ -99,7 +96,7 @@ def invitation_accept(*, invitation: Invitation, password: str):
 
 
 def _check_actor(actor: Membership, target: Membership) -> None:
-    if not can_change(actor.role):
+    if not permissions.at_most(Role.ADMIN, actor.role):
         raise ValidationError("Only owners and admins change the team.")
     if target.role == Role.OWNER:
         raise conflict("role", "The owner stays: hand ownership on first.")
@@ -116,7 +113,12 @@ def member_role_change(*, actor: Membership, target: Membership, role: str) -> N
 
 @transaction.atomic
 def member_remove(*, actor: Membership, target: Membership) -> None:
+    """Remove a member; their API keys of the organization are revoked with them (each
+    revocation is in the audit log)."""
     _check_actor(actor, target)
+    keys = ApiKey.objects.for_org(target.organization).active().filter(owner=target.user)
+    for key in keys.select_for_update():
+        api_key_revoke(key=key)
     target.delete()
 
 

@@ -37,5 +37,5 @@ def test_an_invited_member_logs_in_with_the_members_limits(page, live_server, sc
     page.goto(f"/clusters/{cluster.public_id}/")
     page.get_by_label("Key name").fill("sneaky")
     page.get_by_role("button", name="Create agent key").click()
-    expect(page.get_by_role("heading", name="You have read-only access")).to_be_visible()
+    expect(page.get_by_role("heading", name="Your role does not allow this")).to_be_visible()
     assert cluster.agent_keys.filter(name="sneaky").count() == 0
