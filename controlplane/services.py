@@ -54,10 +54,11 @@ def memberships_of(user) -> list[Membership]:
     return list(Membership.objects.filter(user=user).select_related("organization").order_by("id"))
 
 
-def membership_for_user(user, organization_id: str | None = None) -> Membership | None:
-    """The membership a signed-in person works in: that of the organization they chose
-    (its public id), else their first."""
-    memberships = memberships_of(user)
+def membership_for(
+    memberships: list[Membership], organization_id: str | None = None
+) -> Membership | None:
+    """Of a person's memberships, the one they work in: that of the organization they
+    chose (its public id), else their first."""
     chosen = [m for m in memberships if m.organization.public_id == organization_id]
     return (chosen or memberships or [None])[0]
 

@@ -76,22 +76,45 @@ def invitation_for_token(token: str) -> Invitation | None:
 
 @transaction.atomic
 def invitation_accept(*, invitation: Invitation, password: str):
-    """A new account for the invited email, a member of the organization with the
-    invitation's role. The link works once."""
-    if User.objects.filter(username=invitation.email).exists():
-        raise ValidationError(
-            {"password": ["An account with this email exists: ask to be invited by another."]}
+    """The invited email joins the organization with the invitation's role: an existing
+    account with its password (a person may be in several organizations), else a new
+    account with this password. The link works once."""
+    user = User.objects.filter(username=invitation.email).first()
+    if user is not None:
+        if not user.check_password(password or ""):
+            raise ValidationError({"password": [WRONG_PASSWORD]})
+    else:
+        try:
+            validate_password(password or "", user=User(username=invitation.email))
+        except ValidationError:
+            raise ValidationError({"password": [WRONG_PASSWORD]}) from None
+        user = User.objects.create_user(
+            username=invitation.email, email=invitation.email, password=password
         )
-    try:
-        validate_password(password or "", user=User(username=invitation.email))
-    except ValidationError as exc:
-        raise ValidationError({"password": list(exc.messages)}) from None
-    user = User.objects.create_user(
-        username=invitation.email, email=invitation.email, password=password
+    return invitation_join(invitation=invitation, user=user)
+
+
+# Said alike whether the email has an account or not (the page must not tell whoever
+# holds the link): an account's password must be its own, a new one strong.
+WRONG_PASSWORD = (
+    "This password cannot be used: if this email has a Floe account, enter its password; "
+    "if not, choose one of at least 10 characters that is not a common one."
+)
+
+
+@transaction.atomic
+def invitation_join(*, invitation: Invitation, user):
+    """`user` (signed in as the invited email) joins the invitation's organization."""
+    if user.username != invitation.email:
+        raise ValidationError("This invitation is for another email.")
+    locked = Invitation.objects.select_for_update().get(pk=invitation.pk)
+    if locked.accepted_at is not None:
+        raise ValidationError("This invitation was used already.")
+    Membership.objects.get_or_create(
+        organization=invitation.organization, user=user, defaults={"role": invitation.role}
     )
-    Membership.objects.create(organization=invitation.organization, user=user, role=invitation.role)
-    invitation.accepted_at = timezone.now()
-    invitation.save(update_fields=["accepted_at"])
+    locked.accepted_at = timezone.now()
+    locked.save(update_fields=["accepted_at"])
     return user
 
 

@@ -7,7 +7,7 @@ from django.shortcuts import get_object_or_404, render
 
 from controlplane import permissions
 from controlplane.models import Membership, Organization
-from controlplane.services import membership_for_user
+from controlplane.services import membership_for, memberships_of
 from virtualclusters.models import VirtualCluster
 
 # The session remembers which of a person's organizations they work in (the switcher).
@@ -20,8 +20,15 @@ def current_membership(request) -> Membership | None:
     if not hasattr(request, "_floe_membership"):
         session = getattr(request, "session", None)
         chosen = session.get(ORG_SESSION_KEY) if session is not None else None
-        request._floe_membership = membership_for_user(request.user, chosen)
+        request._floe_memberships = memberships_of(request.user)
+        request._floe_membership = membership_for(request._floe_memberships, chosen)
     return request._floe_membership
+
+
+def my_memberships(request) -> list[Membership]:
+    """All the signed-in person's memberships (the switcher lists them)."""
+    current_membership(request)
+    return request._floe_memberships
 
 
 def current_org(request) -> Organization | None:
