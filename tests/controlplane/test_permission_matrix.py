@@ -274,6 +274,15 @@ def expected(caller: str, row: tuple, names_a_thing: bool) -> int:
     return allowed if RANK[caller] >= RANK[least] else 403
 
 
+def judge(what: str, got: dict, missing: list, wrong: list) -> None:
+    """Fail on any action without a row, then on any answer the table did not expect."""
+    if RECORD:
+        for (method, action, caller), status in sorted(got.items()):
+            print(method, action, caller, status)
+    assert not missing, f"{what} without a row in MATRIX: {missing}"
+    assert not wrong, "(method, action, caller, got, expected):\n" + "\n".join(map(str, wrong))
+
+
 def once(call, *args, **kwargs):
     """`call(...)` in a savepoint rolled back afterwards: every caller meets the same data."""
     with transaction.atomic():
@@ -299,11 +308,7 @@ def test_every_rest_operation_answers_each_caller_as_the_table_says(world):
                 want = expected(caller, MATRIX[(method, path)], "{" in path)
                 if response.status_code != want:
                     wrong.append((method, path, caller, response.status_code, want))
-    if RECORD:
-        for (method, path, caller), status in sorted(got.items()):
-            print("REST", method, path, caller, status)
-    assert not missing, f"operations without a row in MATRIX: {missing}"
-    assert not wrong, "\n".join(map(str, wrong))
+    judge("REST operations", got, missing, wrong)
 
 
 def console_routes() -> list[tuple[str, list[str]]]:
@@ -354,11 +359,7 @@ def test_every_console_page_and_form_answers_each_caller_as_the_table_says(world
                 want = expected_in_console(caller, row, bool(set(kwargs) - {"token"}))
                 if response.status_code != want:
                     wrong.append((method, name, caller, response.status_code, want))
-    if RECORD:
-        for (method, name, caller), status in sorted(got.items()):
-            print("CONSOLE", method, name, caller, status)
-    assert not missing, f"console pages or forms without a row in MATRIX: {missing}"
-    assert not wrong, "\n".join(map(str, wrong))
+    judge("console pages or forms", got, missing, wrong)
 
 
 def expected_in_console(caller: str, row: tuple, names_a_thing: bool) -> int:
