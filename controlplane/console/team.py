@@ -32,7 +32,10 @@ class InviteForm(forms.Form):
 
 class AcceptForm(forms.Form):
     password = forms.CharField(
-        strip=False, widget=forms.PasswordInput(attrs={"autocomplete": "new-password"})
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
+        help_text="If this email has a Floe account, enter its password; if not, choose one "
+        "(at least 10 characters) for your new account.",
     )
 
 
