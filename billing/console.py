@@ -7,7 +7,6 @@ from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -16,16 +15,10 @@ from billing import rating, selectors, services
 from billing.api.views import invoice_file_response
 from billing.charts import bar_chart
 from billing.models import Invoice
-from controlplane.console.tenancy import current_org, org_or_404
-from controlplane.models import Membership
+from controlplane import permissions
+from controlplane.console.tenancy import current_membership, current_org, org_or_404
 
 GIB = 1024**3
-
-
-def _is_owner(request, org) -> bool:
-    return Membership.objects.filter(
-        organization=org, user=request.user, role=Membership.Role.OWNER
-    ).exists()
 
 
 def _gib(value: int) -> str:
@@ -70,7 +63,7 @@ def billing_usage(request):
         "next_month": f"{report['end']:%Y-%m}" if report["closed"] else None,
         "invoices": Invoice.objects.for_org(org).order_by("-number")[:24],
         "plans": selectors.public_plans(),
-        "is_owner": _is_owner(request, org),
+        "is_owner": permissions.allows(current_membership(request).role, "billing-plan", "POST"),
         "month_seconds": int((report["end"] - report["start"]).total_seconds()),
     }
     return render(request, "billing/usage.html", context)
@@ -79,9 +72,7 @@ def billing_usage(request):
 @login_required
 @require_POST
 def billing_plan_change(request):
-    org = org_or_404(request)
-    if not _is_owner(request, org):
-        raise PermissionDenied("only owners change the plan")
+    org = org_or_404(request)  # owners only: controlplane.permissions
     plan = get_object_or_404(selectors.public_plans(), code=request.POST.get("plan", ""))
     services.subscription_change(organization=org, plan=plan)
     messages.success(request, f"You are on the {plan.name} plan from now on.")
@@ -91,9 +82,7 @@ def billing_plan_change(request):
 @login_required
 @require_POST
 def billing_budget(request):
-    org = org_or_404(request)
-    if not _is_owner(request, org):
-        raise PermissionDenied("only owners set the budget")
+    org = org_or_404(request)  # owners only: controlplane.permissions
     raw = request.POST.get("budget", "").strip()
     try:
         micros = rating.parse_money(raw) if raw else None

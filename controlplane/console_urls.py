@@ -61,6 +61,7 @@ urlpatterns = [
     path("audit", console_audit.audit_log, name="audit-log"),
     path("team/members/<str:email>", team.member_change, name="team-member"),
     path("invite/<str:token>", team.invitation_accept, name="invitation-accept"),
+    path("orgs/switch", team.org_switch, name="org-switch"),
     path("api-keys", api_keys.api_key_list, name="console-api-keys"),
     path("api-keys/new", api_keys.api_key_create, name="console-api-key-create"),
     path("api-keys/<str:key_id>/revoke", api_keys.api_key_revoke, name="console-api-key-revoke"),

@@ -1,8 +1,10 @@
 """Template context for every console page."""
 
-from controlplane.console.tenancy import current_org
+from controlplane.console.tenancy import current_org, my_memberships
 
 
 def console(request) -> dict:
     user = getattr(request, "user", None)
-    return {"current_org": current_org(request) if user is not None else None}
+    if user is None:
+        return {"current_org": None, "my_memberships": []}
+    return {"current_org": current_org(request), "my_memberships": my_memberships(request)}

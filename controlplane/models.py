@@ -103,18 +103,28 @@ class ApiKeyQuerySet(models.QuerySet):
 
 
 class ApiKey(models.Model):
-    """An application API key: organization-scoped, admin or read-only."""
-
-    class Scope(models.TextChoices):
-        ADMIN = "admin", "Admin"
-        READ_ONLY = "read_only", "Read-only"
+    """An application API key of an organization, with a role. It belongs to a person
+    (`owner`) or to the organization's service account (`service_account`, made on
+    purpose by an owner or an admin); a person's key acts with the lower of its role and
+    its owner's current role, and stops when its owner leaves (``controlplane.permissions``,
+    ``services.api_key_authenticate``)."""
 
     public_id = models.CharField(max_length=32, unique=True, default=_api_key_id, editable=False)
     organization = models.ForeignKey(
         Organization, on_delete=models.CASCADE, related_name="api_keys"
     )
     name = models.CharField(max_length=100)
-    scope = models.CharField(max_length=16, choices=Scope.choices, default=Scope.ADMIN)
+    role = models.CharField(
+        max_length=16, choices=Membership.Role.choices, default=Membership.Role.ADMIN
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="api_keys",
+    )
+    service_account = models.BooleanField(default=False)
     display_prefix = models.CharField(max_length=32)
     digest = models.CharField(max_length=64, unique=True)
     created_by = models.ForeignKey(
@@ -126,6 +136,16 @@ class ApiKey(models.Model):
 
     objects = ApiKeyQuerySet.as_manager()
 
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=~models.Q(owner__isnull=False, service_account=True),
+                name="api_key_person_or_service_account",
+            )
+        ]
+
     @property
-    def read_only(self) -> bool:
-        return self.scope == self.Scope.READ_ONLY
+    def owner_label(self) -> str:
+        if self.service_account:
+            return "service account"
+        return self.owner.email if self.owner_id else "(left the organization)"

@@ -9,6 +9,7 @@ from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
+from controlplane import permissions
 from controlplane.errors import conflict
 from controlplane.ids import new_secret, secret_digest
 from controlplane.models import ApiKey, Membership, Organization
@@ -46,37 +47,85 @@ def user_signup(
     return user, org
 
 
-def organization_for_user(user) -> Organization | None:
-    """The organization a signed-in user works in (their first membership)."""
+def memberships_of(user) -> list[Membership]:
+    """A signed-in person's memberships (with their organizations), oldest first."""
     if not getattr(user, "is_authenticated", False):
-        return None
-    membership = (
-        Membership.objects.filter(user=user).select_related("organization").order_by("id").first()
-    )
-    return membership.organization if membership else None
+        return []
+    return list(Membership.objects.filter(user=user).select_related("organization").order_by("id"))
+
+
+def membership_for(
+    memberships: list[Membership], organization_id: str | None = None
+) -> Membership | None:
+    """Of a person's memberships, the one they work in: that of the organization they
+    chose (its public id), else their first."""
+    chosen = [m for m in memberships if m.organization.public_id == organization_id]
+    return (chosen or memberships or [None])[0]
 
 
 @transaction.atomic
 def api_key_create(
-    *, organization: Organization, name: str, scope: str = ApiKey.Scope.ADMIN, created_by=None
+    *,
+    organization: Organization,
+    name: str,
+    role: str = Membership.Role.ADMIN,
+    owner=None,
+    service_account: bool = False,
+    created_by=None,
+    ceiling: str | None = None,
 ) -> tuple[ApiKey, str]:
-    """A new API key; the plaintext is returned once and never stored. Two active keys
-    of an organization never share a name."""
+    """A new API key — `owner`'s, or the organization's service account's — with `role`;
+    the plaintext is returned once and never stored. Two active keys of an organization
+    never share a name. A key never gets a role above its creator's (`ceiling`, the
+    caller's own role) or its owner's; a service account is at most an admin."""
     name = (name or "").strip()
     if not name:
         raise ValidationError({"name": ["An API key needs a name."]})
+    if role not in permissions.RANK:
+        raise ValidationError({"role": ["A key's role is owner, admin or member."]})
+    if service_account == (owner is not None):
+        raise ValidationError({"owner": ["A key belongs to a person or to the service account."]})
+    limit = Membership.Role.ADMIN if service_account else _member_role(organization, owner)
+    if limit is None:
+        raise ValidationError({"owner": ["The key's owner is not a member."]})
+    if ceiling is not None:
+        limit = permissions.lower(limit, ceiling)
+    if not permissions.at_most(role, limit):
+        raise ValidationError(
+            {"role": [f"A key cannot do more than who makes and holds it ({limit or 'none'})."]}
+        )
     if ApiKey.objects.for_org(organization).active().filter(name=name).exists():
         raise conflict("name", "An active API key with this name already exists.")
     secret = new_secret("api")
     key = ApiKey.objects.create(
         organization=organization,
         name=name,
-        scope=scope,
+        role=role,
+        owner=owner,
+        service_account=service_account,
         display_prefix=secret.display_prefix,
         digest=secret.digest,
         created_by=created_by,
     )
     return key, secret.plaintext
+
+
+def _member_role(organization: Organization, user) -> str | None:
+    if user is None:
+        return None
+    return (
+        Membership.objects.filter(organization=organization, user=user)
+        .values_list("role", flat=True)
+        .first()
+    )
+
+
+def api_key_role(key: ApiKey) -> str | None:
+    """What a key may do now: its role, lowered to its owner's current role; None once
+    its owner is no longer a member."""
+    if key.service_account:
+        return key.role
+    return permissions.lower(key.role, _member_role(key.organization_id, key.owner_id))
 
 
 def api_key_revoke(*, key: ApiKey) -> None:
@@ -86,16 +135,19 @@ def api_key_revoke(*, key: ApiKey) -> None:
         key.save(update_fields=["revoked_at"])
 
 
-def api_key_authenticate(plaintext: str) -> ApiKey | None:
-    """The active key with this plaintext, or ``None``."""
+def api_key_authenticate(plaintext: str) -> tuple[ApiKey, str] | None:
+    """The active key with this plaintext and the role it acts with now, or ``None``
+    (unknown, revoked, or its owner left the organization)."""
     if not plaintext or not plaintext.startswith("floe_api_"):
         return None
     key = (
         ApiKey.objects.active()
-        .select_related("organization")
+        .select_related("organization", "owner")
         .filter(digest=secret_digest(plaintext))
         .first()
     )
-    if key is not None:
-        ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
-    return key
+    role = api_key_role(key) if key is not None else None
+    if role is None:
+        return None
+    ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
+    return key, role

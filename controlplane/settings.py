@@ -65,7 +65,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "controlplane.audit.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "controlplane.console.tenancy.ReadOnlyMembers",
+    "controlplane.console.tenancy.RolePermissions",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -155,6 +155,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "TeamRoleEnum": "controlplane.api.views.TEAM_ROLES",
+        "RoleEnum": "controlplane.models.Membership.Role",
         "InvoiceKindEnum": "billing.models.Invoice.Kind",
     },
     "POSTPROCESSING_HOOKS": [

@@ -1,9 +1,9 @@
 """Writes for an organization's team: invitations (a link, and an email when a mail
 backend is configured), roles, removing members, handing ownership on.
 
-Who may do what: an owner everything; an admin everything but handing ownership on and
-touching the owner; a member (read-only) nothing (`can_change`, checked for every console
-write by `controlplane.console.tenancy.ReadOnlyMembers`).
+Who may do what is `controlplane.permissions` (for every console form and REST
+operation); here the rules about the team itself: an admin does not touch the owner, only
+the owner hands ownership on, and a person who leaves loses their API keys at once.
 """
 
 from __future__ import annotations
@@ -19,17 +19,14 @@ from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
+from controlplane import permissions
 from controlplane.errors import conflict
 from controlplane.ids import secret_digest
-from controlplane.models import Invitation, Membership, Organization
+from controlplane.models import ApiKey, Invitation, Membership, Organization
+from controlplane.services import api_key_revoke
 
 User = get_user_model()
 Role = Membership.Role
-
-
-def can_change(role: str | None) -> bool:
-    """Whether a member with ``role`` may change anything (clusters, keys, the team)."""
-    return role in (Role.OWNER, Role.ADMIN)
 
 
 @transaction.atomic
@@ -79,27 +76,50 @@ def invitation_for_token(token: str) -> Invitation | None:
 
 @transaction.atomic
 def invitation_accept(*, invitation: Invitation, password: str):
-    """A new account for the invited email, a member of the organization with the
-    invitation's role. The link works once."""
-    if User.objects.filter(username=invitation.email).exists():
-        raise ValidationError(
-            {"password": ["An account with this email exists: ask to be invited by another."]}
+    """The invited email joins the organization with the invitation's role: an existing
+    account with its password (a person may be in several organizations), else a new
+    account with this password. The link works once."""
+    user = User.objects.filter(username=invitation.email).first()
+    if user is not None:
+        if not user.check_password(password or ""):
+            raise ValidationError({"password": [WRONG_PASSWORD]})
+    else:
+        try:
+            validate_password(password or "", user=User(username=invitation.email))
+        except ValidationError:
+            raise ValidationError({"password": [WRONG_PASSWORD]}) from None
+        user = User.objects.create_user(
+            username=invitation.email, email=invitation.email, password=password
         )
-    try:
-        validate_password(password or "", user=User(username=invitation.email))
-    except ValidationError as exc:
-        raise ValidationError({"password": list(exc.messages)}) from None
-    user = User.objects.create_user(
-        username=invitation.email, email=invitation.email, password=password
+    return invitation_join(invitation=invitation, user=user)
+
+
+# Said alike whether the email has an account or not (the page must not tell whoever
+# holds the link): an account's password must be its own, a new one strong.
+WRONG_PASSWORD = (
+    "This password cannot be used: if this email has a Floe account, enter its password; "
+    "if not, choose one of at least 10 characters that is not a common one."
+)
+
+
+@transaction.atomic
+def invitation_join(*, invitation: Invitation, user):
+    """`user` (signed in as the invited email) joins the invitation's organization."""
+    if user.username != invitation.email:
+        raise ValidationError("This invitation is for another email.")
+    locked = Invitation.objects.select_for_update().get(pk=invitation.pk)
+    if locked.accepted_at is not None:
+        raise ValidationError("This invitation was used already.")
+    Membership.objects.get_or_create(
+        organization=invitation.organization, user=user, defaults={"role": invitation.role}
     )
-    Membership.objects.create(organization=invitation.organization, user=user, role=invitation.role)
-    invitation.accepted_at = timezone.now()
-    invitation.save(update_fields=["accepted_at"])
+    locked.accepted_at = timezone.now()
+    locked.save(update_fields=["accepted_at"])
     return user
 
 
 def _check_actor(actor: Membership, target: Membership) -> None:
-    if not can_change(actor.role):
+    if not permissions.at_most(Role.ADMIN, actor.role):
         raise ValidationError("Only owners and admins change the team.")
     if target.role == Role.OWNER:
         raise conflict("role", "The owner stays: hand ownership on first.")
@@ -116,7 +136,12 @@ def member_role_change(*, actor: Membership, target: Membership, role: str) -> N
 
 @transaction.atomic
 def member_remove(*, actor: Membership, target: Membership) -> None:
+    """Remove a member; their API keys of the organization are revoked with them (each
+    revocation is in the audit log)."""
     _check_actor(actor, target)
+    keys = ApiKey.objects.for_org(target.organization).active().filter(owner=target.user)
+    for key in keys.select_for_update():
+        api_key_revoke(key=key)
     target.delete()
 
 

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 from rest_framework.test import APIClient
 
-from controlplane.models import ApiKey
+from controlplane.models import Membership
 from tests import factories
 from tests.faults.probe import FAULT_ROW, Outcome
 
@@ -98,7 +98,8 @@ def live_server(django_db_setup, django_db_blocker):
 
 @pytest.fixture
 def alice(db):
-    """Alice's organization with an admin key, a read-only key and one cluster."""
+    """Alice's organization with an admin and a read-only service-account key, her own
+    owner key, and one cluster."""
     user, org = factories.make_org("alice-co")
     cluster, agent_key = factories.make_cluster("alice-cluster", org=org)
     return {
@@ -107,7 +108,8 @@ def alice(db):
         "cluster": cluster,
         "agent_key": agent_key,
         "admin": factories.make_api_key(org),
-        "reader": factories.make_api_key(org, scope=ApiKey.Scope.READ_ONLY),
+        "reader": factories.make_api_key(org, role=Membership.Role.MEMBER),
+        "owner": factories.make_api_key(org, role=Membership.Role.OWNER, owner=user),
     }
 
 

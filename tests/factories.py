@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from controlplane.models import ApiKey
+from controlplane.models import Membership
 from controlplane.services import api_key_create, user_signup
 from virtualclusters.services import agent_key_create, cluster_create
 
@@ -21,9 +21,16 @@ def make_org(name: str | None = None):
     return user, org
 
 
-def make_api_key(org, *, scope: str = ApiKey.Scope.ADMIN) -> str:
-    """The plaintext of a new API key of ``org``."""
-    _, plaintext = api_key_create(organization=org, name=f"key {next(_counter)}", scope=scope)
+def make_api_key(org, *, role: str = Membership.Role.ADMIN, owner=None) -> str:
+    """The plaintext of a new API key of ``org``: ``owner``'s, or (none given) the
+    organization's service account's."""
+    _, plaintext = api_key_create(
+        organization=org,
+        name=f"key {next(_counter)}",
+        role=role,
+        owner=owner,
+        service_account=owner is None,
+    )
     return plaintext
 
 

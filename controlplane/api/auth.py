@@ -5,25 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import exceptions, permissions
+from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
+from rest_framework.permissions import BasePermission
 
-from controlplane import audit
+from controlplane import audit, permissions
 from controlplane.models import ApiKey, Organization
 from controlplane.services import api_key_authenticate
 
 
 @dataclass(frozen=True)
 class ApiPrincipal:
-    """Who is calling: an organization, through one of its API keys."""
+    """Who is calling: an organization, through one of its API keys, with the role the
+    key acts with now (``services.api_key_role``)."""
 
     organization: Organization
     key: ApiKey
+    role: str
     is_authenticated: bool = True
-
-    @property
-    def read_only(self) -> bool:
-        return self.key.read_only
 
 
 class ApiKeyAuthentication(BaseAuthentication):
@@ -41,29 +40,30 @@ class ApiKeyAuthentication(BaseAuthentication):
             plaintext = value.strip()
         if not plaintext:
             return None
-        key = api_key_authenticate(plaintext)
-        if key is None:
+        found = api_key_authenticate(plaintext)
+        if found is None:
             raise exceptions.AuthenticationFailed("Unknown or revoked API key.")
-        principal = ApiPrincipal(key.organization, key)
-        audit.set_actor(key.created_by, f"API key {key.name} ({key.public_id})")
+        key, role = found
+        principal = ApiPrincipal(key.organization, key, role)
+        audit.set_actor(key.owner, f"API key {key.name} ({key.public_id})")
         return principal, principal
 
     def authenticate_header(self, request) -> str:
         return self.keyword
 
 
-class ApiKeyPermission(permissions.BasePermission):
-    """Any valid key may read; only admin keys may write."""
-
-    message = "This API key is read-only; use an admin key to make changes."
+class ApiKeyPermission(BasePermission):
+    """The one rule per action (``controlplane.permissions``), for the key's role."""
 
     def has_permission(self, request, view) -> bool:
         principal = request.auth
         if not isinstance(principal, ApiPrincipal):
             return False
-        if request.method in permissions.SAFE_METHODS:
+        url_name = request.resolver_match.url_name if request.resolver_match else None
+        if permissions.allows(principal.role, url_name, request.method):
             return True
-        return not principal.read_only
+        self.message = permissions.refusal(url_name)
+        return False
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):

@@ -95,7 +95,9 @@ def document_errors(result, generator, request, public):
             if method in WRITES or operation.get("parameters") or "requestBody" in operation:
                 extra["400"] = "The request does not fit: the message names the field."
             if method in WRITES:
-                extra["403"] = "A read-only API key tried to change something."
+                extra["403"] = (
+                    "The API key's role does not allow it (a read-only key's change, an owner-only action)."
+                )
             if method in ("post", "put", "patch") or (method == "delete" and "{" in path):
                 extra["409"] = "It conflicts with what exists (a name already taken, a "
                 "confirmation that does not match, a group with members)."

@@ -42,6 +42,13 @@ class OrgScopedView(APIView):
 
 class ApiKeySerializer(serializers.ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
+    owner = serializers.EmailField(
+        source="owner.email",
+        default=None,
+        allow_null=True,
+        read_only=True,
+        help_text="The person the key belongs to; null for a service-account key.",
+    )
     revoked = serializers.SerializerMethodField()
 
     class Meta:
@@ -49,7 +56,9 @@ class ApiKeySerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "name",
-            "scope",
+            "role",
+            "owner",
+            "service_account",
             "display_prefix",
             "created_at",
             "last_used_at",
@@ -64,7 +73,16 @@ class ApiKeySerializer(serializers.ModelSerializer):
 
 class ApiKeyCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100)
-    scope = serializers.ChoiceField(choices=ApiKey.Scope.choices, default=ApiKey.Scope.ADMIN)
+    role = serializers.ChoiceField(
+        choices=Membership.Role.choices,
+        default=Membership.Role.ADMIN,
+        help_text="At most the calling key's own role (a service account: at most admin).",
+    )
+    service_account = serializers.BooleanField(
+        default=False,
+        help_text="The organization's key rather than the calling key's owner's "
+        "(a service account's key always makes service-account keys).",
+    )
 
 
 class ApiKeyCreatedSerializer(ApiKeySerializer):
@@ -82,7 +100,11 @@ class ApiKeyListView(OrgScopedView):
         summary="List API keys (active ones; revoked ones too on request)",
     )
     def get(self, request):
-        keys = ApiKey.objects.for_org(self.organization).order_by("-created_at", "id")
+        keys = (
+            ApiKey.objects.for_org(self.organization)
+            .select_related("owner")
+            .order_by("-created_at", "id")
+        )
         if not query_params(request, KeyListQuerySerializer)["include_revoked"]:
             keys = keys.active()
         return paginated(request, keys, ApiKeySerializer)
@@ -95,7 +117,17 @@ class ApiKeyListView(OrgScopedView):
     def post(self, request):
         data = ApiKeyCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        key, plaintext = api_key_create(organization=self.organization, **data.validated_data)
+        caller = request.auth.key
+        service_account = data.validated_data["service_account"] or caller.service_account
+        key, plaintext = api_key_create(
+            organization=self.organization,
+            name=data.validated_data["name"],
+            role=data.validated_data["role"],
+            owner=None if service_account else caller.owner,
+            service_account=service_account,
+            created_by=caller.owner,
+            ceiling=request.auth.role,
+        )
         key.key = plaintext
         return created(ApiKeyCreatedSerializer(key).data, "api-key", key_id=key.public_id)
 
@@ -186,9 +218,9 @@ class InvitationCreatedSerializer(serializers.Serializer):
     emailed = serializers.BooleanField()
 
 
-def _api_actor(org) -> Membership:
-    """An admin API key acts as an admin of its organization (never as its owner)."""
-    return Membership(organization=org, role=Membership.Role.ADMIN)
+def _api_actor(request) -> Membership:
+    """An API key acts as a member of its organization with the key's role now."""
+    return Membership(organization=request.auth.organization, role=request.auth.role)
 
 
 class MemberListView(OrgScopedView):
@@ -219,7 +251,7 @@ class MemberDetailView(OrgScopedView):
         data.is_valid(raise_exception=True)
         if "role" in data.validated_data:  # PATCH {} changes nothing
             team.member_role_change(
-                actor=_api_actor(self.organization),
+                actor=_api_actor(request),
                 target=member,
                 role=data.validated_data["role"],
             )
@@ -227,7 +259,7 @@ class MemberDetailView(OrgScopedView):
 
     @extend_schema(responses={204: None}, summary="Remove a member (not the owner)")
     def delete(self, request, email: str):
-        team.member_remove(actor=_api_actor(self.organization), target=self._member(email))
+        team.member_remove(actor=_api_actor(request), target=self._member(email))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -242,7 +274,7 @@ class InvitationListView(OrgScopedView):
         data.is_valid(raise_exception=True)
         invitation, link, sent = team.invitation_create(
             organization=self.organization,
-            invited_by=request.auth.key.created_by,
+            invited_by=request.auth.key.owner,
             link_base=settings.FLOE_PUBLIC_URL,
             **data.validated_data,
         )

@@ -13,12 +13,16 @@ from controlplane import services
 from controlplane.console import one_time_secret
 from controlplane.console.clusters import ACTIVE_FIRST
 from controlplane.console.forms import ApiKeyCreateForm, add_service_errors
-from controlplane.console.tenancy import current_org, org_or_404
+from controlplane.console.tenancy import current_membership, current_org, org_or_404
 from controlplane.models import ApiKey
 
 
 def _render(request, *, form=None, new_key=None):
-    keys = ApiKey.objects.for_org(current_org(request)).order_by(ACTIVE_FIRST, "-created_at")
+    keys = (
+        ApiKey.objects.for_org(current_org(request))
+        .select_related("owner")
+        .order_by(ACTIVE_FIRST, "-created_at")
+    )
     context = {
         "keys": keys,
         "form": form or ApiKeyCreateForm(),
@@ -47,9 +51,16 @@ def api_key_create(request):
     org = org_or_404(request)
     form = ApiKeyCreateForm(request.POST)
     if form.is_valid():
+        service_account = form.cleaned_data["service_account"]
         try:
             key, plaintext = services.api_key_create(
-                organization=org, created_by=request.user, **form.cleaned_data
+                organization=org,
+                name=form.cleaned_data["name"],
+                role=form.cleaned_data["role"],
+                owner=None if service_account else request.user,
+                service_account=service_account,
+                created_by=request.user,
+                ceiling=current_membership(request).role,
             )
         except ValidationError as exc:
             add_service_errors(form, exc)

@@ -7,7 +7,7 @@ from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 
-from controlplane.models import ApiKey
+from controlplane.models import Membership
 from virtualclusters.models import VirtualCluster
 from virtualclusters.services import CONFIG_BOUNDS
 
@@ -173,4 +173,9 @@ class ApiKeyCreateForm(forms.Form):
     name = forms.CharField(
         max_length=100, widget=forms.TextInput(attrs={"placeholder": "e.g. terraform"})
     )
-    scope = forms.ChoiceField(choices=ApiKey.Scope.choices, initial=ApiKey.Scope.ADMIN)
+    role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.ADMIN)
+    service_account = forms.BooleanField(
+        required=False,
+        label="Service account key",
+        help_text="The organization's, not yours: it stays when you leave (at most admin).",
+    )

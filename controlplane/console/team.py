@@ -1,6 +1,7 @@
 """The team page: members and their roles, invitations (the link is shown once, and
 emailed when a mail backend is set), removing members, handing ownership on; and the
-invitation link's page, where an invited person sets a password."""
+invitation link's page, where an invited person joins (with their account's password, or
+a new one); and the organization switcher."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from controlplane import team
 from controlplane.console import one_time_secret
 from controlplane.console.forms import add_service_errors
-from controlplane.console.tenancy import current_membership, org_or_404
+from controlplane.console.tenancy import ORG_SESSION_KEY, current_membership, org_or_404
 from controlplane.models import Membership
+from controlplane.services import memberships_of
 
 ROLE_CHOICES = [(Membership.Role.MEMBER, "Member (read-only)"), (Membership.Role.ADMIN, "Admin")]
 
@@ -29,7 +32,10 @@ class InviteForm(forms.Form):
 
 class AcceptForm(forms.Form):
     password = forms.CharField(
-        strip=False, widget=forms.PasswordInput(attrs={"autocomplete": "new-password"})
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
+        help_text="If this email has a Floe account, enter its password; if not, choose one "
+        "(at least 10 characters) for your new account.",
     )
 
 
@@ -104,20 +110,45 @@ def member_change(request, email: str):
 
 @require_http_methods(["GET", "POST"])
 def invitation_accept(request, token: str):
-    """The invitation link: set a password, and arrive in the organization."""
+    """The invitation link. Signed in as the invited email: one button joins. Otherwise
+    the same page whether the email has an account or not: its password (an existing
+    account) or a new one (a new account). Then the person works in that organization."""
     invitation = team.invitation_for_token(token)
     if invitation is None:
         return render(request, "console/invitation.html", {"invalid": True}, status=404)
+    signed_in_as_invited = (
+        request.user.is_authenticated and request.user.username == invitation.email
+    )
     form = AcceptForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    if request.method == "POST" and (signed_in_as_invited or form.is_valid()):
         try:
-            user = team.invitation_accept(
-                invitation=invitation, password=form.cleaned_data["password"]
-            )
+            if signed_in_as_invited:
+                user = team.invitation_join(invitation=invitation, user=request.user)
+            else:
+                password = form.cleaned_data["password"]
+                user = team.invitation_accept(invitation=invitation, password=password)
         except ValidationError as exc:
             add_service_errors(form, exc)
         else:
-            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            if not signed_in_as_invited:
+                login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            request.session[ORG_SESSION_KEY] = invitation.organization.public_id
             messages.success(request, f"Welcome to {invitation.organization.name}.")
             return redirect("dashboard")
-    return render(request, "console/invitation.html", {"invitation": invitation, "form": form})
+    context = {"invitation": invitation, "form": form, "signed_in_as_invited": signed_in_as_invited}
+    return render(request, "console/invitation.html", context)
+
+
+@login_required
+@require_POST
+def org_switch(request):
+    """Work in another of the person's organizations (the nav's switcher)."""
+    chosen = request.POST.get("org", "")
+    membership = next(
+        (m for m in memberships_of(request.user) if m.organization.public_id == chosen), None
+    )
+    if membership is None:
+        raise Http404("You are not a member of that organization.")
+    request.session[ORG_SESSION_KEY] = chosen
+    messages.success(request, f"You are working in {membership.organization.name}.")
+    return redirect("dashboard")

@@ -5,50 +5,58 @@ from __future__ import annotations
 from django.http import Http404
 from django.shortcuts import get_object_or_404, render
 
+from controlplane import permissions
 from controlplane.models import Membership, Organization
-from controlplane.services import organization_for_user
-from controlplane.team import can_change
+from controlplane.services import membership_for, memberships_of
 from virtualclusters.models import VirtualCluster
 
-
-def current_org(request) -> Organization | None:
-    """The signed-in user's organization, looked up once per request."""
-    if not hasattr(request, "_floe_org"):
-        request._floe_org = organization_for_user(request.user)
-    return request._floe_org
+# The session remembers which of a person's organizations they work in (the switcher).
+ORG_SESSION_KEY = "floe_org"
 
 
 def current_membership(request) -> Membership | None:
-    """The signed-in user's membership of their organization (its role)."""
+    """The signed-in person's membership of the organization they work in (its role),
+    looked up once per request."""
     if not hasattr(request, "_floe_membership"):
-        org = current_org(request)
-        request._floe_membership = (
-            Membership.objects.filter(organization=org, user=request.user).first()
-            if org is not None
-            else None
-        )
+        session = getattr(request, "session", None)
+        chosen = session.get(ORG_SESSION_KEY) if session is not None else None
+        request._floe_memberships = memberships_of(request.user)
+        request._floe_membership = membership_for(request._floe_memberships, chosen)
     return request._floe_membership
 
 
-class ReadOnlyMembers:
-    """Middleware, the one check for console writes: a member with the read-only role
-    gets a 403 for any POST but logging out and accepting an invitation."""
+def my_memberships(request) -> list[Membership]:
+    """All the signed-in person's memberships (the switcher lists them)."""
+    current_membership(request)
+    return request._floe_memberships
 
-    OPEN_PATHS = ("/logout", "/login", "/signup", "/invite/", "/api/", "/agent/")
+
+def current_org(request) -> Organization | None:
+    """The organization the signed-in person works in."""
+    membership = current_membership(request)
+    return membership.organization if membership is not None else None
+
+
+class RolePermissions:
+    """Middleware, the console's side of ``controlplane.permissions``: a signed-in
+    person whose role in the organization does not allow the page's action gets a 403
+    that says why. (The REST API asks the same rule in ``api.auth.ApiKeyPermission``.)"""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        if (
-            request.method == "POST"
-            and request.user.is_authenticated
-            and not request.path.startswith(self.OPEN_PATHS)
-        ):
-            membership = current_membership(request)
-            if membership is not None and not can_change(membership.role):
-                return render(request, "console/read_only.html", status=403)
         return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if request.path.startswith(("/api/", "/agent/")) or not request.user.is_authenticated:
+            return None
+        url_name = request.resolver_match.url_name if request.resolver_match else None
+        membership = current_membership(request)
+        if membership is None or permissions.allows(membership.role, url_name, request.method):
+            return None  # no organization: the views answer 404
+        context = {"reason": permissions.refusal(url_name)}
+        return render(request, "console/read_only.html", context, status=403)
 
 
 def org_or_404(request) -> Organization:

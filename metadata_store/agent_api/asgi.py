@@ -25,6 +25,7 @@ threads and Django's middleware served 253-272/s (p99 61-100 ms).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import signal
@@ -40,7 +41,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from psycopg_pool import AsyncConnectionPool
 
 from metadata_store import store
-from metadata_store.agent_api import endpoint, schemas, views
+from metadata_store.agent_api import endpoint, key_changes, schemas, views
 from metadata_store.commit_pipeline import CommitPipeline
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,7 @@ class AgentApi:
             max_workers=settings.FLOE_AGENT_API_THREADS, thread_name_prefix="agent-api"
         )
         self._pool: AsyncConnectionPool | None = None
+        self._listener: asyncio.Task | None = None
         self.pipeline = CommitPipeline(self._commit_files)
         self._stopping: asyncio.Event | None = None
 
@@ -159,6 +161,7 @@ class AgentApi:
             if message["type"] == "lifespan.startup":
                 self.settle()
                 self._end_long_polls_on_exit()
+                self._listener = asyncio.create_task(key_changes.listen(_conninfo()))
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self.close()
@@ -203,7 +206,13 @@ class AgentApi:
         return self._stopping
 
     async def close(self) -> None:
-        """Close the commit pool and every thread's Django connection (the server stops)."""
+        """Close the commit pool, the key-change listener and every thread's Django
+        connection (the server stops)."""
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+            self._listener = None
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
@@ -330,7 +339,10 @@ class AgentApi:
             row = await self.pipeline.commit(cluster.pk, commit)
             answer = {"batches": store.batch_answers(*row)}
         except Exception as exc:  # noqa: BLE001 - every failure is a short JSON answer
-            return endpoint.failure("commit", exc)
+            vanished = await loop.run_in_executor(
+                self._threads, _in_thread, endpoint.cluster_vanished, exc, cluster.pk
+            )
+            return endpoint.NO_KEY if vanished else endpoint.failure("commit", exc)
         endpoint.succeeded("commit", started)
         return 200, answer
 

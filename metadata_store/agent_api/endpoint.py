@@ -40,6 +40,7 @@ _key_cache: dict[str, tuple[float, VirtualCluster | None]] = {}
 _bounded: weakref.WeakSet = weakref.WeakSet()
 # SQLSTATEs of a statement cut short by our bounds (query_canceled, lock_not_available).
 _TIMED_OUT = {"57014", "55P03"}
+_FOREIGN_KEY = "23503"  # foreign_key_violation
 
 
 def _bound_database_work() -> None:
@@ -89,6 +90,29 @@ def cached_cluster(authorization: str) -> tuple[bool, VirtualCluster | None]:
     if cached and cached[0] > time.monotonic():
         return True, cached[1]
     return False, None
+
+
+def forget_cluster(cluster_id: int | None) -> None:
+    """Drop a cluster's keys from the cache (every key when `cluster_id` is None): the
+    cluster was deleted or one of its keys revoked (``key_changes`` hears of it)."""
+    if cluster_id is None:
+        _key_cache.clear()
+        return
+    for plaintext, (_, cluster) in list(_key_cache.items()):
+        if cluster is not None and cluster.pk == cluster_id:
+            _key_cache.pop(plaintext, None)
+
+
+def cluster_vanished(exc: Exception, cluster_id: int) -> bool:
+    """Whether a call failed because its cluster was deleted meanwhile (a row naming it
+    refused by a foreign key, and the cluster gone): the key is then unknown (401), not
+    our failure (500). Forgets the cluster's keys when so."""
+    if not any(getattr(e, "sqlstate", None) == _FOREIGN_KEY for e in (exc, exc.__cause__)):
+        return False
+    if VirtualCluster.objects.filter(pk=cluster_id).exists():
+        return False
+    forget_cluster(cluster_id)
+    return True
 
 
 def cluster_for(authorization: str) -> VirtualCluster | None:
@@ -192,6 +216,8 @@ def respond(handler: Callable, schema: type, authorization: str, body: bytes) ->
         _bound_database_work()
         answer = handler(cluster, decoded)
     except Exception as exc:  # noqa: BLE001 - every failure is a short JSON answer
+        if cluster_vanished(exc, cluster.pk):
+            return NO_KEY
         return failure(name, exc)
     succeeded(name, started)
     return 200, answer

@@ -9,10 +9,10 @@ pytestmark = pytest.mark.django_db
 
 def test_it_creates_a_read_only_key_and_shows_the_secret_once(api, alice):
     client = api(alice["admin"])
-    created = client.post("/api/v1/api-keys/", {"name": "ci", "scope": "read_only"}, format="json")
+    created = client.post("/api/v1/api-keys/", {"name": "ci", "role": "member"}, format="json")
     assert created.status_code == 201
     body = created.json()
-    assert body["key"].startswith("floe_api_") and body["scope"] == "read_only"
+    assert body["key"].startswith("floe_api_") and body["role"] == "member"
     listed = client.get("/api/v1/api-keys/").json()
     assert body["id"] in [k["id"] for k in listed] and all("key" not in k for k in listed)
     assert (
@@ -20,11 +20,11 @@ def test_it_creates_a_read_only_key_and_shows_the_secret_once(api, alice):
     )
 
 
-def test_it_rejects_a_bad_scope(api, alice):
+def test_it_rejects_a_bad_role(api, alice):
     response = api(alice["admin"]).post(
-        "/api/v1/api-keys/", {"name": "x", "scope": "root"}, format="json"
+        "/api/v1/api-keys/", {"name": "x", "role": "root"}, format="json"
     )
-    assert response.status_code == 400 and "scope" in response.json()["error"]
+    assert response.status_code == 400 and "role" in response.json()["error"]
 
 
 def test_another_organization_cannot_see_or_revoke_a_key(api, alice, bob):

@@ -13,6 +13,7 @@ from metadata_store.agent_api import endpoint
 from metadata_store.models import SegmentFile
 from metadata_store.topics import topic_create
 from tests.metadata_store.conftest import batch
+from virtualclusters.services import cluster_delete
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -96,3 +97,55 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(live_server, alice):
     response = conn.getresponse()
     assert response.status == 413 and "larger than" in json.loads(response.read())["error"]
     conn.close()
+
+
+def _commit_once(live_server, alice) -> dict:
+    """A topic and a commit to it: the agent key is in the web server's cache after it.
+    Returns the commit's body with the file key of a next commit."""
+    topic = topic_create(cluster=alice["cluster"], name="orders", num_partitions=1)
+    body = {
+        "file_key": f"{alice['cluster'].public_id}/segments/a.seg",
+        "size": 100,
+        "batches": [batch(str(topic.id), 0)],
+    }
+    status, _ = _call(
+        live_server, "/agent/v1/commit", json.dumps(body).encode(), headers=_auth(alice)
+    )
+    assert status == 200
+    return {**body, "file_key": body["file_key"].replace("a.seg", "b.seg")}
+
+
+def test_a_deleted_clusters_key_is_refused_at_once_on_every_call(live_server, alice):
+    """The key cache (5 s) knew the cluster; right after its deletion a commit with its key
+    is a 401 (it was a 500: the file's row named a cluster that is gone), and so is every
+    other call — the deletion reaches every web process's cache through PostgreSQL."""
+    body = _commit_once(live_server, alice)
+    cluster_delete(cluster=alice["cluster"], confirm_name=alice["cluster"].name)
+    # A call that only reads first: nothing but the notification can tell it (it answered
+    # the deleted cluster's empty topic list for up to 5 s).
+    assert (
+        _call(live_server, "/agent/v1/topics/list", b'{"names": null}', headers=_auth(alice))
+        == endpoint.NO_KEY
+    )
+    status, answer = _call(
+        live_server, "/agent/v1/commit", json.dumps(body).encode(), headers=_auth(alice)
+    )
+    assert (status, answer) == endpoint.NO_KEY
+    heartbeat = json.dumps({"agent_id": "a1", "host": "127.0.0.1", "port": 9092}).encode()
+    assert _call(live_server, "/agent/v1/heartbeat", heartbeat, headers=_auth(alice)) == (
+        endpoint.NO_KEY
+    )
+
+
+def test_a_commit_racing_the_deletion_is_refused_not_failed(live_server, alice):
+    """Even before the notification arrives (another process's cache, say), a commit whose
+    cluster is gone is a 401: its file's row is refused by the cluster's foreign key."""
+    body = _commit_once(live_server, alice)
+    cluster = alice["cluster"]
+    endpoint_cache = dict(endpoint._key_cache)  # what this process knew before
+    cluster_delete(cluster=cluster, confirm_name=cluster.name)
+    endpoint._key_cache.update(endpoint_cache)  # as a process the notification missed
+    assert (
+        _call(live_server, "/agent/v1/commit", json.dumps(body).encode(), headers=_auth(alice))
+        == endpoint.NO_KEY
+    )

@@ -243,3 +243,18 @@ def test_a_plan_reads_a_bounded_number_of_index_rows_however_long_the_partition(
     read = heap_rows_read()
     assert [b["base_offset"] for b in answer["batches"]] == list(range(0, 100, 10))
     assert read - after < store.FETCH_PLAN_MAX_RUNS // 2, read - after
+
+
+def test_producer_ids_tell_nothing_of_other_organizations(agent_api, bob_agent_api):
+    """Producer ids were one sequence for every organization: the gap between two of
+    Alice's ids counted the producers everyone else started meanwhile (issue 25)."""
+    first = agent_api("init-producer-id", {"transactional_id": None})["producer_id"]
+    bobs = [bob_agent_api("init-producer-id", {})["producer_id"] for _ in range(5)]
+    bobs.append(bob_agent_api("init-producer-id", {"transactional_id": "tx"})["producer_id"])
+    second = agent_api("init-producer-id", {"transactional_id": None})["producer_id"]
+    ids = [first, *bobs, second]
+    assert len(set(ids)) == len(ids) and all(0 < i < 2**63 for i in ids)
+    assert second - first != len(bobs) + 1
+    # Random over 60 bits: no two are near each other (a chance of about 1 in 10^10).
+    gaps = [abs(a - b) for a in ids for b in ids if a != b]
+    assert min(gaps) > 10**6, sorted(ids)

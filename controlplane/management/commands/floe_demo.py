@@ -61,7 +61,7 @@ class Command(BaseCommand):
                 revoked_at=timezone.now()
             )
             _, demo["api_key"] = api_key_create(
-                organization=org, name="playground", created_by=user
+                organization=org, name="playground", role="owner", owner=user, created_by=user
             )
         agent_key_ok = AgentKey.objects.active().filter(
             cluster=cluster, digest=secret_digest(demo.get("agent_key", ""))

@@ -154,14 +154,13 @@ def test_kafka_python_admin_manages_offsets_members_and_groups(agent, cluster):
 
 
 def test_the_rest_api_shows_members_assignments_and_lag_then_deletes(agent, cluster, client):
-    from controlplane.models import ApiKey
 
     a = agent(cluster.key)
     create_topic(a.bootstrap, "events", 2)
     produce(a.bootstrap, "events", 40, 2)
     org = cluster.cluster.organization
     admin_key = factories.make_api_key(org)
-    reader_key = factories.make_api_key(org, scope=ApiKey.Scope.READ_ONLY)
+    reader_key = factories.make_api_key(org, role="member")
     url = f"/api/v1/clusters/{cluster.public_id}/groups/"
 
     def get(path: str, key: str = admin_key):

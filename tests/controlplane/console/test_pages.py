@@ -406,28 +406,28 @@ def test_revoking_is_a_post(client, alice):
 
 def test_a_new_api_key_is_shown_once_then_listed_by_prefix(client, alice):
     signed_in(client, alice)
-    created = client.post("/api-keys/new", {"name": "terraform", "scope": "read_only"})
+    created = client.post("/api-keys/new", {"name": "terraform", "role": "member"})
     assert created.status_code == 302 and created.url == "/api-keys"  # PRG
     response = client.get(created.url)
     assert response["Cache-Control"] == "no-store"
     plaintext = response.context["new_key"]["plaintext"]
     assert plaintext in response.content.decode()
     key = ApiKey.objects.for_org(alice["org"]).get(name="terraform")
-    assert key.scope == ApiKey.Scope.READ_ONLY and key.created_by == alice["user"]
+    assert key.role == "member" and key.owner == alice["user"] and not key.service_account
     page = client.get("/api-keys").content.decode()
     assert plaintext not in page
-    assert key.display_prefix in page and "Read-only" in page
+    assert key.display_prefix in page and "Read-only" in page and alice["user"].email in page
 
 
 def test_an_api_key_needs_a_name(client, alice):
-    response = signed_in(client, alice).post("/api-keys/new", {"name": "", "scope": "admin"})
+    response = signed_in(client, alice).post("/api-keys/new", {"name": "", "role": "admin"})
     assert field_errors(response, "name") == ["This field is required."]
 
 
 def test_it_refuses_a_second_active_api_key_with_the_same_name(client, alice):
     signed_in(client, alice)
-    assert client.post("/api-keys/new", {"name": "ci", "scope": "admin"}).status_code == 302
-    response = client.post("/api-keys/new", {"name": "ci", "scope": "admin"})
+    assert client.post("/api-keys/new", {"name": "ci", "role": "admin"}).status_code == 302
+    response = client.post("/api-keys/new", {"name": "ci", "role": "admin"})
     assert field_errors(response, "name") == ["An active API key with this name already exists."]
     assert ApiKey.objects.for_org(alice["org"]).filter(name="ci").count() == 1
 

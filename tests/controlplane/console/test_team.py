@@ -85,3 +85,84 @@ def test_the_rest_api_lists_invites_and_changes_members(api, alice, bob):
     assert owner.status_code == 409  # the owner stays
     assert admin.delete("/api/v1/members/fay@example.com/").status_code == 204
     assert api(bob["admin"]).delete(f"/api/v1/members/{alice['user'].email}/").status_code == 404
+
+
+# --- several organizations (issue 25, finding 5) -----------------------------------------
+
+
+def link_path(link: str) -> str:
+    return "/invite/" + link.rsplit("/invite/", 1)[1]
+
+
+def test_an_existing_account_joins_a_second_organization_and_switches(client, alice, bob):
+    client.force_login(alice["user"])
+    path = link_path(invite(client, bob["user"].email, "admin"))
+    client.logout()
+    joined = client.post(path, {"password": PASSWORD})
+    assert joined.status_code == 302, joined.content.decode()[:2000]
+    roles = dict(
+        Membership.objects.filter(user=bob["user"]).values_list("organization__name", "role")
+    )
+    assert roles == {"bob-co": "owner", "alice-co": "admin"}
+    # He arrives in the organization he joined; the nav switches between the two.
+    page = client.get("/").content.decode()
+    assert alice["cluster"].name in page and 'id="org-switch"' in page
+    assert client.post("/orgs/switch", {"org": bob["org"].public_id}).status_code == 302
+    page = client.get("/").content.decode()
+    assert bob["cluster"].name in page and alice["cluster"].name not in page
+    assert client.post("/orgs/switch", {"org": "org_nobodys"}).status_code == 404
+
+
+def test_a_signed_in_invited_person_joins_with_one_button(client, alice, bob):
+    client.force_login(alice["user"])
+    path = link_path(invite(client, bob["user"].email))
+    client.force_login(bob["user"])
+    assert 'name="password"' not in client.get(path).content.decode()  # no password asked
+    assert client.post(path).status_code == 302
+    assert Membership.objects.get(organization=alice["org"], user=bob["user"]).role == "member"
+
+
+def test_the_invitation_answers_alike_whether_the_email_has_an_account(client, alice, bob):
+    client.force_login(alice["user"])
+    # The inviter's answers: the same redirect and message for both.
+    notes = []
+    for email in (bob["user"].email, "nobody-yet@example.com"):
+        response = client.post("/team", {"email": email, "role": "member"}, follow=True)
+        notes.append([str(m) for m in response.context["messages"]])
+    assert notes[0] == notes[1]
+    invited = Invitation.objects.filter(organization=alice["org"]).values_list("email", flat=True)
+    assert sorted(invited) == sorted([bob["user"].email, "nobody-yet@example.com"])
+    client.logout()
+    # The link's page and a bad password's answer: the same, but for the email itself.
+    pages, refusals = [], []
+    for email in (bob["user"].email, "nobody-yet@example.com"):
+        invitation = Invitation.objects.get(organization=alice["org"], email=email)
+        pages.append(_invitation_page(client, invitation).replace(email, "EMAIL"))
+        refusals.append(_invitation_post(client, invitation, "short").replace(email, "EMAIL"))
+    assert pages[0] == pages[1]
+    assert refusals[0] == refusals[1] and "cannot be used" in refusals[0]
+
+
+def _fresh_token(invitation) -> str:
+    """A new link for an invitation (links are shown once; the test needs one again)."""
+    import secrets
+
+    from controlplane.ids import secret_digest
+
+    token = secrets.token_urlsafe(32)
+    Invitation.objects.filter(pk=invitation.pk).update(digest=secret_digest(token))
+    return token
+
+
+def _strip_csrf(html: str) -> str:
+    return re.sub(r'name="csrfmiddlewaretoken" value="[^"]+"', "", html)
+
+
+def _invitation_page(client, invitation) -> str:
+    return _strip_csrf(client.get(f"/invite/{_fresh_token(invitation)}").content.decode())
+
+
+def _invitation_post(client, invitation, password: str) -> str:
+    response = client.post(f"/invite/{_fresh_token(invitation)}", {"password": password})
+    assert response.status_code == 200
+    return _strip_csrf(response.content.decode())

@@ -1,5 +1,6 @@
 """The tenant schemathesis runs as: an organization whose cluster has a SASL user and an
-ACL, so that generated calls reach the services; an admin API key."""
+ACL, so that generated calls reach the services; the owner's API key (owner role, so
+that owner-only operations reach their services too)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from virtualclusters.security.services import acl_binding, acl_create, sasl_cred
 
 
 def make_fuzz_tenant(name: str) -> dict:
-    _, org = factories.make_org(name)
+    user, org = factories.make_org(name)
     cluster, _ = factories.make_cluster("fuzzed", org=org)
     sasl_credential_create(cluster=cluster, username="fuzz-user")
     acl_create(
@@ -22,4 +23,5 @@ def make_fuzz_tenant(name: str) -> dict:
             }
         ),
     )
-    return {"cluster": cluster, "key": factories.make_api_key(org)}
+    key = factories.make_api_key(org, role="owner", owner=user)
+    return {"cluster": cluster, "key": key}
