@@ -217,17 +217,8 @@ SPECTACULAR_SETTINGS.update(
 
 # --- background jobs: compaction, retention, orphan cleanup, key compaction -------------
 # (virtualclusters/jobs/tasks.py queues them; jobs-role agents run them in the data plane,
-# each on its cluster's own bucket.) The settings below serve only the in-process
-# driver (`jobs_services.job_run_execute`: tests, benchmarks) for clusters that have no
-# bucket yet; the control plane never needs a bucket or its credentials.
-FLOE_BUCKET_URL = env_str("FLOE_BUCKET_URL") or f"file://{FLOE_DATA_DIR / 'bucket'}"
-FLOE_SPARK_MASTER = env_str("SPARK_MASTER") or "local[*]"
-# inprocess: one cached SparkSession per worker process; subprocess: a fresh one per job.
-FLOE_SPARK_MODE = env_str("FLOE_SPARK_MODE", "inprocess")
-if FLOE_SPARK_MODE not in ("inprocess", "subprocess"):
-    raise ImproperlyConfigured(
-        f"FLOE_SPARK_MODE must be inprocess or subprocess, got {FLOE_SPARK_MODE!r}"
-    )
+# each on its cluster's own bucket: the control plane never needs a bucket, its
+# credentials or Spark.)
 # A file is deleted this long after nothing references it any more (readers may still
 # hold pointers); objects no file row knows are deleted once this old.
 FLOE_FILE_DELETE_GRACE_S = env_int("FLOE_FILE_DELETE_GRACE_S", 300, minimum=0)

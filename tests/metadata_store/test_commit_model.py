@@ -17,7 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from core.kafka.errors import ErrorCode
 from metadata_store.models import Batch, Partition
 from tests.metadata_store.conftest import batch
-from virtualclusters.jobs.services import batches_below_log_start_delete, log_start_offsets_advance
+from virtualclusters.jobs.retention import batches_below_log_start_delete, log_start_offsets_advance
 
 pytestmark = pytest.mark.django_db
 
