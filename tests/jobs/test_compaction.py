@@ -16,11 +16,11 @@ from core.kafka.records import (
     COMPRESSION_ZSTD,
 )
 from core.segment import verify_segment
+from metadata_store import retention as index_retention
 from metadata_store import store as metadata
 from metadata_store.models import Batch, Partition, SegmentFile
 from tests.jobs import driver
 from tests.jobs.segments import batch, read_partition, values
-from virtualclusters.jobs import retention as jobs_retention
 from virtualclusters.jobs import services as jobs_services
 from virtualclusters.jobs.models import JobRun
 
@@ -182,7 +182,7 @@ def test_batches_expired_meanwhile_are_simply_not_repointed(writer, tenant, monk
             cluster_id=tenant.id,
             partitions=[{"topic_id": str(topic.id), "partition": 0, "offset": 20}],
         )
-        jobs_retention.batches_below_log_start_delete(cluster=tenant)
+        index_retention.batches_below_log_start_delete(cluster_id=tenant.id)
 
     _during_the_job(monkeypatch, delete_records_below_20)
     run = compact(tenant)

@@ -1,17 +1,19 @@
 """Retention: move log start offsets as the topics' retention asks, drop the index rows
 below them, mark the files nothing references, and delete those past their grace
-period (the retention job, in the data plane)."""
+period (the retention job, in the data plane). The index's side of it:
+``metadata_store.retention``."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from metadata_store import retention as index_retention
 from metadata_store.models import SegmentFile
+from metadata_store.rewrites import files_release
 from virtualclusters.jobs import selectors
-from virtualclusters.jobs.compaction import files_release
 from virtualclusters.jobs.models import JobRun
 from virtualclusters.jobs.steps import Step, deletion, grace, plan_keep
 from virtualclusters.models import VirtualCluster
@@ -25,58 +27,14 @@ def retention_apply(*, cluster: VirtualCluster, now: datetime | None = None) -> 
     no row references any more as replaced (their grace period starts now)."""
     moves = selectors.retention_offsets(cluster, now=now or timezone.now())
     if moves:
-        log_start_offsets_advance(moves=moves)
-    deleted, released = batches_below_log_start_delete(cluster=cluster)
+        index_retention.log_start_offsets_advance(moves=moves)
+    deleted, released = index_retention.batches_below_log_start_delete(cluster_id=cluster.id)
     released += files_unreferenced_mark(cluster=cluster)
     return {
         "partitions_advanced": len(moves),
         "batches_deleted": deleted,
         "files_released": released,
     }
-
-
-@transaction.atomic
-def log_start_offsets_advance(*, moves: dict[int, int]) -> None:
-    """Raise log start offsets (never lower them, never past the high watermark)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id FROM floe_partition WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
-            [sorted(moves)],
-        )
-        cursor.execute(
-            "UPDATE floe_partition p"
-            " SET log_start_offset = greatest(p.log_start_offset, least(u.start, p.high_watermark))"
-            " FROM unnest(%s::bigint[], %s::bigint[]) AS u(id, start) WHERE p.id = u.id",
-            [list(moves), list(moves.values())],
-        )
-
-
-@transaction.atomic
-def batches_below_log_start_delete(*, cluster: VirtualCluster) -> tuple[int, int]:
-    """Drop index rows wholly below their partition's log start offset (retention,
-    DeleteRecords); (rows deleted, files released)."""
-    below = (
-        " FROM floe_partition p JOIN floe_topic t ON t.id = p.topic_id"
-        " CROSS JOIN LATERAL (SELECT file_id FROM floe_batch"
-        "  WHERE partition_id = p.id AND last_offset < p.log_start_offset) b"
-        " WHERE t.cluster_id = %s"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT DISTINCT b.file_id" + below, [cluster.id])
-        file_ids = [row[0] for row in cursor.fetchall()]
-        if not file_ids:
-            return 0, 0
-        cursor.execute(
-            "SELECT id FROM floe_file WHERE id = ANY(%s) ORDER BY id FOR UPDATE", [file_ids]
-        )
-        cursor.execute(
-            "DELETE FROM floe_batch x USING floe_partition p, floe_topic t"
-            " WHERE t.cluster_id = %s AND p.topic_id = t.id AND x.partition_id = p.id"
-            " AND x.last_offset < p.log_start_offset",
-            [cluster.id],
-        )
-        deleted = cursor.rowcount
-        return deleted, files_release(cursor, file_ids)
 
 
 @transaction.atomic
@@ -87,8 +45,7 @@ def files_unreferenced_mark(*, cluster: VirtualCluster) -> int:
     ids = list(selectors.unreferenced_live_files(cluster).values_list("id", flat=True))
     if not ids:
         return 0
-    with connection.cursor() as cursor:
-        return files_release(cursor, ids)
+    return files_release(ids)
 
 
 def files_mark_deleted(*, cluster: VirtualCluster, file_ids: list[int]) -> int:

@@ -13,12 +13,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
+from metadata_store.rewrites import SwapConflict
 from virtualclusters.jobs.models import JobRun
 from virtualclusters.jobs.selectors import epoch_ms
 
-
-class SwapConflict(Exception):
-    """The job's inputs changed while it ran: nothing was swapped."""
+__all__ = ["SwapConflict", "Step"]  # SwapConflict: the metadata store's, raised by swaps
 
 
 @dataclass(frozen=True)
