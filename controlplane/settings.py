@@ -258,6 +258,9 @@ FLOE_BILLING_METER_LAG_S = env_int("FLOE_BILLING_METER_LAG_S", 30, minimum=0)
 # Per-topic storage reads the whole index: sampled this often (cluster totals every run).
 FLOE_BILLING_TOPIC_SAMPLE_S = env_int("FLOE_BILLING_TOPIC_SAMPLE_S", 900, minimum=1)
 FLOE_BILLING_INVOICE_DELAY_S = env_int("FLOE_BILLING_INVOICE_DELAY_S", 2 * 3600, minimum=0)
+# What the heartbeat asks whether an organization may still produce (the metadata store
+# sits below billing: it is told where the check is, it does not import it).
+FLOE_PRODUCE_QUOTA_CHECK = "billing.quotas.produce_quota_exceeded"
 CELERY_BEAT_SCHEDULE["floe-billing-meters"] = {
     "task": "billing.tasks.meters_run",
     "schedule": float(FLOE_BILLING_METER_S),

@@ -1,5 +1,6 @@
 """The rules of the layout (docs/ARCHITECTURE.md, "The rooms"), read from the code itself:
-dependencies run one way, the core package is sans-IO, and nothing outside the agent
+dependencies run one way, the core package knows no Django, asyncio or other room (its
+storage does blocking I/O: docs/ARCHITECTURE.md says so), nothing outside the agent
 process imports it."""
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def _third_party(path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m.split(".")[0] == "core"))
-def test_the_core_package_is_sans_io_and_knows_no_django(module):
+def test_the_core_package_knows_no_django_no_asyncio_and_no_other_room(module):
     imported = _third_party(MODULES[module])
     assert not imported & {"django", "rest_framework", "asyncio", "aiohttp", "celery"}
     assert not {m for m in GRAPH[module] if m.split(".")[0] != "core"}, "core imports only core"
