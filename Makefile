@@ -31,6 +31,8 @@ tests/js/node_modules/.floe-installed: tests/js/package.json
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff format .

@@ -54,12 +54,13 @@ def main() -> None:
     from jobs.session import spark_session
     from metadata_store.models import Partition
     from tests.factories import make_cluster
+    from tests.jobs import driver
     from tests.jobs.segments import SegmentWriter, read_partition
     from virtualclusters.jobs import services as jobs_services
 
     bucket = (work / "bucket").as_uri()
-    settings.FLOE_BUCKET_URL = bucket
-    settings.FLOE_SPARK_MASTER = args.master
+    driver.BUCKET_URL = bucket
+    driver.SPARK_MASTER = args.master
     settings.FLOE_COMPACTION_TARGET_BYTES = args.target_bytes
     settings.FLOE_COMPACTION_MAX_INPUT_FILES = 10**7
     settings.FLOE_COMPACTION_MIN_FILES = 2
@@ -103,11 +104,11 @@ def main() -> None:
         warm.commit([(warm_topic, n % 2, encode_batch([RecordInput(key=b"k", value=b"v")]))])
     started = time.perf_counter()
     warm_run = jobs_services.job_dispatch(cluster=warm_cluster, kind="compaction")
-    jobs_services.job_run_execute(run_id=warm_run.id)
+    driver.job_run_execute(run_id=warm_run.id)
     first_job_s = time.perf_counter() - started
 
     spark_s = []
-    real_spark = jobs_services._spark
+    real_spark = driver.spark_step
 
     def timed(name, plan):
         began = time.perf_counter()
@@ -116,10 +117,10 @@ def main() -> None:
         finally:
             spark_s.append(time.perf_counter() - began)
 
-    jobs_services._spark = timed
+    driver.spark_step = timed
     started = time.perf_counter()
     run = jobs_services.job_dispatch(cluster=cluster, kind="compaction")
-    run = jobs_services.job_run_execute(run_id=run.id)
+    run = driver.job_run_execute(run_id=run.id)
     total_s = time.perf_counter() - started
     if run.state != "succeeded" or not run.details.get("swapped"):
         raise SystemExit(f"compaction did not swap: {run.state} {run.error} {run.details}")

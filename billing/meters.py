@@ -33,7 +33,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from billing.models import ActiveInterval, AgentCounterMark, MeterMark
-from core.segment import ENTRY_SIZE, TRAILER_SIZE
+from metadata_store import usage
 
 INTERVAL = timedelta(minutes=15)
 
@@ -85,39 +85,15 @@ def meter_written(*, now: datetime | None = None) -> int:
     with connection.cursor() as cursor:
         # The first file too young to count bounds this run (ids are handed out in
         # order, but a younger transaction may commit before an older one).
-        cursor.execute(
-            "SELECT coalesce(min(id), (SELECT coalesce(max(id), 0) + 1 FROM floe_file))"
-            " FROM floe_file WHERE id > %s AND created_at >= %s",
-            [mark.position, settled],
-        )
-        (bound,) = cursor.fetchone()
-        cursor.execute(
-            "SELECT c.organization_id, c.id, c.public_id,"
-            "       date_trunc('hour', f.created_at AT TIME ZONE 'UTC'),"
-            "       sum(coalesce(f.data_bytes, f.size - %s * f.batch_count - %s)), count(*),"
-            "       max(f.id)"
-            " FROM floe_file f JOIN virtualclusters_virtualcluster c ON c.id = f.cluster_id"
-            " WHERE f.id > %s AND f.id < %s AND f.level = 0"
-            " GROUP BY 1, 2, 3, 4",
-            [ENTRY_SIZE, TRAILER_SIZE, mark.position, bound],
-        )
-        found = cursor.fetchall()
+        bound = usage.files_written_bound(after_id=mark.position, settled=settled)
+        found = usage.files_written_by_hour(after_id=mark.position, before_id=bound)
         # The topics' shares, from the files' partition runs (a breakdown: the totals
         # above come from the file rows, which compaction never removes).
-        cursor.execute(
-            "SELECT c.organization_id, c.public_id, t.name,"
-            "       date_trunc('hour', f.created_at AT TIME ZONE 'UTC'), sum(b.length)"
-            " FROM floe_file f JOIN virtualclusters_virtualcluster c ON c.id = f.cluster_id"
-            " JOIN floe_batch b ON b.file_id = f.id"
-            " JOIN floe_partition p ON p.id = b.partition_id"
-            " JOIN floe_topic t ON t.id = p.topic_id"
-            " WHERE f.id > %s AND f.id < %s AND f.level = 0"
-            " GROUP BY 1, 2, 3, 4",
-            [mark.position, bound],
-        )
         topics = [
             (org, pid, topic, hour.replace(tzinfo=UTC), int(written), 0)
-            for org, pid, topic, hour, written in cursor.fetchall()
+            for org, pid, topic, hour, written in usage.topic_bytes_written_by_hour(
+                after_id=mark.position, before_id=bound
+            )
         ]
         if topics:
             cursor.executemany(_ADD_TOPIC_USAGE, topics)
@@ -155,16 +131,8 @@ def meter_stored(*, now: datetime | None = None) -> None:
     if previous is None or previous >= now:
         return
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT c.organization_id, c.id, c.public_id,"
-            "  (SELECT coalesce(sum(size), 0) FROM floe_file f"
-            "    WHERE f.cluster_id = c.id AND f.state = 'live'),"
-            "  (SELECT count(*) FROM floe_partition p JOIN floe_topic t ON t.id = p.topic_id"
-            "    WHERE t.cluster_id = c.id)"
-            " FROM virtualclusters_virtualcluster c"
-        )
         rows = []
-        for org, cid, pid, stored, partitions in cursor.fetchall():
+        for org, cid, pid, stored, partitions in usage.stored_by_cluster():
             if not stored and not partitions:
                 continue
             for hour, micros in _hour_pieces(previous.astimezone(UTC), now):
@@ -200,17 +168,9 @@ def meter_stored_topics(*, now: datetime | None = None) -> None:
     if previous is None:
         return
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT c.organization_id, c.public_id, t.name, sum(b.length)"
-            " FROM floe_batch b JOIN floe_file f ON f.id = b.file_id AND f.state = 'live'"
-            " JOIN floe_partition p ON p.id = b.partition_id"
-            " JOIN floe_topic t ON t.id = p.topic_id"
-            " JOIN virtualclusters_virtualcluster c ON c.id = t.cluster_id"
-            " GROUP BY 1, 2, 3"
-        )
         rows = [
             (org, pid, topic, hour, 0, int(stored) * micros // 1_000_000)
-            for org, pid, topic, stored in cursor.fetchall()
+            for org, pid, topic, stored in usage.stored_by_topic()
             for hour, micros in _hour_pieces(previous.astimezone(UTC), now)
         ]
         if rows:
@@ -232,19 +192,12 @@ def meter_cluster_time(*, now: datetime | None = None) -> None:
     )
     mark.mark = now
     mark.save(update_fields=["mark"])
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT c.organization_id, c.public_id, a.started_at, a.last_heartbeat"
-            " FROM floe_agent a JOIN virtualclusters_virtualcluster c ON c.id = a.cluster_id"
-            " WHERE a.last_heartbeat >= %s",
-            [since],
-        )
-        intervals = set()
-        for org, pid, started, last in cursor.fetchall():
-            start = _interval_start(max(started, since))
-            while start <= last:
-                intervals.add((org, pid, start))
-                start += INTERVAL
+    intervals = set()
+    for org, pid, started, last in usage.agents_alive_since(since):
+        start = _interval_start(max(started, since))
+        while start <= last:
+            intervals.add((org, pid, start))
+            start += INTERVAL
     ActiveInterval.objects.bulk_create(
         [ActiveInterval(organization_id=o, cluster_public_id=p, start=s) for o, p, s in intervals],
         ignore_conflicts=True,
@@ -262,13 +215,8 @@ def meter_reads(*, now: datetime | None = None) -> None:
     _mark("reads")  # one run at a time
     marks = {(m.cluster_public_id, m.agent_id): m for m in AgentCounterMark.objects.all()}
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT c.organization_id, c.id, c.public_id, a.agent_id, a.stats"
-            " FROM floe_agent a JOIN virtualclusters_virtualcluster c ON c.id = a.cluster_id"
-            " WHERE a.stats <> '{}'::jsonb"
-        )
         rows, changed = [], []
-        for org, cid, pid, agent_id, raw in cursor.fetchall():
+        for org, cid, pid, agent_id, raw in usage.agent_counters():
             stats = json.loads(raw) if isinstance(raw, str) else raw
             gets = int(stats.get("get_requests") or 0)
             read = sum(int(v or 0) for v in (stats.get("client_bytes_by_zone") or {}).values())

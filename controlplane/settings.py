@@ -218,17 +218,8 @@ SPECTACULAR_SETTINGS.update(
 
 # --- background jobs: compaction, retention, orphan cleanup, key compaction -------------
 # (virtualclusters/jobs/tasks.py queues them; jobs-role agents run them in the data plane,
-# each on its cluster's own bucket.) The settings below serve only the in-process
-# driver (`jobs_services.job_run_execute`: tests, benchmarks) for clusters that have no
-# bucket yet; the control plane never needs a bucket or its credentials.
-FLOE_BUCKET_URL = env_str("FLOE_BUCKET_URL") or f"file://{FLOE_DATA_DIR / 'bucket'}"
-FLOE_SPARK_MASTER = env_str("SPARK_MASTER") or "local[*]"
-# inprocess: one cached SparkSession per worker process; subprocess: a fresh one per job.
-FLOE_SPARK_MODE = env_str("FLOE_SPARK_MODE", "inprocess")
-if FLOE_SPARK_MODE not in ("inprocess", "subprocess"):
-    raise ImproperlyConfigured(
-        f"FLOE_SPARK_MODE must be inprocess or subprocess, got {FLOE_SPARK_MODE!r}"
-    )
+# each on its cluster's own bucket: the control plane never needs a bucket, its
+# credentials or Spark.)
 # A file is deleted this long after nothing references it any more (readers may still
 # hold pointers); objects no file row knows are deleted once this old.
 FLOE_FILE_DELETE_GRACE_S = env_int("FLOE_FILE_DELETE_GRACE_S", 300, minimum=0)
@@ -268,6 +259,9 @@ FLOE_BILLING_METER_LAG_S = env_int("FLOE_BILLING_METER_LAG_S", 30, minimum=0)
 # Per-topic storage reads the whole index: sampled this often (cluster totals every run).
 FLOE_BILLING_TOPIC_SAMPLE_S = env_int("FLOE_BILLING_TOPIC_SAMPLE_S", 900, minimum=1)
 FLOE_BILLING_INVOICE_DELAY_S = env_int("FLOE_BILLING_INVOICE_DELAY_S", 2 * 3600, minimum=0)
+# What the heartbeat asks whether an organization may still produce (the metadata store
+# sits below billing: it is told where the check is, it does not import it).
+FLOE_PRODUCE_QUOTA_CHECK = "billing.quotas.produce_quota_exceeded"
 CELERY_BEAT_SCHEDULE["floe-billing-meters"] = {
     "task": "billing.tasks.meters_run",
     "schedule": float(FLOE_BILLING_METER_S),

@@ -80,7 +80,7 @@ class SegmentBuilder:
     """
 
     def __init__(self) -> None:
-        self._batches: list[bytes | memoryview] = []
+        self._batches: list[bytes | bytearray | memoryview] = []
         self._footer: list[bytes] = []
         self._entries: list[SegmentEntry] = []
         self._size = 0
@@ -90,7 +90,7 @@ class SegmentBuilder:
         *,
         topic_id: uuid.UUID,
         partition: int,
-        batch: bytes | memoryview,
+        batch: bytes | bytearray | memoryview,
         header: BatchHeader,
         base_offset: int = -1,
     ) -> SegmentEntry:
@@ -219,7 +219,7 @@ def _read_footer(footer: memoryview, count: int, crc: int, body_size: int) -> li
     computed = crc32c(footer)
     if computed != crc:
         raise SegmentCorrupt(f"footer CRC mismatch (stored {crc}, computed {computed})")
-    entries = []
+    entries: list[SegmentEntry] = []
     expected_position = 0
     for fields in _ENTRY.iter_unpack(footer):
         entry = SegmentEntry(uuid.UUID(bytes=fields[0]), *fields[1:])

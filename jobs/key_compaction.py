@@ -157,7 +157,7 @@ def rewrite_outputs(
         members.sort(key=lambda r: (r[1], r[2], r[3]))
         kept = {(m[0], m[4]): set(m[-1]) for m in members}
         output = OutputFile(f"{output_prefix}{out_index:06d}.seg")
-        placed = []
+        placed: list[tuple[str, int, int, str | None, int, int, int, int, int]] = []
         for row, batches in _decoded(store, [m[:-1] for m in members]):
             pid, topic_id, partition, base, last = row[:5]
             entries = []

@@ -15,7 +15,7 @@ last_modified_ms].
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -40,7 +40,7 @@ def transform_orphans(
     return candidates.join(known, on="key", how="left_anti")
 
 
-def list_objects(prefixes: Iterator[str], *, bucket_url: str) -> Iterator[tuple]:
+def list_objects(prefixes: Iterable[str], *, bucket_url: str) -> Iterator[tuple]:
     """Executor side: (key, size, last_modified_ms) of every object under each prefix."""
     store = store_for(bucket_url)
     for prefix in prefixes:
@@ -65,6 +65,7 @@ def run(spark: SparkSession, plan: dict) -> dict:
             protected_prefixes=plan.get("protected_prefixes", []),
         ).collect()
         listed = objects.agg(F.count("*"), F.coalesce(F.sum("size"), F.lit(0))).first()
+        assert listed is not None  # an aggregate without grouping has one row
     finally:
         objects.unpersist()
     return {

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Callable
 from datetime import timedelta
+from functools import cache
 
 import msgspec
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
-from billing.quotas import produce_quota_exceeded
 from metadata_store.agent_api.schemas import HeartbeatRequest
 from metadata_store.models import Agent
 from virtualclusters.models import VirtualCluster
@@ -27,6 +29,19 @@ def peer_secret_for(cluster: VirtualCluster) -> str:
     """
     message = b"floe-peer-secret\x00" + cluster.public_id.encode()
     return hmac.new(settings.SECRET_KEY.encode(), message, hashlib.sha256).hexdigest()
+
+
+@cache
+def _quota_check(path: str) -> Callable[[int], bool]:
+    return import_string(path)
+
+
+def produce_quota_exceeded(organization_id: int) -> bool:
+    """Whether the organization may no longer produce: the project's check
+    (``FLOE_PRODUCE_QUOTA_CHECK``, a dotted path — billing's plans and meters sit above
+    the metadata store, so the store asks through a setting, never an import)."""
+    path = settings.FLOE_PRODUCE_QUOTA_CHECK
+    return bool(path) and _quota_check(path)(organization_id)
 
 
 def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import BooleanField, Case, Q, QuerySet, Value, When
 from django.utils import timezone
 
@@ -48,3 +49,22 @@ def live_agents(cluster: VirtualCluster) -> QuerySet[Agent]:
     """The cluster's agents that heartbeated within the liveness window."""
     live_since = timezone.now() - timedelta(seconds=settings.FLOE_AGENT_LIVENESS_S)
     return Agent.objects.filter(cluster=cluster, last_heartbeat__gte=live_since)
+
+
+_BATCH_TIMESTAMPS = """
+SELECT r.pid, r.off,
+       (SELECT b.max_timestamp FROM floe_batch b
+         WHERE b.partition_id = r.pid AND b.last_offset >= r.off
+         ORDER BY b.last_offset LIMIT 1)
+  FROM unnest(%s::bigint[], %s::bigint[]) AS r(pid, off)
+"""
+
+
+def batch_max_timestamps(pairs: list[tuple[int, int]]) -> dict[tuple[int, int], int | None]:
+    """(partition id, offset) → max timestamp of the batch holding that offset (None
+    past the last batch): a consumer group's time lag."""
+    if not pairs:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(_BATCH_TIMESTAMPS, [[p for p, _ in pairs], [o for _, o in pairs]])
+        return {(pid, off): ts for pid, off, ts in cursor.fetchall()}

@@ -12,15 +12,48 @@ import json
 import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Protocol
 
 import psycopg
 from django.db import connection, transaction
 
 from core.kafka.errors import ErrorCode
-from metadata_store.agent_api.schemas import CommitBatch
 
 FETCH_PLAN_MAX_RUNS = 128  # per partition and call; the client simply fetches again
 MARKER_BYTES = 78  # a commit or abort marker's control batch, for the byte budgets
+
+
+class CommitBatch(Protocol):
+    """What a commit needs of each batch, whatever carried it here: the store does not
+    know its wire format (the agent API's ``schemas.CommitBatch`` is one such batch,
+    validated there). One record batch of a segment file, or several side by side of
+    one partition with no producer id (`batch_count`: `records`, `len` and `max_ts`
+    are then their totals and maximum)."""
+
+    @property
+    def topic_id(self) -> uuid.UUID: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def pos(self) -> int: ...
+    @property
+    def len(self) -> int: ...
+    @property
+    def records(self) -> int: ...
+    @property
+    def base_ts(self) -> int: ...
+    @property
+    def max_ts(self) -> int: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+    @property
+    def transactional(self) -> bool: ...
+    @property
+    def batch_count(self) -> int: ...
 
 
 @dataclass(slots=True)

@@ -1,10 +1,12 @@
 """The rules of the layout (docs/ARCHITECTURE.md, "The rooms"), read from the code itself:
-dependencies run one way, the core package is sans-IO, and nothing outside the agent
+dependencies run one way, the core package knows no Django, asyncio or other room (its
+storage does blocking I/O: docs/ARCHITECTURE.md says so), nothing outside the agent
 process imports it."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -119,7 +121,7 @@ def _third_party(path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m.split(".")[0] == "core"))
-def test_the_core_package_is_sans_io_and_knows_no_django(module):
+def test_the_core_package_knows_no_django_no_asyncio_and_no_other_room(module):
     imported = _third_party(MODULES[module])
     assert not imported & {"django", "rest_framework", "asyncio", "aiohttp", "celery"}
     assert not {m for m in GRAPH[module] if m.split(".")[0] != "core"}, "core imports only core"
@@ -135,3 +137,56 @@ def test_tests_outside_tests_agents_do_not_import_the_agent():
         if {"agents"} & _third_party(path):
             offenders.append(str(path.relative_to(REPO)))
     assert not offenders
+
+
+# --- SQL over the metadata store's tables lives in metadata_store/ ---------------------
+
+METADATA_TABLES = set(
+    re.findall(r'db_table = "(floe_\w+)"', (REPO / "metadata_store/models.py").read_text())
+)
+# Statements that still touch a metadata-store table from another app, each with why.
+# TODO(issue 26): move each into metadata_store/ and strike it here.
+SQL_OUTSIDE_KNOWN = {
+    # the consumed totals insert (floe_topic_consumed, its own table) joins floe_topic to
+    # drop another cluster's topic ids in the same statement as the insert
+    "virtualclusters/throughput/services.py",
+}
+
+
+def _sql_over(path: Path, tables: set[str]) -> set[str]:
+    """The metadata-store tables the string constants of `path` name in SQL."""
+    pattern = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE|USING|TABLE)\s+(floe_\w+)", re.I)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found |= {t for t in pattern.findall(node.value) if t in tables}
+    # Statements built from pieces ("..." " FROM floe_x" "..."): Python joins adjacent
+    # literals, so each piece is one constant above; a table name split across pieces
+    # would hide, none is.
+    return found
+
+
+def _files_with_sql_outside() -> dict[str, set[str]]:
+    offenders = {}
+    for package in FIRST_PARTY:
+        if package == "metadata_store":
+            continue
+        for path in (REPO / package).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            tables = _sql_over(path, METADATA_TABLES)
+            if tables:
+                offenders[str(path.relative_to(REPO))] = tables
+    return offenders
+
+
+def test_sql_over_the_metadata_stores_tables_lives_in_metadata_store():
+    assert {"floe_batch", "floe_file", "floe_partition", "floe_topic"} <= METADATA_TABLES
+    offenders = _files_with_sql_outside()
+    assert set(offenders) == SQL_OUTSIDE_KNOWN, offenders
+
+
+def test_the_sql_check_sees_a_statement(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text('SQL = ("SELECT id" " FROM floe_batch b WHERE b.file_id = %s")\n')
+    assert _sql_over(planted, METADATA_TABLES) == {"floe_batch"}

@@ -15,7 +15,7 @@ from typing import Any
 
 from .api_keys import ApiKey
 from .errors import ErrorCode, InvalidRequest, ProtocolViolation, UnsupportedVersion
-from .header import RequestHeader
+from .header import RequestHeader as RequestHeader
 from .messages import APIS, SUPPORTED_VERSIONS
 from .schema import Message
 from .types import Malformed, skip_tagged_fields
@@ -119,7 +119,7 @@ def encode_request(
 
 
 def _framed(message: Message, version: int, head: bytes, body: dict[str, Any]) -> bytes:
-    parts: list = [b"", head]
+    parts: list[Any] = [b"", head]
     try:
         message.codec(version).encode(body, parts)
     except Exception as exc:

@@ -33,12 +33,12 @@ class _Reader:
         self.pos = 0
 
     def int16(self) -> int:
-        (value,) = _INT16.unpack_from(self.buf, self.pos)
+        value: int = _INT16.unpack_from(self.buf, self.pos)[0]
         self.pos += 2
         return value
 
     def int32(self) -> int:
-        (value,) = _INT32.unpack_from(self.buf, self.pos)
+        value: int = _INT32.unpack_from(self.buf, self.pos)[0]
         self.pos += 4
         return value
 

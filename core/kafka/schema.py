@@ -141,8 +141,8 @@ def _fresh(value: Any) -> Any:
 
 def compile_struct(struct_: Struct, version: int, flexible: bool, name: str) -> t.WireType:
     """Compile the fields present in ``version`` into one decode and one encode function."""
-    decode_steps: list[Callable] = []
-    encode_steps: list[tuple[str, Callable]] = []
+    decode_steps: list[Callable[..., Any]] = []
+    encode_steps: list[tuple[str, Callable[..., Any]]] = []
     run: list[tuple[Field, t.WireType]] = []
     tagged: list[tuple[int, str, t.WireType, Any]] = []
     min_size = 1 if flexible else 0
@@ -201,7 +201,7 @@ def compile_field(field: Field, version: int, flexible: bool, name: str) -> t.Wi
     return typ.codec(flexible=flexible, nullable=nullable)
 
 
-def _struct_decoder(struct_: Struct, version: int, steps: list[Callable]) -> t.Decode:
+def _struct_decoder(struct_: Struct, version: int, steps: list[Callable[..., Any]]) -> t.Decode:
     # The template holds every declared field in declaration order; present
     # fields are overwritten, absent ones keep their default. Mutable defaults
     # of absent/tagged fields are rebuilt per decode so callers may mutate them.
@@ -216,7 +216,7 @@ def _struct_decoder(struct_: Struct, version: int, steps: list[Callable]) -> t.D
 
     if not fresh:
 
-        def decode(buf: memoryview, pos: int) -> tuple[dict, int]:
+        def decode(buf: memoryview, pos: int) -> tuple[dict[str, Any], int]:
             out = copy()
             for step in steps:
                 pos = step(buf, pos, out)
@@ -224,7 +224,7 @@ def _struct_decoder(struct_: Struct, version: int, steps: list[Callable]) -> t.D
 
         return decode
 
-    def decode_with_fresh(buf: memoryview, pos: int) -> tuple[dict, int]:
+    def decode_with_fresh(buf: memoryview, pos: int) -> tuple[dict[str, Any], int]:
         out = copy()
         for field_name, default_value in fresh:
             out[field_name] = _fresh(default_value(version))
@@ -235,8 +235,8 @@ def _struct_decoder(struct_: Struct, version: int, steps: list[Callable]) -> t.D
     return decode_with_fresh
 
 
-def _struct_encoder(steps: list[tuple[str, Callable]]) -> t.Encode:
-    def encode(values: dict, out: list) -> None:
+def _struct_encoder(steps: list[tuple[str, Callable[..., Any]]]) -> t.Encode:
+    def encode(values: dict[str, Any], out: list[Any]) -> None:
         for label, step in steps:
             try:
                 step(values, out)
@@ -247,53 +247,53 @@ def _struct_encoder(steps: list[tuple[str, Callable]]) -> t.Encode:
     return encode
 
 
-def _field_decoder(name: str, decode: t.Decode) -> Callable:
-    def step(buf: memoryview, pos: int, out: dict) -> int:
+def _field_decoder(name: str, decode: t.Decode) -> Callable[..., Any]:
+    def step(buf: memoryview, pos: int, out: dict[str, Any]) -> int:
         out[name], pos = decode(buf, pos)
         return pos
 
     return step
 
 
-def _field_encoder(name: str, default: Any, encode: t.Encode) -> Callable:
-    def step(values: dict, out: list) -> None:
+def _field_encoder(name: str, default: Any, encode: t.Encode) -> Callable[..., Any]:
+    def step(values: dict[str, Any], out: list[Any]) -> None:
         encode(values.get(name, default), out)
 
     return step
 
 
-def _run_decoder(run: list[tuple[Field, t.WireType]]) -> Callable:
+def _run_decoder(run: list[tuple[Field, t.WireType]]) -> Callable[..., Any]:
     s = struct.Struct(">" + "".join(codec.fmt or "" for _, codec in run))
     unpack, size = s.unpack_from, s.size
     names = tuple(f.name for f, _ in run)
     if len(names) == 1:
         (only,) = names
 
-        def step_one(buf: memoryview, pos: int, out: dict) -> int:
+        def step_one(buf: memoryview, pos: int, out: dict[str, Any]) -> int:
             out[only] = unpack(buf, pos)[0]
             return pos + size
 
         return step_one
 
-    def step(buf: memoryview, pos: int, out: dict) -> int:
+    def step(buf: memoryview, pos: int, out: dict[str, Any]) -> int:
         out.update(zip(names, unpack(buf, pos), strict=False))
         return pos + size
 
     return step
 
 
-def _run_encoder(run: list[tuple[Field, t.WireType]], version: int) -> Callable:
+def _run_encoder(run: list[tuple[Field, t.WireType]], version: int) -> Callable[..., Any]:
     pack = struct.Struct(">" + "".join(codec.fmt or "" for _, codec in run)).pack
     pairs = tuple((f.name, f.encode_default(version)) for f, _ in run)
     if len(pairs) == 1:
         ((only, default),) = pairs
 
-        def step_one(values: dict, out: list) -> None:
+        def step_one(values: dict[str, Any], out: list[Any]) -> None:
             out.append(pack(values.get(only, default)))
 
         return step_one
 
-    def step(values: dict, out: list) -> None:
+    def step(values: dict[str, Any], out: list[Any]) -> None:
         out.append(pack(*[values.get(n, d) for n, d in pairs]))
 
     return step

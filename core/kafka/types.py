@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 Decode = Callable[[memoryview, int], tuple[Any, int]]
-Encode = Callable[[Any, list], None]
+Encode = Callable[[Any, list[Any]], None]
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -133,7 +133,7 @@ def _zigzag_decoder(read: Callable[[memoryview, int], tuple[int, int]]) -> Decod
 def _zigzag_encoder(bits: int) -> Encode:
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
-    def encode(value: int, out: list) -> None:
+    def encode(value: int, out: list[Any]) -> None:
         if not lo <= value <= hi:
             raise ValueError(f"varint{bits} out of range: {value}")
         out.append(_write_uvarlong(((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1)))
@@ -141,7 +141,7 @@ def _zigzag_encoder(bits: int) -> Encode:
     return encode
 
 
-def _encode_uvarint(value: int, out: list) -> None:
+def _encode_uvarint(value: int, out: list[Any]) -> None:
     out.append(write_uvarint(value))
 
 
@@ -155,7 +155,7 @@ def _fixed(name: str, fmt: str, zero: Any) -> WireType:
     def decode(buf: memoryview, pos: int) -> tuple[Any, int]:
         return unpack(buf, pos)[0], pos + size
 
-    def encode(value: Any, out: list) -> None:
+    def encode(value: Any, out: list[Any]) -> None:
         out.append(pack(value))
 
     return WireType(name, decode, encode, zero=zero, min_size=size, fmt=fmt)
@@ -186,7 +186,7 @@ def _decode_uuid(buf: memoryview, pos: int) -> tuple[uuid.UUID, int]:
     return uuid.UUID(bytes=bytes(buf[pos:end])), end
 
 
-def _encode_uuid(value: uuid.UUID | str, out: list) -> None:
+def _encode_uuid(value: uuid.UUID | str, out: list[Any]) -> None:
     out.append((uuid.UUID(value) if isinstance(value, str) else value).bytes)
 
 
@@ -196,7 +196,7 @@ Uuid = WireType("uuid", _decode_uuid, _encode_uuid, zero=ZERO_UUID, min_size=16)
 # --- Length-prefixed families: strings, bytes, records ----------------------------
 
 
-def _length_reader(compact: bool, classic: struct.Struct) -> Callable:
+def _length_reader(compact: bool, classic: struct.Struct) -> Callable[..., Any]:
     if compact:
 
         def read_compact(buf: memoryview, pos: int) -> tuple[int, int]:
@@ -222,7 +222,9 @@ def _length_writer(compact: bool, classic: struct.Struct) -> Callable[[int], byt
     return classic.pack
 
 
-def _blob_decoder(read_len: Callable, nullable: bool, convert: Callable, name: str) -> Decode:
+def _blob_decoder(
+    read_len: Callable[..., Any], nullable: bool, convert: Callable[..., Any], name: str
+) -> Decode:
     def decode(buf: memoryview, pos: int) -> tuple[Any, int]:
         n, pos = read_len(buf, pos)
         if n < 0:
@@ -237,8 +239,10 @@ def _blob_decoder(read_len: Callable, nullable: bool, convert: Callable, name: s
     return decode
 
 
-def _blob_encoder(write_len: Callable, null: bytes | None, to_bytes: Callable, name: str) -> Encode:
-    def encode(value: Any, out: list) -> None:
+def _blob_encoder(
+    write_len: Callable[..., Any], null: bytes | None, to_bytes: Callable[..., Any], name: str
+) -> Encode:
+    def encode(value: Any, out: list[Any]) -> None:
         if value is None:
             if null is None:
                 raise TypeError(f"{name} is not nullable in this version")
@@ -257,10 +261,10 @@ def _as_byte_view(part: Any) -> Any:
     return part
 
 
-def _records_encoder(write_len: Callable, null: bytes) -> Encode:
+def _records_encoder(write_len: Callable[..., Any], null: bytes) -> Encode:
     # Record batches pass through untouched (parsing lives in records.py). A list
     # lets a fetch response return many stored batches without concatenating them.
-    def encode(value: Any, out: list) -> None:
+    def encode(value: Any, out: list[Any]) -> None:
         if value is None:
             out.append(null)
         elif isinstance(value, (list, tuple)):
@@ -299,7 +303,11 @@ class Family:
 
 
 def _family(
-    name: str, classic: struct.Struct, zero: Any, convert: Callable, to_bytes: Callable | None
+    name: str,
+    classic: struct.Struct,
+    zero: Any,
+    convert: Callable[..., Any],
+    to_bytes: Callable[..., Any] | None,
 ) -> Family:
     variants = {}
     for flexible in (False, True):
@@ -370,7 +378,7 @@ def array(element: WireType, *, compact: bool, nullable: bool) -> WireType:
                 return None, pos
             return list(packer(n).unpack_from(buf, pos)), pos + n * size
 
-        def encode(value: Any, out: list) -> None:
+        def encode(value: Any, out: list[Any]) -> None:
             if value is None:
                 _encode_null(out)
                 return
@@ -390,7 +398,7 @@ def array(element: WireType, *, compact: bool, nullable: bool) -> WireType:
                 append(item)
             return items, pos
 
-        def encode(value: Any, out: list) -> None:
+        def encode(value: Any, out: list[Any]) -> None:
             if value is None:
                 _encode_null(out)
                 return
@@ -398,7 +406,7 @@ def array(element: WireType, *, compact: bool, nullable: bool) -> WireType:
             for item in value:
                 elem_encode(item, out)
 
-    def _encode_null(out: list) -> None:
+    def _encode_null(out: list[Any]) -> None:
         if not nullable:
             raise TypeError(f"{name} is not nullable in this version")
         out.append(null)
@@ -425,7 +433,7 @@ class TaggedFields:
         self._fields = sorted(fields, key=lambda f: f[0])
         self._by_tag = {tag: (name, codec.decode) for tag, name, codec, _ in self._fields}
 
-    def decode_into(self, buf: memoryview, pos: int, out: dict | None) -> int:
+    def decode_into(self, buf: memoryview, pos: int, out: dict[str, Any] | None) -> int:
         if buf[pos] == 0:  # the usual case: no tagged fields at all
             return pos + 1
         n, pos = read_uvarint(buf, pos)
@@ -446,7 +454,7 @@ class TaggedFields:
             pos = end
         return pos
 
-    def encode_from(self, values: dict, out: list) -> None:
+    def encode_from(self, values: dict[str, Any], out: list[Any]) -> None:
         if not self._fields:
             out.append(b"\x00")
             return
@@ -455,7 +463,7 @@ class TaggedFields:
             value = values.get(name, default)
             if value == default:
                 continue
-            parts: list = []
+            parts: list[Any] = []
             codec.encode(value, parts)
             data = b"".join(parts)
             chunks.append(write_uvarint(tag) + write_uvarint(len(data)) + data)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 CLUSTER_NAME = "kafka-cluster"  # the name of the one CLUSTER resource, as in Kafka
 WILDCARD = "*"
@@ -135,7 +136,7 @@ class AclBinding:
     permission: AclPermission
 
     @classmethod
-    def from_json(cls, item: dict) -> AclBinding:
+    def from_json(cls, item: dict[str, Any]) -> AclBinding:
         """From the JSON shape of the APIs; ValueError/KeyError on a bad item."""
         return cls(
             resource_type=parse_enum(ResourceType, item["resource_type"]),  # type: ignore[arg-type]
@@ -147,7 +148,7 @@ class AclBinding:
             permission=parse_enum(AclPermission, item.get("permission", "allow")),  # type: ignore[arg-type]
         )
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "resource_type": enum_name(self.resource_type),
             "resource_name": self.resource_name,
@@ -199,7 +200,7 @@ class AclFilter:
     permission: AclPermission = AclPermission.ANY
 
     @classmethod
-    def from_json(cls, item: dict) -> AclFilter:
+    def from_json(cls, item: dict[str, Any]) -> AclFilter:
         def name(key: str) -> str | None:
             value = item.get(key)
             return None if value is None else str(value)
@@ -214,7 +215,7 @@ class AclFilter:
             permission=parse_enum(AclPermission, item.get("permission", "any")),  # type: ignore[arg-type]
         )
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "resource_type": enum_name(self.resource_type),
             "resource_name": self.resource_name,
@@ -261,7 +262,7 @@ class Authorizer:
         self._by_type: dict[ResourceType, list[AclBinding]] = {}
         for binding in self.bindings:
             self._by_type.setdefault(binding.resource_type, []).append(binding)
-        self._memo: dict[tuple, bool] = {}
+        self._memo: dict[tuple[Any, ...], bool] = {}
 
     def _applicable(
         self, principal: str, host: str, resource_type: ResourceType, name: str
@@ -292,7 +293,14 @@ class Authorizer:
             self._memo[key] = decision
         return decision
 
-    def _decide(self, principal, host, operation, resource_type, name) -> bool:
+    def _decide(
+        self,
+        principal: str,
+        host: str,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+    ) -> bool:
         applicable = self._applicable(principal, host, resource_type, name)
         for b in applicable:
             if b.permission == AclPermission.DENY and b.operation in (operation, AclOperation.ALL):

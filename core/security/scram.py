@@ -18,6 +18,7 @@ import hmac
 import os
 import re
 import secrets
+from typing import Any
 
 # Kafka accepts 4096..16384 iterations for SCRAM credentials (ScramMechanism).
 MIN_ITERATIONS = 4096
@@ -198,7 +199,7 @@ class ScramServer:
         self._nonce = nonce + secrets.token_urlsafe(24)
         return username
 
-    def server_first(self, verifier: dict | None) -> bytes:
+    def server_first(self, verifier: dict[str, Any] | None) -> bytes:
         """The challenge: combined nonce, salt and iterations of the user's verifier."""
         if verifier is None:
             decoy = _hmac("sha256", _PROCESS_SECRET, self.username.encode("utf-8"))

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, cast
 from urllib.parse import urlencode
 
 import boto3
@@ -90,7 +90,8 @@ class S3Store(ObjectStore):
         return self.prefix + check_key(key)
 
     def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
-        body = data if isinstance(data, bytes | bytearray) else bytes(data)
+        # botocore sends a bytearray as it sends bytes (its stubs name bytes only): no copy.
+        body = cast(bytes, data) if isinstance(data, bytes | bytearray) else bytes(data)
         with self._errors(key):
             self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=body)
 
@@ -196,9 +197,10 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-def _read_body(response: dict[str, Any]) -> bytes:
+def _read_body(response: Mapping[str, Any]) -> bytes:
     with contextlib.closing(response["Body"]) as body:
-        return body.read()
+        data: bytes = body.read()
+        return data
 
 
 def _canonical_url(bucket: str, region: str, endpoint: str | None, prefix: str) -> str:

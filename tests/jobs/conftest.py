@@ -9,6 +9,7 @@ import pytest
 from jobs.session import spark_session
 from tests.agents.conftest import agent, bucket_url  # noqa: F401 - fixtures reused here
 from tests.factories import make_cluster
+from tests.jobs import driver
 from tests.jobs.segments import SegmentWriter
 
 
@@ -29,11 +30,11 @@ def spark():
 
 
 @pytest.fixture
-def jobs_settings(settings, bucket_url):  # noqa: F811
-    """Job settings pointing at the test's bucket, with small thresholds."""
-    settings.FLOE_BUCKET_URL = bucket_url
-    settings.FLOE_SPARK_MASTER = "local[1]"
-    settings.FLOE_SPARK_MODE = "inprocess"
+def jobs_settings(settings, bucket_url, monkeypatch):  # noqa: F811
+    """Job settings with small thresholds; the in-process driver on the test's bucket."""
+    monkeypatch.setattr(driver, "BUCKET_URL", bucket_url)
+    monkeypatch.setattr(driver, "SPARK_MASTER", "local[1]")
+    monkeypatch.setattr(driver, "SPARK_MODE", "inprocess")
     settings.FLOE_COMPACTION_MIN_FILES = 8
     settings.FLOE_COMPACTION_TARGET_BYTES = 1024 * 1024
     settings.FLOE_FILE_DELETE_GRACE_S = 300
@@ -50,4 +51,4 @@ def tenant(db):
 @pytest.fixture
 def writer(spark, jobs_settings, tenant):
     """Writes segment files into the bucket and commits them for `tenant`."""
-    return SegmentWriter(tenant, jobs_settings.FLOE_BUCKET_URL)
+    return SegmentWriter(tenant, driver.BUCKET_URL)

@@ -35,7 +35,6 @@ TOPIC, PARTITIONS, ROUNDS = "events", 2, 12
 @pytest.fixture
 def byoc_settings(settings):
     """The control plane's settings: no bucket of its own to fall back on."""
-    settings.FLOE_BUCKET_URL = "file:///nonexistent/the-control-plane-has-no-bucket"
     settings.FLOE_COMPACTION_MIN_FILES = 8
     settings.FLOE_COMPACTION_TARGET_BYTES = 1024 * 1024
     settings.FLOE_FILE_DELETE_GRACE_S = 0

@@ -11,8 +11,8 @@ from celery.contrib.testing.worker import start_worker
 
 from controlplane.celery import app
 from metadata_store.models import SegmentFile
+from tests.jobs import driver
 from tests.jobs.test_compaction import everything, fill
-from virtualclusters.jobs import services as jobs_services
 from virtualclusters.jobs.models import JobRun
 
 
@@ -45,7 +45,7 @@ def test_beat_check_runs_compaction_through_a_real_worker(writer, tenant, worker
     app.send_task(entry["task"], args=entry["args"])  # what beat sends every 30 s
     queued = wait_for_run(tenant, "compaction")
     assert queued.state == "queued"  # the control plane plans; the data plane runs
-    run = jobs_services.job_run_execute(run_id=queued.id)
+    run = driver.job_run_execute(run_id=queued.id)
 
     assert run.state == "succeeded", run.error
     assert run.details["swapped"] is True

@@ -16,8 +16,10 @@ from core.kafka.records import (
     COMPRESSION_ZSTD,
 )
 from core.segment import verify_segment
+from metadata_store import retention as index_retention
 from metadata_store import store as metadata
 from metadata_store.models import Batch, Partition, SegmentFile
+from tests.jobs import driver
 from tests.jobs.segments import batch, read_partition, values
 from virtualclusters.jobs import services as jobs_services
 from virtualclusters.jobs.models import JobRun
@@ -59,7 +61,7 @@ def everything(writer, topics) -> dict:
 def compact(tenant) -> JobRun:
     run = jobs_services.job_dispatch(cluster=tenant, kind=JobRun.Kind.COMPACTION)
     assert run is not None, "compaction should be due"
-    return jobs_services.job_run_execute(run_id=run.id)
+    return driver.job_run_execute(run_id=run.id)
 
 
 def live(tenant, level: int) -> int:
@@ -115,14 +117,14 @@ def test_compaction_is_due_only_from_the_threshold_on(writer, tenant):
 
 def _during_the_job(monkeypatch, change):
     """Run `change()` after the Spark job wrote its outputs, before the swap."""
-    real = jobs_services._spark
+    real = driver.spark_step
 
     def spark_then_change(name, plan):
         result = real(name, plan)
         change()
         return result
 
-    monkeypatch.setattr(jobs_services, "_spark", spark_then_change)
+    monkeypatch.setattr(driver, "spark_step", spark_then_change)
 
 
 def test_an_input_gone_meanwhile_swaps_nothing_and_deletes_the_outputs(writer, tenant, monkeypatch):
@@ -180,7 +182,7 @@ def test_batches_expired_meanwhile_are_simply_not_repointed(writer, tenant, monk
             cluster_id=tenant.id,
             partitions=[{"topic_id": str(topic.id), "partition": 0, "offset": 20}],
         )
-        jobs_services.batches_below_log_start_delete(cluster=tenant)
+        index_retention.batches_below_log_start_delete(cluster_id=tenant.id)
 
     _during_the_job(monkeypatch, delete_records_below_20)
     run = compact(tenant)
@@ -212,14 +214,14 @@ def test_commits_during_compaction_lose_nothing(writer, tenant, transactional_db
             connection.close()
 
     threads = [threading.Thread(target=producer, args=(i,)) for i in range(2)]
-    real = jobs_services._spark
+    real = driver.spark_step
 
     def spark_while_producing(name, plan):
         for thread in threads:
             thread.start()
         return real(name, plan)
 
-    monkeypatch.setattr(jobs_services, "_spark", spark_while_producing)
+    monkeypatch.setattr(driver, "spark_step", spark_while_producing)
     run = compact(tenant)
     stop.set()
     for thread in threads:

@@ -13,6 +13,7 @@ from kafka import TopicPartition as KpTopicPartition
 
 from metadata_store.models import Partition, SegmentFile
 from tests.factories import make_cluster
+from tests.jobs import driver
 from virtualclusters.jobs import services as jobs_services
 from virtualclusters.jobs.models import JobRun
 
@@ -91,7 +92,7 @@ def kafka_python_read(bootstrap: str, topic: str, partitions: int) -> list[tuple
 def run_job(cluster, kind: str) -> JobRun:
     run = jobs_services.job_dispatch(cluster=cluster, kind=kind)
     assert run is not None, f"{kind} should be due"
-    run = jobs_services.job_run_execute(run_id=run.id)
+    run = driver.job_run_execute(run_id=run.id)
     assert run.state == "succeeded", run.error
     assert run.details.get("swapped") is True, run.details
     return run

@@ -6,6 +6,7 @@ import random
 
 from core.kafka.records import iter_batches
 from metadata_store.models import Batch, Partition
+from tests.jobs import driver
 from tests.jobs.segments import batch, now_ms, read_partition
 from tests.jobs.test_compaction import CODECS
 from virtualclusters.jobs import services as jobs_services
@@ -17,7 +18,7 @@ HOUR_MS = 3600 * 1000
 def key_compact(tenant) -> JobRun:
     run = jobs_services.job_dispatch(cluster=tenant, kind=JobRun.Kind.KEY_COMPACTION)
     assert run is not None, "key compaction should be due"
-    run = jobs_services.job_run_execute(run_id=run.id)
+    run = driver.job_run_execute(run_id=run.id)
     assert run.state == "succeeded", run.error
     return run
 

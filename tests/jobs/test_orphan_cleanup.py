@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from django.utils import timezone
 
 from tests.factories import make_cluster
+from tests.jobs import driver
 from tests.jobs.segments import batch
 from virtualclusters.jobs import services as jobs_services
 from virtualclusters.jobs.models import JobRun
@@ -49,7 +50,7 @@ def test_old_orphans_are_deleted_and_fresh_ones_kept(writer, tenant):
     put_aged(writer, f"{other.public_id}/segments/old.seg", 600)
 
     run = jobs_services.job_dispatch(cluster=tenant, kind=JobRun.Kind.ORPHAN_CLEANUP)
-    run = jobs_services.job_run_execute(run_id=run.id)
+    run = driver.job_run_execute(run_id=run.id)
 
     assert run.state == "succeeded", run.error
     assert run.details["orphans_deleted"] == 2

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from metadata_store import store as metadata
 from metadata_store.models import Batch, Partition, SegmentFile
+from tests.jobs import driver
 from tests.jobs.segments import batch, now_ms, read_partition
 from virtualclusters.jobs import services as jobs_services
 from virtualclusters.jobs.models import JobRun
@@ -18,7 +19,7 @@ HOUR_MS = 3600 * 1000
 def retain(tenant) -> JobRun:
     run = jobs_services.job_dispatch(cluster=tenant, kind=JobRun.Kind.RETENTION)
     assert run is not None, "retention should be due"
-    run = jobs_services.job_run_execute(run_id=run.id)
+    run = driver.job_run_execute(run_id=run.id)
     assert run.state == "succeeded", run.error
     return run
 

@@ -16,8 +16,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from core.kafka.errors import ErrorCode
 from metadata_store.models import Batch, Partition
+from metadata_store.retention import batches_below_log_start_delete, log_start_offsets_advance
 from tests.metadata_store.conftest import batch
-from virtualclusters.jobs.services import batches_below_log_start_delete, log_start_offsets_advance
 
 pytestmark = pytest.mark.django_db
 
@@ -142,7 +142,7 @@ def _machine(agent_api, alice):
         def retention(self, partition, offset):
             pid = Partition.objects.get(topic_id=self.topic_id, index=partition).pk
             log_start_offsets_advance(moves={pid: offset})
-            batches_below_log_start_delete(cluster=cluster)
+            batches_below_log_start_delete(cluster_id=cluster.id)
             start = max(self.log_start[partition], min(offset, self.hw[partition]))
             self.log_start[partition] = start
 

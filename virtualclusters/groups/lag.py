@@ -17,29 +17,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.db import connection
-
 from metadata_store.models import GroupOffset, Partition
+from metadata_store.selectors import batch_max_timestamps
 from virtualclusters.groups.models import GroupReport
 from virtualclusters.groups.services import group_summaries, live_since
 from virtualclusters.models import VirtualCluster
-
-_BATCH_TIMESTAMPS = """
-SELECT r.pid, r.off,
-       (SELECT b.max_timestamp FROM floe_batch b
-         WHERE b.partition_id = r.pid AND b.last_offset >= r.off
-         ORDER BY b.last_offset LIMIT 1)
-  FROM unnest(%s::bigint[], %s::bigint[]) AS r(pid, off)
-"""
-
-
-def _batch_timestamps(pairs: list[tuple[int, int]]) -> dict[tuple[int, int], int | None]:
-    """(partition id, offset) → max timestamp of the batch holding that offset."""
-    if not pairs:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(_BATCH_TIMESTAMPS, [[p for p, _ in pairs], [o for _, o in pairs]])
-        return {(pid, off): ts for pid, off, ts in cursor.fetchall()}
 
 
 def _time_lag_s(lag: int | None, timestamp: int | None, now_ms: int) -> float | None:
@@ -103,7 +85,7 @@ def groups_describe(cluster: VirtualCluster, group_ids=None) -> list[dict[str, A
         for row in rows.values()
         if row["partition__high_watermark"] > row["committed_offset"]
     ]
-    timestamps = _batch_timestamps(behind)
+    timestamps = batch_max_timestamps(behind)
     now_ms = int(time.time() * 1000)
 
     described = []

@@ -6,14 +6,16 @@ the row layouts the jobs expect (``jobs/compaction.py``'s ``BATCH_COLUMNS``, …
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Sum
 
+from metadata_store import retention as index_retention
+from metadata_store import rewrites
 from metadata_store.models import Agent, Batch, SegmentFile, Topic
+from metadata_store.rewrites import KeyCompactionPlan
 from metadata_store.topic_configs import TOPIC_CONFIGS
 from virtualclusters.jobs.models import JobRun
 from virtualclusters.models import VirtualCluster
@@ -92,22 +94,6 @@ def compaction_inputs(
     return chosen
 
 
-def batch_pointers(file_ids: list[int]) -> list[tuple]:
-    """Index rows (partition runs) of the files: (partition_id, topic_id, partition,
-    base_offset, last_offset, file_key, position, length, file_id, rewrite) — `rewrite`:
-    the file is level 0, its batches carry the producers' baseOffsets."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT b.partition_id, p.topic_id::text, p.index, b.base_offset, b.last_offset,"
-            " f.key, b.position, b.length, b.file_id, f.level = 0"
-            " FROM floe_batch b JOIN floe_file f ON f.id = b.file_id"
-            " JOIN floe_partition p ON p.id = b.partition_id"
-            " WHERE b.file_id = ANY(%s)",
-            [file_ids],
-        )
-        return cursor.fetchall()
-
-
 # --- retention ----------------------------------------------------------------------
 
 
@@ -131,46 +117,17 @@ def retention_offsets(cluster: VirtualCluster, *, now: datetime) -> dict[int, in
     }
     if not limits:
         return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT p.id, p.log_start_offset, p.high_watermark,"
-            " CASE WHEN u.cutoff IS NULL THEN NULL ELSE coalesce("
-            "  (SELECT b.base_offset FROM floe_batch b WHERE b.partition_id = p.id"
-            "    AND b.last_offset >= p.log_start_offset AND b.max_timestamp >= u.cutoff"
-            "    ORDER BY b.last_offset LIMIT 1), p.high_watermark) END,"
-            " CASE WHEN u.max_bytes IS NULL THEN NULL ELSE coalesce("
-            "  (SELECT min(x.base_offset) FROM (SELECT b.base_offset,"
-            "     sum(b.length) OVER (ORDER BY b.last_offset DESC) AS suffix"
-            "     FROM floe_batch b WHERE b.partition_id = p.id"
-            "     AND b.last_offset >= p.log_start_offset) x WHERE x.suffix <= u.max_bytes),"
-            "  (SELECT b.base_offset FROM floe_batch b WHERE b.partition_id = p.id"
-            "    ORDER BY b.last_offset DESC LIMIT 1)) END"
-            " FROM unnest(%s::uuid[], %s::bigint[], %s::bigint[]) AS u(topic_id, cutoff, max_bytes)"
-            " JOIN floe_partition p ON p.topic_id = u.topic_id",
-            [
-                list(limits),
-                [cutoff for cutoff, _ in limits.values()],
-                [max_bytes for _, max_bytes in limits.values()],
-            ],
-        )
-        moves = {}
-        for pid, start, high_watermark, by_time, by_size in cursor.fetchall():
-            wanted = min(high_watermark, max(start, by_time or 0, by_size or 0))
-            if wanted > start:
-                moves[pid] = wanted
-        return moves
+    moves = {}
+    for pid, start, high_watermark, by_time, by_size in index_retention.retention_starts(limits):
+        wanted = min(high_watermark, max(start, by_time or 0, by_size or 0))
+        if wanted > start:
+            moves[pid] = wanted
+    return moves
 
 
 def has_batches_below_log_start(cluster: VirtualCluster) -> bool:
     """Whether some index rows lie wholly below their partition's log start offset."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT EXISTS (SELECT 1 FROM floe_partition p JOIN floe_topic t ON t.id = p.topic_id"
-            " WHERE t.cluster_id = %s AND EXISTS (SELECT 1 FROM floe_batch b"
-            "  WHERE b.partition_id = p.id AND b.last_offset < p.log_start_offset))",
-            [cluster.id],
-        )
-        return cursor.fetchone()[0]
+    return index_retention.has_batches_below_log_start(cluster_id=cluster.id)
 
 
 def _referenced():
@@ -251,18 +208,6 @@ def cleaned_offsets(cluster: VirtualCluster) -> dict[int, int]:
     return {int(pid): int(offset) for pid, offset in (last or {}).items()}
 
 
-@dataclass
-class KeyCompactionPlan:
-    rows: list[tuple]  # jobs.key_compaction.KEY_BATCH_COLUMNS
-    file_ids: dict[tuple[int, int], int]  # (partition id, last offset) → file id
-    record_counts: dict[tuple[int, int], int]
-    covered: dict[int, int]  # partition id → last offset planned
-    # KIP-98: [partition id, producer id, first offset, abort marker offset] of the aborted
-    # transactions in the planned partitions: their records are dropped, not kept as a
-    # key's latest value.
-    aborted: list[list[int]] = field(default_factory=list)
-
-
 def key_compaction_dirty(cluster: VirtualCluster) -> dict[int, TopicPolicy]:
     """Partitions of compacted topics with enough records written since the last key
     compaction covered them (min.cleanable.dirty.ratio), with their topic's policy."""
@@ -271,18 +216,12 @@ def key_compaction_dirty(cluster: VirtualCluster) -> dict[int, TopicPolicy]:
         return {}
     cleaned = cleaned_offsets(cluster)
     dirty = {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT p.id, p.topic_id::text, p.log_start_offset, p.high_watermark"
-            " FROM floe_partition p WHERE p.topic_id = ANY(%s::uuid[])",
-            [list(policies)],
-        )
-        for pid, topic_id, start, high_watermark in cursor.fetchall():
-            total = high_watermark - start
-            new = high_watermark - max(start, cleaned.get(pid, -1) + 1)
-            policy = policies[topic_id]
-            if total > 0 and new > 0 and new / total >= policy.min_cleanable_dirty_ratio:
-                dirty[pid] = policy
+    for pid, topic_id, start, high_watermark in rewrites.partition_offsets(list(policies)):
+        total = high_watermark - start
+        new = high_watermark - max(start, cleaned.get(pid, -1) + 1)
+        policy = policies[topic_id]
+        if total > 0 and new > 0 and new / total >= policy.min_cleanable_dirty_ratio:
+            dirty[pid] = policy
     return dirty
 
 
@@ -295,54 +234,36 @@ def key_compaction_plan(cluster: VirtualCluster, *, now: datetime) -> KeyCompact
     dirty = key_compaction_dirty(cluster)
     if not dirty:
         return plan
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT b.partition_id, p.topic_id::text, p.index, b.base_offset, b.last_offset,"
-            " f.key, b.position, b.length, b.record_count, b.max_timestamp, b.file_id,"
-            " f.level = 0, (SELECT min(tp.first_offset) FROM floe_txn_partition tp"
-            "  WHERE tp.partition_id = p.id)"
-            " FROM floe_batch b JOIN floe_file f ON f.id = b.file_id"
-            " JOIN floe_partition p ON p.id = b.partition_id"
-            " WHERE b.partition_id = ANY(%s) AND b.last_offset >= p.log_start_offset"
-            " ORDER BY b.partition_id, b.last_offset",
-            [list(dirty)],
+    stopped: set[int] = set()
+    for (
+        pid,
+        topic_id,
+        index,
+        base,
+        last,
+        key,
+        pos,
+        length,
+        count,
+        max_ts,
+        file_id,
+        rewrite,
+        stable,
+    ) in rewrites.key_compaction_rows(list(dirty)):
+        policy = dirty[pid]
+        unstable = stable is not None and last >= stable
+        if pid in stopped or unstable or max_ts > now_ms - policy.min_compaction_lag_ms:
+            stopped.add(pid)  # the uncleanable tail starts here
+            continue
+        cutoff = now_ms - policy.delete_retention_ms
+        plan.rows.append(
+            (pid, topic_id, index, base, last, key, pos, length, rewrite, count, cutoff)
         )
-        stopped: set[int] = set()
-        for (
-            pid,
-            topic_id,
-            index,
-            base,
-            last,
-            key,
-            pos,
-            length,
-            count,
-            max_ts,
-            file_id,
-            rewrite,
-            stable,
-        ) in cursor.fetchall():
-            policy = dirty[pid]
-            unstable = stable is not None and last >= stable
-            if pid in stopped or unstable or max_ts > now_ms - policy.min_compaction_lag_ms:
-                stopped.add(pid)  # the uncleanable tail starts here
-                continue
-            cutoff = now_ms - policy.delete_retention_ms
-            plan.rows.append(
-                (pid, topic_id, index, base, last, key, pos, length, rewrite, count, cutoff)
-            )
-            plan.file_ids[(pid, last)] = file_id
-            plan.record_counts[(pid, last)] = count
-            plan.covered[pid] = last
-        if plan.covered:
-            cursor.execute(
-                "SELECT partition_id, producer_id, first_offset, marker_offset"
-                " FROM floe_txn_marker WHERE partition_id = ANY(%s) AND NOT committed"
-                " ORDER BY partition_id, marker_offset",
-                [list(plan.covered)],
-            )
-            plan.aborted = [list(row) for row in cursor.fetchall()]
+        plan.file_ids[(pid, last)] = file_id
+        plan.record_counts[(pid, last)] = count
+        plan.covered[pid] = last
+    if plan.covered:
+        plan.aborted = rewrites.aborted_transactions(list(plan.covered))
     return plan
 
 
