@@ -1,5 +1,10 @@
 """Group leases (metadata_store.group_leases): who coordinates a consumer group, with
-its fencing epoch, expiry by the database's clock, and the group as last saved."""
+its fencing epoch, expiry by the database's clock, and the group as last saved.
+
+Every holder renews each of its leases once a second: the row is rewritten each time, so
+the table leaves half of each page free (fillfactor 50) for those updates to stay on
+their page (HOT: no index entries, no page splits; `expires_at` is not indexed for that
+reason) and is vacuumed after 5 % of its rows changed, not 20 %."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -49,5 +54,11 @@ class Migration(migrations.Migration):
                     ),
                 ],
             },
+        ),
+        migrations.RunSQL(
+            "ALTER TABLE floe_group_lease SET (fillfactor = 50,"
+            " autovacuum_vacuum_scale_factor = 0.05)",
+            reverse_sql="ALTER TABLE floe_group_lease RESET (fillfactor,"
+            " autovacuum_vacuum_scale_factor)",
         ),
     ]

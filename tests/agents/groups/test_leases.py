@@ -15,7 +15,7 @@ from core.kafka.errors import ErrorCode as E
 from metadata_store.models import GroupLease
 from tests.agents.groups.members import wait_until
 from tests.agents.groups.test_clients import create_topic
-from tests.agents.groups.test_coordination import Wire, join_body
+from tests.agents.groups.test_coordination import Wire, join_body, sync_body
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka, pytest.mark.timeout(90)]
 
@@ -59,19 +59,7 @@ def join_and_sync(wire: Wire, group: str, member_id: str = "") -> tuple[str, int
         joined = wire.call(ApiKey.JOIN_GROUP, 5, join_body(group, joined["member_id"]))
     assert joined["error_code"] == 0, joined
     member_id, generation = joined["member_id"], joined["generation_id"]
-    synced = wire.call(
-        ApiKey.SYNC_GROUP,
-        5,
-        {
-            "group_id": group,
-            "generation_id": generation,
-            "member_id": member_id,
-            "group_instance_id": None,
-            "protocol_type": "consumer",
-            "protocol_name": "range",
-            "assignments": [{"member_id": member_id, "assignment": b"\x00\x01"}],
-        },
-    )
+    synced = wire.call(ApiKey.SYNC_GROUP, 5, sync_body(group, generation, member_id, b"\x00\x01"))
     assert synced["error_code"] == 0, synced
     return member_id, generation
 
