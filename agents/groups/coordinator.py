@@ -423,6 +423,10 @@ class GroupCoordinator:
                 refused = join_error(new_id, ErrorCode.NOT_COORDINATOR)
                 self._save_then_answer(group, [(future, answer, refused)])
                 return future
+        # Commits are allowed while the group prepares a rebalance: the store must know
+        # the instance's new member id before the member commits with it.
+        self._save_then_answer(group, [])
+        if group.is_(STABLE):
             future = self._park_join(group, member)
             self._rebalance_or_complete_join(group, reason)
             return future
