@@ -30,7 +30,6 @@ DROP FUNCTION floe_random_producer_id();
 
 
 class Migration(migrations.Migration):
-    # The lead re-points this at 0010 when merging (another branch adds 0010).
-    dependencies = [("metadata_store", "0009_plan_runs")]
+    dependencies = [("metadata_store", "0010_group_leases")]
 
     operations = [migrations.RunSQL(FORWARD, BACKWARD)]
