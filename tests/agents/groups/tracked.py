@@ -13,6 +13,7 @@ kafkajs's 'Received assignment' debug line. Every member writes its client's deb
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -62,14 +63,25 @@ class TrackedMember(Member):
         self.started_at = time.monotonic()
         super().start()
 
-    def _file_logger(self, name: str) -> logging.Logger:
-        logger = logging.getLogger(f"floe.test.{self.name}.{name}")
-        logger.propagate = False
-        logger.setLevel(logging.DEBUG)
+    def _file_handler(self) -> logging.Handler:
         handler = logging.FileHandler(self.log_path)
         handler.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(message)s"))
-        logger.handlers[:] = [handler]
-        return logger
+        return handler
+
+    @contextlib.contextmanager
+    def _client_log(self, name: str):
+        """The client library's logger `name` (kafka-python, aiokafka: their group
+        coordinators log joins and errors at INFO) also writes to this member's log while
+        it runs (with the other members' lines of that run: the thread names tell them
+        apart)."""
+        logger, handler = logging.getLogger(name), self._file_handler()
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            handler.close()
 
 
 class ConfluentTracked(TrackedMember):
@@ -85,8 +97,10 @@ class ConfluentTracked(TrackedMember):
                 if found:
                     generation[0] = int(found.group(1))
 
-        logger = self._file_logger("rdkafka")
-        logger.addHandler(Parse())
+        logger = logging.getLogger(f"floe.test.{self.name}")
+        logger.propagate = False
+        logger.setLevel(logging.DEBUG)
+        logger.handlers[:] = [self._file_handler(), Parse()]
         consumer = Consumer(
             {
                 "bootstrap.servers": self.bootstrap,
@@ -124,13 +138,17 @@ class ConfluentTracked(TrackedMember):
                     commit()
         finally:
             consumer.close()
+            logger.handlers[0].close()
 
 
 class KafkaPythonTracked(TrackedMember):
     def consume(self) -> None:
+        with self._client_log("kafka.coordinator"):
+            self._consume()
+
+    def _consume(self) -> None:
         from kafka import ConsumerRebalanceListener, KafkaConsumer
 
-        logging.getLogger("kafka.coordinator").addHandler(self._file_logger("kafka").handlers[0])
         consumer = KafkaConsumer(
             bootstrap_servers=self.bootstrap,
             group_id=self.group,
@@ -168,15 +186,13 @@ class KafkaPythonTracked(TrackedMember):
 
 class AiokafkaTracked(TrackedMember):
     def consume(self) -> None:
-        asyncio.run(self._consume())
+        with self._client_log("aiokafka.consumer.group_coordinator"):
+            asyncio.run(self._consume())
 
     async def _consume(self) -> None:
         from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
         from aiokafka.errors import IllegalStateError, KafkaError
 
-        logging.getLogger("aiokafka.consumer.group_coordinator").addHandler(
-            self._file_logger("aiokafka").handlers[0]
-        )
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
             group_id=self.group,
