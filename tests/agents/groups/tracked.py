@@ -308,6 +308,12 @@ def settled(members: list[TrackedMember], partitions: int, after: int) -> bool:
     return len(held) == partitions and set(held) == set(range(partitions))
 
 
+def _repeated(history: list[tuple[int, frozenset[int]]]) -> set[int]:
+    """Generations a member was given two different assignments in."""
+    seen: dict[int, frozenset[int]] = {}
+    return {g for g, held in history if seen.setdefault(g, held) != held}
+
+
 def double_owners(members: list[TrackedMember]) -> list[str]:
     """Partitions that two members held in one generation."""
     owners: dict[tuple[int, int], set[str]] = defaultdict(set)
@@ -383,11 +389,12 @@ class GroupRun:
             took = wait_until(lambda: settled(live, self.partitions, after), timeout_s, what)
         except AssertionError:
             held = {m.name: (m.generation, sorted(m.assigned)) for m in live}
-            reused = settled(live, self.partitions, 0) and not settled(live, self.partitions, after)
+            reused = sorted((m.name, g) for m in live for g in _repeated(m.history))
             raise AssertionError(
-                f"{self.client}, {self.count} members: no settled generation within "
-                f"{'(a new assignment came in a generation number used before) ' * reused}"
-                f"{timeout_s}s after {what}; (generation, partitions) by member: {held}; "
+                f"{self.client}, {self.count} members: no settled generation newer than "
+                f"{after} within {timeout_s:.1f}s after {what}"
+                f"{f' (generations reused for another assignment: {reused})' if reused else ''}; "
+                f"(generation, partitions) by member: {held}; "
                 f"errors: {[e for m in live for e in m.errors][:3]}; logs in {self.log_dir}"
             ) from None
         self.report[what] = round(took, 2)
