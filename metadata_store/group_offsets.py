@@ -1,7 +1,8 @@
 """Committed consumer-group offsets (OffsetCommit / OffsetFetch through the agent API).
 
-They outlive every agent: a group's coordinator is whichever agent its id hashes to,
-and a new coordinator reads them from here.
+They outlive every agent: a group's coordinator is whichever agent holds its lease
+(`group_leases`), and a new coordinator reads them from here. A commit is checked against
+the lease and the group's saved generation and members in the transaction that stores it.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from core.kafka.errors import ErrorCode
+from metadata_store.group_leases import group_commit_check
 from metadata_store.models import GroupOffset, Partition, TransactionOffset
 from virtualclusters.models import VirtualCluster
 
@@ -22,7 +24,37 @@ def _partition_map(cluster: VirtualCluster, pairs: set[tuple[str, int]]) -> dict
 
 
 @transaction.atomic
-def group_offsets_commit(cluster: VirtualCluster, group_id: str, offsets: list) -> dict:
+def group_offsets_commit(
+    cluster: VirtualCluster,
+    group_id: str,
+    offsets: list,
+    *,
+    agent_id: str | None = None,
+    epoch: int | None = None,
+    generation: int = -1,
+    member_id: str = "",
+    group_instance_id: str | None = None,
+    now=None,
+) -> dict:
+    """Store a group's offsets if the committer may (`group_commit_check`: the lease's
+    epoch, the group's generation and members); else every offset answers the error."""
+    error = group_commit_check(
+        cluster_id=cluster.pk,
+        group_id=group_id,
+        agent_id=agent_id,
+        epoch=epoch,
+        generation=generation,
+        member_id=member_id,
+        group_instance_id=group_instance_id,
+        now=now,
+    )
+    if error:
+        return {
+            "offsets": [
+                {"topic": o["topic"], "partition": o["partition"], "error_code": int(error)}
+                for o in offsets
+            ]
+        }
     pairs = {(str(o["topic"]), int(o["partition"])) for o in offsets}
     partitions = _partition_map(cluster, pairs)
     answers, rows = [], []

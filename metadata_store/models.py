@@ -294,3 +294,35 @@ class Agent(models.Model):
     class Meta:
         db_table = "floe_agent"
         constraints = [models.UniqueConstraint(fields=["cluster", "agent_id"], name="agent_unique")]
+
+
+class GroupLease(models.Model):
+    """Who coordinates a consumer group, and the group as of its last completed rebalance.
+
+    The lease (`agent_id`, `epoch`, `expires_at`) is taken and renewed through the agent
+    API (`metadata_store.group_leases`); `expires_at` is the database's clock plus the
+    lease's ttl, so no agent's clock decides it. `epoch` grows on every acquisition and
+    fences the previous holder: a state save or an offset commit carrying another epoch,
+    or made after the lease expired, is refused. The group's state (generation, protocol,
+    leader, members with their protocols and assignments) is what a new holder loads.
+    The row outlives its holders (the epoch must never repeat)."""
+
+    cluster = models.ForeignKey("virtualclusters.VirtualCluster", on_delete=models.CASCADE)
+    group_id = models.CharField(max_length=255)
+    agent_id = models.CharField(max_length=64)
+    epoch = models.BigIntegerField()
+    expires_at = models.DateTimeField()
+    generation = models.IntegerField(default=0)
+    protocol_type = models.CharField(max_length=255, blank=True, default="")
+    protocol_name = models.CharField(max_length=255, blank=True, default="")
+    leader = models.CharField(max_length=255, blank=True, default="")
+    # [{member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+    #   rebalance_timeout_ms, protocols: [{name, metadata (base64)}], assignment (base64)}]
+    members = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        db_table = "floe_group_lease"
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "group_id"], name="group_lease_unique"),
+            models.CheckConstraint(condition=models.Q(epoch__gte=1), name="group_lease_epoch"),
+        ]

@@ -1,7 +1,7 @@
 """The group coordinator: Kafka's classic consumer-group protocol, in this agent's memory.
 
-Every group this agent coordinates (the ring says which, `coordinator_ring`) is a state
-machine — Empty → PreparingRebalance → CompletingRebalance → Stable, and Dead when it
+Every group this agent coordinates (the one whose lease it holds in the metadata store,
+`agents.groups.leases`) is a state machine — Empty → PreparingRebalance → CompletingRebalance → Stable, and Dead when it
 is deleted or moves to another agent — driven by JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup and by timers: the initial rebalance delay, the rebalance timeout, session
 timeouts and the sync timeout. The rules and error codes are those of Kafka's
@@ -10,9 +10,11 @@ GroupCoordinator (group-coordinator module, ClassicGroupMetadataManager).
 JoinGroup and SyncGroup answers are parked as futures until the rebalance step they wait
 for completes. Everything runs on the event loop, so no locks guard the state.
 
-Nothing here is durable: committed offsets live in the metadata store
-(`agents.handlers.group_offsets`), and a group whose agent dies is rebuilt by its members
-rejoining the next coordinator. A summary of every group is reported to the control
+The group's state is saved in the metadata store under the lease (fenced by its epoch)
+whenever a join completes and whenever the leader's assignment arrives, before anyone
+is answered; a new holder of the lease loads it in PreparingRebalance, so the members
+rejoin once and the generation goes on. Committed offsets live in the metadata store
+too (`agents.handlers.group_offsets`). A summary of every group is reported to the control
 plane (`groups/report`) every few seconds and soon after each change, for the console.
 """
 
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError
+from agents.groups.leases import GroupLeases, b64, unb64
 from agents.groups.ring import CoordinatorRing, Peer, node_id_for
 from agents.groups.state import Group, GroupState, Member, resolve
 from core.kafka.errors import ErrorCode
@@ -109,9 +112,13 @@ class GroupCoordinator:
         *,
         initial_rebalance_delay_ms: int = INITIAL_REBALANCE_DELAY_MS,
         report_interval_s: float = REPORT_INTERVAL_S,
+        leases: GroupLeases | None = None,
     ) -> None:
         self.ring = ring
         self.client = client
+        self.leases = leases or GroupLeases(client, ring.me.agent_id)
+        self.leases.on_acquired = self._load
+        self.leases.on_lost = self._lease_lost
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.report_interval_s = report_interval_s
         self.groups: dict[str, Group] = {}
@@ -134,6 +141,7 @@ class GroupCoordinator:
         self._tasks = [
             loop.create_task(self._report_loop(), name="groups-report"),
             loop.create_task(self._maintenance_loop(), name="groups-maintenance"),
+            loop.create_task(self.leases.renew_loop(), name="groups-leases"),
         ]
 
     async def close(self) -> None:
@@ -142,24 +150,140 @@ class GroupCoordinator:
             task.cancel()
         for group in list(self.groups.values()):
             self._unload(group)
+        await self.leases.release_all()
         if self._reported:
             with contextlib.suppress(ControlPlaneError, asyncio.TimeoutError):
                 await asyncio.wait_for(self._report_once(), 3)
 
     def live_agents_changed(self, live_agents: list[dict[str, Any]]) -> None:
-        """A heartbeat answer arrived: take the live set and let go of moved groups."""
+        """A heartbeat answer arrived: take the live set (peers' addresses, zones)."""
         self.ring.update(live_agents)
-        self._unload_moved()
 
     async def owns(self, group_id: str) -> bool:
-        """Whether this agent coordinates the group (lets go of it if not)."""
-        owner = await self.ring.resolve(group_id)
-        if owner.agent_id == self.ring.me.agent_id:
-            return True
+        """Whether this agent holds the group's lease — taking it if nobody holds a live
+        one (the group is then loaded from the metadata store)."""
+        return await self.leases.holder(group_id) == self.ring.me.agent_id
+
+    async def coordinator_of(self, group_id: str) -> Peer | None:
+        """The agent coordinating the group: the lease holder (this agent when nobody
+        held it), or None when the store cannot be asked or the holder is not among the
+        live agents this agent can reach (the client asks again)."""
+        # Nobody holding it: the rendezvous choice among the agents this one can reach
+        # is given the lease (so groups spread over the agents).
+        suggested = await self.ring.resolve(group_id)
+        holder = await self.leases.holder(group_id, suggest=suggested.agent_id)
+        if holder is None:
+            return None
+        if holder == self.ring.me.agent_id:
+            return self.ring.me
+        peer = self.ring.peer(holder)
+        if peer is None or not await self.ring.reachable(peer):
+            return None
+        return peer
+
+    async def settled(self, group_id: str) -> None:
+        """Wait until the group's state changes so far are saved (or failed)."""
+        group = self.groups.get(group_id)
+        task = group.save_task if group is not None else None
+        if task is not None:
+            await asyncio.shield(task)
+
+    def _load(self, group_id: str, epoch: int, state: dict[str, Any]) -> None:
+        """This agent took the group's lease: the group as the last holder saved it. With
+        members it starts in PreparingRebalance (their heartbeats answer
+        REBALANCE_IN_PROGRESS, they rejoin, the generation goes on); without, Empty."""
+        old = self.groups.get(group_id)
+        if old is not None:
+            self._unload(old)
+        group = self.groups[group_id] = Group(
+            group_id,
+            generation=int(state.get("generation") or 0),
+            protocol_type=state.get("protocol_type") or None,
+            protocol_name=state.get("protocol_name") or None,
+            leader_id=state.get("leader") or None,
+        )
+        for saved in state.get("members") or ():
+            member = Member(
+                member_id=saved["member_id"],
+                group_instance_id=saved.get("group_instance_id"),
+                client_id=saved.get("client_id") or "",
+                client_host=saved.get("client_host") or "",
+                rebalance_timeout_ms=int(saved["rebalance_timeout_ms"]),
+                session_timeout_ms=int(saved["session_timeout_ms"]),
+                protocol_type=group.protocol_type or "",
+                protocols=[(p["name"], unb64(p["metadata"])) for p in saved["protocols"]],
+                assignment=unb64(saved.get("assignment") or ""),
+            )
+            group.add(member)
+            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members), None)
+        log.info(
+            "group %s: lease taken (epoch %d), generation %d with %d members",
+            group_id,
+            epoch,
+            group.generation,
+            len(group.members),
+        )
+        if group.members:
+            group.state = COMPLETING  # as it was: members rejoin from here
+            group.transition(PREPARING)
+            group.join_timer = self._later(group.rebalance_timeout_ms, self._complete_join, group)
+        self._changed()
+
+    def lease_refused(self, group_id: str) -> None:
+        """The metadata store refused this agent's lease of the group (a fenced write)."""
+        if self.leases.held.pop(group_id, None) is not None:
+            self._lease_lost(group_id)
+
+    def _lease_lost(self, group_id: str) -> None:
         group = self.groups.get(group_id)
         if group is not None:
+            log.info("group %s: lease lost; unloading it", group_id)
             self._unload(group)
-        return False
+
+    def _state(self, group: Group) -> dict[str, Any]:
+        """What the metadata store keeps of a group (docs/AGENT_API.md `groups/save`)."""
+        return {
+            "generation": group.generation,
+            "protocol_type": group.protocol_type or "",
+            "protocol_name": group.protocol_name,
+            "leader": group.leader_id,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "session_timeout_ms": m.session_timeout_ms,
+                    "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                    "protocols": [{"name": n, "metadata": b64(md)} for n, md in m.protocols],
+                    "assignment": b64(m.assignment),
+                }
+                for m in group.members.values()
+            ],
+        }
+
+    def _save_then_answer(self, group: Group, answers: list) -> None:
+        """Save the group's state as it is now, then hand out `answers` — (future, answer,
+        answer if the save is refused) — so no member learns a generation or an
+        assignment the store does not hold. Saves of a group go out in order."""
+        state = self._state(group)
+        previous = group.save_task
+
+        async def save() -> None:
+            if previous is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(previous)
+            saved = await self.leases.save(group.group_id, state)
+            for future, answer, refused in answers:
+                resolve(future, answer if saved else refused)
+            if not saved and self.groups.get(group.group_id) is group:
+                log.warning("group %s: state not saved; unloading it", group.group_id)
+                self.leases.release(group.group_id)
+                self._unload(group)
+
+        group.save_task = asyncio.get_running_loop().create_task(save())
 
     # -- JoinGroup --------------------------------------------------------------------
 
@@ -290,10 +414,15 @@ class GroupCoordinator:
                 # unless the client can be told to skip assigning (KIP-814).
                 if req.supports_skip_assignment:
                     is_leader = group.leader_id == new_id
-                    return self._join_answer(group, member, skip_assignment=is_leader)
-                answer = self._join_answer(group, member)
-                answer.update(members=[], leader=current_leader or "")
-                return answer
+                    answer = self._join_answer(group, member, skip_assignment=is_leader)
+                else:
+                    answer = self._join_answer(group, member)
+                    answer.update(members=[], leader=current_leader or "")
+                # The new member id must be in the store before it commits.
+                future = asyncio.get_running_loop().create_future()
+                refused = join_error(new_id, ErrorCode.NOT_COORDINATOR)
+                self._save_then_answer(group, [(future, answer, refused)])
+                return future
             future = self._park_join(group, member)
             self._rebalance_or_complete_join(group, reason)
             return future
@@ -421,6 +550,7 @@ class GroupCoordinator:
         self._changed()
         if group.is_(EMPTY):
             log.info("group %s is empty (generation %d)", group.group_id, group.generation)
+            self._save_then_answer(group, [])
             return
         log.info(
             "group %s: generation %d with %d members, protocol %s, leader %s",
@@ -430,11 +560,16 @@ class GroupCoordinator:
             group.protocol_name,
             group.leader_id,
         )
+        answers = []
         for member in group.members.values():
             future, member.join_future = member.join_future, None
-            resolve(future, self._join_answer(group, member))
+            refused = join_error(member.member_id, ErrorCode.NOT_COORDINATOR)
+            answers.append((future, self._join_answer(group, member), refused))
             member.is_new = False
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        # The new generation is in the store before any member hears of it: a later
+        # holder of the lease never hands out the same generation twice.
+        self._save_then_answer(group, answers)
         group.pending_sync = set(group.members)
         group.sync_timer = self._later(
             group.rebalance_timeout_ms, self._expire_pending_sync, group, group.generation
@@ -510,11 +645,14 @@ class GroupCoordinator:
             for m in group.members.values():
                 m.assignment = assignments.get(m.member_id, b"")
             group.transition(STABLE)
+            answers = []
             for m in group.members.values():
                 waiting, m.sync_future = m.sync_future, None
                 if waiting is not None:
-                    resolve(waiting, self._sync_answer(group, m))
+                    refused = sync_error(ErrorCode.NOT_COORDINATOR)
+                    answers.append((waiting, self._sync_answer(group, m), refused))
                     self._schedule_heartbeat(group, m, m.session_timeout_ms)
+            self._save_then_answer(group, answers)
             self._changed()
         return future
 
@@ -639,7 +777,7 @@ class GroupCoordinator:
     ) -> ErrorCode | None:
         """Kafka's rules for OffsetCommit: None when the commit may be stored."""
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or not group.known:
             # Not using group management (assign() + commit), or a stale generation.
             return None if generation < 0 else ErrorCode.ILLEGAL_GENERATION
         if group.is_(DEAD):
@@ -683,10 +821,12 @@ class GroupCoordinator:
         if not group.is_(EMPTY, DEAD):
             return ErrorCode.NON_EMPTY_GROUP, True
         self._unload(group)
-        return None, True
+        self.leases.release(group_id)
+        # A group loaded from the store and never joined since was not "here".
+        return None, group.generation > 0
 
     def listing(self) -> list[Group]:
-        return list(self.groups.values())
+        return [g for g in self.groups.values() if g.known]
 
     # -- moving and reporting -------------------------------------------------------------
 
@@ -707,12 +847,6 @@ class GroupCoordinator:
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
         self._changed()
-
-    def _unload_moved(self) -> None:
-        for group in list(self.groups.values()):
-            if not self.ring.owns(group.group_id):
-                log.info("group %s moved to another agent", group.group_id)
-                self._unload(group)
 
     def _changed(self) -> None:
         self._dirty.set()
@@ -746,18 +880,19 @@ class GroupCoordinator:
             group = self.groups.get(group_id)
             if group is not None and group.is_(EMPTY) and not group.pending_members:
                 self._unload(group)
+                self.leases.release(group_id)
 
     async def _maintenance_loop(self) -> None:
         while True:
             await asyncio.sleep(MAINTENANCE_INTERVAL_S)
             try:
                 await self.ring.check_all()
-                self._unload_moved()
                 now = time.time()
                 for group in list(self.groups.values()):
                     idle = group.is_(EMPTY) and not group.pending_members
                     if idle and now - group.state_since > EMPTY_GROUP_IDLE_S:
                         self._unload(group)
+                        self.leases.release(group.group_id)
             except Exception:
                 log.exception("group maintenance failed")
 

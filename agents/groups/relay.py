@@ -1,6 +1,7 @@
 """Group requests relayed from a zone's front agent to the group's coordinator.
 
-A group's state lives in the memory of one agent, its coordinator (`ring.owner`), and
+A group's state lives in the memory of one agent, its coordinator (the holder of its
+lease in the metadata store, `agents.groups.leases`), and
 members of one group may run in several zones. A client that names its zone only knows
 that zone's agents (Metadata), so FindCoordinator names the zone's *front* for the
 group (`ring.front`); when the front is not the coordinator, it relays the client's
@@ -95,11 +96,15 @@ def _group_ids(header: RequestHeader, body: dict[str, Any]) -> list[str]:
 
 
 async def _relay_target(ctx: AgentContext, group_id: str, zone: str) -> Peer | None:
-    """The coordinator to relay to, or None to handle the group here."""
+    """The coordinator (lease holder) to relay to, or None to handle the group here
+    (this agent holds it, is not the zone's front for it, or its holder is unknown: the
+    handler then answers NOT_COORDINATOR and the client looks again)."""
     ring = ctx.groups.ring
-    owner = await ring.resolve(group_id)
+    owner = await ctx.groups.coordinator_of(group_id)
     me = ring.me.agent_id
-    if owner.agent_id == me or ring.front(group_id, zone, owner=owner).agent_id != me:
+    if owner is None or owner.agent_id == me:
+        return None
+    if ring.front(group_id, zone, owner=owner).agent_id != me:
         return None
     return owner
 

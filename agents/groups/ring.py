@@ -1,4 +1,9 @@
-"""Which live agent coordinates a group (or a transactional id).
+"""The live agents of the cluster, and which of them is a key's rendezvous choice.
+
+A consumer group's coordinator is the holder of its lease in the metadata store
+(`agents.groups.leases`), not this ring's choice: the ring names a zone's *front* for a
+group (`front`) and the coordinator of a transactional id (whose state is all in the
+metadata store, so any agent may serve it), and knows the peers' addresses.
 
 Consistent hashing by rendezvous (highest random weight): every agent scores
 ``hash(key, agent id)`` and the highest score wins. Every agent computes the same owner
@@ -111,6 +116,14 @@ class CoordinatorRing:
 
     def owns(self, key: str, key_type: int = GROUP_KEY) -> bool:
         return self.owner(key, key_type).agent_id == self.me.agent_id
+
+    def peer(self, agent_id: str) -> Peer | None:
+        """A live agent by id (this one included)."""
+        return self.me if agent_id == self.me.agent_id else self._peers.get(agent_id)
+
+    async def reachable(self, peer: Peer) -> bool:
+        """Whether `peer` accepts connections on its Kafka port (probed, cached briefly)."""
+        return peer.agent_id == self.me.agent_id or await self._reachable(peer)
 
     def front(
         self, key: str, zone: str | None, key_type: int = GROUP_KEY, owner: Peer | None = None

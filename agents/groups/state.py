@@ -117,6 +117,8 @@ class Group:
     join_timer: asyncio.TimerHandle | None = None
     sync_timer: asyncio.TimerHandle | None = None
     state_since: float = field(default_factory=time.time)
+    # The last save of the group's state to the metadata store (coordinator._save_then_answer).
+    save_task: asyncio.Task | None = None
 
     # -- state ------------------------------------------------------------------------
 
@@ -130,6 +132,12 @@ class Group:
             )
         self.previous_state, self.state = self.state, state
         self.state_since = time.time()
+
+    @property
+    def known(self) -> bool:
+        """Whether the group ever had members (a lease taken for a group nobody joined
+        yet loads an Empty generation 0: Kafka knows no such group)."""
+        return self.generation > 0 or bool(self.members) or bool(self.pending_members)
 
     def can_rebalance(self) -> bool:
         return self.state in _VALID_PREVIOUS[GroupState.PREPARING_REBALANCE]

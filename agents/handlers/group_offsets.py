@@ -1,6 +1,8 @@
 """OffsetCommit, OffsetFetch and OffsetDelete: committed offsets live in the metadata
 store (agent API `offsets/commit`, `offsets/fetch`, `offsets/delete`), so they survive
-any agent; the group's coordinator checks generations and members before a commit."""
+any agent. The group's coordinator checks generations and members in its memory, then
+the store checks them again — with the coordinator's lease epoch — in the transaction
+that stores the offsets, so a fenced coordinator or a stale generation never writes."""
 
 from __future__ import annotations
 
@@ -77,9 +79,20 @@ async def handle_offset_commit(ctx: AgentContext, header, body: dict[str, Any]) 
                     }
                 )
         if offsets:
+            await ctx.groups.settled(group_id)  # the generation it checks is saved
+            epoch = ctx.groups.leases.epoch(group_id)
+            if epoch is None:
+                return _commit_answer(topics, _everywhere(topics, ErrorCode.NOT_COORDINATOR))
+            fence = {
+                "agent_id": ctx.groups.leases.agent_id,
+                "epoch": epoch,
+                "generation": body.get("generation_id_or_member_epoch", -1),
+                "member_id": body.get("member_id") or "",
+                "group_instance_id": body.get("group_instance_id"),
+            }
             try:
                 answer = await ctx.client.call(
-                    "offsets/commit", {"group_id": group_id, "offsets": offsets}
+                    "offsets/commit", {"group_id": group_id, "offsets": offsets, **fence}
                 )
             except ControlPlaneError:
                 # Retriable: the client commits again (to us or the next coordinator).
@@ -89,6 +102,8 @@ async def handle_offset_commit(ctx: AgentContext, header, body: dict[str, Any]) 
                 for item in answer["offsets"]:
                     if item["error_code"]:
                         errors[(item["topic"], item["partition"])] = item["error_code"]
+                if ErrorCode.NOT_COORDINATOR in errors.values():
+                    ctx.groups.lease_refused(group_id)
         return _commit_answer(topics, errors)
 
 

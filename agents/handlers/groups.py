@@ -1,8 +1,10 @@
 """FindCoordinator and the group membership and admin APIs: JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups.
 
-FindCoordinator is answered by any agent; every other group API is answered only by the
-group's coordinator (`coordinator_ring`) and gets NOT_COORDINATOR elsewhere, as on Kafka.
+FindCoordinator is answered by any agent — for a group, the holder of its lease in the
+metadata store (`agents.groups.leases`; the answering agent takes a lease nobody holds);
+every other group API is answered only by the lease holder and gets NOT_COORDINATOR
+elsewhere, as on Kafka.
 The state machine itself is `agents.groups.coordinator`.
 """
 
@@ -41,7 +43,19 @@ async def _coordinator_of(
             "error_code": ErrorCode.INVALID_REQUEST,
             "error_message": f"unknown coordinator key type {key_type}",
         }
-    owner = await ctx.groups.ring.resolve(key, key_type)
+    if key_type == GROUP_KEY and key:
+        owner = await ctx.groups.coordinator_of(key)
+        if owner is None:
+            return {
+                "key": key,
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+                "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_message": "the group's coordinator is not known yet",
+            }
+    else:
+        owner = await ctx.groups.ring.resolve(key, key_type)
     # A client that names its zone only knows that zone's agents (Metadata): it is sent
     # to the zone's front for the key, which relays to the owner (agents.groups.relay).
     owner = ctx.groups.ring.front(key, client_zone(client_id), key_type, owner)
@@ -56,15 +70,17 @@ async def _coordinator_of(
 
 
 async def handle_find_coordinator(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
-    """Kafka FindCoordinator v0–4: the live agent that hashes highest for the key (v4
-    batches keys, KIP-699). Transactional ids hash over the same agents."""
+    """Kafka FindCoordinator v0–4 (v4 batches keys, KIP-699): a group's lease holder; a
+    transactional id's highest rendezvous hash over the live agents."""
     key_type = body.get("key_type", GROUP_KEY)
-    if header.api_version >= 4:
-        found = [
-            await _coordinator_of(ctx, key, key_type, header.client_id)
-            for key in body["coordinator_keys"]
-        ]
-        return {"throttle_time_ms": 0, "coordinators": found}
+    if header.api_version >= 4:  # the keys' lease lookups go out as one call
+        found = await asyncio.gather(
+            *(
+                _coordinator_of(ctx, key, key_type, header.client_id)
+                for key in body["coordinator_keys"]
+            )
+        )
+        return {"throttle_time_ms": 0, "coordinators": list(found)}
     one = await _coordinator_of(ctx, body["key"], key_type, header.client_id)
     return {"throttle_time_ms": 0, **{k: v for k, v in one.items() if k != "key"}}
 
@@ -202,7 +218,7 @@ async def handle_describe_groups(ctx: AgentContext, header, body: dict[str, Any]
             }
             continue
         group = ctx.groups.groups.get(group_id)
-        if group is None:
+        if group is None or not group.known:
             not_in_memory.append(group_id)
             continue
         stable = group.is_(GroupState.STABLE)
@@ -246,10 +262,11 @@ async def handle_describe_groups(ctx: AgentContext, header, body: dict[str, Any]
 
 async def handle_list_groups(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
     """Kafka ListGroups v0–4: the groups this agent coordinates for the client — those
-    in its memory and those the metadata store knows that hash to it. Clients ask every
-    broker of the Metadata answer and merge, so each group is listed by exactly one
-    agent; for a client that names its zone, by the zone's front for the group, with
-    the state its coordinator last reported."""
+    whose lease it holds, and those the metadata store knows whose last reporting
+    coordinator (or, with none live, rendezvous choice) is this agent. Clients ask every
+    broker of the Metadata answer and merge, so each group is listed by one agent; for a
+    client that names its zone, by the zone's front for the group, with the state its
+    coordinator last reported."""
     try:
         await ctx.groups.ring.check_all()
         stored = await _stored_groups(ctx, None)
@@ -257,17 +274,24 @@ async def handle_list_groups(ctx: AgentContext, header, body: dict[str, Any]) ->
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     ring, zone = ctx.groups.ring, client_zone(header.client_id)
     me = ring.me.agent_id
+    held = {g.group_id: g for g in ctx.groups.listing()}
     listed: dict[str, tuple[str, str]] = {}
     for group_id, known in stored.items():
-        if ring.front(group_id, zone).agent_id != me:
+        if group_id in held:
             continue
-        if zone is None:  # the owner: its memory (below) is the truth
+        reporter = ring.peer(known.get("agent_id") or "")
+        owner = reporter or ring.owner(group_id)
+        if owner.agent_id == me and reporter is not None:
+            continue  # reported by us, but no longer ours: its new holder lists it
+        if ring.front(group_id, zone, owner=owner).agent_id != me:
+            continue
+        if zone is None and reporter is None:
             if known["has_offsets"]:
                 listed[group_id] = (known.get("protocol_type") or "", "Empty")
         elif known["has_offsets"] or known.get("agent_id"):
             listed[group_id] = (known.get("protocol_type") or "", known.get("state") or "Empty")
-    for group in ctx.groups.listing():
-        if ring.front(group.group_id, zone).agent_id == me:
+    for group in held.values():
+        if ring.front(group.group_id, zone, owner=ring.me).agent_id == me:
             listed[group.group_id] = (group.protocol_type or "", group.state.value)
     wanted = {s.lower() for s in body.get("states_filter") or ()}
     return {

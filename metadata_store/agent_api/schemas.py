@@ -31,6 +31,7 @@ NAME = Annotated[str, Meta(max_length=1_000)]  # names the services check furthe
 SHORT = Annotated[str, Meta(max_length=255)]
 AGENT_ID = Annotated[str, Meta(min_length=1, max_length=64)]
 ISOLATION = Annotated[int, Meta(ge=0, le=1)]  # KIP-98: 0 read_uncommitted, 1 read_committed
+LEASE_EPOCH = Annotated[int, Meta(ge=1, le=2**62)]  # a group lease's fencing token
 
 # A commit carries one entry per record batch of a segment. Agents seal a segment at
 # `agents.write_path.MAX_SEGMENT_BATCHES` (half this), so a real commit never nears it.
@@ -270,6 +271,14 @@ class OffsetCommit(_Body):
 class OffsetsCommitRequest(_Body):
     group_id: SHORT
     offsets: _items(OffsetCommit)
+    # The coordinator's lease and the committing member (metadata_store.group_leases):
+    # checked in the transaction that stores the offsets. No epoch: a caller that is no
+    # coordinator, allowed only while nobody holds the group's lease.
+    agent_id: AGENT_ID | None = None
+    epoch: LEASE_EPOCH | None = None
+    generation: INT32 = -1
+    member_id: SHORT = ""
+    group_instance_id: SHORT | None = None
 
 
 class TopicPartition(_Body):
@@ -322,6 +331,60 @@ class GroupsListRequest(_Body):
 
 class GroupsDeleteRequest(_Body):
     group_ids: _items(SHORT)
+
+
+GROUP_ID = Annotated[str, Meta(min_length=1, max_length=255)]
+MAX_LEASES = 100_000
+
+
+class LeaseRef(_Body):
+    group_id: GROUP_ID
+    epoch: LEASE_EPOCH
+
+
+class LeaseOffer(_Body):
+    group_id: GROUP_ID
+    agent_id: AGENT_ID
+
+
+class GroupsLeasesRequest(_Body):
+    """One agent's lease traffic (docs/AGENT_API.md `groups/leases`)."""
+
+    agent_id: AGENT_ID
+    ttl_ms: Annotated[int, Meta(ge=500, le=60_000)] = 4_000
+    acquire: Annotated[list[GROUP_ID], Meta(max_length=MAX_LEASES)] = []
+    renew: Annotated[list[LeaseRef], Meta(max_length=MAX_LEASES)] = []
+    release: Annotated[list[LeaseRef], Meta(max_length=MAX_LEASES)] = []
+    offer: Annotated[list[LeaseOffer], Meta(max_length=MAX_LEASES)] = []
+
+
+class SavedProtocol(_Body):
+    name: SHORT
+    metadata: Annotated[bytes, Meta(max_length=1_000_000)] = b""  # base64 in JSON
+
+
+class SavedMember(_Body):
+    member_id: GROUP_ID
+    group_instance_id: SHORT | None = None
+    client_id: SHORT = ""
+    client_host: SHORT = ""
+    session_timeout_ms: Annotated[int, Meta(ge=1, le=2**31 - 1)] = 10_000
+    rebalance_timeout_ms: Annotated[int, Meta(ge=1, le=2**31 - 1)] = 10_000
+    protocols: Annotated[list[SavedProtocol], Meta(max_length=100)] = []
+    assignment: Annotated[bytes, Meta(max_length=10_000_000)] = b""  # base64 in JSON
+
+
+class GroupsSaveRequest(_Body):
+    """A group's state, saved by its lease holder (docs/AGENT_API.md `groups/save`)."""
+
+    agent_id: AGENT_ID
+    group_id: GROUP_ID
+    epoch: LEASE_EPOCH
+    generation: Annotated[int, Meta(ge=0, le=2**31 - 1)]
+    protocol_type: SHORT = ""
+    protocol_name: SHORT | None = None
+    leader: SHORT | None = None
+    members: Annotated[list[SavedMember], Meta(max_length=10_000)] = []
 
 
 # --- transactions (KIP-98) -------------------------------------------------------------

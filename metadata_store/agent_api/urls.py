@@ -20,6 +20,8 @@ urlpatterns = [
     path("topics/alter-configs", a.topics_alter_configs_view),
     path("offsets/commit", a.offsets_commit),
     path("offsets/fetch", a.offsets_fetch),
+    path("groups/leases", a.groups_leases),
+    path("groups/save", a.groups_save),
     path("txn/add-partitions", a.txn_add_partitions),
     path("txn/add-offsets", a.txn_add_offsets),
     path("txn/offset-commit", a.txn_offset_commit),

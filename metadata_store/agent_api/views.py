@@ -21,8 +21,10 @@ from metadata_store.agent_api.topics import (
     topics_describe_configs,
     topics_list,
 )
+from metadata_store.group_leases import group_leases_exchange, group_state_save
 from metadata_store.group_offsets import group_offsets_commit, group_offsets_fetch
 from metadata_store.live_agents import agents_heartbeat
+from metadata_store.models import Agent
 from virtualclusters import services as cluster_services
 from virtualclusters.models import VirtualCluster
 
@@ -139,7 +141,54 @@ def topics_alter_configs_view(
 
 @endpoint(schemas.OffsetsCommitRequest)
 def offsets_commit(cluster: VirtualCluster, body: schemas.OffsetsCommitRequest) -> dict:
-    return group_offsets_commit(cluster, body.group_id, as_dicts(body.offsets))
+    return group_offsets_commit(
+        cluster,
+        body.group_id,
+        as_dicts(body.offsets),
+        agent_id=body.agent_id,
+        epoch=body.epoch,
+        generation=body.generation,
+        member_id=body.member_id,
+        group_instance_id=body.group_instance_id,
+    )
+
+
+def _registered(cluster: VirtualCluster, agent_ids: set[str]) -> None:
+    """Leases are held by the cluster's registered agents only."""
+    known = set(
+        Agent.objects.filter(cluster=cluster, agent_id__in=agent_ids).values_list(
+            "agent_id", flat=True
+        )
+    )
+    for agent_id in sorted(agent_ids - known):
+        raise CallRefused(409, f"agent {agent_id} is not registered in this cluster")
+
+
+@endpoint(schemas.GroupsLeasesRequest)
+def groups_leases(cluster: VirtualCluster, body: schemas.GroupsLeasesRequest) -> dict:
+    _registered(cluster, {body.agent_id} | {o.agent_id for o in body.offer})
+    return group_leases_exchange(
+        cluster_id=cluster.pk,
+        agent_id=body.agent_id,
+        ttl_ms=body.ttl_ms,
+        acquire=list(body.acquire),
+        renew=[(r.group_id, r.epoch) for r in body.renew],
+        release=[(r.group_id, r.epoch) for r in body.release],
+        offer=[(o.group_id, o.agent_id) for o in body.offer],
+    )
+
+
+@endpoint(schemas.GroupsSaveRequest)
+def groups_save(cluster: VirtualCluster, body: schemas.GroupsSaveRequest) -> dict:
+    state = as_dicts(body)
+    error = group_state_save(
+        cluster_id=cluster.pk,
+        agent_id=body.agent_id,
+        group_id=body.group_id,
+        epoch=body.epoch,
+        state=state,
+    )
+    return {"error_code": int(error)}
 
 
 @endpoint(schemas.OffsetsFetchRequest)

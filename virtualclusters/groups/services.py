@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.kafka.errors import ErrorCode
-from metadata_store.models import GroupOffset, Partition
+from metadata_store.models import GroupLease, GroupOffset, Partition
 from virtualclusters.groups.models import GroupReport
 from virtualclusters.models import VirtualCluster
 
@@ -104,12 +104,16 @@ def group_report_apply(*, cluster: VirtualCluster, agent_id: str, groups: list[d
 
 @transaction.atomic
 def groups_delete(*, cluster: VirtualCluster, group_ids: list[str]) -> dict[str, int]:
-    """Delete groups' offsets and reports. Group id → error code (GROUP_ID_NOT_FOUND
+    """Delete groups' offsets and reports, and forget their saved state (the lease rows
+    stay: their epochs must never repeat). Group id → error code (GROUP_ID_NOT_FOUND
     when the store knew nothing of it). Callers check for members first."""
     results = {}
     for group_id in group_ids:
         offsets, _ = GroupOffset.objects.filter(cluster=cluster, group_id=group_id).delete()
         reports, _ = GroupReport.objects.filter(cluster=cluster, group_id=group_id).delete()
+        GroupLease.objects.filter(cluster=cluster, group_id=group_id, members=[]).update(
+            generation=0, protocol_type="", protocol_name="", leader=""
+        )
         results[group_id] = 0 if offsets or reports else int(ErrorCode.GROUP_ID_NOT_FOUND)
     return results
 

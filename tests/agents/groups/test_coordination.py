@@ -60,6 +60,19 @@ def join_body(group: str, member_id: str = "") -> dict:
     }
 
 
+def sync_body(group: str, generation: int, member_id: str, assignment: bytes = b"") -> dict:
+    """A leader's SyncGroup, assigning `assignment` to itself."""
+    return {
+        "group_id": group,
+        "generation_id": generation,
+        "member_id": member_id,
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocol_name": "range",
+        "assignments": [{"member_id": member_id, "assignment": assignment}],
+    }
+
+
 def test_agents_agree_on_coordinators_and_others_refuse_group_calls(agent, cluster):
     first, second = agent(cluster.key), agent(cluster.key)
     wires = {first.port: Wire(first.bootstrap), second.port: Wire(second.bootstrap)}
@@ -70,16 +83,19 @@ def test_agents_agree_on_coordinators_and_others_refuse_group_calls(agent, clust
         assert all(c["error_code"] == 0 for c in found["coordinators"])
         return {c["key"]: c["port"] for c in found["coordinators"]}
 
-    # Once each has heard the other's heartbeat, both agents answer alike (v4 batches).
+    def brokers(wire: Wire) -> set[int]:
+        return {b["port"] for b in wire.call(ApiKey.METADATA, 9, {"topics": []})["brokers"]}
+
+    # Once each has heard the other's heartbeat, the rendezvous choice spreads the free
+    # leases over both; the lease holders are what both answer (v4 batches).
     wait_until(
-        lambda: coordinators(wires[first.port]) == coordinators(wires[second.port]),
+        lambda: all(brokers(w) == {first.port, second.port} for w in wires.values()),
         15,
-        "the agents agree",
+        "the agents know each other",
     )
     owners = coordinators(wires[first.port])
+    assert coordinators(wires[second.port]) == owners
     assert set(owners.values()) == {first.port, second.port}, "groups spread over both agents"
-    metadata = wires[first.port].call(ApiKey.METADATA, 9, {"topics": []})
-    assert {b["port"] for b in metadata["brokers"]} == {first.port, second.port}
 
     group = groups[0]
     owner = wires[owners[group]]
@@ -108,19 +124,7 @@ def test_agents_agree_on_coordinators_and_others_refuse_group_calls(agent, clust
     joined = owner.call(ApiKey.JOIN_GROUP, 5, join_body(group, first_try["member_id"]))
     assert joined["error_code"] == 0 and joined["leader"] == first_try["member_id"]
     member_id, generation = joined["member_id"], joined["generation_id"]
-    sync = owner.call(
-        ApiKey.SYNC_GROUP,
-        5,
-        {
-            "group_id": group,
-            "generation_id": generation,
-            "member_id": member_id,
-            "group_instance_id": None,
-            "protocol_type": "consumer",
-            "protocol_name": "range",
-            "assignments": [{"member_id": member_id, "assignment": b""}],
-        },
-    )
+    sync = owner.call(ApiKey.SYNC_GROUP, 5, sync_body(group, generation, member_id))
     assert sync["error_code"] == 0 and sync["protocol_name"] == "range"
     hb.update(member_id=member_id, generation_id=generation)
     assert owner.call(ApiKey.HEARTBEAT, 3, hb)["error_code"] == 0

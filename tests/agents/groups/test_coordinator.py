@@ -9,6 +9,7 @@ import struct
 import pytest
 
 from agents.groups.coordinator import GroupCoordinator, JoinRequest
+from agents.groups.leases import GroupLeases
 from agents.groups.ring import CoordinatorRing, Peer
 from agents.groups.state import GroupState
 from core.kafka.consumer_protocol import assignment_partitions, subscription_topics
@@ -37,12 +38,27 @@ class FakeControlPlane:
 
     async def call(self, name, body, timeout_s=None):
         self.calls.append((name, body))
+        if name == "groups/save":
+            return {"error_code": 0}
         return {"forget": []}
+
+
+class HeldLeases(GroupLeases):
+    """Every group's lease held (epoch 1): the state machine alone, saves still sent."""
+
+    def epoch(self, group_id: str) -> int:
+        return 1
 
 
 def coordinator(delay_ms: int = 50) -> GroupCoordinator:
     ring = CoordinatorRing(Peer("me", "127.0.0.1", 9092, 1), lambda agent_id: 2)
-    return GroupCoordinator(ring, FakeControlPlane(), initial_rebalance_delay_ms=delay_ms)
+    client = FakeControlPlane()
+    return GroupCoordinator(
+        ring,
+        client,
+        initial_rebalance_delay_ms=delay_ms,
+        leases=HeldLeases(client, "me"),
+    )
 
 
 def request(member_id: str = "", *, protocols=None, instance=None, version: int = 5, **kw):
