@@ -166,12 +166,14 @@ def test_one_coordinator_while_one_agent_cannot_reach_the_other(
     agent, cluster, live_server, tmp_path
 ):
     """Agent B's control-plane answers name agent A at the ports of two proxies that are
-    cut, so B sees A as unreachable while A (and every client) reaches B — the two
-    agents' views of the cluster differ for as long as the test runs."""
+    closed (connections refused), so B sees A as unreachable while A (and every client)
+    reaches B — the two agents' views of the cluster differ for as long as the test
+    runs. (A cut proxy that accepts and resets would not do: the handshake completes
+    before the reset, and B's probe may count A as reachable.)"""
     a = agent(cluster.key, extra=["--agent-id", "agt-view-a"])
     kafka_cut, peer_cut = TcpProxy(a.port), TcpProxy(a.http_port)
-    kafka_cut.cut()
-    peer_cut.cut()
+    kafka_cut.close()
+    peer_cut.close()
 
     def hide_a(path: str, answer: dict) -> dict:
         for entry in answer.get("agents") or []:
@@ -204,12 +206,12 @@ def test_one_coordinator_while_one_agent_cannot_reach_the_other(
                 topic=f"v{run}",
                 group=group,
                 brokers=f"{a.bootstrap},{b.bootstrap}",
-                bootstrap_for=lambda i: ((a, b)[i % 2].bootstrap, None),
+                # At A, so every member sees both agents and reaches either; a client
+                # asks any broker for the coordinator, B too (the issue's report).
+                bootstrap_for=lambda i: (a.bootstrap, None),
                 log_dir=tmp_path,
                 partitions=partitions_for(members),
             ).run()
             record("B cannot reach A", 2, run, report)
     finally:
         proxy.close()
-        kafka_cut.close()
-        peer_cut.close()
