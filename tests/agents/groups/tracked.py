@@ -12,7 +12,6 @@ kafkajs's 'Received assignment' debug line. Every member writes its client's deb
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -29,7 +28,10 @@ from tests.agents.groups.members import (
     HEARTBEAT_MS,
     REBALANCE_TIMEOUT_MS,
     SESSION_TIMEOUT_MS,
+    AiokafkaMember,
     BackgroundProducer,
+    ConfluentMember,
+    KafkaPythonMember,
     Member,
     wait_until,
 )
@@ -51,17 +53,12 @@ class TrackedMember(Member):
         self.log_path = log_dir / f"{name}.log"
         self.generation = -1
         self.history: list[tuple[int, frozenset[int]]] = []
-        self.started_at = 0.0
 
     def note(self, generation: int, partitions) -> None:
         held = frozenset(partitions)
         self.generation, self.assigned = generation, held
         if not self.history or self.history[-1] != (generation, held):
             self.history.append((generation, held))
-
-    def start(self) -> None:
-        self.started_at = time.monotonic()
-        super().start()
 
     def _file_handler(self) -> logging.Handler:
         handler = logging.FileHandler(self.log_path)
@@ -84,156 +81,53 @@ class TrackedMember(Member):
             handler.close()
 
 
-class ConfluentTracked(TrackedMember):
-    def consume(self) -> None:
-        from confluent_kafka import Consumer, KafkaException
+class ConfluentTracked(TrackedMember, ConfluentMember):
+    """librdkafka says the generation in its cgrp debug log ("JoinGroup response:
+    GenerationId N"), read here from the log callback before the assignment arrives."""
 
+    def consume(self) -> None:
+        self.options = {"debug": "cgrp"}
+        self.join_generation = -1
         member = self
-        generation = [-1]
 
         class Parse(logging.Handler):
             def emit(self, record: logging.LogRecord) -> None:
                 found = _JOIN_LINE.search(record.getMessage())
                 if found:
-                    generation[0] = int(found.group(1))
+                    member.join_generation = int(found.group(1))
 
-        logger = logging.getLogger(f"floe.test.{self.name}")
-        logger.propagate = False
-        logger.setLevel(logging.DEBUG)
-        logger.handlers[:] = [self._file_handler(), Parse()]
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": self.group,
-                "client.id": self.client_id,
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                "session.timeout.ms": SESSION_TIMEOUT_MS,
-                "heartbeat.interval.ms": HEARTBEAT_MS,
-                "max.poll.interval.ms": REBALANCE_TIMEOUT_MS,
-                "fetch.wait.max.ms": 100,
-                "topic.metadata.refresh.interval.ms": 2000,
-                "debug": "cgrp",
-            },
-            logger=logger,
-        )
-
-        def commit() -> None:
-            try:
-                consumer.commit(asynchronous=False)
-            except KafkaException as exc:
-                if "NO_OFFSET" not in str(exc):
-                    member.errors.append(f"commit: {exc}")
-
-        def assigned(_, partitions) -> None:
-            member.note(generation[0], (tp.partition for tp in partitions))
-
-        consumer.subscribe([self.topic], on_assign=assigned, on_revoke=lambda *_: commit())
+        self.logger = logging.getLogger(f"floe.test.{self.name}")
+        self.logger.propagate = False
+        self.logger.setLevel(logging.DEBUG)
+        self.logger.handlers[:] = [self._file_handler(), Parse()]
         try:
-            while not self.stopping.is_set():
-                batch = consumer.consume(100, 0.2)
-                good = [m for m in batch if not m.error()]
-                self.records.extend((m.partition(), m.offset()) for m in good)
-                if good:
-                    commit()
+            super().consume()
         finally:
-            consumer.close()
-            logger.handlers[0].close()
+            self.logger.handlers[0].close()
+
+    def consumer_kwargs(self) -> dict:
+        return {"logger": self.logger}
+
+    def assigned_to(self, consumer, partitions: list[int]) -> None:
+        self.note(self.join_generation, partitions)
 
 
-class KafkaPythonTracked(TrackedMember):
+class KafkaPythonTracked(TrackedMember, KafkaPythonMember):
     def consume(self) -> None:
         with self._client_log("kafka.coordinator"):
-            self._consume()
+            super().consume()
 
-    def _consume(self) -> None:
-        from kafka import ConsumerRebalanceListener, KafkaConsumer
-
-        consumer = KafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=self.group,
-            client_id=self.client_id,
-            auto_offset_reset="earliest",
-            enable_auto_commit=True,  # commits before it rejoins (see members.py)
-            auto_commit_interval_ms=60000,
-            session_timeout_ms=SESSION_TIMEOUT_MS,
-            heartbeat_interval_ms=HEARTBEAT_MS,
-            max_poll_interval_ms=REBALANCE_TIMEOUT_MS,
-            fetch_max_wait_ms=100,
-            metadata_max_age_ms=2000,
-        )
-        member = self
-
-        class Listener(ConsumerRebalanceListener):
-            def on_partitions_revoked(self, revoked):
-                pass
-
-            def on_partitions_assigned(self, assigned):
-                generation = consumer._coordinator._generation.generation_id
-                member.note(generation, (tp.partition for tp in assigned))
-
-        consumer.subscribe([self.topic], listener=Listener())
-        try:
-            while not self.stopping.is_set():
-                batch = consumer.poll(timeout_ms=200)
-                got = [(tp.partition, r.offset) for tp, rs in batch.items() for r in rs]
-                self.records.extend(got)
-                if got:
-                    consumer.commit()
-        finally:
-            consumer.close()
+    def assigned_to(self, consumer, partitions: list[int]) -> None:
+        self.note(consumer._coordinator._generation.generation_id, partitions)
 
 
-class AiokafkaTracked(TrackedMember):
+class AiokafkaTracked(TrackedMember, AiokafkaMember):
     def consume(self) -> None:
         with self._client_log("aiokafka.consumer.group_coordinator"):
-            asyncio.run(self._consume())
+            super().consume()
 
-    async def _consume(self) -> None:
-        from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
-        from aiokafka.errors import IllegalStateError, KafkaError
-
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=self.group,
-            client_id=self.client_id,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            session_timeout_ms=SESSION_TIMEOUT_MS,
-            heartbeat_interval_ms=HEARTBEAT_MS,
-            max_poll_interval_ms=REBALANCE_TIMEOUT_MS,
-            rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
-            fetch_max_wait_ms=100,
-            metadata_max_age_ms=2000,
-        )
-        member = self
-
-        class Listener(ConsumerRebalanceListener):
-            async def on_partitions_revoked(self, revoked):
-                if revoked:
-                    try:
-                        await consumer.commit()
-                    except KafkaError as exc:
-                        member.errors.append(f"commit: {exc!r}")
-
-            async def on_partitions_assigned(self, assigned):
-                generation = consumer._coordinator.generation
-                member.note(generation, (tp.partition for tp in assigned))
-
-        await consumer.start()
-        consumer.subscribe([self.topic], listener=Listener())
-        try:
-            while not self.stopping.is_set():
-                batch = await consumer.getmany(timeout_ms=200)
-                got = [(tp.partition, r.offset) for tp, rs in batch.items() for r in rs]
-                self.records.extend(got)
-                if got:
-                    try:
-                        await consumer.commit()
-                    except IllegalStateError:
-                        pass  # revoked meanwhile: the listener committed them
-        finally:
-            await consumer.stop()
+    def assigned_to(self, consumer, partitions: list[int]) -> None:
+        self.note(consumer._coordinator.generation, partitions)
 
 
 class KafkajsTracked(TrackedMember):
