@@ -1,10 +1,10 @@
 """The group coordinator: Kafka's classic consumer-group protocol, in this agent's memory.
 
-Every group this agent coordinates (the one whose lease it holds in the metadata store,
-`agents.groups.leases`) is a state machine — Empty → PreparingRebalance → CompletingRebalance → Stable, and Dead when it
-is deleted or moves to another agent — driven by JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup and by timers: the initial rebalance delay, the rebalance timeout, session
-timeouts and the sync timeout. The rules and error codes are those of Kafka's
+Every group this agent coordinates (those whose lease it holds in the metadata store,
+`agents.groups.leases`) is a state machine — Empty → PreparingRebalance →
+CompletingRebalance → Stable, and Dead when it is deleted or its lease is lost or given
+back — driven by JoinGroup, SyncGroup, Heartbeat, LeaveGroup and by timers: the initial
+rebalance delay, the rebalance timeout, session timeouts and the sync timeout. The rules and error codes are those of Kafka's
 GroupCoordinator (group-coordinator module, ClassicGroupMetadataManager).
 
 JoinGroup and SyncGroup answers are parked as futures until the rebalance step they wait
@@ -14,8 +14,9 @@ The group's state is saved in the metadata store under the lease (fenced by its 
 whenever a join completes and whenever the leader's assignment arrives, before anyone
 is answered; a new holder of the lease loads it in PreparingRebalance, so the members
 rejoin once and the generation goes on. Committed offsets live in the metadata store
-too (`agents.handlers.group_offsets`). A summary of every group is reported to the control
-plane (`groups/report`) every few seconds and soon after each change, for the console.
+too (`agents.handlers.group_offsets`). A summary of every group is reported to the
+control plane (`groups/report`) every few seconds and soon after each change, for the
+console.
 """
 
 from __future__ import annotations
@@ -423,6 +424,10 @@ class GroupCoordinator:
                 refused = join_error(new_id, ErrorCode.NOT_COORDINATOR)
                 self._save_then_answer(group, [(future, answer, refused)])
                 return future
+        # Commits are allowed while the group prepares a rebalance: the store must know
+        # the instance's new member id before the member commits with it.
+        self._save_then_answer(group, [])
+        if group.is_(STABLE):
             future = self._park_join(group, member)
             self._rebalance_or_complete_join(group, reason)
             return future

@@ -195,8 +195,12 @@ class GroupLeases:
         self._others = {g: known for g, known in self._others.items() if known[1] > now}
 
     async def renew_loop(self) -> None:
+        # A fixed rate from each renewal's start: a slow answer does not push the next
+        # renewal later (a lease lasts ttl - margin = 3 s from the send that renewed it).
+        next_at = time.monotonic()
         while True:
-            await asyncio.sleep(self.renew_interval_s)
+            next_at = max(next_at + self.renew_interval_s, time.monotonic())
+            await asyncio.sleep(next_at - time.monotonic())
             try:
                 await self.renew_once()
             except Exception:

@@ -1,0 +1,109 @@
+"""The agent's side of group leases (agents.groups.leases) against a scripted control plane:
+acquisitions of one moment go out as one call, a lease counts only until ttl - margin
+after the request that confirmed it was sent, and a group whose lease is refused or
+unconfirmed is unloaded at once, its parked members told NOT_COORDINATOR."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agents.control_plane import ControlPlaneUnavailable
+from agents.groups.coordinator import GroupCoordinator
+from agents.groups.leases import GroupLeases
+from agents.groups.ring import CoordinatorRing, Peer
+from core.kafka.errors import ErrorCode as E
+from tests.agents.groups.test_coordinator import answer, request
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Store:
+    """Answers groups/leases as the metadata store would for one agent, scripted."""
+
+    def __init__(self, holders: dict[str, str] | None = None) -> None:
+        self.calls: list[tuple[str, dict]] = []
+        self.holders = dict(holders or {})
+        self.refuse_renewals = False
+        self.down = False
+
+    async def call(self, name, body, timeout_s=None):
+        self.calls.append((name, body))
+        if self.down:
+            raise ControlPlaneUnavailable("down", outcome_unknown=False)
+        if name == "groups/save":
+            return {"error_code": 0}
+        if name != "groups/leases":
+            return {"forget": []}
+        leases = []
+        for group in body.get("acquire", []):
+            holder = self.holders.setdefault(group, body["agent_id"])
+            mine = holder == body["agent_id"]
+            leases.append(
+                {
+                    "group_id": group,
+                    "agent_id": holder,
+                    "epoch": 1,
+                    "expires_in_ms": 4000,
+                    "state": {"generation": 0, "members": []} if mine else None,
+                }
+            )
+        renewed = [] if self.refuse_renewals else [r["group_id"] for r in body.get("renew", [])]
+        lost = [r["group_id"] for r in body.get("renew", []) if r["group_id"] not in renewed]
+        return {"leases": leases, "renewed": renewed, "lost": lost}
+
+
+def coordinator(store: Store, ttl_s: float = 4.0) -> GroupCoordinator:
+    ring = CoordinatorRing(Peer("me", "127.0.0.1", 9092, 1), lambda agent_id: 2)
+    leases = GroupLeases(store, "me", ttl_s=ttl_s, margin_s=ttl_s / 4)
+    return GroupCoordinator(ring, store, initial_rebalance_delay_ms=50, leases=leases)
+
+
+def test_acquisitions_of_one_moment_are_one_call_and_others_holders_are_remembered():
+    asyncio.run(_acquisitions_of_one_moment_are_one_call_and_others_holders_are_remembered())
+
+
+async def _acquisitions_of_one_moment_are_one_call_and_others_holders_are_remembered():
+    store = Store(holders={"theirs": "peer"})
+    coord = coordinator(store)
+    owned = await asyncio.gather(*(coord.owns(g) for g in ("a", "b", "theirs", "a")))
+    assert owned == [True, True, False, True]
+    assert [name for name, _ in store.calls] == ["groups/leases"]
+    assert sorted(store.calls[0][1]["acquire"]) == ["a", "b", "theirs"]
+    assert set(coord.groups) == {"a", "b"}
+    assert not await coord.owns("theirs")  # remembered until that lease's expiry
+    assert len(store.calls) == 1
+
+
+def test_a_refused_renewal_unloads_the_group_and_answers_its_members():
+    asyncio.run(_a_refused_renewal_unloads_the_group_and_answers_its_members())
+
+
+async def _a_refused_renewal_unloads_the_group_and_answers_its_members():
+    store = Store()
+    coord = coordinator(store)
+    assert await coord.owns("g")
+    first = coord.join(request())
+    parked = coord.join(request(first["member_id"]))
+    store.refuse_renewals = True
+    await coord.leases.renew_once()
+    assert (await answer(parked))["error_code"] == E.NOT_COORDINATOR
+    assert "g" not in coord.groups and not coord.leases.held
+
+
+def test_a_lease_not_confirmed_in_time_is_given_up_without_the_store():
+    asyncio.run(_a_lease_not_confirmed_in_time_is_given_up_without_the_store())
+
+
+async def _a_lease_not_confirmed_in_time_is_given_up_without_the_store():
+    store = Store()
+    coord = coordinator(store, ttl_s=0.4)  # counts as held for 0.3 s
+    assert await coord.owns("g")
+    store.down = True
+    await coord.leases.renew_once()  # fails: nothing confirmed
+    assert "g" in coord.groups
+    await asyncio.sleep(0.35)
+    await coord.leases.renew_once()
+    assert "g" not in coord.groups
+    assert not await coord.owns("g")  # the store cannot be asked: not ours
