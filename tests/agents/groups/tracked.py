@@ -342,7 +342,7 @@ class GroupRun:
         """Close a member; with `safety_only`, one that cannot reach its coordinator may
         hang in its client's close (aiokafka): it is noted and left (a daemon thread)."""
         try:
-            member.stop()
+            member.stop(8.0) if self.safety_only else member.stop()
         except AssertionError:
             if not self.safety_only:
                 raise
