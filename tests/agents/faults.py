@@ -2,13 +2,16 @@
 connection; `FaultyProxy` is a real HTTP proxy between agents and the control plane that
 can refuse commits.
 
-It forwards every call unchanged; with ``fail_commits`` set, ``POST /agent/v1/commit``
+It forwards every call unchanged, save that ``rewrite`` (when given) may change each
+successful JSON answer on its way back — a different view of the cluster for one agent;
+with ``fail_commits`` set, ``POST /agent/v1/commit``
 gets a 503 instead, as when the metadata store is down. Used to show that a failed
 commit fails exactly the produce requests of that segment and leaves nothing visible.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import urllib.error
@@ -17,8 +20,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class FaultyProxy:
-    def __init__(self, target: str):
+    def __init__(self, target: str, rewrite=None):
         self.target = target.rstrip("/")
+        self.rewrite = rewrite  # (path, decoded JSON answer) -> the answer to send
         self.fail_commits = False
         self.refused = 0
         proxy = self
@@ -36,7 +40,12 @@ class FaultyProxy:
                         request.add_header(name, self.headers[name])
                 try:
                     with urllib.request.urlopen(request, timeout=30) as response:
-                        self._answer(response.status, response.read())
+                        answer = response.read()
+                        if proxy.rewrite is not None:
+                            answer = json.dumps(
+                                proxy.rewrite(self.path, json.loads(answer))
+                            ).encode()
+                        self._answer(response.status, answer)
                 except urllib.error.HTTPError as exc:
                     self._answer(exc.code, exc.read())
 

@@ -38,6 +38,7 @@ class Member(threading.Thread):
     def __init__(self, name: str, bootstrap: str, group: str, topic: str, **options) -> None:
         super().__init__(name=name, daemon=True)
         self.bootstrap, self.group, self.topic, self.options = bootstrap, group, topic, options
+        self.client_id = name
         self.assigned: frozenset[int] = frozenset()
         self.records: list[tuple[int, int]] = []
         self.errors: list[str] = []
@@ -62,6 +63,13 @@ class Member(threading.Thread):
     def consume(self) -> None:
         raise NotImplementedError
 
+    def assigned_to(self, consumer, partitions: list[int]) -> None:
+        """Called by the client's rebalance callback with each new assignment."""
+
+    def consumer_kwargs(self) -> dict:
+        """Keyword arguments for confluent-kafka's Consumer besides its config."""
+        return {}
+
 
 class ConfluentMember(Member):
     def consume(self) -> None:
@@ -71,7 +79,7 @@ class ConfluentMember(Member):
             {
                 "bootstrap.servers": self.bootstrap,
                 "group.id": self.group,
-                "client.id": self.name,
+                "client.id": self.client_id,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
                 "session.timeout.ms": SESSION_TIMEOUT_MS,
@@ -80,7 +88,8 @@ class ConfluentMember(Member):
                 "fetch.wait.max.ms": 100,
                 "topic.metadata.refresh.interval.ms": 2000,
                 **self.options,
-            }
+            },
+            **self.consumer_kwargs(),
         )
 
         def commit(*_):
@@ -90,7 +99,11 @@ class ConfluentMember(Member):
                 if "NO_OFFSET" not in str(exc):
                     self.errors.append(f"commit: {exc}")
 
-        consumer.subscribe([self.topic], on_revoke=commit)
+        consumer.subscribe(
+            [self.topic],
+            on_assign=lambda c, tps: self.assigned_to(c, [tp.partition for tp in tps]),
+            on_revoke=commit,
+        )
         try:
             while not self.stopping.is_set():
                 batch = consumer.consume(100, 0.2)
@@ -105,14 +118,14 @@ class ConfluentMember(Member):
 
 class KafkaPythonMember(Member):
     def consume(self) -> None:
-        from kafka import KafkaConsumer
+        from kafka import ConsumerRebalanceListener, KafkaConsumer
 
         # kafka-python commits synchronously before it rejoins when auto-commit is on
         # (a blocking commit from a rebalance listener is not allowed in its IO thread).
         consumer = KafkaConsumer(
             bootstrap_servers=self.bootstrap,
             group_id=self.group,
-            client_id=self.name,
+            client_id=self.client_id,
             auto_offset_reset="earliest",
             enable_auto_commit=True,
             auto_commit_interval_ms=60000,
@@ -123,7 +136,16 @@ class KafkaPythonMember(Member):
             metadata_max_age_ms=2000,
             **self.options,
         )
-        consumer.subscribe([self.topic])
+        member = self
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                pass
+
+            def on_partitions_assigned(self, assigned):
+                member.assigned_to(consumer, [tp.partition for tp in assigned])
+
+        consumer.subscribe([self.topic], listener=Listener())
         try:
             while not self.stopping.is_set():
                 batch = consumer.poll(timeout_ms=200)
@@ -147,7 +169,7 @@ class AiokafkaMember(Member):
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
             group_id=self.group,
-            client_id=self.name,
+            client_id=self.client_id,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
             session_timeout_ms=SESSION_TIMEOUT_MS,
@@ -170,7 +192,7 @@ class AiokafkaMember(Member):
                     member.errors.append(f"commit: {exc!r}")
 
             async def on_partitions_assigned(self, assigned):
-                pass
+                member.assigned_to(consumer, [tp.partition for tp in assigned])
 
         await consumer.start()
         consumer.subscribe([self.topic], listener=CommitOnRevoke())
