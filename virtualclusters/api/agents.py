@@ -5,7 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 
-from controlplane.api.pagination import PAGE_PARAMETERS, paginated
+from controlplane.api.pagination import PAGE_PARAMETERS
 from metadata_store.selectors import agents_of_cluster
 from virtualclusters.api.views import ClusterScopedView
 
@@ -64,4 +64,4 @@ class AgentListView(ClusterScopedView):
     )
     def get(self, request, cluster_id: str):
         agents = agents_of_cluster(self.cluster(cluster_id))
-        return paginated(request, agents, AgentSerializer)
+        return self.paginated(agents, AgentSerializer)
