@@ -2,6 +2,14 @@
 
 Every helper raises ``ImproperlyConfigured`` with the variable's name when a value is
 present but malformed, so a typo in a deployment fails at start-up, not at 3 a.m.
+
+Kept hand-written (issue 26 weighed the settings libraries; none keeps both promises):
+django-environ reads any word it does not know as false (``DEBUG=ture`` is quietly off),
+raises a bare ``ValueError`` without the variable's name for a bad integer, and puts a
+URL's ``?host=`` among the connection OPTIONS while the network location fills HOST, where
+libpq (and this module) let ``?host=`` (the embedded server's socket folder) win;
+dj-database-url covers only the URL; pydantic-settings is loud but raises its own
+``ValidationError`` and brings a model class for five ten-line readers.
 """
 
 from __future__ import annotations
