@@ -167,4 +167,4 @@ class ApiKey(models.Model):
     def owner_label(self) -> str:
         if self.service_account:
             return "service account"
-        return self.owner.email if self.owner_id else "(left the organization)"
+        return self.owner.email if self.owner is not None else "(left the organization)"

@@ -38,7 +38,7 @@ class KeyListQuerySerializer(serializers.Serializer):
     )
 
 
-PAGE_PARAMETERS = [
+PAGE_PARAMETERS: list[OpenApiParameter | type[serializers.Serializer]] = [
     PageQuerySerializer,
     OpenApiParameter(
         "X-Total-Count",
@@ -60,7 +60,7 @@ PAGE_PARAMETERS = [
 def query_params(request, serializer_class: type[serializers.Serializer]) -> dict:
     """The query's parameters, validated by ``serializer_class``. A parameter given with
     no value (``?limit=``), or given twice, is a 400 too: DRF would take it as absent, or the last."""
-    names = serializer_class().fields
+    names: list[str] = list(serializer_class().fields.keys())
     blank = [n for n in names if request.query_params.get(n, None) == ""]
     if blank:
         raise ValidationError({name: ["This parameter needs a value."] for name in blank})
@@ -75,7 +75,7 @@ def query_params(request, serializer_class: type[serializers.Serializer]) -> dic
 def page_bounds(request) -> tuple[int, int]:
     """``(limit, offset)`` from the query; a 400 naming the parameter when out of range."""
     query = query_params(request, PageQuerySerializer)
-    return query.get("limit", DEFAULT_LIMIT), query.get("offset", 0)
+    return int(query.get("limit", DEFAULT_LIMIT)), int(query.get("offset", 0))
 
 
 class HeaderPagination(LimitOffsetPagination):
@@ -83,11 +83,11 @@ class HeaderPagination(LimitOffsetPagination):
     max_limit = MAX_LIMIT
 
     def get_limit(self, request) -> int:
-        self.limit, self.offset = page_bounds(request)  # validated once, for both
-        return self.limit
+        limit, self._offset = page_bounds(request)  # validated once, for both
+        return limit
 
     def get_offset(self, request) -> int:
-        return self.offset
+        return self._offset
 
     def get_paginated_response(self, data) -> Response:
         response = Response(data, headers={"X-Total-Count": str(self.count)})

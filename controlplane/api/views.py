@@ -36,7 +36,7 @@ class OrgScopedView(APIView):
     """Base view: every query goes through the caller's organization (deny by default)."""
 
     # Lists come in pages: ``return self.paginated(items, Serializer)``.
-    pagination_class = HeaderPagination
+    pagination_class: type[HeaderPagination] | None = HeaderPagination
 
     @property
     def organization(self):
@@ -44,8 +44,9 @@ class OrgScopedView(APIView):
 
     def paginated(self, items, serializer_class) -> Response:
         """One page of ``items`` (a queryset or a list), serialized, with paging headers."""
+        assert self.pagination_class is not None, "a view without pages lists whole"
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(items, self.request, view=self)
+        page: list | None = paginator.paginate_queryset(items, self.request, view=self)
         return paginator.get_paginated_response(serializer_class(page, many=True).data)
 
 
@@ -137,8 +138,8 @@ class ApiKeyListView(OrgScopedView):
             created_by=caller.owner,
             ceiling=request.auth.role,
         )
-        key.key = plaintext
-        return created(ApiKeyCreatedSerializer(key).data, "api-key", key_id=key.public_id)
+        shown = {**ApiKeyCreatedSerializer(key).data, "key": plaintext}
+        return created(shown, "api-key", key_id=key.public_id)
 
 
 class ApiKeyDetailView(OrgScopedView):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 
@@ -47,9 +49,9 @@ class AgentSerializer(serializers.Serializer):
 
     @extend_schema(responses=AgentStatsSerializer)
     def get_stats(self, agent) -> dict:
-        fields = AgentStatsSerializer().fields
+        fields: list[str] = list(AgentStatsSerializer().fields.keys())
         # What the schema declares, no more (not the per-topic counters of throughput out).
-        stats = {name: (agent.stats or {}).get(name, 0) for name in fields}
+        stats: dict[str, Any] = {name: (agent.stats or {}).get(name, 0) for name in fields}
         stats["client_bytes_by_zone"] = dict((agent.stats or {}).get("client_bytes_by_zone", {}))
         looked = stats["cache_hits"] + stats["cache_misses"]
         stats["cache_hit_ratio"] = round(stats["cache_hits"] / looked, 4) if looked else None

@@ -45,9 +45,8 @@ class SaslCredentialListView(ClusterScopedView):
         credential, password = services.sasl_credential_create(
             cluster=cluster, **data.validated_data
         )
-        credential.password = password
         return created(
-            SaslCredentialCreatedSerializer(credential).data,
+            {**SaslCredentialCreatedSerializer(credential).data, "password": password},
             "api-sasl-credential",
             cluster_id=cluster.public_id,
             credential_id=credential.public_id,

@@ -181,9 +181,8 @@ class AgentKeyListView(ClusterScopedView):
         key, plaintext = services.agent_key_create(
             cluster=cluster, name=data.validated_data.get("name", "")
         )
-        key.key = plaintext
         return created(
-            AgentKeyCreatedSerializer(key).data,
+            {**AgentKeyCreatedSerializer(key).data, "key": plaintext},
             "api-agent-key",
             cluster_id=cluster.public_id,
             key_id=key.public_id,
@@ -312,7 +311,7 @@ class RecordQuerySerializer(serializers.Serializer):
 
 
 class RecordsUnavailable(APIException):
-    status_code = status.HTTP_409_CONFLICT  # the cluster's state: no agent is connected
+    status_code: int = status.HTTP_409_CONFLICT  # the cluster's state: no agent is connected
     default_detail = "No agent of this cluster could read the records."
 
     def __init__(self, detail: str, status_code: int) -> None:

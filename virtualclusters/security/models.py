@@ -91,6 +91,13 @@ class Acl(models.Model):
     objects = OrgScopedQuerySet.as_manager()
     org_lookup = "cluster__organization"
 
+    @classmethod
+    def choices_of(cls, name: str) -> list[tuple[str, str]]:
+        """The ``(value, label)`` choices of one of its fields."""
+        field = cls._meta.get_field(name)
+        assert isinstance(field, models.Field)
+        return [(str(value), str(label)) for value, label in field.choices or []]
+
     class Meta:
         constraints = [
             models.UniqueConstraint(
