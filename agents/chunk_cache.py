@@ -13,7 +13,7 @@ chunk here ask its owner once. Loading, and who loads, is `agents.zone_cache`'s 
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from cachetools import LRUCache
 
 from agents.metrics import Gauge
 
@@ -25,35 +25,30 @@ ChunkKey = tuple[str, int]  # (object key, chunk index)
 
 
 class _Lru:
+    """One tier: cachetools' LRU weighing each chunk by its length, and its gauge."""
+
     def __init__(self, name: str, max_bytes: int) -> None:
         self.name = name
         self.max_bytes = max_bytes
-        self.chunks: OrderedDict[ChunkKey, memoryview] = OrderedDict()
-        self.size = 0
+        self.chunks: LRUCache[ChunkKey, memoryview] = LRUCache(
+            maxsize=max(max_bytes, 0), getsizeof=len
+        )
+
+    @property
+    def size(self) -> int:
+        return int(self.chunks.currsize)
 
     def get(self, chunk_key: ChunkKey) -> memoryview | None:
-        chunk = self.chunks.get(chunk_key)
-        if chunk is not None:
-            self.chunks.move_to_end(chunk_key)
-        return chunk
+        return self.chunks.get(chunk_key)  # a hit is marked recently used
 
     def put(self, chunk_key: ChunkKey, chunk: memoryview) -> None:
         if self.max_bytes <= 0 or len(chunk) > self.max_bytes:
-            return
-        old = self.chunks.pop(chunk_key, None)
-        if old is not None:
-            self.size -= len(old)
-        self.chunks[chunk_key] = chunk
-        self.size += len(chunk)
-        while self.size > self.max_bytes and self.chunks:
-            _, evicted = self.chunks.popitem(last=False)
-            self.size -= len(evicted)
+            return  # larger than the whole tier (or the tier is off): not kept
+        self.chunks[chunk_key] = chunk  # evicts the least recently used to fit
         _CACHED_BYTES.set(self.size, self.name)
 
     def pop(self, chunk_key: ChunkKey) -> None:
-        old = self.chunks.pop(chunk_key, None)
-        if old is not None:
-            self.size -= len(old)
+        if self.chunks.pop(chunk_key, None) is not None:
             _CACHED_BYTES.set(self.size, self.name)
 
 

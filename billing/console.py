@@ -16,7 +16,7 @@ from billing.api.views import invoice_file_response
 from billing.charts import bar_chart
 from billing.models import Invoice
 from controlplane import permissions
-from controlplane.console.tenancy import current_membership, current_org, org_or_404
+from controlplane.console.tenancy import current_org, membership_or_404, org_or_404
 
 GIB = 1024**3
 
@@ -63,7 +63,7 @@ def billing_usage(request):
         "next_month": f"{report['end']:%Y-%m}" if report["closed"] else None,
         "invoices": Invoice.objects.for_org(org).order_by("-number")[:24],
         "plans": selectors.public_plans(),
-        "is_owner": permissions.allows(current_membership(request).role, "billing-plan", "POST"),
+        "is_owner": permissions.allows(membership_or_404(request).role, "billing-plan", "POST"),
         "month_seconds": int((report["end"] - report["start"]).total_seconds()),
     }
     return render(request, "billing/usage.html", context)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.db import models
 
 from controlplane.ids import public_id
-from controlplane.models import Organization
+from controlplane.models import Organization, OrgScopedQuerySet
 
 
 def _plan_id() -> str:
@@ -47,6 +47,8 @@ class UsageHour(models.Model):
     object_gets = models.BigIntegerField(default=0)
     bytes_read = models.BigIntegerField(default=0)
 
+    objects = OrgScopedQuerySet.as_manager()
+
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["cluster_public_id", "hour"], name="usage_hour_unique")
@@ -65,6 +67,8 @@ class UsageTopicHour(models.Model):
     bytes_written = models.BigIntegerField(default=0)
     stored_byte_seconds = models.BigIntegerField(default=0)
 
+    objects = OrgScopedQuerySet.as_manager()
+
     class Meta:
         constraints = [
             models.UniqueConstraint(
@@ -80,6 +84,8 @@ class ActiveInterval(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
     cluster_public_id = models.CharField(max_length=32)
     start = models.DateTimeField()
+
+    objects = OrgScopedQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -147,6 +153,8 @@ class Subscription(models.Model):
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField(null=True, blank=True)
 
+    objects = OrgScopedQuerySet.as_manager()
+
     class Meta:
         constraints = [
             models.UniqueConstraint(
@@ -165,11 +173,7 @@ class Budget(models.Model):
     )
     monthly_micros = models.BigIntegerField()
 
-
-class InvoiceQuerySet(models.QuerySet):
-    def for_org(self, org: Organization | None) -> InvoiceQuerySet:
-        """Deny by default: no organization, no invoices."""
-        return self.filter(organization=org) if org is not None else self.none()
+    objects = OrgScopedQuerySet.as_manager()
 
 
 class Invoice(models.Model):
@@ -205,7 +209,7 @@ class Invoice(models.Model):
     )
     payment_reference = models.CharField(max_length=128, blank=True, default="")
 
-    objects = InvoiceQuerySet.as_manager()
+    objects = OrgScopedQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -230,6 +234,9 @@ class InvoiceLine(models.Model):
     quantity = models.DecimalField(max_digits=30, decimal_places=9)
     unit_price_micros = models.BigIntegerField()
     amount_micros = models.BigIntegerField()
+
+    objects = OrgScopedQuerySet.as_manager()
+    org_lookup = "invoice__organization"
 
     class Meta:
         ordering = ["position"]

@@ -4,9 +4,11 @@ Prices are micro-USD per unit; "included" is per month; "caps" bound a month's u
 (produce is refused at the cap). Migration 0001 keeps its own frozen copy.
 """
 
+from typing import Any
+
 GIB = 1024**3
 
-PLANS = [
+PLANS: list[dict[str, Any]] = [
     {
         "code": "free",
         "name": "Free",

@@ -240,6 +240,12 @@ def parse_money(text: str) -> int:
         value = Decimal(text.replace(",", ""))
     except ArithmeticError as exc:
         raise ValueError(f"not an amount: {text!r}") from exc
-    if not value.is_finite() or not 0 < value <= 10**9 or value.as_tuple().exponent < -6:
+    exponent = value.as_tuple().exponent  # an int once finite
+    if (
+        not value.is_finite()
+        or not 0 < value <= 10**9
+        or not isinstance(exponent, int)
+        or exponent < -6
+    ):
         raise ValueError(f"not a positive amount with at most six decimals: {text!r}")
     return int(value * 1_000_000)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
+from typing import Any, cast
 
 from django.db.models import Count, Sum
 from django.db.models.functions import TruncDay
@@ -173,18 +175,21 @@ def month_report(org: Organization, month: str | None = None, *, now=None) -> di
         .annotate(n=Count("id"))
     }
     clusters = []
-    for row in hours.values("cluster_public_id").annotate(**_SUMS).order_by("cluster_public_id"):
+    for cluster_row in (
+        hours.values("cluster_public_id").annotate(**_SUMS).order_by("cluster_public_id")
+    ):
+        sums = cast(Mapping[str, Any], cluster_row)  # the keys of _SUMS, which the stubs cannot see
         clusters.append(
             {
-                "cluster": row["cluster_public_id"],
-                "bytes_written": int(row["bytes_written"] or 0),
-                "files_written": int(row["files_written"] or 0),
-                "stored_byte_seconds": int(row["stored_byte_seconds"] or 0),
-                "partition_seconds": int(row["partition_seconds"] or 0),
-                "object_gets": int(row["object_gets"] or 0),
-                "bytes_read": int(row["bytes_read"] or 0),
-                "bytes_written_uncompressed": int(row["bytes_written_uncompressed"] or 0),
-                "cluster_minutes": 15 * intervals.pop(row["cluster_public_id"], 0),
+                "cluster": sums["cluster_public_id"],
+                "bytes_written": int(sums["bytes_written"] or 0),
+                "files_written": int(sums["files_written"] or 0),
+                "stored_byte_seconds": int(sums["stored_byte_seconds"] or 0),
+                "partition_seconds": int(sums["partition_seconds"] or 0),
+                "object_gets": int(sums["object_gets"] or 0),
+                "bytes_read": int(sums["bytes_read"] or 0),
+                "bytes_written_uncompressed": int(sums["bytes_written_uncompressed"] or 0),
+                "cluster_minutes": 15 * intervals.pop(sums["cluster_public_id"], 0),
             }
         )
     for cluster, n in sorted(intervals.items()):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 
+from django.contrib.auth.models import User
 from django.db.models.signals import post_delete, post_save
 
 from controlplane.models import AuditEvent
@@ -85,7 +86,7 @@ def _record(instance, action: str) -> None:
     user, label = _actor.get()
     AuditEvent.objects.create(
         organization_id=org.pk,
-        actor=user if getattr(user, "pk", None) else None,
+        actor=user if isinstance(user, User) and user.pk else None,
         actor_label=label,
         action=action,
         target_type=AUDITED[type(instance)],

@@ -2,17 +2,34 @@
 
 Every helper raises ``ImproperlyConfigured`` with the variable's name when a value is
 present but malformed, so a typo in a deployment fails at start-up, not at 3 a.m.
+
+Kept hand-written (issue 26 weighed the settings libraries; none keeps both promises):
+django-environ reads any word it does not know as false (``DEBUG=ture`` is quietly off),
+raises a bare ``ValueError`` without the variable's name for a bad integer, and puts a
+URL's ``?host=`` among the connection OPTIONS while the network location fills HOST, where
+libpq (and this module) let ``?host=`` (the embedded server's socket folder) win;
+dj-database-url covers only the URL; pydantic-settings is loud but raises its own
+``ValidationError`` and brings a model class for five ten-line readers.
 """
 
 from __future__ import annotations
 
 import os
+from typing import overload
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+
+
+@overload
+def env_str(name: str) -> str | None: ...
+@overload
+def env_str(name: str, default: str) -> str: ...
+@overload
+def env_str(name: str, default: None) -> str | None: ...
 
 
 def env_str(name: str, default: str | None = None) -> str | None:

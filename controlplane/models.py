@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Self
+
 from django.conf import settings
 from django.db import models
 
@@ -14,6 +16,28 @@ def _org_id() -> str:
 
 def _api_key_id() -> str:
     return public_id("key")
+
+
+class OrgScopedQuerySet(models.QuerySet):
+    """The one choke point for tenancy (NetBox's ``RestrictedQuerySet.restrict()``).
+
+    Every model an organization owns takes its manager from this queryset (or from a
+    subclass adding its own filters), and every query made for a caller goes through
+    ``for_org``. Deny by default: no organization, no rows. A model that reaches its
+    organization through another row names the path in ``org_lookup``
+    (``"cluster__organization"``); the default is its own ``organization`` field.
+    ``tests/controlplane/test_org_scoping.py`` finds every model with such a path and
+    checks it is scoped here.
+
+    TODO(issue 26): the metadata store's cluster-owned models (``metadata_store/models.py``,
+    being changed on another branch) do not use it yet; their callers scope them through
+    an already scoped cluster.
+    """
+
+    def for_org(self, org: Organization | None) -> Self:
+        if org is None:
+            return self.none()
+        return self.filter(**{getattr(self.model, "org_lookup", "organization"): org})
 
 
 class Organization(models.Model):
@@ -39,6 +63,8 @@ class Membership(models.Model):
     )
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = OrgScopedQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -67,10 +93,7 @@ class Invitation(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     accepted_at = models.DateTimeField(null=True, blank=True)
 
-
-class AuditEventQuerySet(models.QuerySet):
-    def for_org(self, org: Organization | None) -> AuditEventQuerySet:
-        return self.filter(organization=org) if org is not None else self.none()
+    objects = OrgScopedQuerySet.as_manager()
 
 
 class AuditEvent(models.Model):
@@ -87,17 +110,13 @@ class AuditEvent(models.Model):
     target_id = models.CharField(max_length=64)
     target_name = models.CharField(max_length=255, blank=True)
 
-    objects = AuditEventQuerySet.as_manager()
+    objects = OrgScopedQuerySet.as_manager()
 
     class Meta:
         indexes = [models.Index(fields=["organization", "-at"], name="audit_org_at")]
 
 
-class ApiKeyQuerySet(models.QuerySet):
-    def for_org(self, org: Organization | None) -> ApiKeyQuerySet:
-        """Deny by default: no organization, no keys."""
-        return self.filter(organization=org) if org is not None else self.none()
-
+class ApiKeyQuerySet(OrgScopedQuerySet):
     def active(self) -> ApiKeyQuerySet:
         return self.filter(revoked_at__isnull=True)
 
@@ -148,4 +167,4 @@ class ApiKey(models.Model):
     def owner_label(self) -> str:
         if self.service_account:
             return "service account"
-        return self.owner.email if self.owner_id else "(left the organization)"
+        return self.owner.email if self.owner is not None else "(left the organization)"

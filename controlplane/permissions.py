@@ -14,7 +14,7 @@ from __future__ import annotations
 from controlplane.models import Membership
 
 Role = Membership.Role
-RANK = {Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}
+RANK: dict[str | None, int] = {Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 # What only an owner may do, and the URL names it has in the console and the REST API.
@@ -46,7 +46,7 @@ def allows(role: str | None, url_name: str | None, method: str) -> bool:
 
 def refusal(url_name: str | None) -> str:
     """Why `allows` said no, in a sentence."""
-    action = _OWNER_ONLY_URLS.get(url_name)
+    action = _OWNER_ONLY_URLS.get(url_name or "")
     if action:
         return f"Only owners {action}."
     return "This role is read-only: ask an owner or an admin to make changes."

@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import cast
 
 from controlplane import webserver
 from controlplane.embedded import data_dir_from_env, postgres_url, redis_url
@@ -191,7 +192,7 @@ def main() -> int:
         for child in children:
             if child.poll() is not None:
                 _say(
-                    f"make run: {' '.join(child.args[:3])} exited with {child.returncode}; see {logs}"
+                    f"make run: {' '.join(cast(list[str], child.args)[:3])} exited with {child.returncode}; see {logs}"
                 )
                 stop(code=1)
         time.sleep(1)

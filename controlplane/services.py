@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
@@ -16,11 +18,14 @@ from controlplane.models import ApiKey, Membership, Organization
 
 User = get_user_model()
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User as UserModel
+
 
 @transaction.atomic
 def user_signup(
     *, email: str, password: str, organization_name: str = ""
-) -> tuple[object, Organization]:
+) -> tuple[UserModel, Organization]:
     """Create a user, their organization, and make them its owner.
 
     Raises ``ValidationError`` (keyed by field) on a bad email, a taken email or a weak
@@ -60,7 +65,7 @@ def membership_for(
     """Of a person's memberships, the one they work in: that of the organization they
     chose (its public id), else their first."""
     chosen = [m for m in memberships if m.organization.public_id == organization_id]
-    return (chosen or memberships or [None])[0]
+    return next(iter(chosen or memberships), None)
 
 
 @transaction.atomic
@@ -110,7 +115,7 @@ def api_key_create(
     return key, secret.plaintext
 
 
-def _member_role(organization: Organization, user) -> str | None:
+def _member_role(organization: Organization | int, user) -> str | None:
     if user is None:
         return None
     return (
@@ -146,7 +151,9 @@ def api_key_authenticate(plaintext: str) -> tuple[ApiKey, str] | None:
         .filter(digest=secret_digest(plaintext))
         .first()
     )
-    role = api_key_role(key) if key is not None else None
+    if key is None:
+        return None
+    role = api_key_role(key)
     if role is None:
         return None
     ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())

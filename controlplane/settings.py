@@ -171,7 +171,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 
 # The URL agents use to reach this control plane (shown in the agent command).
-FLOE_PUBLIC_URL = env_str(
+FLOE_PUBLIC_URL: str = env_str(
     "FLOE_PUBLIC_URL", "http://127.0.0.1:" + str(env_int("FLOE_HTTP_PORT", 8000))
 )
 # An agent is live when it heartbeated within this many seconds.

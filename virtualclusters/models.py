@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.db import models
 
 from controlplane.ids import public_id
-from controlplane.models import Organization
+from controlplane.models import Organization, OrgScopedQuerySet
 
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 
@@ -21,12 +21,6 @@ def _cluster_id() -> str:
 
 def _agent_key_id() -> str:
     return public_id("akn")
-
-
-class VirtualClusterQuerySet(models.QuerySet):
-    def for_org(self, org: Organization | None) -> VirtualClusterQuerySet:
-        """The one choke point for tenancy: no organization, no clusters."""
-        return self.filter(organization=org) if org is not None else self.none()
 
 
 class VirtualCluster(models.Model):
@@ -47,7 +41,7 @@ class VirtualCluster(models.Model):
     # creation); agents with another bucket are refused. A URL, never credentials.
     bucket_url = models.CharField(max_length=1024, blank=True, default="")
 
-    objects = VirtualClusterQuerySet.as_manager()
+    objects = OrgScopedQuerySet.as_manager()  # the one choke point for tenancy
 
     class Meta:
         constraints = [
@@ -72,10 +66,7 @@ class VirtualCluster(models.Model):
         return {name: getattr(self, name) for name in self.CONFIG_FIELDS}
 
 
-class AgentKeyQuerySet(models.QuerySet):
-    def for_org(self, org: Organization | None) -> AgentKeyQuerySet:
-        return self.filter(cluster__organization=org) if org is not None else self.none()
-
+class AgentKeyQuerySet(OrgScopedQuerySet):
     def active(self) -> AgentKeyQuerySet:
         return self.filter(revoked_at__isnull=True)
 
@@ -93,6 +84,7 @@ class AgentKey(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     objects = AgentKeyQuerySet.as_manager()
+    org_lookup = "cluster__organization"
 
 
 # Models of this app that live beside their services (Django finds models through this

@@ -128,7 +128,7 @@ def cluster_create(
     bucket_url: str = "",
 ) -> VirtualCluster:
     """A new virtual cluster in ``organization``; names are unique per organization."""
-    errors: dict[str, list[str]] = {}
+    errors: dict[str, list] = {}  # messages, or errors keeping their code (a conflict)
     clean: dict = {}
     try:  # collect the name's and the configuration's problems together
         name = _clean_cluster_name(name)

@@ -82,6 +82,8 @@ class UsageView(OrgScopedView):
 
 
 class PlanListView(OrgScopedView):
+    pagination_class = None  # a short list, whole
+
     @extend_schema(responses=PlanSerializer(many=True), summary="Plans on offer")
     def get(self, request):
         return Response(PlanSerializer(selectors.public_plans(), many=True).data)
@@ -120,6 +122,8 @@ class BudgetView(OrgScopedView):
 
 
 class InvoiceListView(OrgScopedView):
+    pagination_class = None  # a short list, whole
+
     @extend_schema(responses=InvoiceSerializer(many=True), summary="Invoices")
     def get(self, request):
         invoices = Invoice.objects.for_org(self.organization).order_by("-number")

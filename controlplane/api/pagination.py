@@ -1,5 +1,10 @@
 """Pages of REST lists: ``?limit=&offset=``; the body stays a JSON array, and the headers
 say how many there are (``X-Total-Count``) and where the next page is (``Link``, RFC 8288).
+
+``HeaderPagination`` is DRF's ``LimitOffsetPagination`` (counting, slicing and the next
+link are its own) with two changes: a bad ``limit`` or ``offset`` is a 400 naming it (DRF
+would quietly fall back to the default), and the page goes in headers rather than an
+envelope. Every API view has it as its ``pagination_class`` (``OrgScopedView``).
 """
 
 from __future__ import annotations
@@ -8,8 +13,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
-from rest_framework.utils.urls import replace_query_param
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -33,7 +38,7 @@ class KeyListQuerySerializer(serializers.Serializer):
     )
 
 
-PAGE_PARAMETERS = [
+PAGE_PARAMETERS: list[OpenApiParameter | type[serializers.Serializer]] = [
     PageQuerySerializer,
     OpenApiParameter(
         "X-Total-Count",
@@ -55,7 +60,7 @@ PAGE_PARAMETERS = [
 def query_params(request, serializer_class: type[serializers.Serializer]) -> dict:
     """The query's parameters, validated by ``serializer_class``. A parameter given with
     no value (``?limit=``), or given twice, is a 400 too: DRF would take it as absent, or the last."""
-    names = serializer_class().fields
+    names: list[str] = list(serializer_class().fields.keys())
     blank = [n for n in names if request.query_params.get(n, None) == ""]
     if blank:
         raise ValidationError({name: ["This parameter needs a value."] for name in blank})
@@ -70,17 +75,29 @@ def query_params(request, serializer_class: type[serializers.Serializer]) -> dic
 def page_bounds(request) -> tuple[int, int]:
     """``(limit, offset)`` from the query; a 400 naming the parameter when out of range."""
     query = query_params(request, PageQuerySerializer)
-    return query.get("limit", DEFAULT_LIMIT), query.get("offset", 0)
+    return int(query.get("limit", DEFAULT_LIMIT)), int(query.get("offset", 0))
 
 
-def paginated(request, items, serializer_class) -> Response:
-    """One page of ``items`` (a queryset or a list), serialized, with paging headers."""
-    limit, offset = page_bounds(request)
-    total = items.count() if hasattr(items, "count") and not isinstance(items, list) else len(items)
-    page = items[offset : offset + limit]
-    response = Response(serializer_class(page, many=True).data)
-    response["X-Total-Count"] = str(total)
-    if offset + limit < total:
-        url = replace_query_param(request.build_absolute_uri(), "offset", offset + limit)
-        response["Link"] = f'<{replace_query_param(url, "limit", limit)}>; rel="next"'
-    return response
+class HeaderPagination(LimitOffsetPagination):
+    default_limit = DEFAULT_LIMIT
+    max_limit = MAX_LIMIT
+
+    def get_limit(self, request) -> int:
+        limit, self._offset = page_bounds(request)  # validated once, for both
+        return limit
+
+    def get_offset(self, request) -> int:
+        return self._offset
+
+    def get_paginated_response(self, data) -> Response:
+        response = Response(data, headers={"X-Total-Count": str(self.count)})
+        next_link = self.get_next_link()
+        if next_link is not None:
+            response["Link"] = f'<{next_link}>; rel="next"'
+        return response
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        return schema  # a bare array; the headers are in PAGE_PARAMETERS
+
+    def get_schema_operation_parameters(self, view) -> list:
+        return []  # PAGE_PARAMETERS states limit and offset with their bounds

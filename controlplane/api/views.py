@@ -15,8 +15,8 @@ from rest_framework.views import APIView
 from controlplane import team
 from controlplane.api.pagination import (
     PAGE_PARAMETERS,
+    HeaderPagination,
     KeyListQuerySerializer,
-    paginated,
     query_params,
 )
 from controlplane.api.strict import StrictSerializer
@@ -35,9 +35,19 @@ def created(data, url_name: str, **kwargs) -> Response:
 class OrgScopedView(APIView):
     """Base view: every query goes through the caller's organization (deny by default)."""
 
+    # Lists come in pages: ``return self.paginated(items, Serializer)``.
+    pagination_class: type[HeaderPagination] | None = HeaderPagination
+
     @property
     def organization(self):
         return getattr(self.request.auth, "organization", None)
+
+    def paginated(self, items, serializer_class) -> Response:
+        """One page of ``items`` (a queryset or a list), serialized, with paging headers."""
+        assert self.pagination_class is not None, "a view without pages lists whole"
+        paginator = self.pagination_class()
+        page: list | None = paginator.paginate_queryset(items, self.request, view=self)
+        return paginator.get_paginated_response(serializer_class(page, many=True).data)
 
 
 class ApiKeySerializer(serializers.ModelSerializer):
@@ -107,7 +117,7 @@ class ApiKeyListView(OrgScopedView):
         )
         if not query_params(request, KeyListQuerySerializer)["include_revoked"]:
             keys = keys.active()
-        return paginated(request, keys, ApiKeySerializer)
+        return self.paginated(keys, ApiKeySerializer)
 
     @extend_schema(
         request=ApiKeyCreateSerializer,
@@ -128,8 +138,8 @@ class ApiKeyListView(OrgScopedView):
             created_by=caller.owner,
             ceiling=request.auth.role,
         )
-        key.key = plaintext
-        return created(ApiKeyCreatedSerializer(key).data, "api-key", key_id=key.public_id)
+        shown = {**ApiKeyCreatedSerializer(key).data, "key": plaintext}
+        return created(shown, "api-key", key_id=key.public_id)
 
 
 class ApiKeyDetailView(OrgScopedView):
@@ -186,7 +196,7 @@ class AuditEventListView(OrgScopedView):
     )
     def get(self, request):
         query = query_params(request, AuditQuerySerializer)
-        return paginated(request, audit_events(self.organization, **query), AuditEventSerializer)
+        return self.paginated(audit_events(self.organization, **query), AuditEventSerializer)
 
 
 # The roles a member can be given (the owner is made by handing ownership on).
@@ -231,7 +241,7 @@ class MemberListView(OrgScopedView):
     )
     def get(self, request):
         members = Membership.objects.filter(organization=self.organization).select_related("user")
-        return paginated(request, members.order_by("user__email"), MemberSerializer)
+        return self.paginated(members.order_by("user__email"), MemberSerializer)
 
 
 class MemberDetailView(OrgScopedView):

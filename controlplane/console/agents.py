@@ -3,6 +3,8 @@ heartbeat and read-path counters (what the REST API's agent list says)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -15,7 +17,8 @@ from metadata_store.selectors import agents_of_cluster
 @require_GET
 def cluster_agents(request, cluster_id: str):
     cluster = cluster_or_404(request, cluster_id)
-    agents = list(agents_of_cluster(cluster))
+    # Rows annotated with `live`, and given the display fields below.
+    agents: list[Any] = list(agents_of_cluster(cluster))
     for agent in agents:
         stats = agent.stats or {}
         looked = stats.get("cache_hits", 0) + stats.get("cache_misses", 0)

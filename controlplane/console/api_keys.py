@@ -13,7 +13,7 @@ from controlplane import services
 from controlplane.console import one_time_secret
 from controlplane.console.clusters import ACTIVE_FIRST
 from controlplane.console.forms import ApiKeyCreateForm, add_service_errors
-from controlplane.console.tenancy import current_membership, current_org, org_or_404
+from controlplane.console.tenancy import current_org, membership_or_404, org_or_404
 from controlplane.models import ApiKey
 
 
@@ -36,8 +36,10 @@ def _render(request, *, form=None, new_key=None):
 def api_key_list(request):
     """The keys; right after one was created it shows its secret, once."""
     found = one_time_secret.take(request, "api-key")
-    key = found and ApiKey.objects.for_org(current_org(request)).filter(public_id=found[0]).first()
-    if not key:
+    if found is None:
+        return _render(request)
+    key = ApiKey.objects.for_org(current_org(request)).filter(public_id=found[0]).first()
+    if key is None:
         return _render(request)
     response = _render(request, new_key={"key": key, "plaintext": found[1]})
     response["Cache-Control"] = "no-store"
@@ -60,7 +62,7 @@ def api_key_create(request):
                 owner=None if service_account else request.user,
                 service_account=service_account,
                 created_by=request.user,
-                ceiling=current_membership(request).role,
+                ceiling=membership_or_404(request).role,
             )
         except ValidationError as exc:
             add_service_errors(form, exc)

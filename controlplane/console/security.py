@@ -22,7 +22,7 @@ from virtualclusters.security.models import Acl, SaslCredential
 
 
 def _choices(field: str) -> list[tuple[str, str]]:
-    return list(Acl._meta.get_field(field).choices)
+    return Acl.choices_of(field)
 
 
 class CredentialForm(forms.Form):
@@ -71,8 +71,10 @@ def security_page(request, cluster_id: str):
     """The page; right after a SASL user was created it shows the password, once."""
     cluster = cluster_or_404(request, cluster_id)
     found = one_time_secret.take(request, "sasl-user", scope=cluster.public_id)
-    credential = found and cluster.sasl_credentials.filter(public_id=found[0]).first()
-    if not credential:
+    if found is None:
+        return render_security_page(request, cluster)
+    credential = cluster.sasl_credentials.filter(public_id=found[0]).first()
+    if credential is None:
         return render_security_page(request, cluster)
     password = found[1]
     client_config = "\n".join(

@@ -18,7 +18,12 @@ from django.views.decorators.http import require_http_methods, require_POST
 from controlplane import team
 from controlplane.console import one_time_secret
 from controlplane.console.forms import add_service_errors
-from controlplane.console.tenancy import ORG_SESSION_KEY, current_membership, org_or_404
+from controlplane.console.tenancy import (
+    ORG_SESSION_KEY,
+    current_membership,
+    membership_or_404,
+    org_or_404,
+)
 from controlplane.models import Membership
 from controlplane.services import memberships_of
 
@@ -91,7 +96,7 @@ def member_change(request, email: str):
     """Change a member's role, remove them, or hand them ownership."""
     org = org_or_404(request)
     target = get_object_or_404(Membership, organization=org, user__email=email)
-    actor = current_membership(request)
+    actor = membership_or_404(request)
     action = request.POST.get("action", "")
     try:
         if action == "remove":

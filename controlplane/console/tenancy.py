@@ -59,12 +59,18 @@ class RolePermissions:
         return render(request, "console/read_only.html", context, status=403)
 
 
+def membership_or_404(request) -> Membership:
+    """The user's membership of the organization they work in; a user without one (e.g.
+    a bare superuser) sees nothing."""
+    membership = current_membership(request)
+    if membership is None:
+        raise Http404("You are not a member of any organization.")
+    return membership
+
+
 def org_or_404(request) -> Organization:
     """The user's organization; a user without one (e.g. a bare superuser) sees nothing."""
-    org = current_org(request)
-    if org is None:
-        raise Http404("You are not a member of any organization.")
-    return org
+    return membership_or_404(request).organization
 
 
 def cluster_or_404(request, cluster_id: str) -> VirtualCluster:

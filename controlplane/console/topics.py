@@ -9,6 +9,7 @@ import base64
 import binascii
 import json
 from datetime import UTC, datetime
+from typing import Any, overload
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -47,6 +48,12 @@ def show(data: str | None, how: str) -> tuple[str, str]:
     return "hex", binascii.hexlify(raw, " ").decode()
 
 
+@overload
+def _int(value: str | None, default: int, low: int, high: int) -> int: ...
+@overload
+def _int(value: str | None, default: None, low: int, high: int) -> int | None: ...
+
+
 def _int(value: str | None, default: int | None, low: int, high: int) -> int | None:
     try:
         number = int(value) if value not in (None, "") else default
@@ -72,12 +79,12 @@ def _time_ms(value: str | None) -> tuple[str, int | None]:
 def topic_detail(request, cluster_id: str, name: str):
     cluster = cluster_or_404(request, cluster_id)
     topic = get_object_or_404(Topic.objects.filter(cluster=cluster), name=name)
-    partitions = list(topic.partitions.order_by("index"))
+    partitions: list[Any] = list(topic.partitions.order_by("index"))  # given `messages`
     for p in partitions:
         p.messages = p.high_watermark - p.log_start_offset
     how = request.GET.get("format", "auto")
     how = how if how in FORMATS else "auto"
-    query = {
+    query: dict[str, Any] = {
         "partition": _int(request.GET.get("partition"), 0, 0, max(topic.partition_count - 1, 0)),
         "offset": _int(request.GET.get("offset"), None, 0, 2**62),
         "limit": _int(request.GET.get("limit"), DEFAULT_LIMIT, 1, 500),

@@ -129,6 +129,19 @@ def test_chunk_cache_is_bounded_by_bytes_and_evicts_least_recently_used():
     assert list(cache.chunks.owned.chunks) == [("f", 1), ("f", 2)]
 
 
+def test_a_chunk_read_again_outlives_one_read_once():
+    cache = ChunkCache(max_bytes=10, copy_bytes=4, chunk_bytes=4)
+    cache.put(("f", 0), b"aaaa", owned=True)
+    cache.put(("f", 1), b"bbbb", owned=True)
+    assert cache.get(("f", 0)) == b"aaaa"  # now the most recently used
+    cache.put(("f", 2), b"cccc", owned=True)  # 12 bytes > 10: the oldest use goes
+    assert cache.get(("f", 1)) is None
+    assert cache.get(("f", 0)) == b"aaaa" and cache.owned.size == 8
+    cache.put(("g", 0), b"too big for copies", owned=False)
+    cache.put(("f", 0), b"aaaa", owned=False)  # owned already: no copy
+    assert cache.copies.size == 0
+
+
 def test_chunk_cache_reports_a_range_past_the_end():
     async def scenario():
         cache = _local_cache(lambda k, s, n: bytes(100)[s : s + n], max_bytes=1 << 20)

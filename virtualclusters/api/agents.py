@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 
-from controlplane.api.pagination import PAGE_PARAMETERS, paginated
+from controlplane.api.pagination import PAGE_PARAMETERS
 from metadata_store.selectors import agents_of_cluster
 from virtualclusters.api.views import ClusterScopedView
 
@@ -47,9 +49,9 @@ class AgentSerializer(serializers.Serializer):
 
     @extend_schema(responses=AgentStatsSerializer)
     def get_stats(self, agent) -> dict:
-        fields = AgentStatsSerializer().fields
+        fields: list[str] = list(AgentStatsSerializer().fields.keys())
         # What the schema declares, no more (not the per-topic counters of throughput out).
-        stats = {name: (agent.stats or {}).get(name, 0) for name in fields}
+        stats: dict[str, Any] = {name: (agent.stats or {}).get(name, 0) for name in fields}
         stats["client_bytes_by_zone"] = dict((agent.stats or {}).get("client_bytes_by_zone", {}))
         looked = stats["cache_hits"] + stats["cache_misses"]
         stats["cache_hit_ratio"] = round(stats["cache_hits"] / looked, 4) if looked else None
@@ -64,4 +66,4 @@ class AgentListView(ClusterScopedView):
     )
     def get(self, request, cluster_id: str):
         agents = agents_of_cluster(self.cluster(cluster_id))
-        return paginated(request, agents, AgentSerializer)
+        return self.paginated(agents, AgentSerializer)

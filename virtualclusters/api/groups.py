@@ -8,7 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 
-from controlplane.api.pagination import PAGE_PARAMETERS, paginated
+from controlplane.api.pagination import PAGE_PARAMETERS
 from virtualclusters.api.views import ClusterScopedView
 from virtualclusters.groups.lag import groups_describe
 from virtualclusters.groups.services import GroupNotEmpty, group_delete
@@ -76,7 +76,7 @@ class GroupListView(ClusterScopedView):
     )
     def get(self, request, cluster_id: str):
         groups = list(groups_describe(self.cluster(cluster_id)))
-        return paginated(request, groups, GroupSerializer)
+        return self.paginated(groups, GroupSerializer)
 
 
 class GroupDetailView(ClusterScopedView):

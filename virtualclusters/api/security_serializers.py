@@ -52,7 +52,13 @@ class SaslCredentialCreateSerializer(StrictSerializer):
         help_text="Leave out to get a generated password (returned once).",
     )
     superuser = serializers.BooleanField(required=False, default=False)
-    read_only = serializers.BooleanField(required=False, default=False)
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # Declared here: as a class attribute, "read_only" would shadow the flag every DRF
+        # field (a serializer too) has by that name.
+        fields = super().get_fields()
+        fields["read_only"] = serializers.BooleanField(required=False, default=False)
+        return fields
 
 
 class SaslCredentialCreatedSerializer(SaslCredentialSerializer):
@@ -76,7 +82,7 @@ class AclSerializer(serializers.ModelSerializer):
 
 
 def _choices(field: str) -> list[str]:
-    return [value for value, _ in Acl._meta.get_field(field).choices]
+    return [value for value, _ in Acl.choices_of(field)]
 
 
 class AclQuerySerializer(serializers.Serializer):

@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
-from controlplane.api.pagination import PAGE_PARAMETERS, paginated, query_params
+from controlplane.api.pagination import PAGE_PARAMETERS, query_params
 from controlplane.api.views import created
 from virtualclusters.api.security_serializers import (
     AclCreateSerializer,
@@ -30,7 +30,7 @@ class SaslCredentialListView(ClusterScopedView):
     )
     def get(self, request, cluster_id: str):
         credentials = self.cluster(cluster_id).sasl_credentials.order_by("username")
-        return paginated(request, credentials, SaslCredentialSerializer)
+        return self.paginated(credentials, SaslCredentialSerializer)
 
     @extend_schema(
         request=SaslCredentialCreateSerializer,
@@ -45,9 +45,8 @@ class SaslCredentialListView(ClusterScopedView):
         credential, password = services.sasl_credential_create(
             cluster=cluster, **data.validated_data
         )
-        credential.password = password
         return created(
-            SaslCredentialCreatedSerializer(credential).data,
+            {**SaslCredentialCreatedSerializer(credential).data, "password": password},
             "api-sasl-credential",
             cluster_id=cluster.public_id,
             credential_id=credential.public_id,
@@ -77,7 +76,7 @@ class AclListView(ClusterScopedView):
     def get(self, request, cluster_id: str):
         acls = self.cluster(cluster_id).acls.order_by("resource_type", "resource_name", "id")
         acls = acls.filter(**query_params(request, AclQuerySerializer))
-        return paginated(request, acls, AclSerializer)
+        return self.paginated(acls, AclSerializer)
 
     @extend_schema(
         request=AclCreateSerializer,

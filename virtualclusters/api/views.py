@@ -12,7 +12,6 @@ from rest_framework.response import Response
 from controlplane.api.pagination import (
     PAGE_PARAMETERS,
     KeyListQuerySerializer,
-    paginated,
     query_params,
 )
 from controlplane.api.views import OrgScopedView, created
@@ -56,7 +55,7 @@ class ClusterListView(ClusterScopedView):
     )
     def get(self, request):
         clusters = VirtualCluster.objects.for_org(self.organization).order_by("name")
-        return paginated(request, clusters, ClusterSerializer)
+        return self.paginated(clusters, ClusterSerializer)
 
     @extend_schema(
         request=ClusterCreateSerializer,
@@ -168,7 +167,7 @@ class AgentKeyListView(ClusterScopedView):
         keys = self.cluster(cluster_id).agent_keys.order_by("-created_at", "id")
         if not query_params(request, KeyListQuerySerializer)["include_revoked"]:
             keys = keys.active()
-        return paginated(request, keys, AgentKeySerializer)
+        return self.paginated(keys, AgentKeySerializer)
 
     @extend_schema(
         request=AgentKeyCreateSerializer,
@@ -182,9 +181,8 @@ class AgentKeyListView(ClusterScopedView):
         key, plaintext = services.agent_key_create(
             cluster=cluster, name=data.validated_data.get("name", "")
         )
-        key.key = plaintext
         return created(
-            AgentKeyCreatedSerializer(key).data,
+            {**AgentKeyCreatedSerializer(key).data, "key": plaintext},
             "api-agent-key",
             cluster_id=cluster.public_id,
             key_id=key.public_id,
@@ -214,7 +212,7 @@ class TopicListView(ClusterScopedView):
     )
     def get(self, request, cluster_id: str):
         topics = selectors.topics_with_stats(self.cluster(cluster_id))
-        return paginated(request, topics, TopicSerializer)
+        return self.paginated(topics, TopicSerializer)
 
     @extend_schema(
         request=TopicCreateSerializer, responses={201: TopicSerializer}, summary="Create a topic"
@@ -313,7 +311,7 @@ class RecordQuerySerializer(serializers.Serializer):
 
 
 class RecordsUnavailable(APIException):
-    status_code = status.HTTP_409_CONFLICT  # the cluster's state: no agent is connected
+    status_code: int = status.HTTP_409_CONFLICT  # the cluster's state: no agent is connected
     default_detail = "No agent of this cluster could read the records."
 
     def __init__(self, detail: str, status_code: int) -> None:

@@ -28,7 +28,7 @@ MAX_ANSWER_BYTES = 8 * 1024 * 1024
 _page = msgspec.json.Decoder(schemas.BrowsedPage)
 
 
-def _redis_down(exc: redis.RedisError) -> CallRefused:
+def _redis_down(exc: redis.RedisError | OSError) -> CallRefused:
     return CallRefused(503, f"the browse channel is unavailable (Redis: {type(exc).__name__})")
 
 

@@ -29,7 +29,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
 import redis.asyncio
@@ -153,7 +153,7 @@ def answer_wait(cluster_id: str, waiting: Waiting, *, wait_s: float) -> tuple[di
 # --- the agent's side ----------------------------------------------------------------------
 
 
-def _taken(popped: bytes | None) -> dict | None:
+def _taken(popped: bytes | str | None) -> dict | None:
     """The request a poll popped, unless its console gave up waiting already."""
     if popped is None:
         return None
@@ -220,7 +220,7 @@ def poll_now(cluster_id: str, agent_id: str) -> dict | None:
     client = sync_client()
     client.zadd(_pollers(cluster_id), {agent_id: _ms(time.time() + POLL_GRACE_S)})
     while (popped := client.lpop(_queue(cluster_id))) is not None:
-        request = _taken(popped)
+        request = _taken(cast(bytes, popped))  # one item: lpop without a count
         if request is not None:
             return request
     return None

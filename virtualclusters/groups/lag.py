@@ -48,7 +48,9 @@ def groups_describe(cluster: VirtualCluster, group_ids=None) -> list[dict[str, A
         )
     }
     committed: dict[str, dict[tuple[str, int], dict]] = {g: {} for g in summaries}
-    for row in GroupOffset.objects.filter(cluster=cluster, group_id__in=list(summaries)).values(
+    for offset_row in GroupOffset.objects.filter(
+        cluster=cluster, group_id__in=list(summaries)
+    ).values(
         "group_id",
         "partition_id",
         "committed_offset",
@@ -57,7 +59,8 @@ def groups_describe(cluster: VirtualCluster, group_ids=None) -> list[dict[str, A
         "partition__high_watermark",
         "partition__topic__name",
     ):
-        committed[row["group_id"]][(row["partition__topic__name"], row["partition__index"])] = row
+        topic_partition = (offset_row["partition__topic__name"], offset_row["partition__index"])
+        committed[offset_row["group_id"]][topic_partition] = dict(offset_row)
 
     # Who holds which partition, and the partitions held but never committed.
     owners: dict[str, dict[tuple[str, int], dict]] = {g: {} for g in summaries}
@@ -91,8 +94,8 @@ def groups_describe(cluster: VirtualCluster, group_ids=None) -> list[dict[str, A
     described = []
     for group_id in sorted(summaries):
         summary = summaries[group_id]
-        report = reports.get(group_id)
-        partitions = []
+        group_report = reports.get(group_id)
+        partitions: list[dict[str, Any]] = []
         keys = sorted(set(committed[group_id]) | set(owners[group_id]))
         for key in keys:
             row = committed[group_id].get(key)
@@ -122,10 +125,10 @@ def groups_describe(cluster: VirtualCluster, group_ids=None) -> list[dict[str, A
                 "group_id": group_id,
                 "state": summary.state,
                 "protocol_type": summary.protocol_type,
-                "protocol": report.protocol if report else "",
-                "generation": report.generation if report else None,
+                "protocol": group_report.protocol if group_report else "",
+                "generation": group_report.generation if group_report else None,
                 "coordinator": summary.agent_id,
-                "members": list(report.members) if report else [],
+                "members": list(group_report.members) if group_report else [],
                 "partitions": partitions,
                 "total_lag": sum(p["lag"] or 0 for p in partitions),
                 "max_lag_seconds": max(time_lags, default=0.0),

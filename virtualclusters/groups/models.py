@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from controlplane.models import OrgScopedQuerySet
+
 
 class GroupReport(models.Model):
     """A consumer group as its coordinator agent last reported it: state, members and
@@ -20,6 +22,9 @@ class GroupReport(models.Model):
     leader = models.CharField(max_length=255, blank=True, default="")
     members = models.JSONField(default=list, blank=True)
     reported_at = models.DateTimeField()
+
+    objects = OrgScopedQuerySet.as_manager()
+    org_lookup = "cluster__organization"
 
     class Meta:
         db_table = "floe_group_report"

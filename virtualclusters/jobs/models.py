@@ -5,17 +5,14 @@ from __future__ import annotations
 from django.db import models
 
 from controlplane.ids import public_id
-from controlplane.models import Organization
+from controlplane.models import OrgScopedQuerySet
 
 
 def _job_run_id() -> str:
     return public_id("job")
 
 
-class JobRunQuerySet(models.QuerySet):
-    def for_org(self, org: Organization | None) -> JobRunQuerySet:
-        return self.filter(cluster__organization=org) if org is not None else self.none()
-
+class JobRunQuerySet(OrgScopedQuerySet):
     def active(self) -> JobRunQuerySet:
         return self.filter(state__in=JobRun.ACTIVE_STATES)
 
@@ -67,6 +64,7 @@ class JobRun(models.Model):
     progress = models.JSONField(default=dict, blank=True)
 
     objects = JobRunQuerySet.as_manager()
+    org_lookup = "cluster__organization"
 
     class Meta:
         db_table = "floe_job_run"

@@ -85,7 +85,8 @@ def compaction_inputs(
     cluster: VirtualCluster, *, max_files: int, max_bytes: int
 ) -> list[SegmentFile]:
     """The oldest level-0 files, up to `max_files` and about `max_bytes` (at least two)."""
-    chosen, total = [], 0
+    chosen: list[SegmentFile] = []
+    total = 0
     for file in compaction_candidates(cluster).only("id", "key", "size")[:max_files]:
         if len(chosen) >= 2 and total + file.size > max_bytes:
             break

@@ -162,9 +162,9 @@ def job_run_advance(*, run: JobRun, result: dict | None = None, error: str = "")
         return Advance(None)
     try:
         if result is None:
-            outcome = _BEGIN[run.kind](run)
+            outcome = _BEGIN[JobRun.Kind(run.kind)](run)
         else:
-            outcome = _CONTINUE[run.kind](run, result)
+            outcome = _CONTINUE[JobRun.Kind(run.kind)](run, result)
     except Exception as exc:
         log.exception("job run %s (%s) failed", run.public_id, run.kind)
         job_run_finish(run=run, state=State.FAILED, error=f"{type(exc).__name__}: {exc}"[:10_000])

@@ -15,6 +15,7 @@ from __future__ import annotations
 from django.db import models
 
 from controlplane.ids import public_id
+from controlplane.models import OrgScopedQuerySet
 from core.security.acl import (
     BINDING_OPERATIONS,
     BINDING_PATTERN_TYPES,
@@ -36,12 +37,6 @@ def _choices(members) -> list[tuple[str, str]]:
     return [(enum_name(m), enum_name(m).replace("_", " ")) for m in members]
 
 
-class SaslCredentialQuerySet(models.QuerySet):
-    def for_org(self, org) -> SaslCredentialQuerySet:
-        """Deny by default: no organization, no credentials."""
-        return self.filter(cluster__organization=org) if org is not None else self.none()
-
-
 class SaslCredential(models.Model):
     """A SASL/PLAIN and SASL/SCRAM user of one virtual cluster."""
 
@@ -59,7 +54,8 @@ class SaslCredential(models.Model):
     scram_sha512 = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = SaslCredentialQuerySet.as_manager()
+    objects = OrgScopedQuerySet.as_manager()
+    org_lookup = "cluster__organization"
 
     class Meta:
         constraints = [
@@ -70,11 +66,6 @@ class SaslCredential(models.Model):
 
     def __str__(self) -> str:
         return f"{self.username} ({self.public_id})"
-
-
-class AclQuerySet(models.QuerySet):
-    def for_org(self, org) -> AclQuerySet:
-        return self.filter(cluster__organization=org) if org is not None else self.none()
 
 
 class Acl(models.Model):
@@ -97,7 +88,15 @@ class Acl(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = AclQuerySet.as_manager()
+    objects = OrgScopedQuerySet.as_manager()
+    org_lookup = "cluster__organization"
+
+    @classmethod
+    def choices_of(cls, name: str) -> list[tuple[str, str]]:
+        """The ``(value, label)`` choices of one of its fields."""
+        field = cls._meta.get_field(name)
+        assert isinstance(field, models.Field)
+        return [(str(value), str(label)) for value, label in field.choices or []]
 
     class Meta:
         constraints = [

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from controlplane.models import OrgScopedQuerySet
+
 
 class ThroughputSample(models.Model):
     cluster = models.ForeignKey(
@@ -23,6 +25,9 @@ class ThroughputSample(models.Model):
     bytes_out_total = models.BigIntegerField(default=0)
     records_out_total = models.BigIntegerField(default=0)
 
+    objects = OrgScopedQuerySet.as_manager()
+    org_lookup = "cluster__organization"
+
     class Meta:
         db_table = "floe_throughput_sample"
         indexes = [models.Index(fields=["cluster", "at"], name="throughput_cluster_at")]
@@ -38,6 +43,9 @@ class TopicConsumed(models.Model):
     bytes_total = models.BigIntegerField(default=0)
     records_total = models.BigIntegerField(default=0)
 
+    objects = OrgScopedQuerySet.as_manager()
+    org_lookup = "topic__cluster__organization"
+
     class Meta:
         db_table = "floe_topic_consumed"
 
@@ -51,6 +59,9 @@ class GroupLagSample(models.Model):
     group_id = models.CharField(max_length=255)
     at = models.DateTimeField()
     lag = models.BigIntegerField()
+
+    objects = OrgScopedQuerySet.as_manager()
+    org_lookup = "cluster__organization"
 
     class Meta:
         db_table = "floe_group_lag_sample"

@@ -131,8 +131,8 @@ def throughput_series(cluster: VirtualCluster, span: str = "1h") -> dict:
     for sample in samples:
         by_series.setdefault(sample.topic.name if sample.topic else None, []).append(sample)
     lags: dict[str, list[GroupLagSample]] = {}
-    for sample in GroupLagSample.objects.filter(cluster=cluster, at__gte=since).order_by("at"):
-        lags.setdefault(sample.group_id, []).append(sample)
+    for lag in GroupLagSample.objects.filter(cluster=cluster, at__gte=since).order_by("at"):
+        lags.setdefault(lag.group_id, []).append(lag)
     return {
         "span": span,
         "groups": {

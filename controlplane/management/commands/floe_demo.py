@@ -45,7 +45,7 @@ class Command(BaseCommand):
                 email=DEMO_EMAIL, password=DEMO_PASSWORD, organization_name="Demo"
             )
         else:
-            org = user.memberships.first().organization
+            org = user.memberships.get().organization  # the demo user's one organization
         cluster = VirtualCluster.objects.filter(organization=org, name="playground").first()
         if cluster is None:
             cluster = cluster_create(
