@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from controlplane import permissions
-from controlplane.errors import conflict
+from controlplane.errors import beyond_authority, conflict
 from controlplane.ids import new_secret, secret_digest
 from controlplane.models import ApiKey, Membership, Organization
 
@@ -96,8 +96,8 @@ def api_key_create(
     if ceiling is not None:
         limit = permissions.lower(limit, ceiling)
     if not permissions.at_most(role, limit):
-        raise ValidationError(
-            {"role": [f"A key cannot do more than who makes and holds it ({limit or 'none'})."]}
+        raise beyond_authority(
+            "role", f"A key cannot do more than who makes and holds it ({limit or 'none'})."
         )
     if ApiKey.objects.for_org(organization).active().filter(name=name).exists():
         raise conflict("name", "An active API key with this name already exists.")

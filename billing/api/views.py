@@ -19,7 +19,7 @@ from billing.api.serializers import (
     PlanSerializer,
 )
 from billing.invoice_documents import invoice_csv, invoice_pdf
-from billing.models import Invoice, Plan
+from billing.models import Invoice
 from controlplane.api.views import OrgScopedView
 
 
@@ -103,7 +103,7 @@ class CurrentPlanView(OrgScopedView):
         data = PlanChangeSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         code = data.validated_data["plan"]
-        plan = Plan.objects.filter(public=True, code=code).first()
+        plan = selectors.public_plans().filter(code=code).first()
         if plan is None:
             raise NotFound(f"No plan {code!r} is on offer: see /api/v1/billing/plans/.")
         sub = services.subscription_change(organization=self.organization, plan=plan)

@@ -9,7 +9,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from controlplane.errors import is_conflict
+from controlplane.errors import BEYOND_AUTHORITY, is_conflict, marked
 
 
 def _first_message(detail) -> str:
@@ -43,6 +43,7 @@ def exception_handler(exc, context):
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid value"
         exc = exceptions.ValidationError({"non_field_errors": [f"bad value: {reason}"]})
     conflict = isinstance(exc, DjangoValidationError) and is_conflict(exc)
+    forbidden = isinstance(exc, DjangoValidationError) and marked(exc, BEYOND_AUTHORITY)
     if isinstance(exc, DjangoValidationError):
         detail = (
             exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
@@ -56,6 +57,8 @@ def exception_handler(exc, context):
         body = {"error": _first_message(detail), "details": detail}
         if conflict:  # a name already taken: the request was fine, the state is not
             response.status_code = status.HTTP_409_CONFLICT
+        elif forbidden:  # a well-formed request for more than the caller may grant
+            response.status_code = status.HTTP_403_FORBIDDEN
     else:
         body = {
             "error": str(detail.get("detail", detail)) if isinstance(detail, dict) else str(detail)
