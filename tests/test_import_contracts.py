@@ -68,7 +68,11 @@ def test_the_tree_keeps_the_contracts():
         ("agents/topics.py", "import metadata_store.store  # noqa", "agents import only core"),
         ("virtualclusters/jobs/services.py", "import jobs.runner  # noqa", "never run Spark"),
         ("metadata_store/store.py", "import billing.quotas  # noqa", "metadata_store imports"),
-        ("virtualclusters/services.py", "import schema_registry.models  # noqa", "nothing below it"),
+        (
+            "virtualclusters/services.py",
+            "import schema_registry.models  # noqa",
+            "nothing below it",
+        ),
         ("agents/topics.py", "import schema_registry.services  # noqa", "agents import only core"),
     ],
 )
