@@ -1,13 +1,11 @@
 """Avro compatibility: can a reader schema read what a writer schema wrote? The rules of
 the Avro specification's "Schema Resolution", written here over fastavro's parsed
-schemas (fastavro parses and checks a schema, but does not compare two), and the levels
-Confluent defines on top of them. Tested on Confluent's documented examples
+schemas (fastavro parses and checks a schema, but does not compare two). Tested on Confluent's documented examples
 (tests/agents/test_schema_registry_compat.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from agents.schema_registry.formats import ParsedSchema
@@ -145,20 +143,3 @@ def can_read(reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
     checker = _Checker(reader, writer)
     checker.check(reader.parsed, writer.parsed, "")
     return checker.problems
-
-
-def incompatibilities(level: str, new: ParsedSchema, existing: Sequence[ParsedSchema]) -> list[str]:
-    """What makes `new` break `level` against `existing` (oldest first; the transitive
-    levels check all of them, the others the latest only). Empty: compatible."""
-    level = level.upper()
-    if level == "NONE" or not existing:
-        return []
-    against = list(existing) if level.endswith("_TRANSITIVE") else [existing[-1]]
-    base = level.removesuffix("_TRANSITIVE")
-    problems: list[str] = []
-    for old in against:
-        if base in ("BACKWARD", "FULL"):
-            problems += [f"BACKWARD: {p}" for p in can_read(new, old)]
-        if base in ("FORWARD", "FULL"):
-            problems += [f"FORWARD: {p}" for p in can_read(old, new)]
-    return problems

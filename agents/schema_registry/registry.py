@@ -18,7 +18,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError
-from agents.schema_registry import avro_compat
+from agents.schema_registry import compatibility
 from agents.schema_registry.formats import InvalidSchema, ParsedSchema, parse
 from core.storage import ObjectNotFound, ObjectStore
 
@@ -210,20 +210,12 @@ class SchemaRegistry:
         """Why `schema` breaks `level` against `existing` versions (empty: it does not)."""
         if level == "NONE" or not existing:
             return []
-        if schema.schema_type != "AVRO":
-            raise RestError(
-                42201,
-                f"compatibility checks for {schema.schema_type} schemas are not implemented "
-                "yet: set the subject's compatibility to NONE to register new versions",
-            )
         transitive = level.endswith("_TRANSITIVE")
         olds = [
             await self.schema_for(v["fingerprint"])
             for v in (existing if transitive else existing[-1:])
         ]
-        if any(old.schema_type != schema.schema_type for old in olds):
-            return ["the schema type differs from the subject's earlier versions"]
-        return avro_compat.incompatibilities(level, schema, olds)
+        return compatibility.incompatibilities(level, schema, olds)
 
     async def register(self, subject: str, schema: ParsedSchema) -> dict[str, Any]:
         """Register `schema` under `subject` → {"id", "version"}; 409 when incompatible."""

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from agents.schema_registry.avro_compat import incompatibilities
+from agents.schema_registry.compatibility import incompatibilities
 from agents.schema_registry.formats import InvalidSchema, parse
 
 

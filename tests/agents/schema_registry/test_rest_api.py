@@ -176,3 +176,23 @@ def test_references_and_referenced_by(registry):
     # A schema naming a type nobody defines is invalid; a referenced version cannot go.
     assert code_of(lambda: client.register_schema("p2", avro(person))) == (422, 42201)
     assert code_of(lambda: client.delete_version("address", 1)) == (422, 42206)
+
+
+def test_json_schemas_are_checked_for_compatibility_too(registry):
+    _, client = registry
+
+    def json_schema(properties: dict, closed: bool) -> Schema:
+        document = {"type": "object", "properties": properties, "additionalProperties": not closed}
+        return Schema(json.dumps(document), "JSON")
+
+    name = {"name": {"type": "string"}}
+    name_age = {**name, "age": {"type": "integer"}}
+    client.register_schema("open", json_schema(name, closed=False))
+    # BACKWARD: a property added to an open content model is refused, to a closed one not.
+    assert code_of(lambda: client.register_schema("open", json_schema(name_age, False))) == (
+        409,
+        409,
+    )
+    client.register_schema("closed", json_schema(name, closed=True))
+    assert client.register_schema("closed", json_schema(name_age, closed=True)) > 0
+    assert client.get_latest_version("closed").schema.schema_type == "JSON"
