@@ -43,6 +43,7 @@ from agents.read_stats import CountingStore, heartbeat_stats
 from agents.schema_registry.registry import SchemaRegistry
 from agents.schema_registry.server import BasicAuth
 from agents.schema_registry.server import build_app as build_registry_app
+from agents.schema_registry.validation import SchemaValidator
 from agents.security.session import Security
 from agents.security.tls import TlsConfigError
 from agents.server import KafkaServer
@@ -291,6 +292,11 @@ class AgentRuntime:
                 zone=config.zone,
                 http_port=self.http_port,
             )
+            # Every agent validates produce for topics that ask (schema-registry role or not).
+            registry = SchemaRegistry(
+                self.client, store, cluster_id=cluster_id, executor=self.executor
+            )
+            self.ctx.schema_validator = SchemaValidator(registry)
             self.ctx.groups = GroupCoordinator.start_for(me, self.ctx.client)
             self._apply_cluster(answer)
             self.registered = True
@@ -314,9 +320,6 @@ class AgentRuntime:
             http_runner = await start_http_on(app, http_sock)
             http_sock = None
             if registry_sock is not None:
-                registry = SchemaRegistry(
-                    self.client, store, cluster_id=cluster_id, executor=self.executor
-                )
                 auth = None
                 if security.require_sasl and security.credentials is not None:
                     auth = BasicAuth(security.credentials)
