@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from agents.schema_registry.registry import RestError, SchemaRegistry
-from core.kafka.records import CorruptRecord, decode_records
+from core.kafka.records import CorruptRecord, record_prefixes
 
 _STRATEGY = "io.confluent.kafka.serializers.subject."
 _FOUND_TTL_S = 60.0
@@ -74,34 +74,43 @@ class SchemaValidator:
         self, topic: str, configs: dict[str, Any], parts: tuple[str, ...], batches: list[memoryview]
     ) -> tuple[int, str] | None:
         """(index of the first refused record in its batch, why), or None: all pass."""
+        strategies = {
+            part: str(configs.get(f"confluent.{part}.subject.name.strategy") or "TopicNameStrategy")
+            for part in parts
+        }
+        passed: set[tuple[str, bytes]] = set()  # (part, framing) checked in this request
         for batch in batches:
             try:
-                _, records = decode_records(batch, verify_crc=False)  # checked already
+                records = record_prefixes(batch, size=5)
             except CorruptRecord as exc:
                 return 0, str(exc)
-            for index, record in enumerate(records):
+            for index, key, value in records:
                 for part in parts:
-                    data = record.key if part == "key" else record.value
-                    if data is None or len(data) < 5 or data[0] != 0:
-                        return (
-                            index,
-                            f"the record's {part} is not in the schema registry's wire format (magic byte 0 and a schema id)",
-                        )
-                    schema_id = int.from_bytes(data[1:5], "big")
-                    strategy = str(
-                        configs.get(f"confluent.{part}.subject.name.strategy")
-                        or "TopicNameStrategy"
-                    )
-                    try:
-                        subject = await self._subject_for(topic, part, schema_id, strategy)
-                    except RestError:
-                        return (
-                            index,
-                            f"the record's {part} names schema id {schema_id}, which is not registered",
-                        )
-                    if not await self._registered(schema_id, subject):
-                        return (
-                            index,
-                            f"the record's {part} names schema id {schema_id}, which is not registered under subject {subject!r}",
-                        )
+                    data = key if part == "key" else value
+                    if data is not None and (part, data) in passed:
+                        continue
+                    why = await self._check(topic, part, data, strategies[part])
+                    if why is not None:
+                        return index, why
+                    passed.add((part, data or b""))
+        return None
+
+    async def _check(self, topic: str, part: str, data: bytes | None, strategy: str) -> str | None:
+        if data is None or len(data) < 5 or data[0] != 0:
+            return (
+                f"the record's {part} is not in the schema registry's wire format "
+                "(magic byte 0 and a schema id)"
+            )
+        schema_id = int.from_bytes(data[1:5], "big")
+        try:
+            subject = await self._subject_for(topic, part, schema_id, strategy)
+        except RestError as exc:
+            if exc.error_code != 40403:
+                raise ValidationUnavailable(str(exc)) from None
+            return f"the record's {part} names schema id {schema_id}, which is not registered"
+        if not await self._registered(schema_id, subject):
+            return (
+                f"the record's {part} names schema id {schema_id}, which is not registered "
+                f"under subject {subject!r}"
+            )
         return None

@@ -305,6 +305,41 @@ def decode_records(
     return header, _decode_record_list(data, header)
 
 
+def record_prefixes(
+    batch: BufferLike, *, size: int
+) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(index, the key's first `size` bytes, the value's) of each record of one whole
+    batch, decompressed, reading nothing else of a record (schema validation reads only
+    the framing). The batch's CRC is the caller's to check."""
+    view = memoryview(batch)
+    _, total, header = _only_batch(view)
+    payload = view[RECORD_BATCH_OVERHEAD:total]
+    codec = header.compression
+    data = bytes(payload) if codec == COMPRESSION_NONE else _decompress(codec, payload)
+    found: list[tuple[int, bytes | None, bytes | None]] = []
+    pos, end = 0, len(data)
+    for index in range(header.record_count):
+        length, pos = _read_varint(data, pos, end)
+        record_end = pos + length
+        if length < 0 or record_end > end:
+            raise CorruptRecord(f"record {index} declares {length} bytes, {end - pos} remain")
+        at = pos + 1  # attributes: unused in v2
+        _, at = _read_varint(data, at, record_end)  # timestamp delta
+        _, at = _read_varint(data, at, record_end)  # offset delta
+        key_length, at = _read_varint(data, at, record_end)
+        key = None
+        if key_length >= 0:
+            key = data[at : at + min(key_length, size)]
+            at += key_length
+        value_length, at = _read_varint(data, at, record_end)
+        if at + max(value_length, 0) > record_end:
+            raise CorruptRecord(f"record {index}'s key or value runs past its end")
+        value = data[at : at + min(value_length, size)] if value_length >= 0 else None
+        found.append((index, key, value))
+        pos = record_end
+    return found
+
+
 def uncompressed_size(batch: BufferLike, header: BatchHeader) -> int:
     """The batch's size with its records decompressed (the batch's own size when it is
     not compressed): the logical bytes a producer wrote, as billing counts them.
