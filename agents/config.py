@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 DEFAULT_KAFKA_PORT = 9092
 DEFAULT_HTTP_PORT = 8080
 DEFAULT_SCHEMA_REGISTRY_PORT = 8081  # Confluent's
+DEFAULT_SCHEMA_REGISTRY_RATE = 100
 DEFAULT_BATCH_TIMEOUT_MS = 250
 MIN_BATCH_TIMEOUT_MS = 5
 DEFAULT_BATCH_MAX_BYTES = 8 * 1024 * 1024
@@ -54,6 +55,7 @@ class AgentConfig:
     kafka_port: int = DEFAULT_KAFKA_PORT
     http_port: int = DEFAULT_HTTP_PORT
     schema_registry_port: int = DEFAULT_SCHEMA_REGISTRY_PORT
+    schema_registry_rate: int = DEFAULT_SCHEMA_REGISTRY_RATE  # registrations/s per caller
     zone: str = ""
     batch_timeout_ms: int = DEFAULT_BATCH_TIMEOUT_MS
     batch_max_bytes: int = DEFAULT_BATCH_MAX_BYTES
@@ -138,6 +140,12 @@ def _build_parser() -> _OneLineParser:
         type=_port,
         help="schema-registry role: the REST API's port (default 8081) [FLOE_SCHEMA_REGISTRY_PORT]",
     )
+    add(
+        "--schema-registry-rate",
+        type=_positive_int(1),
+        help="schema-registry role: registrations a second per caller (a SASL user, else an "
+        "address; bursts of twice that) (default 100) [FLOE_SCHEMA_REGISTRY_RATE]",
+    )
     add("--zone", help="availability zone of this agent [FLOE_ZONE]")
     add(
         "--batch-timeout",
@@ -214,6 +222,7 @@ _ENV = {
     "kafka_port": ("FLOE_KAFKA_PORT", _port),
     "http_port": ("FLOE_HTTP_PORT", _port),
     "schema_registry_port": ("FLOE_SCHEMA_REGISTRY_PORT", _port),
+    "schema_registry_rate": ("FLOE_SCHEMA_REGISTRY_RATE", _positive_int(1)),
     "zone": ("FLOE_ZONE", str),
     "batch_timeout": ("FLOE_BATCH_TIMEOUT", _positive_int(MIN_BATCH_TIMEOUT_MS)),
     "batch_max_bytes": ("FLOE_BATCH_MAX_BYTES", _positive_int(1024)),
@@ -301,6 +310,7 @@ def parse_config(
             if values["schema_registry_port"] is None
             else values["schema_registry_port"]
         ),
+        schema_registry_rate=values["schema_registry_rate"] or DEFAULT_SCHEMA_REGISTRY_RATE,
         zone=zone,
         batch_timeout_ms=values["batch_timeout"] or DEFAULT_BATCH_TIMEOUT_MS,
         batch_max_bytes=values["batch_max_bytes"] or DEFAULT_BATCH_MAX_BYTES,

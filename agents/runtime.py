@@ -325,7 +325,10 @@ class AgentRuntime:
                     auth = BasicAuth(security.credentials)
                 registry_port = registry_sock.getsockname()[1]
                 registry_runner = await start_http_on(
-                    build_registry_app(registry, auth), registry_sock
+                    build_registry_app(
+                        registry, auth, registrations_per_s=config.schema_registry_rate
+                    ),
+                    registry_sock,
                 )
                 registry_sock = None
                 log.info("schema registry on http://%s:%d/", config.host, registry_port)

@@ -41,7 +41,7 @@ class RestError(Exception):
     @property
     def status(self) -> int:
         code = self.error_code
-        return code if code < 1000 else int(str(code)[:3])
+        return code if code < 1000 else int(str(code)[:3])  # 42901 → 429
 
 
 def parse_version(text: str) -> int | None:

@@ -55,6 +55,38 @@ def _schema_answer(schema: ParsedSchema, **fields: Any) -> dict[str, Any]:
     return answer
 
 
+class RateLimit:
+    """A token bucket per caller: `rate` a second, bursts of twice that."""
+
+    def __init__(self, rate: float) -> None:
+        self._rate = rate
+        self._burst = 2 * rate
+        self._buckets: dict[str, tuple[float, float]] = {}  # caller → (tokens, at)
+
+    def allow(self, caller: str) -> bool:
+        now = time.monotonic()
+        tokens, at = self._buckets.get(caller, (self._burst, now))
+        tokens = min(self._burst, tokens + (now - at) * self._rate)
+        if len(self._buckets) > 10_000:
+            self._buckets.clear()
+        if tokens < 1:
+            self._buckets[caller] = (tokens, now)
+            return False
+        self._buckets[caller] = (tokens - 1, now)
+        return True
+
+
+def _caller(request: web.Request) -> str:
+    """Who a request is from, for rate limits: its basic-auth user, else its address."""
+    header = request.headers.get("Authorization", "")
+    if header.startswith("Basic "):
+        try:
+            return "user:" + base64.b64decode(header[6:]).decode().partition(":")[0]
+        except (binascii.Error, UnicodeDecodeError):
+            pass
+    return "address:" + (request.remote or "")
+
+
 class BasicAuth:
     """HTTP basic auth against the cluster's SASL users (their PLAIN verifier)."""
 
@@ -86,8 +118,12 @@ class BasicAuth:
         return True
 
 
-def build_app(registry: SchemaRegistry, auth: BasicAuth | None = None) -> web.Application:
-    """The REST API of `registry`; `auth` set: every request needs basic auth."""
+def build_app(
+    registry: SchemaRegistry, auth: BasicAuth | None = None, *, registrations_per_s: float = 100
+) -> web.Application:
+    """The REST API of `registry`; `auth` set: every request needs basic auth.
+    Registrations are limited per caller (`RateLimit`)."""
+    limit = RateLimit(registrations_per_s)
 
     @web.middleware
     async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -207,6 +243,10 @@ def build_app(registry: SchemaRegistry, auth: BasicAuth | None = None) -> web.Ap
         return _json(answer["ids"])
 
     async def register(request: web.Request) -> web.Response:
+        if not limit.allow(_caller(request)):
+            raise RestError(
+                42901, f"Too many registrations: at most {registrations_per_s:g} a second"
+            )
         schema = await registry.parse_request(await body(request))
         answer = await registry.register(request.match_info["subject"], schema)
         return _json({"id": answer["id"]})
