@@ -85,17 +85,19 @@ class ConfigRequest(_Body):
     default_to_global: bool = False
 
 
-def _answering(call: Callable[[], Any], key: str) -> dict[str, Any]:
+def _answering(call: Callable[[], Any], key: str | None = None) -> dict[str, Any]:
+    """`call()`'s answer (under `key`, when given), or its refusal's error code."""
     try:
-        return {key: call()}
+        answer = call()
     except services.RegistryError as exc:
         return exc.answer()
+    return answer if key is None else {key: answer}
 
 
 @endpoint(RegisterRequest)
 def registry_register(cluster: VirtualCluster, body: RegisterRequest) -> dict[str, Any]:
-    try:
-        return services.schema_register(
+    return _answering(
+        lambda: services.schema_register(
             cluster=cluster,
             subject=body.subject,
             fingerprint=body.fingerprint,
@@ -106,18 +108,16 @@ def registry_register(cluster: VirtualCluster, body: RegisterRequest) -> dict[st
             ],
             checked_latest=body.checked_latest,
         )
-    except services.RegistryError as exc:
-        return exc.answer()
+    )
 
 
 @endpoint(SubjectRequest)
 def registry_versions(cluster: VirtualCluster, body: SubjectRequest) -> dict[str, Any]:
-    try:
-        return selectors.subject_versions(
+    return _answering(
+        lambda: selectors.subject_versions(
             cluster=cluster, subject=body.subject, deleted=body.deleted
         )
-    except services.RegistryError as exc:
-        return exc.answer()
+    )
 
 
 @endpoint(SubjectsRequest)
@@ -130,10 +130,7 @@ def registry_subjects(cluster: VirtualCluster, body: SubjectsRequest) -> dict[st
 
 @endpoint(SchemaRequest)
 def registry_schema(cluster: VirtualCluster, body: SchemaRequest) -> dict[str, Any]:
-    try:
-        return selectors.schema_by_id(cluster=cluster, schema_id=body.id)
-    except services.RegistryError as exc:
-        return exc.answer()
+    return _answering(lambda: selectors.schema_by_id(cluster=cluster, schema_id=body.id))
 
 
 @endpoint(SchemaRequest)
