@@ -29,7 +29,13 @@ def incompatibilities(level: str, new: ParsedSchema, existing: Sequence[ParsedSc
         if old.schema_type != new.schema_type:
             problems.append(f"the schema type changed from {old.schema_type}")
             continue
-        can_read = _RULES[new.schema_type]
+        can_read = _RULES.get(new.schema_type)
+        if can_read is None:
+            problems.append(
+                f"compatibility rules for {new.schema_type} are not implemented yet: set the "
+                "subject's compatibility to NONE to register another version"
+            )
+            continue
         if base in ("BACKWARD", "FULL"):
             problems += [f"BACKWARD: {p}" for p in can_read(new, old)]
         if base in ("FORWARD", "FULL"):

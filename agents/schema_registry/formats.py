@@ -10,6 +10,8 @@ for this and more; Floe always keys by it.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 from dataclasses import dataclass
@@ -17,10 +19,12 @@ from typing import Any
 
 import fastavro
 from fastavro.schema import SchemaParseException, UnknownType
+from google.protobuf import descriptor_pb2
+from google.protobuf.message import DecodeError
 
 # A schema text larger than this is refused (422): schemas are read on every cache miss.
 MAX_SCHEMA_BYTES = 256 * 1024
-TYPES = ("AVRO", "JSON")
+TYPES = ("AVRO", "JSON", "PROTOBUF")
 
 
 class InvalidSchema(ValueError):
@@ -33,7 +37,8 @@ class ParsedSchema:
     text: str  # what clients are given back: compact JSON, keys in the order written
     canonical: str
     references: tuple[tuple[str, str, int], ...]  # (name, subject, version)
-    parsed: Any  # fastavro's parsed schema (AVRO), the JSON document (JSON)
+    parsed: Any  # fastavro's parsed schema (AVRO), the JSON document (JSON), the
+    # FileDescriptorProto (PROTOBUF)
     named: dict[str, Any]  # AVRO: every named type the schema and its references define
 
     @property
@@ -68,6 +73,8 @@ def parse(
         )
     if len(text.encode()) > MAX_SCHEMA_BYTES:
         raise InvalidSchema(f"Invalid schema: larger than {MAX_SCHEMA_BYTES} bytes")
+    if schema_type == "PROTOBUF":
+        return _protobuf(text, tuple(references))
     try:
         document = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -87,3 +94,21 @@ def parse(
             raise InvalidSchema("Invalid schema: a JSON Schema is an object or a boolean")
         parsed = document
     return ParsedSchema(schema_type, compact, canonical, tuple(references), parsed, named)
+
+
+def _protobuf(text: str, references: tuple[tuple[str, str, int], ...]) -> ParsedSchema:
+    """A Protobuf schema as confluent-kafka's ProtobufSerializer sends it: a base64
+    FileDescriptorProto. Its canonical form is the descriptor serialized
+    deterministically. (`.proto` text needs a parser this agent does not have yet.)"""
+    try:
+        raw = base64.b64decode(text.strip(), validate=True)
+        descriptor = descriptor_pb2.FileDescriptorProto.FromString(raw)
+    except (binascii.Error, ValueError, DecodeError):
+        raise InvalidSchema(
+            "Invalid schema: Protobuf schemas are accepted as a base64 FileDescriptorProto "
+            "(what confluent-kafka's ProtobufSerializer sends); .proto text is not supported yet"
+        ) from None
+    if not descriptor.name or not (descriptor.message_type or descriptor.enum_type):
+        raise InvalidSchema("Invalid schema: the FileDescriptorProto has no name or no types")
+    canonical = base64.b64encode(descriptor.SerializeToString(deterministic=True)).decode()
+    return ParsedSchema("PROTOBUF", text.strip(), canonical, references, descriptor, {})

@@ -73,7 +73,7 @@ def test_it_registers_looks_up_and_serves_schemas_by_id(registry, bucket_url):
     assert client.get_version("users-value", 1).schema_id == first
     assert client.get_versions("users-value") == [1, 2]
     assert sorted(client.get_subjects()) == ["other-value", "users-value"]
-    assert client.get_schema_types() == ["AVRO", "JSON"]
+    assert client.get_schema_types() == ["AVRO", "JSON", "PROTOBUF"]
     versions = client.get_schema_versions(first)
     assert sorted((v.subject, v.version) for v in versions) == [
         ("other-value", 1),
