@@ -51,6 +51,7 @@ class LookupRequest(_Body):
 class SubjectRequest(_Body):
     subject: SUBJECT
     deleted: bool = False
+    missing_ok: bool = False  # no versions: an empty list, not 40401
 
 
 class SubjectsRequest(_Body):
@@ -115,7 +116,7 @@ def registry_register(cluster: VirtualCluster, body: RegisterRequest) -> dict[st
 def registry_versions(cluster: VirtualCluster, body: SubjectRequest) -> dict[str, Any]:
     return _answering(
         lambda: selectors.subject_versions(
-            cluster=cluster, subject=body.subject, deleted=body.deleted
+            cluster=cluster, subject=body.subject, deleted=body.deleted, missing_ok=body.missing_ok
         )
     )
 

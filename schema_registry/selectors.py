@@ -33,20 +33,22 @@ def global_compatibility(cluster: VirtualCluster) -> str:
     return row or DEFAULT_COMPATIBILITY
 
 
-def subject_versions(*, cluster: VirtualCluster, subject: str, deleted: bool) -> dict[str, Any]:
+def subject_versions(
+    *, cluster: VirtualCluster, subject: str, deleted: bool, missing_ok: bool = False
+) -> dict[str, Any]:
     """A subject's versions (with the soft-deleted ones when `deleted`), each with its
-    schema's id, fingerprint, type and references, and the level in force for it."""
+    schema's id, fingerprint, type and references, and the level in force for it. A
+    subject without versions is 40401, or no versions when `missing_ok` (a registration's
+    first look: one call, not two)."""
     row = Subject.objects.filter(registry__cluster=cluster, name=subject).first()
     versions = []
     if row is not None:
         rows = row.versions.select_related("schema").order_by("version")
         versions = [_version_json(v) for v in rows if deleted or not v.deleted]
-    if not versions:
+    if not versions and not missing_ok:
         raise subject_not_found(subject)
-    return {
-        "versions": versions,
-        "compatibility": row.compatibility or global_compatibility(cluster),
-    }
+    own = row.compatibility if row is not None else None
+    return {"versions": versions, "compatibility": own or global_compatibility(cluster)}
 
 
 def subjects_list(*, cluster: VirtualCluster, deleted: bool, prefix: str) -> list[str]:

@@ -194,14 +194,9 @@ class SchemaRegistry:
         return schema
 
     async def _live(self, subject: str) -> tuple[list[dict[str, Any]], str]:
-        """A subject's live versions and the compatibility level in force for it."""
-        try:
-            answer = await self.versions(subject)
-        except RestError as exc:
-            if exc.error_code != 40401:
-                raise
-            level = await self.call("config_get", {"subject": subject, "default_to_global": True})
-            return [], level["compatibility"]
+        """A subject's live versions (none for a new subject) and the compatibility level
+        in force for it, in one call."""
+        answer = await self.call("versions", {"subject": subject, "missing_ok": True})
         return answer["versions"], answer["compatibility"]
 
     async def problems(

@@ -43,6 +43,11 @@ def test_ids_are_per_schema_and_versions_dense_per_subject(alice_api):
         (2, 2, fp("two")),
     ]
     assert listed["compatibility"] == "BACKWARD"
+    assert alice_api("registry/versions", {"subject": "none"})["error_code"] == 40401
+    assert alice_api("registry/versions", {"subject": "none", "missing_ok": True}) == {
+        "versions": [],
+        "compatibility": "BACKWARD",
+    }
     # The control plane keeps no schema text: only what the agent sent.
     fields = {f.name for f in RegisteredSchema._meta.get_fields()}
     assert not fields & {"schema", "text", "definition"}
