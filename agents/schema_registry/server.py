@@ -41,6 +41,12 @@ def _json(payload: Any, status: int = 200) -> web.Response:
     )
 
 
+def _text(schema: ParsedSchema) -> web.Response:
+    """The schema itself as the body (`…/schema` endpoints): JSON for Avro and JSON
+    Schema, the base64 descriptor for Protobuf."""
+    return web.Response(text=schema.text, content_type=CONTENT_TYPE)
+
+
 def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
 
@@ -181,7 +187,7 @@ def build_app(
 
     async def get_schema_text(request: web.Request) -> web.Response:
         _, schema = await registry.by_id(schema_id(request))
-        return _json(json.loads(schema.text))
+        return _text(schema)
 
     async def schema_uses(request: web.Request) -> list[dict[str, Any]]:
         answer = await registry.call(
@@ -232,7 +238,7 @@ def build_app(
 
     async def get_version_text(request: web.Request) -> web.Response:
         _, schema = await _version(request)
-        return _json(json.loads(schema.text))
+        return _text(schema)
 
     async def referenced_by(request: web.Request) -> web.Response:
         entry, _ = await _version(request)

@@ -100,6 +100,9 @@ def test_protobuf_serializers_round_trip_through_the_kafka_port(agent, cluster):
     assert _round_trip(a, "orders-proto", serializer, deserializer, records) == records
     latest = reader.get_latest_version("orders-proto-value")
     assert (latest.version, latest.schema.schema_type) == (1, "PROTOBUF")
+    url = f"{a.registry_url}/subjects/orders-proto-value/versions/1/schema"
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        assert answer.read().decode() == latest.schema.schema_str  # the descriptor, as sent
     # .proto text is refused with a clear 422 (no parser yet), never a 500.
     with pytest.raises(SchemaRegistryError) as caught:
         writer.register_schema("p", Schema('syntax = "proto3"; message M {}', "PROTOBUF"))

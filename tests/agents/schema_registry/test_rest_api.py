@@ -66,6 +66,9 @@ def test_it_registers_looks_up_and_serves_schemas_by_id(registry, bucket_url):
     fetched = SchemaRegistryClient({"url": a.registry_url}).get_schema(second)
     assert json.loads(fetched.schema_str) == USER_V2 and fetched.schema_type == "AVRO"
 
+    for path in (f"/schemas/ids/{first}/schema", "/subjects/users-value/versions/latest/schema"):
+        with urllib.request.urlopen(a.registry_url + path, timeout=5) as answer:
+            assert json.loads(answer.read()) in (USER_V1, USER_V2)
     found = client.lookup_schema("users-value", avro(USER_V1))
     assert (found.schema_id, found.version, found.subject) == (first, 1, "users-value")
     latest = client.get_latest_version("users-value")
