@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 DEFAULT_KAFKA_PORT = 9092
 DEFAULT_HTTP_PORT = 8080
+DEFAULT_SCHEMA_REGISTRY_PORT = 8081  # Confluent's
+DEFAULT_SCHEMA_REGISTRY_RATE = 100
 DEFAULT_BATCH_TIMEOUT_MS = 250
 MIN_BATCH_TIMEOUT_MS = 5
 DEFAULT_BATCH_MAX_BYTES = 8 * 1024 * 1024
@@ -28,8 +30,9 @@ DEFAULT_PEER_TIMEOUT_MS = 5000
 ZONE_PATTERN = r"[A-Za-z0-9._:/-]{1,64}"
 # Agent roles (seed 001, "Agent Roles"): which work an agent takes. Metadata lists only
 # agents that serve clients (produce or consume); `jobs` agents lease the cluster's
-# background jobs (compaction, retention…) and run them against their own bucket.
-ROLES = ("produce", "consume", "jobs")
+# background jobs (compaction, retention…) and run them against their own bucket;
+# `schema-registry` agents serve Confluent's Schema Registry REST API.
+ROLES = ("produce", "consume", "jobs", "schema-registry")
 CLIENT_ROLES = frozenset({"produce", "consume"})
 # Kafka's socket.request.max.bytes: the largest request frame a client may send.
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
@@ -51,6 +54,8 @@ class AgentConfig:
     advertise_host: str = "127.0.0.1"
     kafka_port: int = DEFAULT_KAFKA_PORT
     http_port: int = DEFAULT_HTTP_PORT
+    schema_registry_port: int = DEFAULT_SCHEMA_REGISTRY_PORT
+    schema_registry_rate: int = DEFAULT_SCHEMA_REGISTRY_RATE  # registrations/s per caller
     zone: str = ""
     batch_timeout_ms: int = DEFAULT_BATCH_TIMEOUT_MS
     batch_max_bytes: int = DEFAULT_BATCH_MAX_BYTES
@@ -130,6 +135,17 @@ def _build_parser() -> _OneLineParser:
     add("--advertise-host", help="host clients should connect to [FLOE_ADVERTISE_HOST]")
     add("--kafka-port", type=_port, help="Kafka port (default 9092) [FLOE_KAFKA_PORT]")
     add("--http-port", type=_port, help="/healthz and /metrics port (8080) [FLOE_HTTP_PORT]")
+    add(
+        "--schema-registry-port",
+        type=_port,
+        help="schema-registry role: the REST API's port (default 8081) [FLOE_SCHEMA_REGISTRY_PORT]",
+    )
+    add(
+        "--schema-registry-rate",
+        type=_positive_int(1),
+        help="schema-registry role: registrations a second per caller (a SASL user, else an "
+        "address; bursts of twice that) (default 100) [FLOE_SCHEMA_REGISTRY_RATE]",
+    )
     add("--zone", help="availability zone of this agent [FLOE_ZONE]")
     add(
         "--batch-timeout",
@@ -184,7 +200,7 @@ def _build_parser() -> _OneLineParser:
     add(
         "--roles",
         type=_roles,
-        help="comma-separated: produce, consume, jobs (default all) [FLOE_ROLES]",
+        help="comma-separated: produce, consume, jobs, schema-registry (default all) [FLOE_ROLES]",
     )
     add("--spark-master", help="jobs role: Spark master (default local[*]) [SPARK_MASTER]")
     add(
@@ -205,6 +221,8 @@ _ENV = {
     "advertise_host": ("FLOE_ADVERTISE_HOST", str),
     "kafka_port": ("FLOE_KAFKA_PORT", _port),
     "http_port": ("FLOE_HTTP_PORT", _port),
+    "schema_registry_port": ("FLOE_SCHEMA_REGISTRY_PORT", _port),
+    "schema_registry_rate": ("FLOE_SCHEMA_REGISTRY_RATE", _positive_int(1)),
     "zone": ("FLOE_ZONE", str),
     "batch_timeout": ("FLOE_BATCH_TIMEOUT", _positive_int(MIN_BATCH_TIMEOUT_MS)),
     "batch_max_bytes": ("FLOE_BATCH_MAX_BYTES", _positive_int(1024)),
@@ -287,6 +305,12 @@ def parse_config(
         advertise_host=str(advertise),
         kafka_port=DEFAULT_KAFKA_PORT if values["kafka_port"] is None else values["kafka_port"],
         http_port=DEFAULT_HTTP_PORT if values["http_port"] is None else values["http_port"],
+        schema_registry_port=(
+            DEFAULT_SCHEMA_REGISTRY_PORT
+            if values["schema_registry_port"] is None
+            else values["schema_registry_port"]
+        ),
+        schema_registry_rate=values["schema_registry_rate"] or DEFAULT_SCHEMA_REGISTRY_RATE,
         zone=zone,
         batch_timeout_ms=values["batch_timeout"] or DEFAULT_BATCH_TIMEOUT_MS,
         batch_max_bytes=values["batch_max_bytes"] or DEFAULT_BATCH_MAX_BYTES,

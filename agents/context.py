@@ -13,6 +13,7 @@ from agents.groups.coordinator import GroupCoordinator
 from agents.groups.ring import Peer
 from agents.partition_offsets import PartitionOffsets
 from agents.peers.client import PeerClient
+from agents.schema_registry.validation import SchemaValidator
 from agents.topics import TopicCache
 from agents.write_path import CommitWatch, SegmentWriter
 from agents.zone_cache import ZoneCache
@@ -42,6 +43,7 @@ class AgentContext:
     groups: GroupCoordinator | None = None  # set by the runtime once the agent is up
     peer_secret: str | None = None  # signs the peer channel; from the heartbeat answer
     peers: PeerClient | None = None  # the channel to the cluster's other agents
+    schema_validator: SchemaValidator | None = None  # confluent.*.schema.validation topics
     _coalesced: dict[str, CoalescedCalls] = field(default_factory=dict)
 
     def coalesced(self, call: str) -> CoalescedCalls:

@@ -40,6 +40,10 @@ from agents.partition_offsets import PartitionOffsets
 from agents.peers.client import PeerClient
 from agents.peers.server import add_peer_routes
 from agents.read_stats import CountingStore, heartbeat_stats
+from agents.schema_registry.registry import SchemaRegistry
+from agents.schema_registry.server import BasicAuth
+from agents.schema_registry.server import build_app as build_registry_app
+from agents.schema_registry.validation import SchemaValidator
 from agents.security.session import Security
 from agents.security.tls import TlsConfigError
 from agents.server import KafkaServer
@@ -216,7 +220,16 @@ class AgentRuntime:
             sock.close()
             raise
         self.http_port = http_sock.getsockname()[1]
+        registry_sock: socket.socket | None = None
+        if "schema-registry" in config.roles:
+            try:
+                registry_sock = _bind(config.host, config.schema_registry_port)
+            except StartupError:
+                sock.close()
+                http_sock.close()
+                raise
         http_runner = None
+        registry_runner = None
         server: KafkaServer | None = None
         heartbeat: asyncio.Task | None = None
         lag_watch: asyncio.Task | None = None
@@ -279,6 +292,11 @@ class AgentRuntime:
                 zone=config.zone,
                 http_port=self.http_port,
             )
+            # Every agent validates produce for topics that ask (schema-registry role or not).
+            registry = SchemaRegistry(
+                self.client, store, cluster_id=cluster_id, executor=self.executor
+            )
+            self.ctx.schema_validator = SchemaValidator(registry)
             self.ctx.groups = GroupCoordinator.start_for(me, self.ctx.client)
             self._apply_cluster(answer)
             self.registered = True
@@ -301,6 +319,19 @@ class AgentRuntime:
             )
             http_runner = await start_http_on(app, http_sock)
             http_sock = None
+            if registry_sock is not None:
+                auth = None
+                if security.require_sasl and security.credentials is not None:
+                    auth = BasicAuth(security.credentials)
+                registry_port = registry_sock.getsockname()[1]
+                registry_runner = await start_http_on(
+                    build_registry_app(
+                        registry, auth, registrations_per_s=config.schema_registry_rate
+                    ),
+                    registry_sock,
+                )
+                registry_sock = None
+                log.info("schema registry on http://%s:%d/", config.host, registry_port)
             http_port = self.http_port
             heartbeat = asyncio.get_running_loop().create_task(self._heartbeat_loop(port))
             lag_watch = asyncio.get_running_loop().create_task(_watch_loop_lag())
@@ -356,6 +387,10 @@ class AgentRuntime:
                 await http_runner.cleanup()
             elif http_sock is not None:
                 http_sock.close()
+            if registry_runner is not None:
+                await registry_runner.cleanup()
+            elif registry_sock is not None:
+                registry_sock.close()
             if self.peers is not None:
                 await self.peers.close()
             await self.client.close()

@@ -56,7 +56,7 @@ def start_agent(url: str, key: str, bucket: Path, batch_timeout_ms: int) -> tupl
     log = open(bucket.parent / f"agent-{batch_timeout_ms}.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "agents", "--control-plane-url", url, "--agent-key", key,
-         "--bucket-url", bucket.as_uri(), "--kafka-port", "0", "--http-port", "0",
+         "--bucket-url", bucket.as_uri(), "--kafka-port", "0", "--http-port", "0", "--schema-registry-port", "0",
          "--batch-timeout", str(batch_timeout_ms)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
     )  # fmt: skip

@@ -58,6 +58,7 @@ class Agent:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agents", "--control-plane-url", url, "--agent-key", key,
              "--bucket-url", bucket_url, "--kafka-port", "0", "--http-port", str(self.http_port),
+             "--schema-registry-port", "0",
              "--zone", zone, "--batch-timeout", "250", *extra],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=self.log, text=True,
         )  # fmt: skip

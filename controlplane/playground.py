@@ -26,6 +26,7 @@ from controlplane.embedded import data_dir_from_env, postgres_url, redis_url
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
+SCHEMA_REGISTRY_PORT = 8081  # Confluent's, where free
 
 
 def _say(line: str) -> None:
@@ -41,6 +42,12 @@ def _port_taken(port: int) -> bool:
         except OSError:
             return True
     return False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _wait_tcp(port: int, timeout: float) -> bool:
@@ -72,10 +79,15 @@ def main() -> int:
     http_port = int(os.environ.get("FLOE_HTTP_PORT", "8000"))
     kafka_port = int(os.environ.get("FLOE_KAFKA_PORT", "9092"))
     agent_http_port = int(os.environ.get("FLOE_AGENT_HTTP_PORT", str(kafka_port + 1000)))
+    # Confluent's port when free; another free one otherwise, unless it was asked for.
+    registry_port = int(os.environ.get("FLOE_SCHEMA_REGISTRY_PORT") or 0)
+    if not registry_port:
+        registry_port = _free_port() if _port_taken(SCHEMA_REGISTRY_PORT) else SCHEMA_REGISTRY_PORT
     for port, name, variable in (
         (http_port, "the console", "FLOE_HTTP_PORT"),
         (kafka_port, "the agent's Kafka listener", "FLOE_KAFKA_PORT"),
         (agent_http_port, "the agent's HTTP port", "FLOE_AGENT_HTTP_PORT"),
+        (registry_port, "the agent's schema registry", "FLOE_SCHEMA_REGISTRY_PORT"),
     ):
         if _port_taken(port):
             sys.stderr.write(
@@ -149,8 +161,10 @@ def main() -> int:
         str(kafka_port),
         "--http-port",
         str(agent_http_port),
+        "--schema-registry-port",
+        str(registry_port),
         "--roles",
-        "produce,consume,jobs",
+        "produce,consume,jobs,schema-registry",
     ]
     start("agent", agent_args)
     # The worker only plans (jobs run on the agent): two threads are plenty.
@@ -187,6 +201,11 @@ def main() -> int:
         )
         stop(code=1)
     _say(f"bootstrap: 127.0.0.1:{kafka_port}")
+    registry = f"http://127.0.0.1:{registry_port}"
+    if not _wait_http(registry + "/", 60):
+        _say(f"make run: the schema registry did not answer in 60 s; see {logs / 'agent.log'}")
+        stop(code=1)
+    _say(f"schema-registry: {registry}")
     _say(f"logs: {logs}   (Ctrl-C stops everything)")
     while True:
         for child in children:

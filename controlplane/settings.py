@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "virtualclusters",
     "metadata_store",
     "billing",
+    "schema_registry",
 ]
 
 MIDDLEWARE = [

@@ -100,12 +100,19 @@ class ConfigDef:
     check: Callable[[str], str | None]
 
 
+_STRATEGY = "io.confluent.kafka.serializers.subject."
+_TOPIC_NAME = _STRATEGY + "TopicNameStrategy"
+_STRATEGIES = (
+    _TOPIC_NAME,
+    _STRATEGY + "RecordNameStrategy",
+    _STRATEGY + "TopicRecordNameStrategy",
+)
 _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 # Kafka's topic-level configs. Most only matter to Kafka's own storage engine; Floe
 # accepts and reports them so tools that set them keep working. The ones Floe acts on:
 # cleanup.policy, retention.ms, retention.bytes, delete.retention.ms, max.message.bytes,
-# message.timestamp.type, min.compaction.lag.ms.
+# message.timestamp.type, min.compaction.lag.ms, and Confluent's confluent.*.
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "cleanup.policy": ConfigDef("delete", _choice("delete", "compact", many=True)),
     "compression.type": ConfigDef("producer", _choice(*_COMPRESSION)),
@@ -131,6 +138,13 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "segment.ms": ConfigDef("604800000", _long(1)),
     "unclean.leader.election.enable": ConfigDef("false", _choice("true", "false")),
     "message.downconversion.enable": ConfigDef("true", _choice("true", "false")),
+    # Confluent's broker-side schema validation (agents/schema_registry/validation.py):
+    # records' keys/values must carry the id of a schema registered under the subject
+    # the strategy names.
+    "confluent.key.schema.validation": ConfigDef("false", _choice("true", "false")),
+    "confluent.value.schema.validation": ConfigDef("false", _choice("true", "false")),
+    "confluent.key.subject.name.strategy": ConfigDef(_TOPIC_NAME, _choice(*_STRATEGIES)),
+    "confluent.value.subject.name.strategy": ConfigDef(_TOPIC_NAME, _choice(*_STRATEGIES)),
 }
 
 

@@ -19,8 +19,8 @@ def test_a_jobs_role_agent_runs_the_jobs_and_the_others_serve_clients():
         if "floe-agent" in str(s.get("command"))
     }
     assert roles == {
-        "agent-1": "produce,consume",
-        "agent-2": "produce,consume",
+        "agent-1": "produce,consume,schema-registry",
+        "agent-2": "produce,consume,schema-registry",
         "agent-jobs": "jobs",
     }
 

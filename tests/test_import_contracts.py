@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-ROOTS = ("core", "agents", "jobs", "metadata_store", "virtualclusters", "billing", "controlplane")
+ROOTS = (
+    "core",
+    "agents",
+    "jobs",
+    "metadata_store",
+    "virtualclusters",
+    "billing",
+    "controlplane",
+    "schema_registry",
+)
 
 
 def _paths() -> list[str]:
@@ -59,6 +68,12 @@ def test_the_tree_keeps_the_contracts():
         ("agents/topics.py", "import metadata_store.store  # noqa", "agents import only core"),
         ("virtualclusters/jobs/services.py", "import jobs.runner  # noqa", "never run Spark"),
         ("metadata_store/store.py", "import billing.quotas  # noqa", "metadata_store imports"),
+        (
+            "virtualclusters/services.py",
+            "import schema_registry.models  # noqa",
+            "nothing below it",
+        ),
+        ("agents/topics.py", "import schema_registry.services  # noqa", "agents import only core"),
     ],
 )
 def test_a_forbidden_import_breaks_the_contracts(tree, module, line, contract):

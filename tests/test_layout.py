@@ -20,6 +20,7 @@ FIRST_PARTY = (
     "controlplane",
     "billing",
     "jobs",
+    "schema_registry",
 )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from agents.context import AgentContext
 from agents.metrics import Counter, error_label
+from agents.schema_registry.validation import ValidationUnavailable, validated_fields
 from agents.topics import TopicInfo
 from agents.write_path import MAX_SEGMENT_BATCHES, BatchToWrite
 from core.kafka.errors import ErrorCode
@@ -118,6 +119,10 @@ async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dic
                 result["error_message"] = str(exc)
                 continue
             view = memoryview(records)
+            refused = await _schema_problem(ctx, info, view, validated)
+            if refused is not None:
+                result.update(refused)
+                continue
             first = len(batches)
             for pos, length, batch_header in validated:
                 batches.append(
@@ -154,6 +159,30 @@ async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dic
         for result in topic["partition_responses"]:
             _PARTITION_ERRORS.inc(1, error_label(int(result["error_code"])))
     return {"responses": responses, "throttle_time_ms": 0}
+
+
+async def _schema_problem(
+    ctx: AgentContext, info: TopicInfo, view: memoryview, validated: list
+) -> dict[str, Any] | None:
+    """The partition's refusal when its topic validates schemas and a record fails
+    (INVALID_RECORD naming the record), or None. Nothing of a refused batch is written."""
+    parts = validated_fields(info.configs)
+    if not parts or ctx.schema_validator is None:
+        return None
+    batches = [view[pos : pos + length] for pos, length, _ in validated]
+    try:
+        problem = await ctx.schema_validator.problem(info.name, info.configs, parts, batches)
+    except ValidationUnavailable as exc:
+        message = f"schema validation unavailable: {exc}"
+        return {"error_code": ErrorCode.REQUEST_TIMED_OUT, "error_message": message}
+    if problem is None:
+        return None
+    index, message = problem
+    return {
+        "error_code": ErrorCode.INVALID_RECORD,
+        "error_message": message,
+        "record_errors": [{"batch_index": index, "batch_index_error_message": message}],
+    }
 
 
 def _all_failed(

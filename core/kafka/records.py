@@ -293,6 +293,12 @@ def decode_records(
     Offsets are absolute (baseOffset + offsetDelta). Timestamps are absolute; in a
     LogAppendTime batch every record carries the batch's maxTimestamp, as in Kafka.
     """
+    header, data = _batch_records_bytes(batch, verify_crc=verify_crc)
+    return header, _decode_record_list(data, header)
+
+
+def _batch_records_bytes(batch: BufferLike, *, verify_crc: bool) -> tuple[BatchHeader, bytes]:
+    """One whole batch's header and its records' bytes, decompressed."""
     view = memoryview(batch)
     _, total, header = _only_batch(view)
     if verify_crc and not batch_crc_ok(view, header):
@@ -302,7 +308,44 @@ def decode_records(
     payload = view[RECORD_BATCH_OVERHEAD:total]
     codec = header.compression
     data = bytes(payload) if codec == COMPRESSION_NONE else _decompress(codec, payload)
-    return header, _decode_record_list(data, header)
+    return header, data
+
+
+def _record_start(data: bytes, pos: int, end: int, index: int) -> tuple[int, int]:
+    """(where record `index`'s fields start, where it ends) from its length at `pos`."""
+    length, pos = _read_varint(data, pos, end)
+    record_end = pos + length
+    if length < 0 or record_end > end:
+        raise CorruptRecord(f"record {index} declares {length} bytes, {end - pos} remain")
+    return pos, record_end
+
+
+def record_prefixes(
+    batch: BufferLike, *, size: int
+) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(index, the key's first `size` bytes, the value's) of each record of one whole
+    batch, decompressed, reading nothing else of a record (schema validation reads only
+    the framing). The batch's CRC is the caller's to check."""
+    header, data = _batch_records_bytes(batch, verify_crc=False)
+    found: list[tuple[int, bytes | None, bytes | None]] = []
+    pos, end = 0, len(data)
+    for index in range(header.record_count):
+        pos, record_end = _record_start(data, pos, end, index)
+        at = pos + 1  # attributes: unused in v2
+        _, at = _read_varint(data, at, record_end)  # timestamp delta
+        _, at = _read_varint(data, at, record_end)  # offset delta
+        key_length, at = _read_varint(data, at, record_end)
+        key = None
+        if key_length >= 0:
+            key = data[at : at + min(key_length, size)]
+            at += key_length
+        value_length, at = _read_varint(data, at, record_end)
+        if at + max(value_length, 0) > record_end:
+            raise CorruptRecord(f"record {index}'s key or value runs past its end")
+        value = data[at : at + min(value_length, size)] if value_length >= 0 else None
+        found.append((index, key, value))
+        pos = record_end
+    return found
 
 
 def uncompressed_size(batch: BufferLike, header: BatchHeader) -> int:
@@ -456,10 +499,8 @@ def _decode_record_list(data: bytes, header: BatchHeader) -> list[Record]:
     records = []
     pos, end = 0, len(data)
     for index in range(header.record_count):
-        length, pos = _read_varint(data, pos, end)
-        record_end = pos + length
-        if length < 0 or record_end > end:
-            raise CorruptRecord(f"record {index} declares {length} bytes, {end - pos} remain")
+        pos, record_end = _record_start(data, pos, end, index)
+        length = record_end - pos
         pos += 1  # attributes: unused in v2
         timestamp_delta, pos = _read_varint(data, pos, record_end)
         offset_delta, pos = _read_varint(data, pos, record_end)

@@ -30,6 +30,7 @@ from tests.factories import make_cluster
 REPO = Path(__file__).resolve().parents[2]
 READY = re.compile(r"agent (\S+) serving Kafka on (\S+):(\d+) for cluster (\S+)")
 HTTP_LINE = re.compile(r"metrics and health on http://[^:]+:(\d+)/")
+REGISTRY_LINE = re.compile(r"schema registry on http://[^:]+:(\d+)/")
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
 
@@ -55,6 +56,7 @@ class AgentProcess:
         self.host = "127.0.0.1"
         self.port = 0
         self.http_port = 0
+        self.registry_port = 0  # the schema-registry role's REST API (0: not served)
         self.cluster_id = ""
 
     @property
@@ -64,6 +66,10 @@ class AgentProcess:
     @property
     def http_url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def registry_url(self) -> str:
+        return f"http://127.0.0.1:{self.registry_port}"
 
     def logs(self) -> str:
         """Everything the agent wrote to stderr so far."""
@@ -78,6 +84,8 @@ class AgentProcess:
                 self.agent_id, self.host = ready.group(1), ready.group(2)
                 self.port, self.cluster_id = int(ready.group(3)), ready.group(4)
                 self.http_port = int(http.group(1))
+                registry = REGISTRY_LINE.search(self.logs())
+                self.registry_port = int(registry.group(1)) if registry else 0
                 return
             if self.proc.poll() is not None:
                 raise RuntimeError(
@@ -130,6 +138,8 @@ def agent_command(
         "--kafka-port",
         "0",
         "--http-port",
+        "0",
+        "--schema-registry-port",
         "0",
         "--batch-timeout",
         str(batch_timeout_ms),

@@ -59,7 +59,12 @@ def test_bad_environment_values_are_one_line_errors(env, message):
 
 
 def test_roles_default_to_all_and_take_a_list_of_known_names():
-    assert parse_config(REQUIRED, {}).roles == ("produce", "consume", "jobs")
+    assert parse_config(REQUIRED, {}).roles == ("produce", "consume", "jobs", "schema-registry")
+    assert parse_config(REQUIRED, {}).schema_registry_port == 8081
+    assert parse_config(REQUIRED, {"FLOE_SCHEMA_REGISTRY_PORT": "0"}).schema_registry_port == 0
+    assert parse_config(REQUIRED, {}).schema_registry_rate == 100
+    with pytest.raises(ConfigError, match="FLOE_SCHEMA_REGISTRY_RATE"):
+        parse_config(REQUIRED, {"FLOE_SCHEMA_REGISTRY_RATE": "0"})
     assert parse_config([*REQUIRED, "--roles", "jobs"], {}).roles == ("jobs",)
     assert parse_config(REQUIRED, {"FLOE_ROLES": "consume, produce"}).roles == (
         "produce",

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LINES = ("console", "login", "api-key", "cluster", "bootstrap")
+LINES = ("console", "login", "api-key", "cluster", "bootstrap", "schema-registry")
 
 
 def _free_port() -> int:
@@ -43,6 +43,7 @@ def playground(tmp_path_factory):
         FLOE_HTTP_PORT=str(_free_port()),
         FLOE_KAFKA_PORT=str(_free_port()),
         FLOE_AGENT_HTTP_PORT=str(_free_port()),
+        FLOE_SCHEMA_REGISTRY_PORT=str(_free_port()),
         FLOE_ORPHAN_CLEANUP_CHECK_S="2",  # a job soon: the agent runs it
         FLOE_RETENTION_CHECK_S="2",  # retention soon after a topic's retention.ms shrinks
         # Billing's "hour" made short: meters every second, files counted at once.
@@ -69,7 +70,7 @@ def playground(tmp_path_factory):
             match = re.match(r"^([a-z-]+): (.+)$", line.strip())
             if match and match.group(1) in LINES:
                 found[match.group(1)] = match.group(2)
-                if match.group(1) in ("console", "bootstrap"):  # does it answer right now?
+                if match.group(1) in ("console", "bootstrap", "schema-registry"):  # answers now?
                     port = int(match.group(2).rstrip("/").rsplit(":", 1)[1])
                     with socket.socket() as sock:
                         sock.settimeout(1)
@@ -107,6 +108,7 @@ def test_each_line_is_printed_only_once_what_it_names_answers(playground):
     found, _ = playground
     assert found["console-answered"] == 0
     assert found["bootstrap-answered"] == 0  # a client started on this line connects
+    assert found["schema-registry-answered"] == 0
 
 
 def test_a_taken_port_fails_at_once_with_one_line_naming_it(tmp_path):
@@ -156,6 +158,44 @@ def test_a_kafka_client_produces_and_consumes_through_the_playground(playground)
     assert values == [f"m{i}" for i in range(20)]
 
 
+def test_the_readmes_avro_producer_and_consumer_use_the_playgrounds_schema_registry(playground):
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    found, _ = playground
+    assert re.match(r"^http://127\.0\.0\.1:\d+$", found["schema-registry"])
+    registry = SchemaRegistryClient({"url": found["schema-registry"]})
+    schema = json.dumps(
+        {"type": "record", "name": "Click", "fields": [{"name": "page", "type": "string"}]}
+    )
+    context = SerializationContext("playground-clicks", MessageField.VALUE)
+    producer = Producer({"bootstrap.servers": found["bootstrap"]})
+    producer.produce(
+        "playground-clicks", value=AvroSerializer(registry, schema)({"page": "/home"}, context)
+    )
+    assert producer.flush(20) == 0
+    assert registry.get_latest_version("playground-clicks-value").version == 1
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": found["bootstrap"],
+            "group.id": "clicks",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(["playground-clicks"])
+    deserialize = AvroDeserializer(SchemaRegistryClient({"url": found["schema-registry"]}))
+    deadline, value = time.monotonic() + 30, None
+    while value is None and time.monotonic() < deadline:
+        message = consumer.poll(1.0)
+        if message is not None and not message.error():
+            value = deserialize(message.value(), context)
+    consumer.close()
+    assert value == {"page": "/home"}
+
+
 def test_the_playgrounds_agent_runs_the_jobs_beat_plans(playground):
     found, _ = playground
     url = found["console"] + f"api/v1/clusters/{found['cluster']}/job-runs/?kind=orphan_cleanup"
@@ -199,8 +239,7 @@ def test_the_usage_api_shows_the_bytes_written_to_the_byte(playground):
     bucket = Path(found["data_dir"]) / "bucket"
     expected = sum(
         entry.length
-        for path in bucket.rglob("*")
-        if path.is_file()
+        for path in bucket.rglob("*.seg")  # not the schema registry's texts
         for entry in read_index(path.read_bytes())
     )
     written, deadline = None, time.monotonic() + 30

@@ -49,7 +49,7 @@ def test_inconsistent_security_settings_are_refused(argv, environ, message):
 def test_an_unreadable_certificate_stops_the_agent_with_one_line(tmp_path):
     missing = str(tmp_path / "missing.pem")
     done = subprocess.run(
-        [sys.executable, "-m", "agents", *BASE, "--kafka-port", "0", "--http-port", "0",
+        [sys.executable, "-m", "agents", *BASE, "--kafka-port", "0", "--http-port", "0", "--schema-registry-port", "0",
          "--tls-cert", missing, "--tls-key", missing],
         cwd=REPO, capture_output=True, text=True, timeout=30,
     )  # fmt: skip

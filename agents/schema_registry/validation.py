@@ -1,0 +1,116 @@
+"""Schema validation at produce (Confluent's `confluent.value.schema.validation` and
+`confluent.key.schema.validation` topic configs): every record's value (key) must be in
+Confluent's wire format — magic byte 0, then a 4-byte schema id — naming a schema
+registered under the subject the topic's subject-name strategy gives.
+
+Which subjects use an id is cached per id (a minute when the subject is among them, a
+second when not, so a schema registered a moment ago is seen at once), so validation
+costs no control-plane call per batch in the steady state.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from agents.schema_registry.registry import RestError, SchemaRegistry
+from core.kafka.records import CorruptRecord, record_prefixes
+
+_STRATEGY = "io.confluent.kafka.serializers.subject."
+_FOUND_TTL_S = 60.0
+_MISSING_TTL_S = 1.0
+_CACHE_ENTRIES = 10_000
+
+
+def validated_fields(configs: dict[str, Any]) -> tuple[str, ...]:
+    """Which of "key" and "value" a topic's configs ask to validate."""
+    return tuple(
+        part
+        for part in ("key", "value")
+        if str(configs.get(f"confluent.{part}.schema.validation", "false")).lower() == "true"
+    )
+
+
+class ValidationUnavailable(Exception):
+    """The registry could not be asked (the control plane away): try again later."""
+
+
+class SchemaValidator:
+    """Checks produced batches against a cluster's registry."""
+
+    def __init__(self, registry: SchemaRegistry) -> None:
+        self._registry = registry
+        self._subjects: dict[int, tuple[float, frozenset[str]]] = {}
+
+    async def _subject_for(self, topic: str, part: str, schema_id: int, strategy: str) -> str:
+        if strategy.removeprefix(_STRATEGY) == "TopicNameStrategy":
+            return f"{topic}-{part}"
+        _, schema = await self._registry.by_id(schema_id)
+        parsed = schema.parsed
+        name = (
+            str(parsed.get("name") or parsed.get("title") or "") if isinstance(parsed, dict) else ""
+        )
+        if strategy.removeprefix(_STRATEGY) == "TopicRecordNameStrategy":
+            return f"{topic}-{name}"
+        return name
+
+    async def _registered(self, schema_id: int, subject: str) -> bool:
+        cached = self._subjects.get(schema_id)
+        if cached is None or cached[0] < time.monotonic():
+            try:
+                answer = await self._registry.call("schema_uses", {"id": schema_id})
+                subjects = frozenset(u["subject"] for u in answer["uses"])
+            except RestError as exc:
+                if exc.error_code != 40403:
+                    raise ValidationUnavailable(str(exc)) from None
+                subjects = frozenset()
+            ttl = _FOUND_TTL_S if subject in subjects else _MISSING_TTL_S
+            if len(self._subjects) > _CACHE_ENTRIES:
+                self._subjects.clear()
+            cached = self._subjects[schema_id] = (time.monotonic() + ttl, subjects)
+        return subject in cached[1]
+
+    async def problem(
+        self, topic: str, configs: dict[str, Any], parts: tuple[str, ...], batches: list[memoryview]
+    ) -> tuple[int, str] | None:
+        """(index of the first refused record in its batch, why), or None: all pass."""
+        strategies = {
+            part: str(configs.get(f"confluent.{part}.subject.name.strategy") or "TopicNameStrategy")
+            for part in parts
+        }
+        passed: set[tuple[str, bytes]] = set()  # (part, framing) checked in this request
+        for batch in batches:
+            try:
+                records = record_prefixes(batch, size=5)
+            except CorruptRecord as exc:
+                return 0, str(exc)
+            for index, key, value in records:
+                for part in parts:
+                    data = key if part == "key" else value
+                    if data is not None and (part, data) in passed:
+                        continue
+                    why = await self._check(topic, part, data, strategies[part])
+                    if why is not None:
+                        return index, why
+                    passed.add((part, data or b""))
+        return None
+
+    async def _check(self, topic: str, part: str, data: bytes | None, strategy: str) -> str | None:
+        if data is None or len(data) < 5 or data[0] != 0:
+            return (
+                f"the record's {part} is not in the schema registry's wire format "
+                "(magic byte 0 and a schema id)"
+            )
+        schema_id = int.from_bytes(data[1:5], "big")
+        try:
+            subject = await self._subject_for(topic, part, schema_id, strategy)
+        except RestError as exc:
+            if exc.error_code != 40403:
+                raise ValidationUnavailable(str(exc)) from None
+            return f"the record's {part} names schema id {schema_id}, which is not registered"
+        if not await self._registered(schema_id, subject):
+            return (
+                f"the record's {part} names schema id {schema_id}, which is not registered "
+                f"under subject {subject!r}"
+            )
+        return None
