@@ -126,6 +126,8 @@ class GroupCoordinator:
         self._commit_locks: dict[str, list] = {}
         self._dirty = asyncio.Event()
         self._reported: set[str] = set()
+        # Groups whose holder this agent cannot reach but saw renew its lease.
+        self._renewing: dict[str, str] = {}
         self._tasks: list[asyncio.Task] = []
 
     # -- life -------------------------------------------------------------------------
@@ -166,21 +168,45 @@ class GroupCoordinator:
         return await self.leases.holder(group_id) == self.ring.me.agent_id
 
     async def coordinator_of(self, group_id: str) -> Peer | None:
-        """The agent coordinating the group: the lease holder (this agent when nobody
-        held it), or None when the store cannot be asked or the holder is not among the
-        live agents this agent can reach (the client asks again)."""
-        # Nobody holding it: the rendezvous choice among the agents this one can reach
-        # is given the lease (so groups spread over the agents).
-        suggested = await self.ring.resolve(group_id)
-        holder = await self.leases.holder(group_id, suggest=suggested.agent_id)
-        if holder is None:
-            return None
-        if holder == self.ring.me.agent_id:
-            return self.ring.me
+        """The agent coordinating the group: the lease holder at its address in the
+        control plane's live list (this agent when nobody held it), or None when the
+        store cannot be asked or the holder is not among the live agents.
+
+        Whether this agent can reach the holder does not decide the answer: a member
+        reaches agents this one may not. A holder it cannot reach is either dead (its
+        lease expires within a ttl) or alive behind a cut only this agent sees, so the
+        answer waits out the lease's remaining time (at most a ttl) and then names
+        whoever holds it — the same holder, which renewed and is alive (remembered, so
+        later answers do not wait), or the agent that took the group over.
+        COORDINATOR_NOT_AVAILABLE meanwhile would do worse: librdkafka retries it
+        twice, 0.1 s apart, then waits for a broker's state to change."""
+        holder = await self._holder(group_id)
+        if holder is None or holder == self.ring.me.agent_id:
+            return None if holder is None else self.ring.me
         peer = self.ring.peer(holder)
-        if peer is None or not await self.ring.reachable(peer):
-            return None
-        return peer
+        if peer is not None and (
+            self._renewing.get(group_id) == holder or await self.ring.reachable(peer)
+        ):
+            return peer
+        until = self.leases.known_until(group_id)
+        if until is not None:
+            await asyncio.sleep(min(max(until - time.monotonic(), 0.0), self.leases.ttl_s))
+        self.leases.forget_holder(group_id)
+        again = await self._holder(group_id)
+        if again is None or again == self.ring.me.agent_id:
+            return None if again is None else self.ring.me
+        if again == holder:
+            self._renewing[group_id] = holder
+        else:
+            self._renewing.pop(group_id, None)
+        return self.ring.peer(again)
+
+    async def _holder(self, group_id: str) -> str | None:
+        """The group's lease holder; nobody holding it, the rendezvous choice among the
+        live agents this one can reach is given the lease (so groups spread over the
+        agents; an agent that refuses connections is never offered it)."""
+        suggested = await self.ring.resolve(group_id)
+        return await self.leases.holder(group_id, suggest=suggested.agent_id)
 
     async def settled(self, group_id: str) -> None:
         """Wait until the group's state changes so far are saved (or failed)."""

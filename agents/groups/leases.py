@@ -159,6 +159,12 @@ class GroupLeases:
             if future is not None and not future.done():
                 future.set_result(holder or None)
 
+    def known_until(self, group_id: str) -> float | None:
+        """When the lease of another holder this agent knows of ends (time.monotonic()),
+        unless renewed meanwhile; None when none is known."""
+        known = self._others.get(group_id)
+        return known[1] if known is not None else None
+
     def forget_holder(self, group_id: str) -> None:
         """A peer named as holder said it is not: ask the store next time."""
         self._others.pop(group_id, None)

@@ -12,9 +12,10 @@ move — the property a hash ring with virtual nodes gives, with no ring to main
 
 The live set comes from the control plane's heartbeat answer, where a dead agent stays
 "live" for up to the liveness window (15 s) after its last heartbeat. To fail over
-faster, an agent about to name a peer as coordinator checks that the peer accepts TCP
-connections on its Kafka port (cached for a couple of seconds); a peer that refuses is
-*suspected* and left out of the hashing until a later probe succeeds. Every agent
+faster, an agent about to suggest a peer checks that the peer accepts TCP connections
+on its peer channel — where agents talk to each other; its Kafka port when that is not
+known — (cached for a couple of seconds); a peer that refuses is *suspected* and left
+out of the hashing and this agent's Metadata until a later probe succeeds. Every agent
 probes for itself, so all of them converge on the same answer within a probe interval.
 """
 
@@ -122,7 +123,8 @@ class CoordinatorRing:
         return self.me if agent_id == self.me.agent_id else self._peers.get(agent_id)
 
     async def reachable(self, peer: Peer) -> bool:
-        """Whether `peer` accepts connections on its Kafka port (probed, cached briefly)."""
+        """Whether `peer` accepts connections on its peer channel (its Kafka port when
+        that is unknown; probed, cached briefly)."""
         return peer.agent_id == self.me.agent_id or await self._reachable(peer)
 
     def front(
@@ -180,9 +182,10 @@ class CoordinatorRing:
         return await asyncio.shield(task)
 
     async def _probe(self, peer: Peer) -> bool:
+        port = peer.http_port or peer.port
         try:
             _, writer = await asyncio.wait_for(
-                asyncio.open_connection(peer.host, peer.port), self._probe_timeout
+                asyncio.open_connection(peer.host, port), self._probe_timeout
             )
         except (OSError, TimeoutError) as exc:
             if self._health.get(peer.agent_id, (0, True))[1]:
@@ -190,7 +193,7 @@ class CoordinatorRing:
                     "agent %s at %s:%d is unreachable (%s); coordinating without it",
                     peer.agent_id,
                     peer.host,
-                    peer.port,
+                    port,
                     exc or type(exc).__name__,
                 )
             reachable = False

@@ -107,3 +107,79 @@ async def _a_lease_not_confirmed_in_time_is_given_up_without_the_store():
     await coord.leases.renew_once()
     assert "g" not in coord.groups
     assert not await coord.owns("g")  # the store cannot be asked: not ours
+
+
+class ExpiringStore(Store):
+    """A store where another agent's lease ends at a given moment unless it renews."""
+
+    def __init__(self, holder: str, ends_in_s: float, *, renews: bool) -> None:
+        super().__init__()
+        self.other, self.renews = holder, renews
+        self.ends_at = asyncio.get_running_loop().time() + ends_in_s
+
+    async def call(self, name, body, timeout_s=None):
+        now = asyncio.get_running_loop().time()
+        if self.renews and now >= self.ends_at:
+            self.ends_at = now + 4.0  # the holder renewed: alive, whoever cannot reach it
+        if now < self.ends_at:
+            self.holders = {g: self.other for g in body.get("acquire", [])}
+        else:
+            self.holders.clear()
+        for offer in body.get("offer", []):  # a free lease goes where it is offered
+            self.holders.setdefault(offer["group_id"], offer["agent_id"])
+        answer = await super().call(name, body, timeout_s)
+        for lease in answer.get("leases", []):
+            if lease["agent_id"] == self.other:
+                lease["expires_in_ms"] = max(0, int((self.ends_at - now) * 1000))
+        return answer
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def coordinator_beside(store: Store, peer_port: int) -> GroupCoordinator:
+    coord = coordinator(store)
+    coord.ring.update([{"agent_id": "peer", "host": "127.0.0.1", "port": peer_port}])
+    return coord
+
+
+def test_a_dead_holder_is_waited_out_and_the_group_taken_over():
+    """Its holder refuses connections (killed): FindCoordinator waits out the lease and
+    answers this agent, which took it over — not COORDINATOR_NOT_AVAILABLE, which
+    librdkafka stops retrying after two tries (its admin's describe then timed out)."""
+    asyncio.run(_a_dead_holder_is_waited_out_and_the_group_taken_over())
+
+
+async def _a_dead_holder_is_waited_out_and_the_group_taken_over():
+    store = ExpiringStore("peer", 0.5, renews=False)
+    coord = coordinator_beside(store, closed_port())
+    started = asyncio.get_running_loop().time()
+    owner = await coord.coordinator_of("g")
+    assert owner is not None and owner.agent_id == "me"
+    assert 0.4 < asyncio.get_running_loop().time() - started < 2.0
+    assert "g" in coord.groups
+
+
+def test_a_live_holder_this_agent_cannot_reach_is_named_all_the_same():
+    """The holder keeps renewing but this agent cannot reach it: it is named at its
+    address (members may reach it), after one wait for its lease's end, and at once
+    from then on."""
+    asyncio.run(_a_live_holder_this_agent_cannot_reach_is_named_all_the_same())
+
+
+async def _a_live_holder_this_agent_cannot_reach_is_named_all_the_same():
+    port = closed_port()
+    store = ExpiringStore("peer", 0.3, renews=True)
+    coord = coordinator_beside(store, port)
+    owner = await coord.coordinator_of("g")
+    assert owner is not None and (owner.agent_id, owner.port) == ("peer", port)
+    started = asyncio.get_running_loop().time()
+    again = await coord.coordinator_of("g")
+    assert again is not None and again.agent_id == "peer"
+    assert asyncio.get_running_loop().time() - started < 0.2
+    assert not coord.groups

@@ -4,8 +4,8 @@ Two and three agents (one zone, two zones); groups of 2, 3 and 4 members with ka
 confluent-kafka, kafka-python and aiokafka; each run assigns and consumes, then a member
 joins, then one leaves (`tracked.GroupRun` checks every invariant). The same while a
 second agent starts mid-run, while the group's coordinator agent is SIGKILLed, and while
-one agent cannot reach the other (its control-plane answers name the other agent at
-closed ports).
+one agent cannot reach the other (its control-plane answers name the other agent's peer
+channel at a closed port).
 
 FLOE_GROUP_RUNS is the number of runs per client in each test; the issue's full loop is
 FLOE_GROUP_RUNS=20. Unset (`make test`), the two settling tests run each client once and
@@ -177,20 +177,21 @@ def test_groups_survive_their_coordinator_being_killed(agent, cluster, tmp_path)
 def test_one_coordinator_while_one_agent_cannot_reach_the_other(
     agent, cluster, live_server, tmp_path
 ):
-    """Agent B's control-plane answers name agent A at the ports of two proxies that are
-    closed (connections refused), so B sees A as unreachable while A (and every client)
-    reaches B — the two agents' views of the cluster differ for as long as the test
-    runs. (A cut proxy that accepts and resets would not do: the handshake completes
-    before the reset, and B's probe may count A as reachable.)"""
+    """Agent B's control-plane answers name agent A's peer channel at the port of a
+    closed proxy (connections refused), so B cannot reach A while A reaches B — the two
+    agents' views of the cluster differ for as long as the test runs. A's Kafka port is
+    left as it is: a member that asks B for the coordinator of A's group is sent to A
+    and must get there, so every step must settle and every record be read. (A cut
+    proxy that accepts and resets would not do: the handshake completes before the
+    reset, and B's probe may count A as reachable.)"""
     a = agent(cluster.key, extra=["--agent-id", "agt-view-a"])
-    kafka_cut, peer_cut = TcpProxy(a.port), TcpProxy(a.http_port)
-    kafka_cut.close()
+    peer_cut = TcpProxy(a.http_port)
     peer_cut.close()
 
     def hide_a(path: str, answer: dict) -> dict:
         for entry in answer.get("agents") or []:
             if entry.get("agent_id") == a.agent_id:
-                entry.update(port=kafka_cut.port, http_port=peer_cut.port)
+                entry.update(http_port=peer_cut.port)
         return answer
 
     proxy = FaultyProxy(live_server.url, rewrite=hide_a)
@@ -223,9 +224,6 @@ def test_one_coordinator_while_one_agent_cannot_reach_the_other(
                 bootstrap_for=lambda i: (a.bootstrap, None),
                 log_dir=tmp_path,
                 partitions=partitions_for(members),
-                # Safety only: a member that asks B for the coordinator cannot get
-                # there (B knows A only at the closed ports), so it may never join.
-                safety_only=True,
             ).run()
             record("B cannot reach A", 2, run, report)
     finally:

@@ -245,9 +245,7 @@ class GroupRun:
     `fault_settle_s`.
 
     Produces into the topic meanwhile and checks the issue's invariants; `report` holds
-    the numbers. `safety_only`: each step gets a session timeout and only "no partition
-    held twice in one generation" is checked (for members that may be unable to reach
-    the coordinator at all)."""
+    the numbers."""
 
     def __init__(
         self,
@@ -263,12 +261,11 @@ class GroupRun:
         fault: Callable[[], None] | None = None,
         fault_rebalances: bool = True,
         fault_settle_s: float = SESSION_TIMEOUT_MS / 1000,
-        safety_only: bool = False,
     ) -> None:
         self.client, self.count, self.topic, self.group = client, members, topic, group
         self.brokers, self.bootstrap_for, self.log_dir = brokers, bootstrap_for, log_dir
         self.partitions, self.fault, self.fault_rebalances = partitions, fault, fault_rebalances
-        self.safety_only, self.fault_settle_s = safety_only, fault_settle_s
+        self.fault_settle_s = fault_settle_s
         self.everyone: list[TrackedMember] = []
         self.report: dict[str, object] = {"client": client, "members": members}
 
@@ -307,8 +304,6 @@ class GroupRun:
         live = [self._new(i) for i in range(self.count)]
         try:
             producer.start()
-            if self.safety_only:
-                return self._safety_only(live, producer)
             # From the start of the last member: the group's first rebalance waits for
             # the initial delay and for each client's own start-up.
             self._settle(live, "first assignment", 3 * session_s, rebalanced=False)
@@ -334,38 +329,8 @@ class GroupRun:
             producer.stopping.set()
             for m in self.everyone:
                 if m.is_alive():
-                    self._stop(m)
+                    m.stop()
         self.check(produced)
-        return self.report
-
-    def _stop(self, member: TrackedMember) -> None:
-        """Close a member; with `safety_only`, one that cannot reach its coordinator may
-        hang in its client's close (aiokafka): it is noted and left (a daemon thread)."""
-        try:
-            member.stop(8.0) if self.safety_only else member.stop()
-        except AssertionError:
-            if not self.safety_only:
-                raise
-            self.report.setdefault("stuck in close", []).append(member.name)
-
-    def _safety_only(self, live: list[TrackedMember], producer: BackgroundProducer) -> dict:
-        session_s = SESSION_TIMEOUT_MS / 1000
-        time.sleep(2 * session_s)
-        live.append(self._new(self.count))
-        time.sleep(session_s)
-        self._stop(live.pop(0))
-        time.sleep(session_s)
-        producer.finish()
-        final = {m.name: (m.generation, sorted(m.assigned)) for m in live}
-        for m in live:
-            self._stop(m)
-        twice = double_owners(self.everyone)
-        assert not twice, f"{self.client}: partitions held twice in one generation: {twice[:5]}"
-        self.report.update(
-            final=final,
-            joined=sum(1 for m in self.everyone if m.history),
-            rebalances=len({g for m in self.everyone for g, _ in m.history}),
-        )
         return self.report
 
     def check(self, produced: set[tuple[int, int]]) -> None:
