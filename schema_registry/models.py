@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from controlplane.models import OrgScopedQuerySet
 from virtualclusters.models import VirtualCluster
 
 COMPATIBILITY_LEVELS = (
@@ -34,6 +35,9 @@ class Registry(models.Model):
     compatibility = models.CharField(max_length=32, default=DEFAULT_COMPATIBILITY)
     next_id = models.PositiveIntegerField(default=1)
 
+    org_lookup = "cluster__organization"
+    objects = OrgScopedQuerySet.as_manager()
+
     class Meta:
         db_table = "floe_sr_registry"
 
@@ -47,6 +51,9 @@ class RegisteredSchema(models.Model):
     fingerprint = models.CharField(max_length=64)
     schema_type = models.CharField(max_length=16, default="AVRO")
     references = models.JSONField(default=list)  # [{"name", "subject", "version"}]
+
+    org_lookup = "registry__cluster__organization"
+    objects = OrgScopedQuerySet.as_manager()
 
     class Meta:
         db_table = "floe_sr_schema"
@@ -62,6 +69,9 @@ class Subject(models.Model):
     registry = models.ForeignKey(Registry, on_delete=models.CASCADE, related_name="subjects")
     name = models.CharField(max_length=255)
     compatibility = models.CharField(max_length=32, null=True, blank=True)
+
+    org_lookup = "registry__cluster__organization"
+    objects = OrgScopedQuerySet.as_manager()
 
     class Meta:
         db_table = "floe_sr_subject"

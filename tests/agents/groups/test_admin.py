@@ -171,7 +171,13 @@ def test_the_rest_api_shows_members_assignments_and_lag_then_deletes(agent, clus
     try:
         wait_until(lambda: balanced([member], 2), 30, "the member holds both partitions")
         wait_until(lambda: len(member.records) == 40, 20, "all read")
-        wait_until(lambda: get(url).json()[0]["members"], 10, "the agent reports the member")
+        # Reports go out every 3 s and on changes: one may show the member still joining
+        # (PreparingRebalance); the next shows the group Stable.
+        wait_until(
+            lambda: (g := get(url).json()[0])["members"] and g["state"] == "Stable",
+            10,
+            "the agent reports the member in a Stable group",
+        )
         [live] = get(url).json()
         assert live["state"] == "Stable" and live["protocol"] == "range"
         assert [m["client_id"] for m in live["members"]] == ["events-0"]
