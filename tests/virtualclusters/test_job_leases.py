@@ -87,6 +87,33 @@ def test_an_expired_lease_is_requeued_and_the_late_result_refused(alice):
     assert run.state == "succeeded" and run.input_files == 3 and run.lease_agent == "agt-alive"
 
 
+def test_a_renewal_racing_the_expiry_does_not_bring_the_lease_back(alice, monkeypatch):
+    """The renewal reads the run (lease still good), the lease runs out, then the renewal
+    writes: it must stay lost. (It was extended by 30 s: the job runner's test saw a step's
+    result accepted after its lease had been made to expire.)"""
+    from virtualclusters.jobs import leases
+
+    run = queue_orphan_cleanup(alice["cluster"])
+    leased = lease(alice["agent_key"])
+    read = leases._leased
+
+    def read_then_expire(*args, **kwargs):
+        found = read(*args, **kwargs)
+        JobRun.objects.filter(pk=run.pk).update(
+            lease_expires_at=timezone.now() - timedelta(seconds=1)
+        )
+        return found
+
+    monkeypatch.setattr(leases, "_leased", read_then_expire)
+    refused = AgentApi(alice["agent_key"]).raw(
+        "jobs/heartbeat",
+        {"run_id": run.public_id, "lease": leased["lease"], "lease_s": 30, "progress": {}},
+    )
+    assert refused.status_code == 409 and "lease" in refused.json()["error"]
+    run.refresh_from_db()
+    assert run.lease_expires_at < timezone.now()
+
+
 def test_a_reported_error_fails_the_run_with_it(alice):
     run = queue_orphan_cleanup(alice["cluster"])
     leased = lease(alice["agent_key"])

@@ -103,10 +103,13 @@ def job_lease_renew(
     """Extend a lease (the agent's heartbeat while Spark works) and record progress."""
     run = _leased(cluster, run_id, token)
     run.progress = {**run.progress, **progress}
-    run.lease_expires_at = timezone.now() + _lease_length(lease_s)
-    updated = JobRun.objects.filter(pk=run.pk, state=State.RUNNING, lease_token=token).update(
-        progress=run.progress, lease_expires_at=run.lease_expires_at
-    )
+    now = timezone.now()
+    run.lease_expires_at = now + _lease_length(lease_s)
+    # Still unexpired as it is extended: a lease that ran out between the read above and
+    # this write stays lost (the renewal would otherwise bring it back to life).
+    updated = JobRun.objects.filter(
+        pk=run.pk, state=State.RUNNING, lease_token=token, lease_expires_at__gte=now
+    ).update(progress=run.progress, lease_expires_at=run.lease_expires_at)
     if not updated:
         raise LeaseLost(f"job run {run_id} is not leased with this token (the lease was lost)")
     return run
