@@ -89,7 +89,7 @@ class AgentContext:
         coordinators must be among them: clients only reach brokers Metadata listed."""
         if self.groups is None:
             return [self.me()]
-        candidates = self.groups.ring.candidates()
+        candidates = self.groups.ring.client_candidates()
         if not CLIENT_ROLES & set(self.config.roles):
             # An agent without client roles never names itself (clients that found it
             # anyway are sent to the agents that serve them).

@@ -77,6 +77,8 @@ class CoordinatorRing:
         # agent id -> (checked at, reachable)
         self._health: dict[str, tuple[float, bool]] = {}
         self._probes: dict[str, asyncio.Task] = {}
+        # suspect's agent id -> whether its Kafka port accepted a connection (check_clients)
+        self._kafka_open: dict[str, bool] = {}
 
     def update(self, live_agents: list[dict[str, Any]]) -> None:
         """Take the live agents from a register/heartbeat answer."""
@@ -110,6 +112,39 @@ class CoordinatorRing:
     def candidates(self) -> list[Peer]:
         """This agent and every peer not currently suspected."""
         return [self.me, *(p for p in self._peers.values() if not self._suspected(p.agent_id))]
+
+    def client_candidates(self) -> list[Peer]:
+        """The agents clients may be sent to (Metadata's brokers): the candidates, and the
+        suspects whose Kafka port last accepted a connection — a cut between two agents'
+        peer channels is not one between clients and agents, and a client drops its
+        connections to brokers Metadata leaves out (kafkajs dropped its coordinator's)."""
+        return [
+            self.me,
+            *(
+                p
+                for p in self._peers.values()
+                if not self._suspected(p.agent_id) or self._kafka_open.get(p.agent_id, False)
+            ),
+        ]
+
+    async def check_clients(self) -> None:
+        """Probe the Kafka port of every suspect (`client_candidates`)."""
+        suspects = [p for p in self._peers.values() if self._suspected(p.agent_id)]
+        if suspects:
+            opened = await asyncio.gather(*(self._connects(p.host, p.port) for p in suspects))
+            self._kafka_open = {p.agent_id: ok for p, ok in zip(suspects, opened, strict=True)}
+        else:
+            self._kafka_open = {}
+
+    async def _connects(self, host: str, port: int) -> bool:
+        try:
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port), self._probe_timeout
+            )
+        except (OSError, TimeoutError):
+            return False
+        writer.close()
+        return True
 
     def owner(self, key: str, key_type: int = GROUP_KEY) -> Peer:
         """The coordinator for `key` from what is known now (no probing)."""

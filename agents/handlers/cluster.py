@@ -65,6 +65,7 @@ async def routed_brokers(ctx: AgentContext, header) -> list[Peer]:
     the control plane's live list for the liveness window)."""
     if ctx.groups is not None:
         await ctx.groups.ring.check_all()
+        await ctx.groups.ring.check_clients()
     brokers = ctx.zone_peers(client_zone(header.client_id))
     me = ctx.node_id
     return sorted(brokers, key=lambda p: p.node_id != me)  # this agent first, if listed

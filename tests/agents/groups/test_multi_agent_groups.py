@@ -197,13 +197,17 @@ def test_one_coordinator_while_one_agent_cannot_reach_the_other(
     proxy = FaultyProxy(live_server.url, rewrite=hide_a)
     try:
         b = agent(cluster.key, extra=["--agent-id", "agt-view-b"], control_plane_url=proxy.url)
+        # B's peer channel to A is cut (B's ring leaves A out: no relays to it, no lease
+        # offered to it), while clients reach both Kafka ports and both agents list both
+        # as brokers: a client drops its connections to brokers Metadata leaves out.
         wait_until(
             lambda: (
                 broker_ports(a.bootstrap, "probe") == {a.port, b.port}
-                and broker_ports(b.bootstrap, "probe") == {b.port}
+                and f"agent {a.agent_id} at 127.0.0.1:{peer_cut.port} is unreachable" in b.logs()
+                and broker_ports(b.bootstrap, "probe") == {a.port, b.port}
             ),
             20,
-            "A sees both agents, B only itself",
+            "A reaches B, B cannot reach A's peer channel, clients see both",
         )
         # Groups A's hashing gives to A: B, which cannot see A, would otherwise take them.
         names = (f"v{n}" for n in count())
