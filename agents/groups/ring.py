@@ -137,14 +137,19 @@ class CoordinatorRing:
             self._kafka_open = {}
 
     async def _connects(self, host: str, port: int) -> bool:
+        return await self._connect_failure(host, port) is None
+
+    async def _connect_failure(self, host: str, port: int) -> str | None:
+        """Why a TCP connection to host:port failed within the probe timeout; None if it
+        was accepted (and closed at once)."""
         try:
             _, writer = await asyncio.wait_for(
                 asyncio.open_connection(host, port), self._probe_timeout
             )
-        except (OSError, TimeoutError):
-            return False
+        except (OSError, TimeoutError) as exc:
+            return str(exc) or type(exc).__name__
         writer.close()
-        return True
+        return None
 
     def owner(self, key: str, key_type: int = GROUP_KEY) -> Peer:
         """The coordinator for `key` from what is known now (no probing)."""
@@ -218,23 +223,16 @@ class CoordinatorRing:
 
     async def _probe(self, peer: Peer) -> bool:
         port = peer.http_port or peer.port
-        try:
-            _, writer = await asyncio.wait_for(
-                asyncio.open_connection(peer.host, port), self._probe_timeout
+        failure = await self._connect_failure(peer.host, port)
+        reachable = failure is None
+        if not reachable and self._health.get(peer.agent_id, (0, True))[1]:
+            log.warning(
+                "agent %s at %s:%d is unreachable (%s); coordinating without it",
+                peer.agent_id,
+                peer.host,
+                port,
+                failure,
             )
-        except (OSError, TimeoutError) as exc:
-            if self._health.get(peer.agent_id, (0, True))[1]:
-                log.warning(
-                    "agent %s at %s:%d is unreachable (%s); coordinating without it",
-                    peer.agent_id,
-                    peer.host,
-                    port,
-                    exc or type(exc).__name__,
-                )
-            reachable = False
-        else:
-            writer.close()
-            reachable = True
         if peer.agent_id in self._peers:
             self._health[peer.agent_id] = (time.monotonic(), reachable)
         return reachable
