@@ -11,6 +11,7 @@ waiting person is told the agent's answer was refused (a 502) rather than left w
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import msgspec
 import redis
@@ -26,6 +27,12 @@ from virtualclusters.models import VirtualCluster
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 
 _page = msgspec.json.Decoder(schemas.BrowsedPage)
+
+# How an answer to each other kind of request than records (a query's ``kind``) is
+# checked: ``(raw answer, the waiting request) -> what the console takes``, or
+# `schemas.BadBody`. The apps that ask register theirs at start-up (`schema_registry`:
+# ``schema_texts``); a kind nobody registered is refused.
+ANSWER_CHECKS: dict[str, Callable[[bytes, dict], dict]] = {}
 
 
 def _redis_down(exc: redis.RedisError | OSError) -> CallRefused:
@@ -86,7 +93,11 @@ def browse_answer(cluster: VirtualCluster, body: schemas.BrowseAnswerRequest) ->
             answer = {"error": body.error or "no reason given", "not_found": body.not_found}
         else:
             try:
-                page = _check_page(bytes(body.page), owner)
+                kind = owner.get("kind")
+                check = _check_page if kind is None else ANSWER_CHECKS.get(kind)
+                if check is None:
+                    raise schemas.BadBody(f"no answer to a {kind!r} request is taken")
+                page = check(bytes(body.page), owner)
                 answer = {"page": {**page, "agent": body.agent_id or "an agent"}}
             except schemas.BadBody as exc:
                 channel.answer_post(body.id, {"refused": str(exc)})
