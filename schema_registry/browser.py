@@ -17,6 +17,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from metadata_store.agent_api import schemas
+from virtualclusters.browsing.agent_api import answer_decoded
 from virtualclusters.browsing.asking import agent_ask
 from virtualclusters.models import VirtualCluster
 
@@ -55,12 +56,7 @@ _texts = msgspec.json.Decoder(SchemaTexts)
 def texts_check(raw: bytes, owner: dict) -> dict:
     """An agent's answer to a ``schema_texts`` request as the console will read it: the
     documents of exactly the fingerprints asked, or `schemas.BadBody`."""
-    if len(raw) > MAX_ANSWER_BYTES:
-        raise schemas.BadBody(f"the schema texts are larger than {MAX_ANSWER_BYTES} bytes")
-    try:
-        answer = _texts.decode(raw)
-    except msgspec.DecodeError as exc:  # ValidationError included
-        raise schemas.BadBody(f"schema texts: {exc}") from None
+    answer = answer_decoded(raw, _texts, what="schema texts", max_bytes=MAX_ANSWER_BYTES)
     if sorted(answer.texts) != sorted(owner.get("fingerprints") or []):
         raise schemas.BadBody("schema texts: other fingerprints than the ones asked")
     return msgspec.to_builtins(answer)

@@ -129,11 +129,28 @@ def _subject_page(cluster_id: str, subject: str, anchor: str = "") -> str:
     return reverse("schema-subject", args=[cluster_id, subject]) + anchor
 
 
-def _confirmed(request, subject: str) -> bool:
-    if request.POST.get("confirm_name", "").strip() == subject:
-        return True
-    messages.error(request, "Type the subject's name to confirm deletion.")
-    return False
+def _deleted(request, cluster, subject: str, delete, done: str):
+    """Run `delete(permanent)` once the person typed the subject's name; say `done`
+    (with how) or why not. Where to go next: the subject's page, or the list when the
+    subject has no version left."""
+    here = _subject_page(cluster.public_id, subject, "#delete")
+    if request.POST.get("confirm_name", "").strip() != subject:
+        messages.error(request, "Type the subject's name to confirm deletion.")
+        return redirect(here)
+    permanent = request.POST.get("permanent") == "on"
+    try:
+        delete(permanent)
+    except RegistryError as exc:
+        messages.error(request, str(exc))
+        return redirect(here)
+    how = "permanently deleted" if permanent else "deleted (soft: its schema ids still resolve)"
+    messages.success(request, f"{done} {how}.")
+    left = selectors.subject_versions(
+        cluster=cluster, subject=subject, deleted=True, missing_ok=True
+    )["versions"]
+    if not left:
+        return redirect("cluster-schemas", cluster_id=cluster.public_id)
+    return redirect(_subject_page(cluster.public_id, subject))
 
 
 @login_required
@@ -141,22 +158,15 @@ def _confirmed(request, subject: str) -> bool:
 def schema_subject_delete(request, cluster_id: str, subject: str):
     """Delete a subject: soft, or (``permanent``, after a soft delete) for good."""
     cluster = cluster_or_404(request, cluster_id)
-    if not _confirmed(request, subject):
-        return redirect(_subject_page(cluster.public_id, subject, "#delete"))
-    permanent = request.POST.get("permanent") == "on"
-    try:
-        numbers = services.subject_delete(cluster=cluster, subject=subject, permanent=permanent)
-    except RegistryError as exc:
-        messages.error(request, str(exc))
-        return redirect(_subject_page(cluster.public_id, subject, "#delete"))
-    how = "permanently deleted" if permanent else "deleted (soft: its ids still resolve)"
-    listed = ", ".join(map(str, numbers))
-    messages.success(
-        request, f"Subject {subject} {how}: version{'s' * (len(numbers) > 1)} {listed}."
+    return _deleted(
+        request,
+        cluster,
+        subject,
+        lambda permanent: services.subject_delete(
+            cluster=cluster, subject=subject, permanent=permanent
+        ),
+        f"Subject {subject}",
     )
-    if permanent:
-        return redirect("cluster-schemas", cluster_id=cluster.public_id)
-    return redirect(_subject_page(cluster.public_id, subject))
 
 
 @login_required
@@ -168,26 +178,15 @@ def schema_version_delete(request, cluster_id: str, subject: str):
     if version is None:
         messages.error(request, "Choose the version to delete.")
         return redirect(_subject_page(cluster.public_id, subject, "#delete"))
-    if not _confirmed(request, subject):
-        return redirect(_subject_page(cluster.public_id, subject, "#delete"))
-    permanent = request.POST.get("permanent") == "on"
-    try:
-        services.version_delete(
+    return _deleted(
+        request,
+        cluster,
+        subject,
+        lambda permanent: services.version_delete(
             cluster=cluster, subject=subject, version=version, permanent=permanent
-        )
-    except RegistryError as exc:
-        messages.error(request, str(exc))
-        return redirect(_subject_page(cluster.public_id, subject, "#delete"))
-    how = "permanently deleted" if permanent else "deleted (soft)"
-    messages.success(request, f"Version {version} of {subject} {how}.")
-    if (
-        permanent
-        and not selectors.subject_versions(
-            cluster=cluster, subject=subject, deleted=True, missing_ok=True
-        )["versions"]
-    ):
-        return redirect("cluster-schemas", cluster_id=cluster.public_id)
-    return redirect(_subject_page(cluster.public_id, subject))
+        ),
+        f"Version {version} of {subject}",
+    )
 
 
 @login_required

@@ -4,7 +4,6 @@ agent of the cluster over the browse channel (`schema_registry.browser`)."""
 
 from __future__ import annotations
 
-from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound, ValidationError
@@ -25,8 +24,7 @@ from schema_registry.api.serializers import (
 )
 from schema_registry.browser import schema_texts
 from schema_registry.services import RegistryError
-from virtualclusters.api.views import ClusterScopedView, RecordsUnavailable
-from virtualclusters.browsing.asking import BrowseNotFound, BrowseUnavailable
+from virtualclusters.api.views import AGENT_READ_ERRORS, ClusterScopedView, agent_read_errors
 
 # Confluent's codes for a state that refuses the delete (soft-deleted already, not
 # soft-deleted first, referenced, too many): the request was fine, the state is not.
@@ -140,13 +138,7 @@ class VersionDetailView(SubjectScopedView):
         return cluster, found
 
     @extend_schema(
-        responses={
-            200: VersionTextSerializer,
-            409: OpenApiResponse(description="No live agent of the cluster is connected"),
-            502: OpenApiResponse(description="The agent's answer was refused or an error"),
-            503: OpenApiResponse(description="The browse channel (Redis) is unavailable"),
-            504: OpenApiResponse(description="No agent answered in time"),
-        },
+        responses={200: VersionTextSerializer, **AGENT_READ_ERRORS},
         summary="A subject's version with its schema text (read through a live agent)",
         description="The control plane holds no bucket credentials: a live agent of the "
         "cluster, connected over the channel it opens, reads the text from the bucket and "
@@ -154,12 +146,8 @@ class VersionDetailView(SubjectScopedView):
     )
     def get(self, request, cluster_id: str, subject: str, version: int):
         cluster, found = self._version(cluster_id, subject, version)
-        try:
+        with agent_read_errors():
             page = schema_texts(cluster, [found["fingerprint"]])
-        except BrowseNotFound:
-            raise Http404 from None
-        except BrowseUnavailable as exc:
-            raise RecordsUnavailable(str(exc), exc.status) from None
         body = {
             **found,
             "schema": page["texts"][found["fingerprint"]]["schema"],

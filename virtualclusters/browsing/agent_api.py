@@ -39,14 +39,20 @@ def _redis_down(exc: redis.RedisError | OSError) -> CallRefused:
     return CallRefused(503, f"the browse channel is unavailable (Redis: {type(exc).__name__})")
 
 
+def answer_decoded(raw: bytes, decoder: msgspec.json.Decoder, *, what: str, max_bytes: int):
+    """`raw` decoded by `decoder` (at most `max_bytes`), or `schemas.BadBody` saying what
+    is wrong with `what` (the page, the schema texts)."""
+    if len(raw) > max_bytes:
+        raise schemas.BadBody(f"the {what} is larger than {max_bytes} bytes")
+    try:
+        return decoder.decode(raw)
+    except msgspec.DecodeError as exc:  # ValidationError included
+        raise schemas.BadBody(f"{what}: {exc}") from None
+
+
 def _check_page(raw: bytes, owner: dict) -> dict:
     """The page as the console will read it, or `schemas.BadBody` saying what is wrong."""
-    if len(raw) > MAX_ANSWER_BYTES:
-        raise schemas.BadBody(f"the page is larger than {MAX_ANSWER_BYTES} bytes")
-    try:
-        page = _page.decode(raw)
-    except msgspec.DecodeError as exc:  # ValidationError included
-        raise schemas.BadBody(f"page: {exc}") from None
+    page = answer_decoded(raw, _page, what="page", max_bytes=MAX_ANSWER_BYTES)
     if (page.topic, page.partition) != (owner["topic"], owner["partition"]):
         raise schemas.BadBody("page: another topic or partition than the one asked")
     if page.log_start_offset > page.high_watermark:
