@@ -13,6 +13,7 @@ from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegis
 from playwright.sync_api import expect
 
 from tests.agents.conftest import agent, bucket_url  # noqa: F401 - fixtures
+from tests.controlplane.browser.test_console_pages import _fits_the_screen
 from tests.controlplane.browser.test_team_page import log_in
 from tests.factories import make_cluster, make_org
 
@@ -31,6 +32,7 @@ INVOICE = {"type": "record", "name": "Invoice", "namespace": "shop",
 def _shots(page, screenshots, name: str) -> None:
     for width in (1366, 375):
         page.set_viewport_size({"width": width, "height": 900})
+        _fits_the_screen(page)
         page.evaluate("window.scrollTo(0, 0)")  # the sticky bar stays at the top
         page.screenshot(path=screenshots / f"schemas-{name}-{width}.png", full_page=True)
     page.set_viewport_size({"width": 1280, "height": 800})
