@@ -71,6 +71,7 @@ def cluster_schemas(request, cluster_id: str):
         "subjects": selectors.subjects_overview(cluster=cluster, deleted=deleted),
         "deleted": deleted,
         "global_level": selectors.global_compatibility(cluster),
+        "levels": COMPATIBILITY_LEVELS,
     }
     return render(request, "schema_registry/subjects.html", context)
 
@@ -210,3 +211,19 @@ def schema_subject_config(request, cluster_id: str, subject: str):
             else f"{subject} follows the cluster's level again.",
         )
     return redirect(_subject_page(cluster.public_id, subject, "#compatibility"))
+
+
+@login_required
+@require_POST
+def cluster_schemas_config(request, cluster_id: str):
+    """Set the cluster's compatibility level (subjects without their own follow it)."""
+    cluster = cluster_or_404(request, cluster_id)
+    try:
+        level = services.config_set(
+            cluster=cluster, subject=None, compatibility=request.POST.get("compatibility", "")
+        )
+    except RegistryError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Subjects without their own level now check {level}.")
+    return redirect("cluster-schemas", cluster_id=cluster.public_id)

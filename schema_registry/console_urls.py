@@ -7,6 +7,11 @@ from schema_registry import console
 urlpatterns = [
     path("clusters/<str:cluster_id>/schemas/", console.cluster_schemas, name="cluster-schemas"),
     path(
+        "clusters/<str:cluster_id>/schemas-compatibility",
+        console.cluster_schemas_config,
+        name="cluster-schemas-config",
+    ),
+    path(
         "clusters/<str:cluster_id>/schemas/<str:subject>/",
         console.schema_subject,
         name="schema-subject",

@@ -110,3 +110,23 @@ def test_another_organizations_schemas_are_a_404_and_a_member_cannot_delete(alic
     refused = client.post(f"{alice.base}/orders-value/delete", {"confirm_name": "orders-value"})
     assert refused.status_code == 403
     assert _versions(alice.cluster, deleted=False) == [1, 2]
+
+
+def test_the_clusters_level_is_set_on_the_subjects_page(alice):
+    url = f"/clusters/{alice.cluster.public_id}/schemas-compatibility"
+    done = alice.post(url, {"compatibility": "forward"}, follow=True)
+    assert "now check FORWARD" in done.content.decode()
+    assert 'id="global-level">FORWARD' in done.content.decode()
+    bad = alice.post(url, {"compatibility": ""}, follow=True)
+    assert "Invalid compatibility level" in bad.content.decode()
+    assert 'id="global-level">FORWARD' in bad.content.decode()
+
+
+def test_the_subjects_page_query_count_does_not_grow_with_subjects(
+    alice, django_assert_max_num_queries
+):
+    for n in range(20):
+        register(alice.cluster, f"s{n}-value", f"text {n}")
+    with django_assert_max_num_queries(12):
+        page = alice.get(f"{alice.base}/")
+    assert page.content.decode().count("data-subject=") == 21
