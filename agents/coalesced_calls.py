@@ -38,7 +38,8 @@ class CoalescedCalls:
     async def _drain(self) -> None:
         try:
             while self._pending:
-                group, size = [], 0
+                group: list[tuple[list[dict[str, Any]], asyncio.Future]] = []
+                size = 0
                 while self._pending and (
                     not group or size + len(self._pending[0][0]) <= MAX_PARTITIONS_PER_CALL
                 ):

@@ -12,6 +12,7 @@ import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 DEFAULT_KAFKA_PORT = 9092
@@ -78,7 +79,7 @@ class AgentConfig:
 class _OneLineParser(argparse.ArgumentParser):
     """argparse prints usage plus the error on two lines; we want exactly one."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise ConfigError(message)
 
 
@@ -242,6 +243,17 @@ _ENV = {
 }
 
 
+def _int_value(values: Mapping[str, object], dest: str, default: int) -> int:
+    """An integer option as its parser (`_port`, `_positive_int`, whose minimums are what
+    may be given) returned it, or `default` when neither flag nor environment gave one."""
+    value = values[dest]
+    if value is None:
+        return default
+    if not isinstance(value, int):
+        raise TypeError(f"{dest} parsed to {value!r}, not an int")
+    return value
+
+
 def parse_config(
     argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> AgentConfig:
@@ -294,6 +306,10 @@ def parse_config(
             f"--zone must be 1-64 letters, digits, '.', '_', ':', '/' or '-', got {zone!r}"
         )
 
+    roles = values["roles"] or ROLES
+    if not isinstance(roles, tuple):
+        raise TypeError(f"roles parsed to {roles!r}, not a tuple")
+
     host = values["host"] or "127.0.0.1"
     advertise = values["advertise_host"] or (host if host not in ("0.0.0.0", "::") else "127.0.0.1")
     return AgentConfig(
@@ -303,34 +319,28 @@ def parse_config(
         agent_id=agent_id,
         host=str(host),
         advertise_host=str(advertise),
-        kafka_port=DEFAULT_KAFKA_PORT if values["kafka_port"] is None else values["kafka_port"],
-        http_port=DEFAULT_HTTP_PORT if values["http_port"] is None else values["http_port"],
-        schema_registry_port=(
-            DEFAULT_SCHEMA_REGISTRY_PORT
-            if values["schema_registry_port"] is None
-            else values["schema_registry_port"]
+        kafka_port=_int_value(values, "kafka_port", DEFAULT_KAFKA_PORT),
+        http_port=_int_value(values, "http_port", DEFAULT_HTTP_PORT),
+        schema_registry_port=_int_value(
+            values, "schema_registry_port", DEFAULT_SCHEMA_REGISTRY_PORT
         ),
-        schema_registry_rate=values["schema_registry_rate"] or DEFAULT_SCHEMA_REGISTRY_RATE,
+        schema_registry_rate=_int_value(
+            values, "schema_registry_rate", DEFAULT_SCHEMA_REGISTRY_RATE
+        ),
         zone=zone,
-        batch_timeout_ms=values["batch_timeout"] or DEFAULT_BATCH_TIMEOUT_MS,
-        batch_max_bytes=values["batch_max_bytes"] or DEFAULT_BATCH_MAX_BYTES,
-        cache_bytes=(
-            DEFAULT_CACHE_BYTES if values["cache_bytes"] is None else values["cache_bytes"]
-        ),
-        cache_chunk_bytes=values["cache_chunk_bytes"] or DEFAULT_CACHE_CHUNK_BYTES,
-        cache_copy_bytes=(
-            DEFAULT_CACHE_COPY_BYTES
-            if values["cache_copy_bytes"] is None
-            else values["cache_copy_bytes"]
-        ),
+        batch_timeout_ms=_int_value(values, "batch_timeout", DEFAULT_BATCH_TIMEOUT_MS),
+        batch_max_bytes=_int_value(values, "batch_max_bytes", DEFAULT_BATCH_MAX_BYTES),
+        cache_bytes=_int_value(values, "cache_bytes", DEFAULT_CACHE_BYTES),
+        cache_chunk_bytes=_int_value(values, "cache_chunk_bytes", DEFAULT_CACHE_CHUNK_BYTES),
+        cache_copy_bytes=_int_value(values, "cache_copy_bytes", DEFAULT_CACHE_COPY_BYTES),
         zone_cache=values["zone_cache"] is not False,
-        peer_timeout_ms=values["peer_timeout_ms"] or DEFAULT_PEER_TIMEOUT_MS,
+        peer_timeout_ms=_int_value(values, "peer_timeout_ms", DEFAULT_PEER_TIMEOUT_MS),
         log_level=str(values["log_level"] or "INFO"),
         require_sasl=bool(values["require_sasl"]),
         tls_cert=str(values["tls_cert"]) if values["tls_cert"] else None,
         tls_key=str(values["tls_key"]) if values["tls_key"] else None,
         tls_client_ca=str(values["tls_client_ca"]) if values["tls_client_ca"] else None,
-        roles=values["roles"] or ROLES,
+        roles=roles,
         spark_master=str(values["spark_master"] or ""),
-        job_lease_s=values["job_lease_s"] or 120,
+        job_lease_s=_int_value(values, "job_lease_s", 120),
     )

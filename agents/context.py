@@ -37,10 +37,10 @@ class AgentContext:
     cluster_id: str
     node_id: int
     port: int  # the bound Kafka port (differs from the flag when the flag is 0)
+    groups: GroupCoordinator  # consumer groups and who coordinates what
     offsets: PartitionOffsets = field(default_factory=PartitionOffsets)
     cluster_config: dict[str, Any] = field(default_factory=dict)
     live_agents: list[dict[str, Any]] = field(default_factory=list)
-    groups: GroupCoordinator | None = None  # set by the runtime once the agent is up
     peer_secret: str | None = None  # signs the peer channel; from the heartbeat answer
     peers: PeerClient | None = None  # the channel to the cluster's other agents
     schema_validator: SchemaValidator | None = None  # confluent.*.schema.validation topics
@@ -75,9 +75,7 @@ class AgentContext:
 
     def me(self) -> Peer:
         """This agent as a peer (its zone and Kafka address)."""
-        if self.groups is not None:
-            return self.groups.ring.me
-        return Peer(self.config.agent_id, self.host, self.port, self.node_id, zone=self.config.zone)
+        return self.groups.ring.me
 
     def known_zones(self) -> set[str]:
         """The zones of the live agents (clients may name any string; these are real)."""
@@ -87,8 +85,6 @@ class AgentContext:
         """The live agents a client of `zone` is sent to (this one first when it is among
         them): those of the zone, or every agent when the zone is None or has none. Group
         coordinators must be among them: clients only reach brokers Metadata listed."""
-        if self.groups is None:
-            return [self.me()]
         candidates = self.groups.ring.client_candidates()
         if not CLIENT_ROLES & set(self.config.roles):
             # An agent without client roles never names itself (clients that found it

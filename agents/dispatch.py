@@ -47,7 +47,9 @@ def _relayed(handler: Handler) -> Handler:
 
 # What this agent serves, and from which version (the codec may know older ones we
 # do not want: Fetch < 4 has no log start offset, Produce < 3 no magic-2 batches).
-HANDLERS: dict[ApiKey, tuple[Handler, int]] = {
+# Keyed by `ApiKey`s, typed by int: they are looked up by a header's plain-int api_key
+# (an IntEnum member hashes and compares as its int).
+HANDLERS: dict[int, tuple[Handler, int]] = {
     ApiKey.PRODUCE: (produce.handle_produce, 3),
     ApiKey.FETCH: (fetch.handle_fetch, 4),
     ApiKey.LIST_OFFSETS: (offsets.handle_list_offsets, 1),
@@ -101,13 +103,13 @@ _LATENCY = Histogram(
 )
 
 
-def served_versions() -> dict[ApiKey, tuple[int, int]]:
+def served_versions() -> dict[int, tuple[int, int]]:
     """API key → (min, max) version this agent serves: our handlers ∩ the codec."""
-    served = {}
+    served: dict[int, tuple[int, int]] = {}
     for api_key, (_, min_version) in HANDLERS.items():
         if api_key not in SUPPORTED_VERSIONS:
             continue
-        lo, hi = SUPPORTED_VERSIONS[api_key]
+        lo, hi = SUPPORTED_VERSIONS[ApiKey(api_key)]
         if max(lo, min_version) <= hi:
             served[api_key] = (max(lo, min_version), hi)
     if ApiKey.API_VERSIONS in SUPPORTED_VERSIONS:

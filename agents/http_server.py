@@ -47,6 +47,6 @@ async def start_http(app: web.Application, host: str, port: int) -> tuple[web.Ap
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
     await site.start()
-    server = site._server  # aiohttp keeps the asyncio server here; needed for port 0
-    bound = server.sockets[0].getsockname()[1] if server and server.sockets else port
-    return runner, bound
+    # The bound address, not `port`: port 0 asks the kernel for a free one.
+    addresses = runner.addresses
+    return runner, int(addresses[0][1]) if addresses else port

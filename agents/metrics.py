@@ -17,9 +17,11 @@ import platform
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Generic, TypeVar
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
+from prometheus_client.metrics import MetricWrapperBase
 
 from agents import AGENT_VERSION
 from core.kafka.errors import ErrorCode
@@ -39,12 +41,17 @@ _LATENCY_BUCKETS = (
 _SIZE_BUCKETS = tuple(float(1 << n) for n in range(10, 28, 2))  # 1 KiB … 128 MiB
 
 
-class _Metric:
+_Wrapped = TypeVar("_Wrapped", bound=MetricWrapperBase)
+
+
+class _Metric(Generic[_Wrapped]):
+    _metric: _Wrapped  # the prometheus_client metric, set by the subclass
+
     def __init__(self, name: str, labels: Sequence[str]) -> None:
         self.name = name
         self.labels = tuple(labels)
 
-    def _series(self, labels: Sequence[object]):
+    def _series(self, labels: Sequence[object]) -> _Wrapped:
         return self._metric.labels(*labels) if self.labels else self._metric
 
     def _samples(self, suffix: str = "") -> list[tuple[tuple[str, ...], float]]:
@@ -62,7 +69,7 @@ class _Metric:
         return sum(v for k, v in self._samples() if k == key)
 
 
-class Counter(_Metric):
+class Counter(_Metric[prometheus_client.Counter]):
     """A monotonically increasing number per label set (the name ends in `_total`)."""
 
     def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
@@ -82,7 +89,7 @@ class Counter(_Metric):
         return self._samples()
 
 
-class Gauge(_Metric):
+class Gauge(_Metric[prometheus_client.Gauge]):
     """A number that goes up and down, or a callback read at scrape time."""
 
     def __init__(
@@ -104,7 +111,7 @@ class Gauge(_Metric):
         self._series(labels).inc(amount)
 
 
-class Histogram(_Metric):
+class Histogram(_Metric[prometheus_client.Histogram]):
     """Cumulative buckets, sum and count per label set."""
 
     def __init__(

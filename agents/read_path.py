@@ -39,7 +39,8 @@ _PLAN_SECONDS = Histogram("floe_fetch_plan_seconds", "Latency of fetch-plan call
 _READ_ERRORS = Counter("floe_fetch_read_errors_total", "Batches that could not be read.")
 
 
-def _partition_answer(index: int, error: int = 0) -> dict[str, Any]:
+def partition_answer(index: int, error: int = 0) -> dict[str, Any]:
+    """A Fetch answer for one partition, empty until filled (or with `error`)."""
     return {
         "partition_index": index,
         "error_code": error,
@@ -57,12 +58,12 @@ class Wanted:
 
     __slots__ = ("info", "partition", "offset", "max_bytes", "answer", "sent_bytes", "sent_records")
 
-    def __init__(self, info: TopicInfo | None, request: dict[str, Any]) -> None:
+    def __init__(self, info: TopicInfo, request: dict[str, Any]) -> None:
         self.info = info
         self.partition = request["partition"]
         self.offset = request["fetch_offset"]
         self.max_bytes = request["partition_max_bytes"]
-        self.answer = _partition_answer(self.partition)
+        self.answer = partition_answer(self.partition)
         # What the last assembly put in the answer: record batch bytes and records.
         self.sent_bytes = self.sent_records = 0
 
@@ -91,12 +92,11 @@ async def fill(
                 "max_bytes": w.max_bytes,
             }
             for w in wanted
-            if w.info is not None
         ],
         "max_bytes": max_bytes,
         "isolation_level": 1 if body.get("isolation_level") == 1 else 0,
     }
-    keys = [(w.info.topic_id_str, w.partition) for w in wanted if w.info is not None]
+    keys = [(w.info.topic_id_str, w.partition) for w in wanted]
     while True:
         seen = ctx.watch.snapshot(keys)
         started = time.perf_counter()

@@ -74,10 +74,8 @@ class ConsumedByTopic:
 
     def report(self) -> dict[str, list[int]]:
         """{topic id: [bytes, records]}, the MAX_REPORTED_TOPICS most read topics."""
-        items = self._counts.items()
-        if len(self._counts) > MAX_REPORTED_TOPICS:
-            items = sorted(items, key=lambda kv: kv[1][0], reverse=True)[:MAX_REPORTED_TOPICS]
-        return {topic_id: list(counts) for topic_id, counts in items}
+        items = sorted(self._counts.items(), key=lambda kv: kv[1][0], reverse=True)
+        return {topic_id: list(counts) for topic_id, counts in items[:MAX_REPORTED_TOPICS]}
 
 
 CONSUMED = ConsumedByTopic()

@@ -15,6 +15,7 @@ from typing import Any
 from agents import read_path
 from agents.context import AgentContext
 from agents.handlers.offsets import handle_list_offsets
+from agents.topics import TopicInfo
 from core.kafka.records import decode_records, iter_batches
 
 MAX_RECORDS = 500
@@ -30,7 +31,9 @@ def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode()
 
 
-async def _read_from(ctx: AgentContext, info, partition: int, offset: int) -> dict[str, Any]:
+async def _read_from(
+    ctx: AgentContext, info: TopicInfo, partition: int, offset: int
+) -> dict[str, Any]:
     wanted = read_path.Wanted(
         info, {"partition": partition, "fetch_offset": offset, "partition_max_bytes": READ_BYTES}
     )

@@ -102,7 +102,7 @@ class AgentRuntime:
         self.registered = False
         self.ctx: AgentContext | None = None
         self._stop = asyncio.Event()
-        self._requests_seen = 0
+        self._requests_seen = 0.0
         self.http_port = 0
         self.peers: PeerClient | None = None
 
@@ -161,8 +161,7 @@ class AgentRuntime:
         secret = answer.get("peer_secret")
         if isinstance(secret, str) and 0 < len(secret) <= 256:
             ctx.peer_secret = secret
-        if ctx.groups is not None:
-            ctx.groups.live_agents_changed(ctx.live_agents)
+        ctx.groups.live_agents_changed(ctx.live_agents)
         # The cluster may cap how long and how large segments get; our flags can only
         # make them smaller.
         age = _positive(ctx.cluster_config.get("max_flush_age_ms"))
@@ -175,7 +174,7 @@ class AgentRuntime:
     def _zone_cache_peers(self) -> list[Peer]:
         """The agents sharing this one's cache: the reachable live agents of its zone."""
         ctx = self.ctx
-        if ctx is None or ctx.groups is None:
+        if ctx is None:
             return []
         zone = self.config.zone
         return [p for p in ctx.groups.ring.candidates() if p.zone == zone and p.http_port]
@@ -246,7 +245,9 @@ class AgentRuntime:
             watch = CommitWatch()
             offsets = PartitionOffsets()
             # Group relays use the peer channel even when the zone cache is off.
-            self.peers = PeerClient(config.agent_id, lambda: self.ctx and self.ctx.peer_secret)
+            self.peers = PeerClient(
+                config.agent_id, lambda: self.ctx.peer_secret if self.ctx is not None else None
+            )
             cache = ZoneCache(
                 store,
                 ChunkCache(
@@ -272,7 +273,15 @@ class AgentRuntime:
                 watch=watch,
                 offsets=offsets,
             )
-            self.ctx = AgentContext(
+            me = Peer(
+                config.agent_id,
+                config.advertise_host,
+                port,
+                node_id_for(config.agent_id),
+                zone=config.zone,
+                http_port=self.http_port,
+            )
+            ctx = self.ctx = AgentContext(
                 config=config,
                 client=self.client,
                 topics=TopicCache(self.client),
@@ -281,28 +290,20 @@ class AgentRuntime:
                 watch=watch,
                 offsets=offsets,
                 cluster_id=cluster_id,
-                node_id=node_id_for(config.agent_id),
+                node_id=me.node_id,
                 port=port,
-            )
-            me = Peer(
-                config.agent_id,
-                self.ctx.host,
-                self.ctx.port,
-                self.ctx.node_id,
-                zone=config.zone,
-                http_port=self.http_port,
+                groups=GroupCoordinator.start_for(me, self.client),
             )
             # Every agent validates produce for topics that ask (schema-registry role or not).
             registry = SchemaRegistry(
                 self.client, store, cluster_id=cluster_id, executor=self.executor
             )
-            self.ctx.schema_validator = SchemaValidator(registry)
-            self.ctx.groups = GroupCoordinator.start_for(me, self.ctx.client)
+            ctx.schema_validator = SchemaValidator(registry)
             self._apply_cluster(answer)
             self.registered = True
 
-            self.ctx.peers = self.peers
-            dispatcher = Dispatcher(self.ctx)
+            ctx.peers = self.peers
+            dispatcher = Dispatcher(ctx)
             server = KafkaServer(
                 dispatcher, max_frame_bytes=config.max_request_bytes, security=security
             )
@@ -311,14 +312,13 @@ class AgentRuntime:
             app = build_app(self._unhealthy_reason)
             add_peer_routes(
                 app,
-                secret=lambda: self.ctx.peer_secret,
+                secret=lambda: ctx.peer_secret,
                 cluster_prefix=cluster_id + "/",
                 chunk_bytes=config.cache_chunk_bytes,
                 serve_chunk=cache.serve_peer,
                 relay=dispatcher.relayed,
             )
             http_runner = await start_http_on(app, http_sock)
-            http_sock = None
             if registry_sock is not None:
                 auth = None
                 if security.require_sasl and security.credentials is not None:
@@ -338,7 +338,7 @@ class AgentRuntime:
             browsing = BrowseChannel(
                 self.client,
                 agent_id=config.agent_id,
-                browse=functools.partial(record_browser.browse, self.ctx),
+                browse=functools.partial(record_browser.browse, ctx),
                 schema_document=registry.document,
             )
             browse_polls = asyncio.get_running_loop().create_task(browsing.run_forever())
@@ -372,7 +372,7 @@ class AgentRuntime:
                     SHUTDOWN_FLUSH_S,
                 )
                 writer.abandon()
-            await self.ctx.groups.close()
+            await ctx.groups.close()
             await server.close_connections()
         finally:
             for task in (heartbeat, lag_watch, jobs, browse_polls):

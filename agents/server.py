@@ -13,6 +13,7 @@ import asyncio
 import logging
 import socket
 from collections import deque
+from typing import Any
 
 from agents.dispatch import Dispatcher
 from agents.handlers.errors import CloseConnection
@@ -59,8 +60,9 @@ class KafkaConnection(asyncio.Protocol):
         self._server = server
         self._dispatcher = server.dispatcher
         self._decoder = FrameDecoder(server.max_frame_bytes)
-        self._pending: deque[asyncio.Future] = deque()
+        self._pending: deque[asyncio.Future[Any]] = deque()
         self._pending_bytes = 0  # request frame bytes of the requests in `_pending`
+        self._frame_bytes: dict[asyncio.Future[Any], int] = {}  # each request's share
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
         self._closing = False
@@ -91,6 +93,7 @@ class KafkaConnection(asyncio.Protocol):
         for future in self._pending:
             future.cancel()
         self._pending.clear()
+        self._frame_bytes.clear()
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -139,7 +142,7 @@ class KafkaConnection(asyncio.Protocol):
             )
             return
         task = self._loop.create_task(self._dispatcher.dispatch(header, body, self.session))
-        task.frame_bytes = len(frame)  # type: ignore[attr-defined]
+        self._frame_bytes[task] = len(frame)
         self._pending_bytes += len(frame)
         self._pending.append(task)
         task.add_done_callback(self._on_done)
@@ -180,7 +183,7 @@ class KafkaConnection(asyncio.Protocol):
     def _collect_ready(self, pending, transport, ready: list[bytes]) -> None:
         while pending and pending[0].done():
             future = pending.popleft()
-            self._pending_bytes -= getattr(future, "frame_bytes", 0)
+            self._pending_bytes -= self._frame_bytes.pop(future, 0)
             if future.cancelled() or transport is None or transport.is_closing():
                 continue
             exc = future.exception()

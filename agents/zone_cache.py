@@ -1,8 +1,9 @@
 """The zone's distributed file cache (seed 002, "Read Path").
 
-The agents of a zone form a consistent-hashing ring (`uhashring`, virtual nodes) over
-(file, chunk): membership is the control plane's live-agent list for this zone, less
-the agents this one has found unreachable. The owner of a chunk loads it from the
+The agents of a zone share out the (file, chunk) keys by rendezvous hashing
+(`agents.groups.ring.rendezvous_weight`, the one consistent-hashing approach): membership
+is the control plane's live-agent list for this zone, less the agents this one has found
+unreachable. The owner of a chunk loads it from the
 bucket with one ranged GET and keeps it; every other agent of the zone asks the owner
 over the peer channel and keeps a small local copy. Concurrent misses share one load
 on each agent (single-flight), so one chunk costs one GET per zone however many
@@ -21,17 +22,14 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 
-from uhashring import HashRing
-
 from agents.chunk_cache import ChunkCache, ChunkKey
-from agents.groups.ring import Peer
+from agents.groups.ring import Peer, rendezvous_weight
 from agents.peers.client import PeerClient, PeerError
 from agents.read_stats import CACHE_REQUESTS, PEER_FAILURES, PEER_FETCHED_BYTES, PEER_SERVED_BYTES
 from core.storage import ObjectStore
 
 log = logging.getLogger(__name__)
 
-VNODES = 160  # per agent: keeps each agent's share of chunks within a few % of even
 DEFAULT_PEER_TIMEOUT_S = 5.0
 SUSPECT_FOR_S = 5.0
 
@@ -43,16 +41,11 @@ class ChunkRing:
         self.me = me
         self._members: tuple[str, ...] = ()
         self._peers: dict[str, Peer] = {}
-        self._ring: HashRing | None = None
 
     def update(self, peers: Sequence[Peer]) -> None:
-        """Take the zone's reachable agents (this one included); rebuilds the ring only
-        when membership changed."""
+        """Take the zone's reachable agents (this one included)."""
         self._peers = {p.agent_id: p for p in peers}
-        members = tuple(sorted({self.me, *self._peers}))
-        if members != self._members:
-            self._members = members
-            self._ring = HashRing(nodes={m: {"vnodes": VNODES} for m in members})
+        self._members = tuple(sorted({self.me, *self._peers}))
 
     @property
     def members(self) -> tuple[str, ...]:
@@ -60,9 +53,10 @@ class ChunkRing:
 
     def owner(self, key: str, index: int) -> Peer | None:
         """The owning peer, or None when this agent owns the chunk."""
-        if self._ring is None or len(self._members) == 1:
+        if len(self._members) <= 1:
             return None
-        agent_id = self._ring.get_node(f"{key}#{index}")
+        chunk = f"{key}#{index}"
+        agent_id = max(self._members, key=lambda member: rendezvous_weight(chunk, member))
         return None if agent_id == self.me else self._peers.get(agent_id)
 
 

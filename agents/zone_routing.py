@@ -13,13 +13,12 @@ Pure functions over `Peer`s: no I/O, no asyncio.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from collections.abc import Sequence
 
 from agents.config import ZONE_PATTERN
-from agents.groups.ring import Peer
+from agents.groups.ring import Peer, rendezvous_weight
 
 # key=value features in client.id, separated by commas, semicolons or spaces (WarpStream
 # documents `ws_az=…` this way). A zone is what `--zone` accepts.
@@ -68,9 +67,8 @@ def load_weights(peers: Sequence[Peer]) -> dict[str, float]:
 
 
 def _unit_hash(key: str, agent_id: str) -> float:
-    digest = hashlib.blake2b(f"{key}\x00{agent_id}".encode(), digest_size=8).digest()
     # In (0, 1): never 0, so the logarithm below is finite.
-    return (int.from_bytes(digest, "big") + 1) / (2**64 + 1)
+    return (rendezvous_weight(key, agent_id) + 1) / (2**64 + 1)
 
 
 def weighted_owner(key: str, peers: Sequence[Peer], weights: dict[str, float]) -> Peer:

@@ -53,7 +53,11 @@ def fails_whole_group(exc: BaseException) -> bool:
 @dataclass(eq=False)
 class _Waiting:
     request: Any
-    future: asyncio.Future
+    future: asyncio.Future[Any]
+
+
+# (the commit, its result, or the error it gets)
+_Outcome = tuple[_Waiting, Any, BaseException | None]
 
 
 @dataclass(eq=False)
@@ -91,7 +95,7 @@ class CommitPipeline:
         asyncio.get_running_loop().create_task(self._run(cluster_id, state, group))
 
     async def _run(self, cluster_id: int, state: _Cluster, group: list[_Waiting]) -> None:
-        outcomes: list[tuple[_Waiting, Any, BaseException | None]] = []
+        outcomes: list[_Outcome] = []
         try:
             outcomes = await self._outcomes(cluster_id, group)
         finally:
@@ -110,7 +114,7 @@ class CommitPipeline:
             if not state.queue and not state.running:
                 self._clusters.pop(cluster_id, None)
 
-    async def _outcomes(self, cluster_id: int, group: list[_Waiting]) -> list[tuple]:
+    async def _outcomes(self, cluster_id: int, group: list[_Waiting]) -> list[_Outcome]:
         try:
             results = await self._execute(cluster_id, [w.request for w in group])
             return [(w, r, None) for w, r in zip(group, results, strict=True)]
@@ -118,7 +122,7 @@ class CommitPipeline:
             if len(group) == 1 or fails_whole_group(exc):
                 return [(w, None, exc) for w in group]
             log.warning("a group of %d commits failed (%r): each runs alone", len(group), exc)
-        outcomes = []
+        outcomes: list[_Outcome] = []
         for waiting in group:
             try:
                 (result,) = await self._execute(cluster_id, [waiting.request])

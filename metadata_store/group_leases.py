@@ -20,26 +20,29 @@ saved state and has the members rejoin.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
 
 from core.kafka.errors import ErrorCode
 
 _STATE = "generation, protocol_type, protocol_name, leader, members"
 
 
-def _clock(cursor, now: datetime | None) -> datetime:
+def _clock(cursor: CursorWrapper, now: datetime | None) -> datetime:
     cursor.execute("SELECT COALESCE(%s::timestamptz, clock_timestamp())", [now])
-    return cursor.fetchone()[0]
+    clock: datetime = cursor.fetchone()[0]
+    return clock
 
 
-def _ms(delta) -> int:
+def _ms(delta: timedelta) -> int:
     return max(int(delta.total_seconds() * 1000), 0)
 
 
-def _state(row) -> dict[str, Any]:
+def _state(row: Sequence[Any]) -> dict[str, Any]:
     generation, protocol_type, protocol_name, leader, members = row
     if isinstance(members, str):
         members = json.loads(members)
@@ -61,7 +64,7 @@ def group_leases_exchange(
     acquire: list[str],
     renew: list[tuple[str, int]],
     release: list[tuple[str, int]],
-    offer: list[tuple[str, str]] = (),
+    offer: Sequence[tuple[str, str]] = (),
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """One agent's lease traffic: releases, renewals, then acquisitions.
@@ -211,7 +214,7 @@ def group_commit_check(
             return ErrorCode.NOT_COORDINATOR
     elif row is not None and row[2]:
         return ErrorCode.NOT_COORDINATOR
-    state = _state(row[3:]) if row is not None else {"generation": 0, "members": []}
+    state: dict[str, Any] = _state(row[3:]) if row is not None else {"generation": 0, "members": []}
     members = state["members"]
     if generation < 0 and not member_id and group_instance_id is None:
         # A commit outside group management (assign() consumers, admin tools): only

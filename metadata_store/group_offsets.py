@@ -7,15 +7,20 @@ the lease and the group's saved generation and members in the transaction that s
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import transaction
 
 from core.kafka.errors import ErrorCode
 from metadata_store.group_leases import group_commit_check
 from metadata_store.models import GroupOffset, Partition, TransactionOffset
+from metadata_store.store import JSON
 from virtualclusters.models import VirtualCluster
 
 
-def _partition_map(cluster: VirtualCluster, pairs: set[tuple[str, int]]) -> dict:
+def _partition_map(
+    cluster: VirtualCluster, pairs: set[tuple[str, int]]
+) -> dict[tuple[str, int], int]:
     names = {p[0] for p in pairs}
     rows = Partition.objects.filter(topic__cluster=cluster, topic__name__in=names).values_list(
         "topic__name", "index", "id"
@@ -27,15 +32,15 @@ def _partition_map(cluster: VirtualCluster, pairs: set[tuple[str, int]]) -> dict
 def group_offsets_commit(
     cluster: VirtualCluster,
     group_id: str,
-    offsets: list,
+    offsets: list[JSON],
     *,
     agent_id: str | None = None,
     epoch: int | None = None,
     generation: int = -1,
     member_id: str = "",
     group_instance_id: str | None = None,
-    now=None,
-) -> dict:
+    now: datetime | None = None,
+) -> JSON:
     """Store a group's offsets if the committer may (`group_commit_check`: the lease's
     epoch, the group's generation and members); else every offset answers the error."""
     error = group_commit_check(
@@ -57,7 +62,8 @@ def group_offsets_commit(
         }
     pairs = {(str(o["topic"]), int(o["partition"])) for o in offsets}
     partitions = _partition_map(cluster, pairs)
-    answers, rows = [], []
+    answers: list[JSON] = []
+    rows: list[GroupOffset] = []
     for o in offsets:
         key = (str(o["topic"]), int(o["partition"]))
         pid = partitions.get(key)
@@ -85,11 +91,15 @@ def group_offsets_commit(
 
 
 def group_offsets_fetch(
-    cluster: VirtualCluster, group_id: str, partitions: list | None, *, require_stable=False
-) -> dict:
+    cluster: VirtualCluster,
+    group_id: str,
+    partitions: list[JSON] | None,
+    *,
+    require_stable: bool = False,
+) -> JSON:
     """The group's committed offsets. `require_stable` (KIP-447): partitions whose
     offsets an open transaction holds answer UNSTABLE_OFFSET_COMMIT (the consumer retries)."""
-    unstable = set()
+    unstable: set[tuple[str, int]] = set()
     if require_stable:
         unstable = set(
             TransactionOffset.objects.filter(

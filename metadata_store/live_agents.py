@@ -7,6 +7,7 @@ import hmac
 from collections.abc import Callable
 from datetime import timedelta
 from functools import cache
+from typing import Any
 
 import msgspec
 from django.conf import settings
@@ -16,6 +17,7 @@ from django.utils.module_loading import import_string
 
 from metadata_store.agent_api.schemas import HeartbeatRequest
 from metadata_store.models import Agent
+from metadata_store.store import JSON
 from virtualclusters.models import VirtualCluster
 from virtualclusters.throughput.services import consumption_add
 
@@ -33,7 +35,8 @@ def peer_secret_for(cluster: VirtualCluster) -> str:
 
 @cache
 def _quota_check(path: str) -> Callable[[int], bool]:
-    return import_string(path)
+    check: Callable[[int], bool] = import_string(path)
+    return check
 
 
 def produce_quota_exceeded(organization_id: int) -> bool:
@@ -44,10 +47,10 @@ def produce_quota_exceeded(organization_id: int) -> bool:
     return bool(path) and _quota_check(path)(organization_id)
 
 
-def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> dict:
+def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> JSON:
     """Record an agent's heartbeat; answer the live agents and the cluster config."""
     now = timezone.now()
-    defaults = {
+    defaults: dict[str, Any] = {
         "host": body.host or "127.0.0.1",
         "port": body.port or 9092,
         "zone": body.zone,
@@ -60,7 +63,8 @@ def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> dict:
     if body.stats is None:
         Agent.objects.update_or_create(cluster=cluster, agent_id=body.agent_id, defaults=defaults)
     else:
-        defaults["stats"] = msgspec.to_builtins(body.stats)
+        stats: JSON = msgspec.to_builtins(body.stats)
+        defaults["stats"] = stats
         with transaction.atomic():  # the previous counters, locked: growth counted once
             previous = (
                 Agent.objects.select_for_update()
@@ -74,7 +78,7 @@ def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> dict:
             consumption_add(
                 cluster=cluster,
                 before=(previous or {}).get("consumed_by_topic") or {},
-                after=defaults["stats"]["consumed_by_topic"],
+                after=stats["consumed_by_topic"],
             )
     live_since = now - timedelta(seconds=settings.FLOE_AGENT_LIVENESS_S)
     agents = Agent.objects.filter(cluster=cluster, last_heartbeat__gte=live_since).order_by(

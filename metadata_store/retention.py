@@ -44,7 +44,8 @@ def retention_starts(
                 [max_bytes for _, max_bytes in limits.values()],
             ],
         )
-        return cursor.fetchall()
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+        return rows
 
 
 def has_batches_below_log_start(*, cluster_id: int) -> bool:
@@ -57,7 +58,7 @@ def has_batches_below_log_start(*, cluster_id: int) -> bool:
             "  WHERE b.partition_id = p.id AND b.last_offset < p.log_start_offset))",
             [cluster_id],
         )
-        return cursor.fetchone()[0]
+        return bool(cursor.fetchone()[0])
 
 
 @transaction.atomic

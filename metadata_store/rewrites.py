@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
+from django.db.backends.utils import CursorWrapper
 
 from metadata_store.models import SegmentFile
+from metadata_store.store import JSON, Row
 
 COMPACTED_LEVEL = 1
 
@@ -28,7 +30,7 @@ class SwapConflict(Exception):
 class KeyCompactionPlan:
     """The index rows a key compaction covers, and what its swap checks."""
 
-    rows: list[tuple]  # key_compaction's BATCH_COLUMNS
+    rows: list[Row]  # key_compaction's BATCH_COLUMNS
     file_ids: dict[tuple[int, int], int]  # (partition id, last offset) → file id
     record_counts: dict[tuple[int, int], int]
     covered: dict[int, int]  # partition id → last offset covered
@@ -38,7 +40,7 @@ class KeyCompactionPlan:
     aborted: list[list[int]] = field(default_factory=list)
 
 
-def batch_pointers(file_ids: list[int]) -> list[tuple]:
+def batch_pointers(file_ids: list[int]) -> list[Row]:
     """Index rows (partition runs) of the files: (partition_id, topic_id, partition,
     base_offset, last_offset, file_key, position, length, file_id, rewrite) — `rewrite`:
     the file is level 0, its batches carry the producers' baseOffsets."""
@@ -51,7 +53,8 @@ def batch_pointers(file_ids: list[int]) -> list[tuple]:
             " WHERE b.file_id = ANY(%s)",
             [file_ids],
         )
-        return cursor.fetchall()
+        rows: list[Row] = cursor.fetchall()
+        return rows
 
 
 def partition_offsets(topic_ids: list[str]) -> list[tuple[int, str, int, int]]:
@@ -63,7 +66,8 @@ def partition_offsets(topic_ids: list[str]) -> list[tuple[int, str, int, int]]:
             " FROM floe_partition p WHERE p.topic_id = ANY(%s::uuid[])",
             [topic_ids],
         )
-        return cursor.fetchall()
+        offsets: list[tuple[int, str, int, int]] = cursor.fetchall()
+        return offsets
 
 
 def key_compaction_rows(partition_ids: list[int]) -> list[tuple[Any, ...]]:
@@ -83,7 +87,8 @@ def key_compaction_rows(partition_ids: list[int]) -> list[tuple[Any, ...]]:
             " ORDER BY b.partition_id, b.last_offset",
             [partition_ids],
         )
-        return cursor.fetchall()
+        rows: list[Row] = cursor.fetchall()
+        return rows
 
 
 def aborted_transactions(partition_ids: list[int]) -> list[list[int]]:
@@ -109,9 +114,9 @@ def compaction_swap(
     *,
     cluster_id: int,
     input_file_ids: list[int],
-    planned: list[tuple],
-    files: list[dict],
-    placements: list[list],
+    planned: list[Row],
+    files: list[JSON],
+    placements: list[list[Any]],
 ) -> None:
     """Within the caller's transaction (which holds the run's lock): point the inputs' index rows at the compacted files, or raise SwapConflict.
 
@@ -148,7 +153,7 @@ def compaction_swap(
 
 
 def key_compaction_swap(
-    *, cluster_id: int, plan: KeyCompactionPlan, files: list[dict], placements: list[list]
+    *, cluster_id: int, plan: KeyCompactionPlan, files: list[JSON], placements: list[list[Any]]
 ) -> None:
     """Point rewritten batches at their new bytes and drop emptied ones, or raise
     SwapConflict.
@@ -213,7 +218,7 @@ def key_compaction_swap(
         _files_release(cursor, [*sources, *file_ids.values()])
 
 
-def _lock_files(cursor, cluster_id: int, file_ids: list[int]) -> None:
+def _lock_files(cursor: CursorWrapper, cluster_id: int, file_ids: list[int]) -> None:
     cursor.execute(
         "SELECT id, state FROM floe_file WHERE cluster_id = %s AND id = ANY(%s)"
         " ORDER BY id FOR UPDATE",
@@ -225,7 +230,9 @@ def _lock_files(cursor, cluster_id: int, file_ids: list[int]) -> None:
         raise SwapConflict(f"{len(gone)} input files are gone")
 
 
-def _check_unchanged(cursor, expected: dict, current: dict) -> None:
+def _check_unchanged(
+    cursor: CursorWrapper, expected: dict[tuple[int, int], Row], current: dict[tuple[int, int], Row]
+) -> None:
     """Conflict unless every locked row is as planned and every missing one fell below
     its partition's log start offset (retention), or its partition is gone."""
     changed = [k for k, row in current.items() if expected.get(k) != tuple(row)]
@@ -244,7 +251,7 @@ def _check_unchanged(cursor, expected: dict, current: dict) -> None:
         raise SwapConflict(f"{len(moved)} batches left the index since the plan")
 
 
-def _files_insert(cursor, cluster_id: int, files: list[dict]) -> dict[str, int]:
+def _files_insert(cursor: CursorWrapper, cluster_id: int, files: list[JSON]) -> dict[str, int]:
     """Rows for the job's output files; file key → id."""
     if not files:
         return {}
@@ -264,7 +271,7 @@ def _files_insert(cursor, cluster_id: int, files: list[dict]) -> dict[str, int]:
     return dict(cursor.fetchall())
 
 
-def _files_release(cursor, file_ids: list[int]) -> int:
+def _files_release(cursor: CursorWrapper, file_ids: list[int]) -> int:
     """Live files among these that no index row references become replaced, now."""
     cursor.execute(
         "UPDATE floe_file f SET state = 'replaced', unreferenced_at = now()"
@@ -272,4 +279,4 @@ def _files_release(cursor, file_ids: list[int]) -> int:
         " AND NOT EXISTS (SELECT 1 FROM floe_batch b WHERE b.file_id = f.id)",
         [sorted(set(file_ids))],
     )
-    return cursor.rowcount
+    return int(cursor.rowcount)

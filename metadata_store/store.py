@@ -10,17 +10,23 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import psycopg
 from django.db import connection, transaction
+from psycopg.rows import TupleRow
 
 from core.kafka.errors import ErrorCode
 
 FETCH_PLAN_MAX_RUNS = 128  # per partition and call; the client simply fetches again
 MARKER_BYTES = 78  # a commit or abort marker's control batch, for the byte budgets
+
+Cursor = psycopg.Cursor[TupleRow]  # a raw cursor on Django's connection (`_cursor`)
+Row = tuple[Any, ...]
+JSON = dict[str, Any]  # a JSON object as the agent API takes and gives it
 
 
 class CommitBatch(Protocol):
@@ -63,7 +69,7 @@ class _PartitionRow:
     log_start_offset: int
 
 
-def _as_uuid(value) -> uuid.UUID | None:
+def _as_uuid(value: object) -> uuid.UUID | None:
     try:
         return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
     except (TypeError, ValueError):
@@ -77,7 +83,7 @@ def _as_uuid(value) -> uuid.UUID | None:
 _partition_ids: dict[tuple[int, int, int], int] = {}
 
 
-def _partition_row_ids(cursor, cluster_id: int, keys: list[tuple[int, int]]) -> list[int]:
+def _partition_row_ids(cursor: Cursor, cluster_id: int, keys: list[tuple[int, int]]) -> list[int]:
     """Row ids of the cluster's partitions named by (topic id's int, index), in order; -1
     for those that do not exist."""
     cache = _partition_ids
@@ -98,15 +104,17 @@ def _partition_row_ids(cursor, cluster_id: int, keys: list[tuple[int, int]]) -> 
     return [cache.get((cluster_id, topic, index), -1) for topic, index in keys]
 
 
-def _partition_id_map(cursor, cluster_id: int, pairs: list[tuple[uuid.UUID, int]]) -> dict:
+def _partition_id_map(
+    cursor: Cursor, cluster_id: int, pairs: list[tuple[uuid.UUID, int]]
+) -> dict[tuple[uuid.UUID, int], int]:
     """(topic id, index) -> partition row id, for the pairs that exist in the cluster."""
     ids = _partition_row_ids(cursor, cluster_id, [(t.int, i) for t, i in pairs])
     return {pair: pid for pair, pid in zip(pairs, ids) if pid >= 0}
 
 
 def _partitions_for(
-    cursor, cluster_id: int, pairs: list[tuple[uuid.UUID, int]], *, lock: bool
-) -> dict:
+    cursor: Cursor, cluster_id: int, pairs: list[tuple[uuid.UUID, int]], *, lock: bool
+) -> dict[tuple[uuid.UUID | None, int], _PartitionRow]:
     """Rows of the cluster's partitions named by (topic id, index), locked in id order.
 
     Locking in id order is what keeps concurrent commits over overlapping partitions
@@ -124,12 +132,12 @@ def _partitions_for(
     return {pair: rows[pid] for pair, pid in ids.items() if pid in rows}
 
 
-def _array(values) -> str:
+def _array(values: Iterable[int]) -> str:
     """An integer array as a PostgreSQL literal: far cheaper than adapting each element."""
     return "{" + ",".join(map(str, values)) + "}"
 
 
-def _cursor():
+def _cursor() -> Cursor:
     """A plain psycopg cursor on Django's connection (and its transaction).
 
     Server-side parameter binding with automatic prepared statements: Django's default
@@ -137,6 +145,14 @@ def _cursor():
     """
     connection.ensure_connection()
     return psycopg.Cursor(connection.connection)
+
+
+def one_row(cursor: Cursor) -> Row:
+    """The row a statement that always gives one gave (INSERT … RETURNING, an aggregate)."""
+    row = cursor.fetchone()
+    if row is None:
+        raise RuntimeError("the statement gave no row")
+    return row
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +187,7 @@ COMMIT_SQL = (
 )
 
 
-def cached_partition_ids(cluster_id: int, batches: list[CommitBatch]) -> list[int] | None:
+def cached_partition_ids(cluster_id: int, batches: Sequence[CommitBatch]) -> list[int] | None:
     """The batches' partition row ids from this process's cache, or None if one is not
     in it (``partition_ids`` asks the database)."""
     cache = _partition_ids
@@ -179,7 +195,7 @@ def cached_partition_ids(cluster_id: int, batches: list[CommitBatch]) -> list[in
     return None if -1 in ids else ids
 
 
-def partition_ids(cluster_id: int, batches: list[CommitBatch]) -> list[int]:
+def partition_ids(cluster_id: int, batches: Sequence[CommitBatch]) -> list[int]:
     """The batches' partition row ids, -1 for a partition the cluster does not have."""
     ids = cached_partition_ids(cluster_id, batches)
     if ids is None:
@@ -191,7 +207,7 @@ def partition_ids(cluster_id: int, batches: list[CommitBatch]) -> list[int]:
 
 
 def file_commit_prepare(
-    *, file_key: str, size: int, batches: list[CommitBatch], ids: list[int]
+    *, file_key: str, size: int, batches: Sequence[CommitBatch], ids: list[int]
 ) -> FileCommit:
     """A validated commit (``agent_api.schemas``) with its partitions' row ids, ready to
     join a group."""
@@ -214,7 +230,7 @@ def file_commit_prepare(
     )
 
 
-def commit_params(cluster_id: int, commits: list[FileCommit]) -> list:
+def commit_params(cluster_id: int, commits: list[FileCommit]) -> list[object]:
     """``COMMIT_SQL``'s arguments for one statement committing all of `commits`."""
     return [
         cluster_id,
@@ -228,15 +244,15 @@ def commit_params(cluster_id: int, commits: list[FileCommit]) -> list:
     ]
 
 
-def commit_rows(commits: list[FileCommit], rows: list[tuple]) -> list[tuple]:
+def commit_rows(commits: list[FileCommit], rows: list[Row]) -> list[Row]:
     """The statement's rows, one per commit of `commits` in order (keyed by file key)."""
     by_key = {row[0]: row[1:] for row in rows}
     return [by_key[c.file_key] for c in commits]
 
 
 def file_commit(
-    *, cluster_id: int, file_key: str, size: int, batches: list[CommitBatch]
-) -> list[dict]:
+    *, cluster_id: int, file_key: str, size: int, batches: Sequence[CommitBatch]
+) -> list[JSON]:
     """Record a flushed segment file and give each of its batches its offsets.
 
     `batches` are validated (``agent_api.schemas.CommitRequest`` and ``validate_commit``).
@@ -259,13 +275,22 @@ def file_commit(
     return batch_answers(*row)
 
 
-def batch_answers(errors, offsets, log_starts, duplicates, old_answer) -> list[dict]:
+def batch_answers(
+    errors: list[int] | None,
+    offsets: list[int] | None,
+    log_starts: list[int] | None,
+    duplicates: list[int] | None,
+    old_answer: str | list[JSON] | None,
+) -> list[JSON]:
     """A file's answer per batch from ``floe_commit_files``' row: error codes (None: all
     0), base offsets, log start offsets, the 1-based positions of duplicates (None: none);
     or, for a file committed before 0008 and committed again, the jsonb list it stored."""
     if offsets is None:
         # Django registers a jsonb loader that leaves decoding to the caller.
-        return json.loads(old_answer) if isinstance(old_answer, str) else old_answer
+        stored: list[JSON] = (
+            json.loads(old_answer) if isinstance(old_answer, str) else old_answer or []
+        )
+        return stored
     n = len(offsets)
     errors = errors or [0] * n
     if not log_starts or len(log_starts) != n:  # a retry with another body: not ours to say
@@ -279,7 +304,7 @@ def batch_answers(errors, offsets, log_starts, duplicates, old_answer) -> list[d
     return answers
 
 
-def _stable_offsets(cursor, partition_ids: list[int]) -> dict[int, int]:
+def _stable_offsets(cursor: Cursor, partition_ids: list[int]) -> dict[int, int]:
     """Partition id -> its last stable offset where an open transaction holds it back
     (KIP-98: the first offset of the oldest open transaction; elsewhere the LSO is the
     high watermark)."""
@@ -294,21 +319,23 @@ def _stable_offsets(cursor, partition_ids: list[int]) -> dict[int, int]:
 
 
 def fetch_plan(
-    *, cluster_id: int, partitions: list[dict], max_bytes: int, isolation_level: int = 0
-) -> list[dict]:
+    *, cluster_id: int, partitions: list[JSON], max_bytes: int, isolation_level: int = 0
+) -> list[JSON]:
     """Run pointers from each requested offset on, within the byte budgets, with the
     transaction markers among them. READ_COMMITTED (`isolation_level` 1, KIP-98) stops at
     the last stable offset and lists the aborted transactions in the range."""
     read_committed = isolation_level == 1
     with _cursor() as cursor:
         wanted = [(_as_uuid(p.get("topic_id")), p.get("partition", -1)) for p in partitions]
-        rows = _partitions_for(cursor, cluster_id, sorted({w for w in wanted if w[0]}), lock=False)
+        rows = _partitions_for(
+            cursor, cluster_id, sorted({(t, i) for t, i in wanted if t is not None}), lock=False
+        )
         stable = _stable_offsets(cursor, sorted({r.id for r in rows.values()}))
-        answers: list[dict] = []
+        answers: list[JSON] = []
         # (answer index, partition id, offset, end: the LSO or the high watermark)
         to_read: list[tuple[int, int, int, int]] = []
         for request, key in zip(partitions, wanted):
-            answer = {
+            answer: JSON = {
                 "topic_id": request.get("topic_id"),
                 "partition": key[1],
                 "error_code": 0,
@@ -417,17 +444,19 @@ def fetch_plan(
     return answers
 
 
-def list_offsets(*, cluster_id: int, partitions: list[dict]) -> list[dict]:
+def list_offsets(*, cluster_id: int, partitions: list[JSON]) -> list[JSON]:
     """Earliest (-2), latest (-1), max-timestamp (-3) or first offset at a timestamp.
     READ_COMMITTED's latest (a partition's `isolation_level` 1) is the last stable offset
     (KIP-98)."""
     with _cursor() as cursor:
         wanted = [(_as_uuid(p.get("topic_id")), p.get("partition", -1)) for p in partitions]
-        rows = _partitions_for(cursor, cluster_id, sorted({w for w in wanted if w[0]}), lock=False)
+        rows = _partitions_for(
+            cursor, cluster_id, sorted({(t, i) for t, i in wanted if t is not None}), lock=False
+        )
         stable = _stable_offsets(cursor, sorted({r.id for r in rows.values()}))
-        answers = []
+        answers: list[JSON] = []
         for request, key in zip(partitions, wanted):
-            answer = {
+            answer: JSON = {
                 "topic_id": request.get("topic_id"),
                 "partition": key[1],
                 "error_code": 0,
@@ -485,14 +514,16 @@ def list_offsets(*, cluster_id: int, partitions: list[dict]) -> list[dict]:
 
 
 @transaction.atomic
-def records_delete(*, cluster_id: int, partitions: list[dict]) -> list[dict]:
+def records_delete(*, cluster_id: int, partitions: list[JSON]) -> list[JSON]:
     """Move log start offsets forward (DeleteRecords); -1 means the high watermark."""
     with _cursor() as cursor:
         wanted = [(_as_uuid(p.get("topic_id")), p.get("partition", -1)) for p in partitions]
-        rows = _partitions_for(cursor, cluster_id, sorted({w for w in wanted if w[0]}), lock=True)
-        answers = []
+        rows = _partitions_for(
+            cursor, cluster_id, sorted({(t, i) for t, i in wanted if t is not None}), lock=True
+        )
+        answers: list[JSON] = []
         for request, key in zip(partitions, wanted):
-            answer = {
+            answer: JSON = {
                 "topic_id": request.get("topic_id"),
                 "partition": key[1],
                 "error_code": 0,
@@ -526,4 +557,4 @@ def producer_id_init(*, cluster_id: int) -> tuple[int, int]:
             " VALUES (%s, NULL, 0, now()) RETURNING id",
             [cluster_id],
         )
-        return cursor.fetchone()[0], 0
+        return one_row(cursor)[0], 0

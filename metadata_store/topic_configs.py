@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 10_000
@@ -27,7 +28,19 @@ def topic_name_problem(name: str) -> str | None:
     return None
 
 
-def _long(minimum: int) -> Callable[[str], str | None]:
+@dataclass(frozen=True)
+class ValueCheck:
+    """How a config's value is checked: `check(value)` says why it is invalid (None: it
+    is valid); `schema` is the same rule as an OpenAPI schema."""
+
+    problem: Callable[[str], str | None]
+    schema: dict[str, Any]
+
+    def __call__(self, value: str) -> str | None:
+        return self.problem(value)
+
+
+def _long(minimum: int) -> ValueCheck:
     def check(value: str) -> str | None:
         try:
             number = int(value)
@@ -35,26 +48,25 @@ def _long(minimum: int) -> Callable[[str], str | None]:
             return "must be an integer"
         return None if number >= minimum else f"must be at least {minimum}"
 
-    check.schema = {"type": "string", "pattern": _at_least_pattern(minimum)}  # type: ignore[attr-defined]
-    return check
+    return ValueCheck(check, {"type": "string", "pattern": _at_least_pattern(minimum)})
 
 
-def _choice(*allowed: str, many: bool = False) -> Callable[[str], str | None]:
+def _choice(*allowed: str, many: bool = False) -> ValueCheck:
     def check(value: str) -> str | None:
         parts = [p.strip() for p in str(value).split(",")] if many else [str(value)]
         bad = [p for p in parts if p not in allowed]
         return f"must be one of {', '.join(allowed)}" if bad or not parts else None
 
     one = "|".join(allowed)
-    check.schema = (  # type: ignore[attr-defined]
+    return ValueCheck(
+        check,
         {"type": "string", "pattern": rf"^\s*({one})\s*(,\s*({one})\s*)*$"}
         if many
-        else {"type": "string", "enum": list(allowed)}
+        else {"type": "string", "enum": list(allowed)},
     )
-    return check
 
 
-def _ratio(value: str) -> str | None:
+def _ratio_problem(value: str) -> str | None:
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -62,7 +74,9 @@ def _ratio(value: str) -> str | None:
     return None if 0.0 <= number <= 1.0 else "must be between 0 and 1"
 
 
-_ratio.schema = {"type": "string", "pattern": r"^(0?\.[0-9]{1,9}|0|1|0\.0*|1\.0*)$"}  # type: ignore[attr-defined]
+_ratio = ValueCheck(
+    _ratio_problem, {"type": "string", "pattern": r"^(0?\.[0-9]{1,9}|0|1|0\.0*|1\.0*)$"}
+)
 
 
 def _at_least_pattern(minimum: int) -> str:
@@ -80,12 +94,12 @@ def _at_least_pattern(minimum: int) -> str:
     return rf"^({same}|{higher + '|' if higher else ''}[1-9][0-9]{{2,17}})$"
 
 
-def configs_schema(*, nullable: bool = False) -> dict:
+def configs_schema(*, nullable: bool = False) -> dict[str, Any]:
     """The OpenAPI schema of a topic's configs: each known name, its values as strings
     (``nullable``: or null, for "back to the default")."""
     properties = {}
     for name, definition in TOPIC_CONFIGS.items():
-        schema = dict(definition.check.schema)  # type: ignore[attr-defined]
+        schema = dict(definition.check.schema)
         if nullable:
             schema["nullable"] = True
             if "enum" in schema:
@@ -97,7 +111,7 @@ def configs_schema(*, nullable: bool = False) -> dict:
 @dataclass(frozen=True)
 class ConfigDef:
     default: str
-    check: Callable[[str], str | None]
+    check: ValueCheck
 
 
 _STRATEGY = "io.confluent.kafka.serializers.subject."
@@ -148,7 +162,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
 }
 
 
-def config_problem(name: str, value) -> str | None:
+def config_problem(name: str, value: object) -> str | None:
     """Why ``name=value`` is not a valid topic config, or ``None``."""
     definition = TOPIC_CONFIGS.get(name)
     if definition is None:
@@ -159,7 +173,9 @@ def config_problem(name: str, value) -> str | None:
     return f"Invalid value {value} for configuration {name}: {problem}" if problem else None
 
 
-def effective_configs(overrides: dict, *, default_retention_ms: int) -> list[dict]:
+def effective_configs(
+    overrides: dict[str, Any], *, default_retention_ms: int
+) -> list[dict[str, Any]]:
     """Every known config of a topic with its value and whether it is a default."""
     result = []
     for name, definition in sorted(TOPIC_CONFIGS.items()):

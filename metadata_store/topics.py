@@ -6,10 +6,13 @@ failures raise ``TopicError`` carrying the Kafka error code that agents hand to 
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import IntegrityError, transaction
 
 from core.kafka.errors import ErrorCode
 from metadata_store.models import Partition, Topic
+from metadata_store.store import JSON
 from metadata_store.topic_configs import MAX_PARTITIONS, config_problem, topic_name_problem
 from virtualclusters.models import VirtualCluster
 
@@ -23,7 +26,7 @@ class TopicError(Exception):
         self.message = message
 
 
-def _validate_configs(configs: dict) -> dict:
+def _validate_configs(configs: dict[str, Any] | None) -> dict[str, str]:
     clean = {}
     for name, value in (configs or {}).items():
         problem = config_problem(name, value)
@@ -39,7 +42,7 @@ def topic_create(
     name: str,
     num_partitions: int = -1,
     replication_factor: int = -1,
-    configs: dict | None = None,
+    configs: dict[str, Any] | None = None,
     validate_only: bool = False,
 ) -> Topic:
     """Create a topic with its partitions. Raises ``TopicError`` as Kafka would."""
@@ -107,7 +110,7 @@ def topic_partitions_create(*, topic: Topic, count: int, validate_only: bool = F
 
 @transaction.atomic
 def topic_configs_alter(
-    *, topic: Topic, ops: list[dict], incremental: bool, validate_only: bool = False
+    *, topic: Topic, ops: list[JSON], incremental: bool, validate_only: bool = False
 ) -> Topic:
     """Apply config operations (set/delete/append/subtract) to a topic's overrides.
 
@@ -118,6 +121,8 @@ def topic_configs_alter(
     configs = dict(topic.configs) if incremental else {}
     for op in ops:
         name, kind, value = op.get("name"), op.get("op", "set"), op.get("value")
+        if not isinstance(name, str):
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
         if kind == "delete":
             configs.pop(name, None)
             continue

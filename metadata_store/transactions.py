@@ -18,11 +18,12 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 
 from core.kafka.errors import ErrorCode
-from metadata_store.store import _cursor
+from metadata_store.store import JSON, Cursor, _cursor, one_row
 
 MAX_TIMEOUT_MS = 15 * 60 * 1000  # Kafka's transaction.max.timeout.ms default
 
@@ -34,7 +35,7 @@ class _Txn:
     state: str
 
 
-def _row(cursor, cluster_id: int, transactional_id: str, *, lock: str = "") -> _Txn | None:
+def _row(cursor: Cursor, cluster_id: int, transactional_id: str, *, lock: str = "") -> _Txn | None:
     cursor.execute(
         "SELECT id, epoch, txn_state FROM floe_producer_id"
         " WHERE cluster_id = %s AND transactional_id = %s" + (f" FOR {lock}" if lock else ""),
@@ -60,7 +61,7 @@ def txn_init(
     timeout_ms: int,
     producer_id: int = -1,
     producer_epoch: int = -1,
-) -> dict:
+) -> JSON:
     """InitProducerId with a transactional id: abort what the previous instance left
     open, bump the epoch (fencing that instance) and return the id and new epoch."""
     if not 0 < timeout_ms <= MAX_TIMEOUT_MS:
@@ -91,14 +92,16 @@ def txn_init(
                 " RETURNING id, epoch, txn_state",
                 [cluster_id, transactional_id, timeout_ms],
             )
-            new_id, epoch, state = cursor.fetchone()
+            new_id, epoch, state = one_row(cursor)
             if state != "ongoing":
                 return {"error_code": 0, "producer_id": new_id, "producer_epoch": epoch}
             transaction.set_rollback(True)  # opened again meanwhile: abort it first
     return {"error_code": ErrorCode.CONCURRENT_TRANSACTIONS}
 
 
-def _partition_ids(cursor, cluster_id: int, pairs: list[tuple[str, int]]) -> dict:
+def _partition_ids(
+    cursor: Cursor, cluster_id: int, pairs: list[tuple[str, int]]
+) -> dict[tuple[str, int], int]:
     """(topic name, index) -> partition row id, for the pairs that exist."""
     if not pairs:
         return {}
@@ -111,7 +114,7 @@ def _partition_ids(cursor, cluster_id: int, pairs: list[tuple[str, int]]) -> dic
     return {(name, index): pid for name, index, pid in cursor.fetchall()}
 
 
-def _begin(cursor, txn: _Txn) -> None:
+def _begin(cursor: Cursor, txn: _Txn) -> None:
     if txn.state != "ongoing":
         cursor.execute(
             "UPDATE floe_producer_id SET txn_state = 'ongoing', txn_started_at = now()"
@@ -135,7 +138,7 @@ def txn_add_partitions(
     with _cursor() as cursor:
         txn = _row(cursor, cluster_id, transactional_id, lock="UPDATE")
         error = _check(txn, producer_id, producer_epoch)
-        if error:
+        if error or txn is None:  # (_check refuses a missing transaction)
             return dict.fromkeys(partitions, error)
         ids = _partition_ids(cursor, cluster_id, partitions)
         if verify_only:  # KIP-890: is each partition in the open transaction?
@@ -170,9 +173,10 @@ def txn_add_offsets(
     with _cursor() as cursor:
         txn = _row(cursor, cluster_id, transactional_id, lock="UPDATE")
         error = _check(txn, producer_id, producer_epoch)
-        if not error:
-            _begin(cursor, txn)
-        return error
+        if error or txn is None:
+            return error
+        _begin(cursor, txn)
+        return 0
 
 
 @transaction.atomic
@@ -183,16 +187,16 @@ def txn_offset_commit(
     group_id: str,
     producer_id: int,
     producer_epoch: int,
-    offsets: list[dict],
+    offsets: list[JSON],
 ) -> list[int]:
     """TxnOffsetCommit: group offsets held by the open transaction; an error per offset."""
     with _cursor() as cursor:
         txn = _row(cursor, cluster_id, transactional_id, lock="SHARE")
         error = _check(txn, producer_id, producer_epoch)
-        if not error and txn.state != "ongoing":
-            error = ErrorCode.INVALID_TXN_STATE
-        if error:
+        if error or txn is None:
             return [error] * len(offsets)
+        if txn.state != "ongoing":
+            return [ErrorCode.INVALID_TXN_STATE] * len(offsets)
         pairs = [(o["topic"], o["partition"]) for o in offsets]
         ids = _partition_ids(cursor, cluster_id, pairs)
         known = [o for o, p in zip(offsets, pairs, strict=True) if p in ids]
@@ -228,7 +232,7 @@ def txn_end(
     with _cursor() as cursor:
         txn = _row(cursor, cluster_id, transactional_id)
     error = _check(txn, producer_id, producer_epoch)
-    if error:
+    if error or txn is None:
         return error
     return _end(cluster_id, txn.id, producer_epoch, committed=committed)
 
@@ -249,7 +253,7 @@ def _end(cluster_id: int, txn_id: int, epoch: int | None, *, committed: bool) ->
         cursor.execute(
             "SELECT epoch, txn_state FROM floe_producer_id WHERE id = %s FOR UPDATE", [txn_id]
         )
-        current_epoch, state = cursor.fetchone()
+        current_epoch, state = one_row(cursor)
         if epoch is not None and epoch != current_epoch:
             return ErrorCode.PRODUCER_FENCED
         if state != "ongoing":
@@ -324,7 +328,7 @@ def txn_markers_prune() -> int:
         return cursor.rowcount
 
 
-def _states(cursor, cluster_id: int, where: str, params: list) -> list[dict]:
+def _states(cursor: Cursor, cluster_id: int, where: str, params: list[Any]) -> list[JSON]:
     cursor.execute(
         "SELECT p.transactional_id, p.id, p.epoch, p.txn_state, p.txn_timeout_ms,"
         " coalesce((extract(epoch FROM p.txn_started_at) * 1000)::bigint, -1),"
@@ -351,13 +355,13 @@ def _states(cursor, cluster_id: int, where: str, params: list) -> list[dict]:
     ]
 
 
-def txn_describe(*, cluster_id: int, transactional_ids: list[str]) -> list[dict]:
+def txn_describe(*, cluster_id: int, transactional_ids: list[str]) -> list[JSON]:
     """DescribeTransactions: the state of each named transactional id that exists."""
     with _cursor() as cursor:
         return _states(cursor, cluster_id, " AND p.transactional_id = ANY(%s)", [transactional_ids])
 
 
-def txn_list(*, cluster_id: int) -> list[dict]:
+def txn_list(*, cluster_id: int) -> list[JSON]:
     """ListTransactions: every transactional id of the cluster and its state."""
     with _cursor() as cursor:
         return _states(cursor, cluster_id, "", [])

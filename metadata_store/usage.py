@@ -18,7 +18,8 @@ from core.segment import ENTRY_SIZE, TRAILER_SIZE
 def _rows(sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.fetchall()
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+        return rows
 
 
 def files_written_bound(*, after_id: int, settled: datetime) -> int:
@@ -30,7 +31,7 @@ def files_written_bound(*, after_id: int, settled: datetime) -> int:
         " FROM floe_file WHERE id > %s AND created_at >= %s",
         [after_id, settled],
     )
-    return bound
+    return int(bound)
 
 
 def files_written_by_hour(*, after_id: int, before_id: int) -> list[tuple[Any, ...]]:

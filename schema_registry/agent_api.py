@@ -28,13 +28,13 @@ class _Body(Struct, forbid_unknown_fields=False, frozen=True):
     """Every body is a JSON object; unknown fields are ignored."""
 
 
-class Reference(_Body):
+class Reference(_Body, frozen=True):
     name: Annotated[str, Meta(min_length=1, max_length=1_000)]
     subject: SUBJECT
     version: VERSION
 
 
-class RegisterRequest(_Body):
+class RegisterRequest(_Body, frozen=True):
     subject: SUBJECT
     fingerprint: FINGERPRINT
     schema_type: Annotated[str, Meta(pattern="^(AVRO|JSON|PROTOBUF)$")] = "AVRO"
@@ -42,45 +42,45 @@ class RegisterRequest(_Body):
     checked_latest: Annotated[int, Meta(ge=0, le=2**31 - 1)] = 0
 
 
-class LookupRequest(_Body):
+class LookupRequest(_Body, frozen=True):
     subject: SUBJECT
     fingerprint: FINGERPRINT
     deleted: bool = False
 
 
-class SubjectRequest(_Body):
+class SubjectRequest(_Body, frozen=True):
     subject: SUBJECT
     deleted: bool = False
     missing_ok: bool = False  # no versions: an empty list, not 40401
 
 
-class SubjectsRequest(_Body):
+class SubjectsRequest(_Body, frozen=True):
     deleted: bool = False
     prefix: Annotated[str, Meta(max_length=255)] = ""
 
 
-class SchemaRequest(_Body):
+class SchemaRequest(_Body, frozen=True):
     id: SCHEMA_ID
     deleted: bool = False
 
 
-class DeleteSubjectRequest(_Body):
+class DeleteSubjectRequest(_Body, frozen=True):
     subject: SUBJECT
     permanent: bool = False
 
 
-class DeleteVersionRequest(_Body):
+class DeleteVersionRequest(_Body, frozen=True):
     subject: SUBJECT
     version: VERSION | None = None  # None: the latest
     permanent: bool = False
 
 
-class ReferencedByRequest(_Body):
+class ReferencedByRequest(_Body, frozen=True):
     subject: SUBJECT
     version: VERSION
 
 
-class ConfigRequest(_Body):
+class ConfigRequest(_Body, frozen=True):
     subject: SUBJECT | None = None  # None: the global level
     compatibility: LEVEL = ""  # set: the new level; get/delete: unused
     default_to_global: bool = False

@@ -32,13 +32,13 @@ class _Body(Struct, forbid_unknown_fields=False, frozen=True):
     pass
 
 
-class TextReference(_Body):
+class TextReference(_Body, frozen=True):
     name: Annotated[str, Meta(max_length=1_000)]
     subject: Annotated[str, Meta(max_length=255)]
     version: Annotated[int, Meta(ge=1, le=2**31 - 1)]
 
 
-class SchemaDocument(_Body):
+class SchemaDocument(_Body, frozen=True):
     """A schema as the agent stored it in the bucket (agents.schema_registry.registry)."""
 
     schema: Annotated[str, Meta(max_length=512 * 1024)]
@@ -46,7 +46,7 @@ class SchemaDocument(_Body):
     references: Annotated[list[TextReference], Meta(max_length=100)] = []
 
 
-class SchemaTexts(_Body):
+class SchemaTexts(_Body, frozen=True):
     texts: Annotated[dict[FINGERPRINT, SchemaDocument], Meta(max_length=MAX_TEXTS)]
 
 

@@ -90,9 +90,8 @@ def schema_subject(request, cluster_id: str, subject: str):
     for before, after in zip(detail["versions"], detail["versions"][1:], strict=False):
         after["previous"] = before["version"]
     live = [n for n, v in versions.items() if not v["deleted"]]
-    shown = _number(request.GET.get("version"))
-    if shown not in versions:
-        shown = (live or list(versions))[-1]
+    wanted = _number(request.GET.get("version"))
+    shown = wanted if wanted is not None and wanted in versions else (live or list(versions))[-1]
     compare = _number(request.GET.get("compare"))
     compare = compare if compare in versions and compare != shown else None
     version = versions[shown]

@@ -538,8 +538,10 @@ class GroupCoordinator:
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
         if group.is_(COMPLETING):
             self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
-        group.sync_timer = _cancel(group.sync_timer)
-        group.join_timer = _cancel(group.join_timer)
+        _cancel(group.sync_timer)
+        group.sync_timer = None
+        _cancel(group.join_timer)
+        group.join_timer = None
         group.pending_sync.clear()
         initial = group.is_(EMPTY)
         group.transition(PREPARING)
@@ -586,7 +588,8 @@ class GroupCoordinator:
             self._complete_join(group)
 
     def _complete_join(self, group: Group) -> None:
-        group.join_timer = _cancel(group.join_timer)
+        _cancel(group.join_timer)
+        group.join_timer = None
         if not group.is_(PREPARING):
             return
         for member in group.not_yet_rejoined():
@@ -710,7 +713,8 @@ class GroupCoordinator:
     def _synced(self, group: Group, member_id: str) -> None:
         group.pending_sync.discard(member_id)
         if not group.pending_sync:
-            group.sync_timer = _cancel(group.sync_timer)
+            _cancel(group.sync_timer)
+            group.sync_timer = None
 
     @staticmethod
     def _sync_answer(group: Group, member: Member) -> dict[str, Any]:
@@ -808,7 +812,8 @@ class GroupCoordinator:
         resolve(future, join_error("", error))
         future, member.sync_future = member.sync_future, None
         resolve(future, sync_error(error))
-        member.heartbeat_timer = _cancel(member.heartbeat_timer)
+        _cancel(member.heartbeat_timer)
+        member.heartbeat_timer = None
         group.remove(member.member_id)
 
     def _remove_member_and_update_group(self, group: Group, member: Member, reason: str) -> None:
@@ -883,8 +888,10 @@ class GroupCoordinator:
 
     def _unload(self, group: Group) -> None:
         """Let go of a group (it moved to another agent, was deleted, or we stop)."""
-        group.join_timer = _cancel(group.join_timer)
-        group.sync_timer = _cancel(group.sync_timer)
+        _cancel(group.join_timer)
+        group.join_timer = None
+        _cancel(group.sync_timer)
+        group.sync_timer = None
         for timer in group.pending_members.values():
             _cancel(timer)
         for member in group.members.values():
@@ -892,7 +899,8 @@ class GroupCoordinator:
             resolve(future, join_error(member.member_id, ErrorCode.NOT_COORDINATOR))
             future, member.sync_future = member.sync_future, None
             resolve(future, sync_error(ErrorCode.NOT_COORDINATOR))
-            member.heartbeat_timer = _cancel(member.heartbeat_timer)
+            _cancel(member.heartbeat_timer)
+            member.heartbeat_timer = None
         if not group.is_(DEAD):
             group.transition(DEAD)
         if self.groups.get(group.group_id) is group:
@@ -955,4 +963,3 @@ class GroupCoordinator:
 def _cancel(handle: asyncio.TimerHandle | None) -> None:
     if handle is not None:
         handle.cancel()
-    return None

@@ -128,6 +128,8 @@ async def _call(
         )
     )
     api = ApiKey(header.api_key).name
+    if ctx.peers is None:
+        raise PeerError("no_channel", "this agent has no peer channel")
     try:
         raw = await ctx.peers.relay(owner, payload, _wait_s(header, body))
     except PeerError:
@@ -150,7 +152,7 @@ def relaying(handler: Handler, error_response: Callable[..., dict | None]) -> Ha
 
     async def run(ctx: AgentContext, header: RequestHeader, body: dict[str, Any]):
         zone = client_zone(header.client_id)
-        if RELAYED.get() or zone is None or ctx.groups is None or ctx.peers is None:
+        if RELAYED.get() or zone is None or ctx.peers is None:
             return await handler(ctx, header, body)
         ids = _group_ids(header, body)
         targets = {g: await _relay_target(ctx, g, zone) for g in dict.fromkeys(ids)}
@@ -159,6 +161,8 @@ def relaying(handler: Handler, error_response: Callable[..., dict | None]) -> Ha
         spec = _multi_spec(header)
         if spec is None:
             owner = targets[ids[0]]
+            if owner is None:  # one group, so `any` above saw its target: not reached
+                return await handler(ctx, header, body)
             try:
                 return await _call(ctx, owner, header, body)
             except PeerError as exc:
@@ -207,7 +211,9 @@ async def _split_and_merge(
     by_group: dict[str, dict[str, Any]] = {}
     for entries in answered:
         for entry in entries:
-            by_group.setdefault(entry.get("group_id"), entry)
+            group_id = entry.get("group_id")
+            if isinstance(group_id, str):
+                by_group.setdefault(group_id, entry)
     merged = [by_group[group_of(item)] for item in body[request_list] if group_of(item) in by_group]
     return {"throttle_time_ms": 0, answer_list: merged}
 

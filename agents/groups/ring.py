@@ -10,6 +10,16 @@ Consistent hashing by rendezvous (highest random weight): every agent scores
 from the same live set, and when an agent joins or leaves only the keys it wins or held
 move — the property a hash ring with virtual nodes gives, with no ring to maintain.
 
+This is Floe's one consistent-hashing approach (`rendezvous_weight`): group fronts and
+transaction coordinators here, partition leaders (`agents.zone_routing`, weighted by
+load) and the owners of cached chunks (`agents.zone_cache`) all score with it. A ring
+library with virtual nodes (uhashring, once used for the chunks) was the alternative;
+rendezvous won because it takes fractional weights directly (a ring would need vnode
+counts rebuilt whenever a load moves), spreads keys evenly without tuning a vnode
+count, has no state to rebuild on a membership change, and is five lines whose every
+value the tests can compute. Its cost, one hash per live agent per lookup, is small
+for a zone's handful of agents.
+
 The live set comes from the control plane's heartbeat answer, where a dead agent stays
 "live" for up to the liveness window (15 s) after its last heartbeat. To fail over
 faster, an agent about to suggest a peer checks that the peer accepts TCP connections
@@ -45,10 +55,16 @@ class Peer:
     http_port: int = 0  # the peer channel (agents/peers); 0 = unknown
 
 
-def score(key_type: int, key: str, agent_id: str) -> int:
-    """The rendezvous weight of an agent for a key (stable across processes and runs)."""
-    digest = hashlib.blake2b(f"{key_type}\x00{key}\x00{agent_id}".encode(), digest_size=8).digest()
+def rendezvous_weight(key: str, agent_id: str) -> int:
+    """The rendezvous weight of an agent for a key, in [0, 2**64): stable across
+    processes, runs and Python versions (blake2b, not `hash`)."""
+    digest = hashlib.blake2b(f"{key}\x00{agent_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big")
+
+
+def score(key_type: int, key: str, agent_id: str) -> int:
+    """The rendezvous weight of an agent for a FindCoordinator key of `key_type`."""
+    return rendezvous_weight(f"{key_type}\x00{key}", agent_id)
 
 
 def node_id_for(agent_id: str) -> int:

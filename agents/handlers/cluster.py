@@ -63,9 +63,8 @@ async def routed_brokers(ctx: AgentContext, header) -> list[Peer]:
     """The brokers to tell this client about: its zone's live agents (or all of them),
     having first checked that peers still accept connections (a killed agent stays in
     the control plane's live list for the liveness window)."""
-    if ctx.groups is not None:
-        await ctx.groups.ring.check_all()
-        await ctx.groups.ring.check_clients()
+    await ctx.groups.ring.check_all()
+    await ctx.groups.ring.check_clients()
     brokers = ctx.zone_peers(client_zone(header.client_id))
     me = ctx.node_id
     return sorted(brokers, key=lambda p: p.node_id != me)  # this agent first, if listed

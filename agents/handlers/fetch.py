@@ -47,7 +47,7 @@ async def handle_fetch(ctx: AgentContext, header, body: dict[str, Any]) -> dict[
     wanted: list[read_path.Wanted] = []
     unknown = ErrorCode.UNKNOWN_TOPIC_ID if uses_ids else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     for topic, info in zip(topics, infos, strict=True):
-        answers = []
+        answers: list[dict[str, Any]] = []
         responses.append(
             {
                 "topic": info.name if info else topic.get("topic"),
@@ -56,13 +56,16 @@ async def handle_fetch(ctx: AgentContext, header, body: dict[str, Any]) -> dict[
             }
         )
         for request in topic["partitions"]:
-            item = read_path.Wanted(info, request)
-            answers.append(item.answer)
+            index = request["partition"]
             if info is None:
-                item.answer["error_code"] = unknown
-            elif not 0 <= item.partition < info.partitions:
-                item.answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                answers.append(read_path.partition_answer(index, unknown))
+            elif not 0 <= index < info.partitions:
+                answers.append(
+                    read_path.partition_answer(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                )
             else:
+                item = read_path.Wanted(info, request)
+                answers.append(item.answer)
                 wanted.append(item)
 
     if wanted:

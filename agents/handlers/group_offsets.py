@@ -138,7 +138,7 @@ async def _fetch_group(
         ]
     )
     try:
-        query = {"group_id": group_id, "partitions": partitions}
+        query: dict[str, Any] = {"group_id": group_id, "partitions": partitions}
         if require_stable:  # KIP-447: not while a transaction holds offsets of the group
             query["require_stable"] = True
         answer = await ctx.client.call("offsets/fetch", query)

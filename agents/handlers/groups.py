@@ -163,10 +163,11 @@ async def handle_leave_group(ctx: AgentContext, header, body: dict[str, Any]) ->
         identities = [(m["member_id"], m.get("group_instance_id")) for m in body["members"]]
     else:
         identities = [(body["member_id"], None)]
+    results: list[tuple[str, str | None, ErrorCode]] = []
     if not group_id:
-        top, results = ErrorCode.INVALID_GROUP_ID, []
+        top = ErrorCode.INVALID_GROUP_ID
     elif not await ctx.groups.owns(group_id):
-        top, results = ErrorCode.NOT_COORDINATOR, []
+        top = ErrorCode.NOT_COORDINATOR
     else:
         top, results = ctx.groups.leave(group_id, identities)
     if version < 3:

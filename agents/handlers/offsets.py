@@ -127,9 +127,10 @@ def _known_offset(
     if timestamp == EARLIEST:
         offset = known[1]
     elif read_committed:
-        offset = ctx.offsets.fresh_stable(info.topic_id_str, request[index_field])
-        if offset is None:
+        stable = ctx.offsets.fresh_stable(info.topic_id_str, request[index_field])
+        if stable is None:
             return None
+        offset = stable
     else:
         offset = known[0]
     return {"error_code": 0, "offset": offset, "timestamp": -1}

@@ -59,7 +59,9 @@ async def _resolve_topics(
     by_name = await ctx.topics.by_names(names, need_partition=names) if names else {}
     by_id = await ctx.topics.by_ids(ids) if ids else {}
     return [
-        by_name.get(t["name"]) if t.get("name") else by_id.get(t.get("topic_id"))
+        by_name.get(t["name"])
+        if t.get("name")
+        else (by_id.get(t["topic_id"]) if t.get("topic_id") else None)
         for t in topic_data
     ]
 
@@ -92,7 +94,7 @@ async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dic
     # (partition result to fill in, index of its first batch, number of batches)
     slots: list[tuple[dict[str, Any], int, int]] = []
     for topic, info in zip(topic_data, topics, strict=True):
-        partition_results = []
+        partition_results: list[dict[str, Any]] = []
         responses.append(
             {
                 "name": topic.get("name"),
@@ -119,9 +121,9 @@ async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dic
                 result["error_message"] = str(exc)
                 continue
             view = memoryview(records)
-            refused = await _schema_problem(ctx, info, view, validated)
-            if refused is not None:
-                result.update(refused)
+            problem = await _schema_problem(ctx, info, view, validated)
+            if problem is not None:
+                result.update(problem)
                 continue
             first = len(batches)
             for pos, length, batch_header in validated:

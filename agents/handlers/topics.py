@@ -4,6 +4,7 @@ calls, with this agent's topic cache invalidated for what changed."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from agents.context import REPORTED_REPLICATION_FACTOR, AgentContext
@@ -32,7 +33,7 @@ async def handle_create_topics(ctx: AgentContext, header, body: dict[str, Any]) 
                 "configs": {c["name"]: c["value"] for c in topic.get("configs") or []},
             }
         )
-    answers = iter([])
+    answers: Iterator[dict[str, Any]] = iter([])
     if requests:
         answer = await ctx.client.call(
             "topics/create",

@@ -82,6 +82,7 @@ def parse(
     compact = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
     canonical = json.dumps(document, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
     named: dict[str, Any] = {}
+    parsed: Any  # as `ParsedSchema.parsed`
     if schema_type == "AVRO":
         for ref in referenced or ():
             named.update(ref.named)

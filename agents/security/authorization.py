@@ -23,11 +23,13 @@ and even with ACLs off.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
 from agents.context import AgentContext
+from agents.handlers import transactions
 from agents.handlers.errors import CloseConnection, error_response
 from agents.security.session import CURRENT_SESSION, Session
 from core.kafka import ApiKey, RequestHeader
@@ -57,7 +59,7 @@ TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-_MESSAGES = {
+_MESSAGES: dict[int, str] = {
     TOPIC_DENIED: "Topic authorization failed.",
     GROUP_DENIED: "Group authorization failed.",
     CLUSTER_DENIED: "Cluster authorization failed.",
@@ -159,16 +161,19 @@ async def _topic_names(
 ) -> list[str | None]:
     """Each item's topic name, looking ids up where the request names topics by id."""
     ids = [
-        item.get(id_key)
+        topic_id
         for item in items
-        if id_key and not item.get(name_key) and item.get(id_key) not in (None, ZERO_UUID)
+        if id_key
+        and not item.get(name_key)
+        and isinstance(topic_id := item.get(id_key), uuid.UUID)
+        and topic_id != ZERO_UUID
     ]
     by_id = await ctx.topics.by_ids(ids) if ids else {}
     names: list[str | None] = []
     for item in items:
         name = item.get(name_key)
-        if not name and id_key:
-            topic = by_id.get(item.get(id_key))
+        if not name and id_key and isinstance(topic_id := item.get(id_key), uuid.UUID):
+            topic = by_id.get(topic_id)
             name = topic.name if topic else None
         names.append(name or None)
     return names
@@ -430,6 +435,7 @@ def _config_rule(operation: AclOperation, response_key: str):
     async def rule(access: Access, ctx, header, body, call) -> dict | None:
         resources = body["resources"]
         keep, denied = [], []
+        error: int
         for r in resources:
             kind = r["resource_type"]
             if kind == _RESOURCE_TOPIC:
@@ -688,8 +694,8 @@ Rule = Callable[[Access, AgentContext, RequestHeader, dict[str, Any], Call], Awa
 # --- transactions (KIP-98): WRITE on the transactional id, as Kafka ---------------------
 
 
-def _txn_denied(header, body: dict[str, Any], error: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, **error_response(header, body, error)}
+def _txn_denied(header: RequestHeader, body: dict[str, Any], error: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, **transactions.error_response(header, body, error)}
 
 
 async def _add_partitions_to_txn(access: Access, ctx, header, body, call) -> dict | None:

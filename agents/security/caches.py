@@ -97,7 +97,7 @@ class AclCache:
         self._authorizer: Authorizer | None = None
         self._version: str | None = None
         self._checked_at = float("-inf")
-        self._inflight: asyncio.Future | None = None
+        self._inflight: asyncio.Future[None] | None = None
 
     def invalidate(self) -> None:
         """Check again on the next use (after this agent changed ACLs)."""
@@ -121,7 +121,10 @@ class AclCache:
             if self._authorizer is None:
                 raise
             log.warning("refreshing ACLs failed, using the last known set: %s", exc)
-        return self._authorizer  # type: ignore[return-value]
+        authorizer = self._authorizer
+        if authorizer is None:  # a refresh sets one or raises
+            raise RuntimeError("no ACLs known after refreshing them")
+        return authorizer
 
     async def _refresh(self) -> None:
         try:

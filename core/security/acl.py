@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, TypeVar
 
 CLUSTER_NAME = "kafka-cluster"  # the name of the one CLUSTER resource, as in Kafka
 WILDCARD = "*"
@@ -107,7 +107,10 @@ def enum_name(value: IntEnum) -> str:
     return value.name.lower()
 
 
-def parse_enum(enum: type[IntEnum], name: object) -> IntEnum:
+_Member = TypeVar("_Member", bound=IntEnum)
+
+
+def parse_enum(enum: type[_Member], name: object) -> _Member:
     """The member whose JSON name is `name`; ValueError otherwise."""
     if isinstance(name, str):
         member = enum.__members__.get(name.upper())
@@ -139,13 +142,13 @@ class AclBinding:
     def from_json(cls, item: dict[str, Any]) -> AclBinding:
         """From the JSON shape of the APIs; ValueError/KeyError on a bad item."""
         return cls(
-            resource_type=parse_enum(ResourceType, item["resource_type"]),  # type: ignore[arg-type]
+            resource_type=parse_enum(ResourceType, item["resource_type"]),
             resource_name=str(item["resource_name"]),
-            pattern_type=parse_enum(PatternType, item.get("pattern_type", "literal")),  # type: ignore[arg-type]
+            pattern_type=parse_enum(PatternType, item.get("pattern_type", "literal")),
             principal=str(item["principal"]),
             host=str(item.get("host") or WILDCARD),
-            operation=parse_enum(AclOperation, item["operation"]),  # type: ignore[arg-type]
-            permission=parse_enum(AclPermission, item.get("permission", "allow")),  # type: ignore[arg-type]
+            operation=parse_enum(AclOperation, item["operation"]),
+            permission=parse_enum(AclPermission, item.get("permission", "allow")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -206,13 +209,13 @@ class AclFilter:
             return None if value is None else str(value)
 
         return cls(
-            resource_type=parse_enum(ResourceType, item.get("resource_type", "any")),  # type: ignore[arg-type]
+            resource_type=parse_enum(ResourceType, item.get("resource_type", "any")),
             resource_name=name("resource_name"),
-            pattern_type=parse_enum(PatternType, item.get("pattern_type", "any")),  # type: ignore[arg-type]
+            pattern_type=parse_enum(PatternType, item.get("pattern_type", "any")),
             principal=name("principal"),
             host=name("host"),
-            operation=parse_enum(AclOperation, item.get("operation", "any")),  # type: ignore[arg-type]
-            permission=parse_enum(AclPermission, item.get("permission", "any")),  # type: ignore[arg-type]
+            operation=parse_enum(AclOperation, item.get("operation", "any")),
+            permission=parse_enum(AclPermission, item.get("permission", "any")),
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -31,8 +31,10 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from types import FrameType
+from typing import Any, TypeVar
 
 import psycopg
 from django.conf import settings
@@ -43,6 +45,7 @@ from psycopg_pool import AsyncConnectionPool
 from metadata_store import store
 from metadata_store.agent_api import endpoint, key_changes, schemas, views
 from metadata_store.commit_pipeline import CommitPipeline
+from virtualclusters.models import VirtualCluster
 
 log = logging.getLogger(__name__)
 
@@ -52,16 +55,28 @@ PREFIX = "/agent/v1/"
 DECODE_ON_LOOP_BYTES = 256 * 1024
 _JSON = [(b"content-type", b"application/json")]
 
+# ASGI's shapes (the spec's dicts, as uvicorn hands them over).
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+# Any: the wrapped app (a2wsgi's) may type the spec's dicts more narrowly than we do.
+App = Callable[[Any, Any, Any], Awaitable[None]]
+Answer = tuple[int, endpoint.Answer]  # (HTTP status, JSON object)
+_Result = TypeVar("_Result")
 
-def agent_calls(patterns) -> dict[str, Callable]:
+
+def agent_calls(patterns: Sequence[object]) -> dict[str, endpoint.AgentCall]:
     """`/agent/v1/<name>` → its view (``endpoint``), from the agent API's URL patterns."""
-    routes: dict[str, Callable] = {}
+    routes: dict[str, endpoint.AgentCall] = {}
 
-    def walk(patterns, prefix: str) -> None:
+    def walk(patterns: Sequence[object], prefix: str) -> None:
         for pattern in patterns:
             if isinstance(pattern, URLResolver):
                 walk(pattern.url_patterns, prefix + str(pattern.pattern))
-            elif isinstance(pattern, URLPattern) and hasattr(pattern.callback, "handler"):
+            elif isinstance(pattern, URLPattern) and isinstance(
+                pattern.callback, endpoint.AgentCall
+            ):
                 routes[prefix + str(pattern.pattern)] = pattern.callback
 
     walk(patterns, PREFIX)
@@ -81,7 +96,8 @@ def _conninfo() -> str:
     ).strip()
     kept = {k: v for k, v in params.items() if isinstance(v, str | int) and v != ""}
     kept.pop("client_encoding", None)
-    return psycopg.conninfo.make_conninfo(**{**kept, "options": options})
+    kept["options"] = options
+    return psycopg.conninfo.make_conninfo("", **kept)
 
 
 def _after_call() -> None:
@@ -97,7 +113,7 @@ def _after_call() -> None:
             conn.close()
 
 
-def _in_thread(call: Callable, *args):
+def _in_thread(call: Callable[..., _Result], *args: Any) -> _Result:
     """`call(*args)` in a thread of the agent API's pool, its Django connection looked
     after as a request's would be."""
     try:
@@ -132,19 +148,19 @@ class AgentApi:
     """ASGI: ``/agent/v1/`` answered here (a JSON 404 for a call that does not exist),
     everything else by `app`."""
 
-    def __init__(self, app, *, routes: Callable[[], dict[str, Callable]]) -> None:
+    def __init__(self, app: App, *, routes: Callable[[], dict[str, endpoint.AgentCall]]) -> None:
         self.app = app
         self._routes_of = routes
-        self._routes: dict[str, Callable] | None = None
+        self._routes: dict[str, endpoint.AgentCall] | None = None
         self._threads = ThreadPoolExecutor(
             max_workers=settings.FLOE_AGENT_API_THREADS, thread_name_prefix="agent-api"
         )
         self._pool: AsyncConnectionPool | None = None
-        self._listener: asyncio.Task | None = None
+        self._listener: asyncio.Task[None] | None = None
         self.pipeline = CommitPipeline(self._commit_files)
         self._stopping: asyncio.Event | None = None
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
@@ -155,7 +171,7 @@ class AgentApi:
             return
         await self.app(scope, receive, send)
 
-    async def _lifespan(self, receive, send) -> None:
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
@@ -194,7 +210,9 @@ class AgentApi:
             if not callable(previous):
                 continue
 
-            def handler(signum, frame, previous=previous) -> None:
+            def handler(
+                signum: int, frame: FrameType | None, previous: Callable[..., Any] = previous
+            ) -> None:
                 loop.call_soon_threadsafe(stopping.set)
                 previous(signum, frame)
 
@@ -218,12 +236,15 @@ class AgentApi:
             self._pool = None
         loop = asyncio.get_running_loop()
         pools = [(self._threads, settings.FLOE_AGENT_API_THREADS)]
-        if hasattr(self.app, "executor"):  # a2wsgi's threads, serving the console
-            pools.append((self.app.executor, settings.FLOE_WEB_THREADS))
+        console_threads = getattr(self.app, "executor", None)  # a2wsgi's, serving the console
+        if isinstance(console_threads, ThreadPoolExecutor):
+            pools.append((console_threads, settings.FLOE_WEB_THREADS))
         for executor, threads in pools:
             await loop.run_in_executor(None, close_thread_connections, executor, threads)
 
-    async def _serve(self, view, scope, receive, send) -> None:
+    async def _serve(
+        self, view: endpoint.AgentCall | None, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         try:
             status, answer = await self._answer(view, scope, receive)
         except ConnectionError:  # the agent went away before its body arrived
@@ -238,7 +259,9 @@ class AgentApi:
         )
         await send({"type": "http.response.body", "body": body})
 
-    async def _answer(self, view, scope, receive) -> tuple[int, dict]:
+    async def _answer(
+        self, view: endpoint.AgentCall | None, scope: Scope, receive: Receive
+    ) -> Answer:
         if view is None:
             return 404, {"error": f"no agent API call at {scope['path']}"}
         if scope["method"] != "POST":
@@ -258,8 +281,8 @@ class AgentApi:
         loop = asyncio.get_running_loop()
         if view is views.commit:
             return await self._commit(authorization, body)
-        if hasattr(view, "on_loop"):
-            return await self._on_loop(view, authorization, body, receive)
+        if view.on_loop is not None:
+            return await self._on_loop(view, view.on_loop, authorization, body, receive)
         return await loop.run_in_executor(
             self._threads,
             _in_thread,
@@ -270,7 +293,7 @@ class AgentApi:
             body,
         )
 
-    async def _cluster(self, name: str, authorization: str):
+    async def _cluster(self, name: str, authorization: str) -> VirtualCluster | Answer:
         """The agent key's cluster (from the key cache, else the database in a thread),
         or the error answer."""
         known, cluster = endpoint.cached_cluster(authorization)
@@ -283,7 +306,14 @@ class AgentApi:
                 return endpoint.failure(name, exc)
         return endpoint.NO_KEY if cluster is None else cluster
 
-    async def _on_loop(self, view, authorization: str, body: bytes, receive) -> tuple[int, dict]:
+    async def _on_loop(
+        self,
+        view: endpoint.AgentCall,
+        on_loop: endpoint.OnLoop,
+        authorization: str,
+        body: bytes,
+        receive: Receive,
+    ) -> Answer:
         """A call served on the loop: `view.on_loop(cluster, request, gone)`, where `gone`
         is set when the agent hangs up or the server is stopping."""
         name = view.handler.__name__
@@ -308,7 +338,7 @@ class AgentApi:
         watcher = asyncio.ensure_future(watch())
         started = time.perf_counter()
         try:
-            answer = await view.on_loop(cluster, schemas.decode(body, view.schema), gone)
+            answer = await on_loop(cluster, schemas.decode(body, view.schema), gone)
         except Exception as exc:  # noqa: BLE001 - every failure is a short JSON answer
             return endpoint.failure(name, exc)
         finally:
@@ -316,7 +346,7 @@ class AgentApi:
         endpoint.succeeded(name, started)
         return 200, answer
 
-    async def _commit(self, authorization: str, body: bytes) -> tuple[int, dict]:
+    async def _commit(self, authorization: str, body: bytes) -> Answer:
         loop = asyncio.get_running_loop()
         cluster = await self._cluster("commit", authorization)
         if isinstance(cluster, tuple):
@@ -346,7 +376,9 @@ class AgentApi:
         endpoint.succeeded("commit", started)
         return 200, answer
 
-    async def _commit_files(self, cluster_id: int, commits: list[store.FileCommit]) -> list:
+    async def _commit_files(
+        self, cluster_id: int, commits: list[store.FileCommit]
+    ) -> list[store.Row]:
         """One statement for `commits` (the pipeline's `execute`), bounded in time."""
         if self._pool is None:
             self._pool = AsyncConnectionPool(
@@ -365,15 +397,16 @@ class AgentApi:
             return store.commit_rows(commits, await cursor.fetchall())
 
 
-async def _disconnected(receive) -> None:
+async def _disconnected(receive: Receive) -> None:
     """Returns when the client hangs up (the body was read already)."""
     while (await receive())["type"] != "http.disconnect":
         pass
 
 
-async def _read_body(receive) -> bytes | None:
+async def _read_body(receive: Receive) -> bytes | None:
     """The request body, or None once it grows past the agent API's limit."""
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":

@@ -10,10 +10,12 @@ for Django's test client and WSGI servers.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 import msgspec
 import psycopg
@@ -37,7 +39,7 @@ _KEY_CACHE_SECONDS = 5.0
 MAX_BODY_BYTES = 64 * 1024 * 1024
 _key_cache: dict[str, tuple[float, VirtualCluster | None]] = {}
 # PostgreSQL connections that already carry the agent API's timeouts.
-_bounded: weakref.WeakSet = weakref.WeakSet()
+_bounded: weakref.WeakSet[Any] = weakref.WeakSet()  # psycopg connections
 # SQLSTATEs of a statement cut short by our bounds (query_canceled, lock_not_available).
 _TIMED_OUT = {"57014", "55P03"}
 _FOREIGN_KEY = "23503"  # foreign_key_violation
@@ -144,11 +146,36 @@ class CallRefused(Exception):
 _encoder = msgspec.json.Encoder(enc_hook=DjangoJSONEncoder().default)
 
 
-def encode(payload: dict) -> bytes:
+# A call's answer: a JSON object.
+Answer = dict[str, Any]
+_Body = TypeVar("_Body", bound=msgspec.Struct)
+# A call's handler: (the agent key's cluster, the decoded body) -> the answer.
+Handler = Callable[[VirtualCluster, _Body], Answer]
+
+
+# A call served on the web server's event loop (``agent_api.asgi``): (cluster, decoded
+# body, an event set when the agent hangs up or the server stops) -> the answer.
+OnLoop = Callable[[VirtualCluster, Any, asyncio.Event], Awaitable[Answer]]
+
+
+@runtime_checkable
+class AgentCall(Protocol):
+    """What `endpoint` returns: a Django view that carries its handler and schema, and
+    the coroutine that serves it on the loop where it has one (``on_loop``)."""
+
+    __name__: str
+    handler: Handler[Any]
+    schema: type[msgspec.Struct]
+    on_loop: OnLoop | None
+
+    def __call__(self, request: HttpRequest) -> HttpResponse: ...
+
+
+def encode(payload: Answer) -> bytes:
     return _encoder.encode(payload)
 
 
-def json_response(payload: dict, status: int = 200) -> HttpResponse:
+def json_response(payload: Answer, status: int = 200) -> HttpResponse:
     return HttpResponse(encode(payload), status=status, content_type="application/json")
 
 
@@ -157,7 +184,7 @@ def error_response(status: int, message: str) -> HttpResponse:
     return json_response({"error": message}, status)
 
 
-def failure(name: str, exc: Exception) -> tuple[int, dict]:
+def failure(name: str, exc: Exception) -> tuple[int, Answer]:
     """The answer to a call that raised `exc`: a 400 naming the field of a body that does
     not fit, the status of a refusal, a 503 while the metadata store is busy or out of
     reach, a 500 with a one-line reason for a failure of ours (never a debug page)."""
@@ -185,11 +212,11 @@ def succeeded(name: str, started: float) -> None:
 
 
 # The answers every transport of the agent API gives alike.
-NO_KEY = 401, {"error": "missing, unknown or revoked agent key"}
-TOO_LARGE = 413, {"error": f"the body is larger than {MAX_BODY_BYTES} bytes"}
+NO_KEY: tuple[int, Answer] = 401, {"error": "missing, unknown or revoked agent key"}
+TOO_LARGE: tuple[int, Answer] = 413, {"error": f"the body is larger than {MAX_BODY_BYTES} bytes"}
 
 
-def body_length(content_length: str | None) -> int | tuple[int, dict]:
+def body_length(content_length: str | None) -> int | tuple[int, Answer]:
     """The body's length from its Content-Length header, or the error answer."""
     try:
         length = int(content_length or 0)
@@ -200,7 +227,9 @@ def body_length(content_length: str | None) -> int | tuple[int, dict]:
     return length
 
 
-def respond(handler: Callable, schema: type, authorization: str, body: bytes) -> tuple[int, dict]:
+def respond(
+    handler: Handler[_Body], schema: type[_Body], authorization: str, body: bytes
+) -> tuple[int, Answer]:
     """(status, answer) of one call, on this thread's Django connection: the key names
     the cluster, `body` is decoded by `schema`, then `handler(cluster, decoded)`."""
     name = handler.__name__
@@ -223,13 +252,13 @@ def respond(handler: Callable, schema: type, authorization: str, body: bytes) ->
     return 200, answer
 
 
-def endpoint(schema: type):
+def endpoint(schema: type[_Body]) -> Callable[[Handler[_Body]], AgentCall]:
     """An agent-API call: `handler(cluster, request)` with its body's `schema`. Returns
     it as a Django view (POST only) with the handler and schema on it, which is what the
     web server's agent API serves (``agent_api.asgi``) and what the agent-API fuzz test
     reads."""
 
-    def wrap(handler: Callable[[VirtualCluster, object], dict]):
+    def wrap(handler: Handler[_Body]) -> AgentCall:
         @csrf_exempt
         def view(request: HttpRequest) -> HttpResponse:
             if request.method != "POST":
@@ -245,9 +274,11 @@ def endpoint(schema: type):
             return json_response(answer, status)
 
         view.__name__ = handler.__name__
-        view.handler = handler
-        view.schema = schema
-        return view
+        call = cast(AgentCall, view)  # the view, given the attributes below
+        call.handler = handler
+        call.schema = schema
+        call.on_loop = None
+        return call
 
     return wrap
 

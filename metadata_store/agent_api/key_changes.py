@@ -32,11 +32,11 @@ def _notify(cluster_id: int) -> None:
         cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, str(cluster_id)])
 
 
-def _cluster_deleted(sender, instance: VirtualCluster, **kwargs) -> None:
+def _cluster_deleted(sender: object, instance: VirtualCluster, **kwargs: object) -> None:
     _notify(instance.pk)
 
 
-def _key_saved(sender, instance: AgentKey, **kwargs) -> None:
+def _key_saved(sender: object, instance: AgentKey, **kwargs: object) -> None:
     if instance.revoked_at is not None:
         _notify(instance.cluster_id)
 

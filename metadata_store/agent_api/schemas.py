@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Annotated, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from msgspec import Meta, Struct
@@ -39,18 +40,21 @@ MAX_COMMIT_BATCHES = 100_000
 MAX_ITEMS = 100_000  # any other list: partitions, topics, offsets, groups, ACLs
 
 
-def _items(item_type):
-    return Annotated[list[item_type], Meta(max_length=MAX_ITEMS)]
+_Item = TypeVar("_Item")
+Items = Annotated[list[_Item], Meta(max_length=MAX_ITEMS)]  # `Items[X]`: a bounded list of X
 
 
 class _Body(Struct, forbid_unknown_fields=False, frozen=True):
-    """Every body is a JSON object; unknown fields are ignored."""
+    """Every body is a JSON object; unknown fields are ignored.
+
+    Subclasses inherit `frozen` at run time but say it again: type checkers read it
+    per class (PEP 681's dataclass_transform), as msgspec advises."""
 
 
 # --- data path -------------------------------------------------------------------------
 
 
-class CommitBatch(_Body):
+class CommitBatch(_Body, frozen=True):
     """One record batch of a segment file, or several side by side of one partition that
     carry no producer id (`batch_count`; docs/AGENT_API.md "commit")."""
 
@@ -71,47 +75,47 @@ class CommitBatch(_Body):
     batch_count: Annotated[int, Meta(ge=1, le=2**31 - 1)] = 1
 
 
-class CommitRequest(_Body):
+class CommitRequest(_Body, frozen=True):
     file_key: Annotated[str, Meta(min_length=1, max_length=512)]
     size: Annotated[int, Meta(gt=0, le=2**40)]
     batches: Annotated[list[CommitBatch], Meta(max_length=MAX_COMMIT_BATCHES)]
 
 
-class FetchPartition(_Body, omit_defaults=True):
+class FetchPartition(_Body, omit_defaults=True, frozen=True):
     topic_id: uuid.UUID
     partition: PARTITION
     offset: INT64 = 0  # out of range is a Kafka answer (OFFSET_OUT_OF_RANGE), not a 400
     max_bytes: Annotated[int, Meta(ge=0, le=2**31 - 1)] | None = None
 
 
-class FetchPlanRequest(_Body):
-    partitions: _items(FetchPartition)
+class FetchPlanRequest(_Body, frozen=True):
+    partitions: Items[FetchPartition]
     max_bytes: Annotated[int, Meta(ge=0, le=2**31 - 1)] = 50 * 1024 * 1024
     isolation_level: ISOLATION = 0
 
 
-class ListOffsetsPartition(_Body):
+class ListOffsetsPartition(_Body, frozen=True):
     topic_id: uuid.UUID
     partition: PARTITION
     timestamp: INT64 = -1  # -1 latest, -2 earliest, -3 max timestamp, else a time
     isolation_level: ISOLATION = 0  # read_committed's latest is the last stable offset
 
 
-class ListOffsetsRequest(_Body):
-    partitions: _items(ListOffsetsPartition)
+class ListOffsetsRequest(_Body, frozen=True):
+    partitions: Items[ListOffsetsPartition]
 
 
-class DeleteRecordsPartition(_Body):
+class DeleteRecordsPartition(_Body, frozen=True):
     topic_id: uuid.UUID
     partition: PARTITION
     offset: Annotated[int, Meta(ge=-1, le=2**63 - 1)] = -1  # -1: the high watermark
 
 
-class DeleteRecordsRequest(_Body):
-    partitions: _items(DeleteRecordsPartition)
+class DeleteRecordsRequest(_Body, frozen=True):
+    partitions: Items[DeleteRecordsPartition]
 
 
-class InitProducerIdRequest(_Body):
+class InitProducerIdRequest(_Body, frozen=True):
     transactional_id: SHORT | None = None
     transaction_timeout_ms: Annotated[int, Meta(ge=-1, le=2**31 - 1)] = 60_000
     producer_id: Annotated[int, Meta(ge=-1, le=2**63 - 1)] = -1
@@ -125,7 +129,7 @@ COUNT = Annotated[int, Meta(ge=0, le=2**62)]  # a counter since the agent starte
 ZONE = Annotated[str, Meta(max_length=64)]
 
 
-class AgentReadStats(_Body):
+class AgentReadStats(_Body, frozen=True):
     """The read path's counters since the agent started (docs/AGENT_API.md)."""
 
     get_requests: COUNT = 0  # object-store GETs this agent made
@@ -147,7 +151,7 @@ class AgentReadStats(_Body):
     ] = {}
 
 
-class HeartbeatRequest(_Body):
+class HeartbeatRequest(_Body, frozen=True):
     agent_id: AGENT_ID
     host: SHORT = "127.0.0.1"
     port: Annotated[int, Meta(ge=0, le=65_535)] = 9092
@@ -172,30 +176,30 @@ RUN_ID = Annotated[str, Meta(min_length=1, max_length=32)]
 TOKEN = Annotated[str, Meta(min_length=1, max_length=64)]
 
 
-class JobLeaseRequest(_Body):
+class JobLeaseRequest(_Body, frozen=True):
     agent_id: AGENT_ID
     lease_s: LEASE_S = 120
 
 
-class JobProgress(_Body, omit_defaults=True):
+class JobProgress(_Body, omit_defaults=True, frozen=True):
     stage: Annotated[str, Meta(max_length=64)] = ""
     bytes_done: COUNT = 0
     bytes_total: COUNT = 0
 
 
-class JobHeartbeatRequest(_Body):
+class JobHeartbeatRequest(_Body, frozen=True):
     run_id: RUN_ID
     lease: TOKEN
     lease_s: LEASE_S = 120
     progress: JobProgress | None = None
 
 
-class JobReportRequest(_Body):
+class JobReportRequest(_Body, frozen=True):
     run_id: RUN_ID
     lease: TOKEN
     lease_s: LEASE_S = 120
     # The Spark job's own result (its shape is the job's: jobs/<name>.py), or an error.
-    result: dict | None = None
+    result: dict[str, Any] | None = None
     error: Annotated[str, Meta(max_length=10_000)] = ""
 
 
@@ -204,55 +208,55 @@ class JobReportRequest(_Body):
 ConfigValue = str | int | float | bool | None
 
 
-class TopicsListRequest(_Body):
-    names: _items(NAME) | None = None
-    topic_ids: _items(NAME) | None = None  # a malformed id names no topic
+class TopicsListRequest(_Body, frozen=True):
+    names: Items[NAME] | None = None
+    topic_ids: Items[NAME] | None = None  # a malformed id names no topic
 
 
-class TopicCreate(_Body):
+class TopicCreate(_Body, frozen=True):
     name: NAME
     num_partitions: INT32 = -1
     replication_factor: INT16 = -1
     configs: dict[NAME, ConfigValue] = {}
 
 
-class TopicsCreateRequest(_Body):
-    topics: _items(TopicCreate)
+class TopicsCreateRequest(_Body, frozen=True):
+    topics: Items[TopicCreate]
     validate_only: bool = False
 
 
-class TopicsDeleteRequest(_Body):
-    names: _items(NAME) | None = None
-    topic_ids: _items(NAME) | None = None
+class TopicsDeleteRequest(_Body, frozen=True):
+    names: Items[NAME] | None = None
+    topic_ids: Items[NAME] | None = None
 
 
-class TopicPartitionsCreate(_Body):
+class TopicPartitionsCreate(_Body, frozen=True):
     name: NAME
     count: INT32
 
 
-class TopicsCreatePartitionsRequest(_Body):
-    topics: _items(TopicPartitionsCreate)
+class TopicsCreatePartitionsRequest(_Body, frozen=True):
+    topics: Items[TopicPartitionsCreate]
     validate_only: bool = False
 
 
-class TopicsDescribeConfigsRequest(_Body):
-    names: _items(NAME)
+class TopicsDescribeConfigsRequest(_Body, frozen=True):
+    names: Items[NAME]
 
 
-class ConfigOp(_Body):
+class ConfigOp(_Body, frozen=True):
     name: NAME
     op: Literal["set", "delete", "append", "subtract"] = "set"
     value: ConfigValue = None
 
 
-class TopicConfigsAlter(_Body):
+class TopicConfigsAlter(_Body, frozen=True):
     name: NAME
-    ops: _items(ConfigOp) = []
+    ops: Items[ConfigOp] = []
 
 
-class TopicsAlterConfigsRequest(_Body):
-    topics: _items(TopicConfigsAlter)
+class TopicsAlterConfigsRequest(_Body, frozen=True):
+    topics: Items[TopicConfigsAlter]
     incremental: bool = False
     validate_only: bool = False
 
@@ -260,7 +264,7 @@ class TopicsAlterConfigsRequest(_Body):
 # --- consumer groups -------------------------------------------------------------------
 
 
-class OffsetCommit(_Body):
+class OffsetCommit(_Body, frozen=True):
     topic: NAME
     partition: PARTITION
     offset: Annotated[int, Meta(ge=-1, le=2**63 - 1)]
@@ -268,9 +272,9 @@ class OffsetCommit(_Body):
     metadata: Annotated[str, Meta(max_length=100_000)] | None = None
 
 
-class OffsetsCommitRequest(_Body):
+class OffsetsCommitRequest(_Body, frozen=True):
     group_id: SHORT
-    offsets: _items(OffsetCommit)
+    offsets: Items[OffsetCommit]
     # The coordinator's lease and the committing member (metadata_store.group_leases):
     # checked in the transaction that stores the offsets. No epoch: a caller that is no
     # coordinator, allowed only while nobody holds the group's lease.
@@ -281,73 +285,73 @@ class OffsetsCommitRequest(_Body):
     group_instance_id: SHORT | None = None
 
 
-class TopicPartition(_Body):
+class TopicPartition(_Body, frozen=True):
     topic: NAME
     partition: PARTITION
 
 
-class OffsetsFetchRequest(_Body):
+class OffsetsFetchRequest(_Body, frozen=True):
     group_id: SHORT
-    partitions: _items(TopicPartition) | None = None
+    partitions: Items[TopicPartition] | None = None
     require_stable: bool = False  # KIP-447
 
 
-class OffsetsDeleteRequest(_Body):
+class OffsetsDeleteRequest(_Body, frozen=True):
     group_id: SHORT
-    partitions: _items(TopicPartition)
+    partitions: Items[TopicPartition]
 
 
-class MemberAssignment(_Body):
+class MemberAssignment(_Body, frozen=True):
     topic: NAME
-    partitions: _items(PARTITION) = []
+    partitions: Items[PARTITION] = []
 
 
-class GroupMember(_Body):
+class GroupMember(_Body, frozen=True):
     member_id: SHORT = ""
     group_instance_id: SHORT | None = None
     client_id: SHORT = ""
     client_host: SHORT = ""
-    assignment: _items(MemberAssignment) = []
+    assignment: Items[MemberAssignment] = []
 
 
-class GroupReport(_Body):
+class GroupReport(_Body, frozen=True):
     group_id: Annotated[str, Meta(min_length=1, max_length=255)]
     state: Annotated[str, Meta(max_length=32)] = "Empty"
     protocol_type: Annotated[str, Meta(max_length=64)] = ""
     protocol: SHORT = ""
     generation: INT32 = 0
     leader: SHORT = ""
-    members: _items(GroupMember) = []
+    members: Items[GroupMember] = []
 
 
-class GroupsReportRequest(_Body):
+class GroupsReportRequest(_Body, frozen=True):
     agent_id: AGENT_ID
-    groups: _items(GroupReport)
+    groups: Items[GroupReport]
 
 
-class GroupsListRequest(_Body):
-    group_ids: _items(SHORT) | None = None
+class GroupsListRequest(_Body, frozen=True):
+    group_ids: Items[SHORT] | None = None
 
 
-class GroupsDeleteRequest(_Body):
-    group_ids: _items(SHORT)
+class GroupsDeleteRequest(_Body, frozen=True):
+    group_ids: Items[SHORT]
 
 
 GROUP_ID = Annotated[str, Meta(min_length=1, max_length=255)]
 MAX_LEASES = 100_000
 
 
-class LeaseRef(_Body):
+class LeaseRef(_Body, frozen=True):
     group_id: GROUP_ID
     epoch: LEASE_EPOCH
 
 
-class LeaseOffer(_Body):
+class LeaseOffer(_Body, frozen=True):
     group_id: GROUP_ID
     agent_id: AGENT_ID
 
 
-class GroupsLeasesRequest(_Body):
+class GroupsLeasesRequest(_Body, frozen=True):
     """One agent's lease traffic (docs/AGENT_API.md `groups/leases`)."""
 
     agent_id: AGENT_ID
@@ -358,12 +362,12 @@ class GroupsLeasesRequest(_Body):
     offer: Annotated[list[LeaseOffer], Meta(max_length=MAX_LEASES)] = []
 
 
-class SavedProtocol(_Body):
+class SavedProtocol(_Body, frozen=True):
     name: SHORT
     metadata: Annotated[bytes, Meta(max_length=1_000_000)] = b""  # base64 in JSON
 
 
-class SavedMember(_Body):
+class SavedMember(_Body, frozen=True):
     member_id: GROUP_ID
     group_instance_id: SHORT | None = None
     client_id: SHORT = ""
@@ -374,7 +378,7 @@ class SavedMember(_Body):
     assignment: Annotated[bytes, Meta(max_length=10_000_000)] = b""  # base64 in JSON
 
 
-class GroupsSaveRequest(_Body):
+class GroupsSaveRequest(_Body, frozen=True):
     """A group's state, saved by its lease holder (docs/AGENT_API.md `groups/save`)."""
 
     agent_id: AGENT_ID
@@ -393,67 +397,69 @@ PRODUCER_ID = Annotated[int, Meta(ge=-1, le=2**63 - 1)]
 PRODUCER_EPOCH = Annotated[int, Meta(ge=-1, le=2**15 - 1)]
 
 
-class _TxnBody(_Body):
+class TxnBody(_Body, frozen=True):
+    """What every transaction call names: the transaction and its producer."""
+
     transactional_id: Annotated[str, Meta(min_length=1, max_length=255)]
     producer_id: PRODUCER_ID
     producer_epoch: PRODUCER_EPOCH
 
 
-class TxnPartition(_Body):
+class TxnPartition(_Body, frozen=True):
     topic: NAME
     partition: PARTITION
 
 
-class TxnAddPartitionsRequest(_TxnBody):
-    partitions: _items(TxnPartition)
+class TxnAddPartitionsRequest(TxnBody, frozen=True):
+    partitions: Items[TxnPartition]
     verify_only: bool = False
 
 
-class TxnAddOffsetsRequest(_TxnBody):
+class TxnAddOffsetsRequest(TxnBody, frozen=True):
     group_id: SHORT
 
 
-class TxnOffsetCommitRequest(_TxnBody):
+class TxnOffsetCommitRequest(TxnBody, frozen=True):
     group_id: SHORT
-    offsets: _items(OffsetCommit)
+    offsets: Items[OffsetCommit]
 
 
-class TxnEndRequest(_TxnBody):
+class TxnEndRequest(TxnBody, frozen=True):
     committed: bool
 
 
-class TxnDescribeRequest(_Body):
-    transactional_ids: _items(SHORT)
+class TxnDescribeRequest(_Body, frozen=True):
+    transactional_ids: Items[SHORT]
 
 
-class TxnListRequest(_Body):
+class TxnListRequest(_Body, frozen=True):
     pass
 
 
 # --- SASL and ACLs ---------------------------------------------------------------------
 
 
-class SaslCredentialRequest(_Body):
+class SaslCredentialRequest(_Body, frozen=True):
     username: SHORT
 
 
-class AclsListRequest(_Body):
+class AclsListRequest(_Body, frozen=True):
     version: Annotated[str, Meta(max_length=64)] | None = None
 
 
 AclJson = dict[Annotated[str, Meta(max_length=64)], str | None]
 
 
-class AclsCreateRequest(_Body):
-    acls: _items(AclJson)  # each binding is checked by the ACL parser (INVALID_REQUEST)
+class AclsCreateRequest(_Body, frozen=True):
+    acls: Items[AclJson]  # each binding is checked by the ACL parser (INVALID_REQUEST)
 
 
-class AclsDescribeRequest(_Body):
+class AclsDescribeRequest(_Body, frozen=True):
     filter: AclJson = {}
 
 
-class AclsDeleteRequest(_Body):
-    filters: _items(AclJson)
+class AclsDeleteRequest(_Body, frozen=True):
+    filters: Items[AclJson]
 
 
 # --- the console's message browser (the browse channel) -----------------------------
@@ -465,11 +471,11 @@ B64 = Annotated[str, Meta(max_length=16 * 1024 * 1024, pattern=r"^[A-Za-z0-9+/]*
 MAX_BROWSE_RECORDS = 500
 
 
-class BrowsePollRequest(_Body):
+class BrowsePollRequest(_Body, frozen=True):
     agent_id: AGENT_ID
 
 
-class BrowsedRecord(_Body):
+class BrowsedRecord(_Body, frozen=True):
     offset: OFFSET
     timestamp: INT64
     key: B64 | None
@@ -479,7 +485,7 @@ class BrowsedRecord(_Body):
     ] = []
 
 
-class BrowsedPage(_Body):
+class BrowsedPage(_Body, frozen=True):
     """What an agent read for a browse request (agents.record_browser.browse)."""
 
     topic: NAME
@@ -490,7 +496,7 @@ class BrowsedPage(_Body):
     from_offset: INT64 | None = None
 
 
-class BrowseAnswerRequest(_Body):
+class BrowseAnswerRequest(_Body, frozen=True):
     """An agent's answer to one browse request: the page it read (checked against
     `BrowsedPage` by the call itself, so that a page that does not fit still reaches the
     waiting console as a refused answer), or why it could not read one."""
@@ -511,7 +517,10 @@ class BadBody(ValueError):
 _NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 
 
-def decode(body: bytes, schema: type[Struct]):
+_Decoded = TypeVar("_Decoded", bound=Struct)
+
+
+def decode(body: bytes, schema: type[_Decoded]) -> _Decoded:
     """The request body as an instance of `schema`, or `BadBody` with a reason that names
     the offending field."""
     # The substring test first: the regex tries every position of a commit's 20 KB body.
@@ -527,9 +536,16 @@ def decode(body: bytes, schema: type[Struct]):
         raise BadBody("the body is nested too deeply") from None
 
 
-def as_dicts(items) -> list[dict]:
+def as_dicts(items: Sequence[Struct]) -> list[dict[str, Any]]:
     """Plain dicts (uuids as strings) for the services that take the JSON shapes."""
-    return msgspec.to_builtins(items)
+    dicts: list[dict[str, Any]] = msgspec.to_builtins(items)
+    return dicts
+
+
+def as_dict(item: Struct) -> dict[str, Any]:
+    """One body as a plain dict (uuids as strings)."""
+    plain: dict[str, Any] = msgspec.to_builtins(item)
+    return plain
 
 
 def validate_commit(request: CommitRequest, *, cluster_prefix: str) -> None:
@@ -540,7 +556,7 @@ def validate_commit(request: CommitRequest, *, cluster_prefix: str) -> None:
     if not request.file_key.startswith(cluster_prefix) or ".." in request.file_key:
         raise BadBody(f"file_key must be a path under '{cluster_prefix}'")
     batches = request.batches
-    order = range(len(batches))
+    order: Sequence[int] = range(len(batches))
     if any(a.pos > b.pos for a, b in zip(batches, batches[1:])):  # agents send file order
         order = sorted(order, key=lambda i: batches[i].pos)
     size, end_of_previous, previous = request.size, 0, None
@@ -563,7 +579,7 @@ def validate_commit(request: CommitRequest, *, cluster_prefix: str) -> None:
         end_of_previous, previous = end, i
 
 
-def commit_batches(items: list[dict]) -> list[CommitBatch]:
+def commit_batches(items: list[dict[str, Any]]) -> list[CommitBatch]:
     """Commit entries from their JSON shape, validated (for callers other than the API)."""
     try:
         return msgspec.convert(items, list[CommitBatch])

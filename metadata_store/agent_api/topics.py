@@ -7,9 +7,11 @@ Kafka refusals become ``error_code``/``error_message`` pairs, never HTTP errors.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from core.kafka.errors import ErrorCode
 from metadata_store.models import Topic
+from metadata_store.store import JSON
 from metadata_store.topic_configs import effective_configs
 from metadata_store.topics import (
     TopicError,
@@ -21,7 +23,7 @@ from metadata_store.topics import (
 from virtualclusters.models import VirtualCluster
 
 
-def _topic_json(topic: Topic) -> dict:
+def _topic_json(topic: Topic) -> JSON:
     return {
         "name": topic.name,
         "topic_id": str(topic.id),
@@ -30,7 +32,9 @@ def _topic_json(topic: Topic) -> dict:
     }
 
 
-def topics_list(cluster: VirtualCluster, names: list | None, topic_ids: list | None = None) -> dict:
+def topics_list(
+    cluster: VirtualCluster, names: list[str] | None, topic_ids: list[str] | None = None
+) -> JSON:
     topics = Topic.objects.filter(cluster=cluster).order_by("name")
     if names is not None:
         topics = topics.filter(name__in=[str(n) for n in names])
@@ -45,11 +49,11 @@ def topics_list(cluster: VirtualCluster, names: list | None, topic_ids: list | N
     return {"topics": [_topic_json(t) for t in topics]}
 
 
-def _error(name, code: int, message: str | None, **extra) -> dict:
+def _error(name: object, code: int, message: str | None, **extra: Any) -> JSON:
     return {"name": name, "error_code": int(code), "error_message": message, **extra}
 
 
-def topics_create(cluster: VirtualCluster, requests: list, validate_only: bool) -> dict:
+def topics_create(cluster: VirtualCluster, requests: list[JSON], validate_only: bool) -> JSON:
     answers = []
     for request in requests:
         name = str(request.get("name", ""))
@@ -82,7 +86,9 @@ def topics_create(cluster: VirtualCluster, requests: list, validate_only: bool) 
     return {"topics": answers}
 
 
-def topics_delete(cluster: VirtualCluster, names: list | None, topic_ids: list | None) -> dict:
+def topics_delete(
+    cluster: VirtualCluster, names: list[str] | None, topic_ids: list[str] | None
+) -> JSON:
     answers = []
     for name in names or []:
         topic = Topic.objects.filter(cluster=cluster, name=str(name)).first()
@@ -120,7 +126,9 @@ def topics_delete(cluster: VirtualCluster, names: list | None, topic_ids: list |
     return {"topics": answers}
 
 
-def topics_create_partitions(cluster: VirtualCluster, requests: list, validate_only: bool) -> dict:
+def topics_create_partitions(
+    cluster: VirtualCluster, requests: list[JSON], validate_only: bool
+) -> JSON:
     answers = []
     for request in requests:
         name = str(request.get("name", ""))
@@ -139,7 +147,7 @@ def topics_create_partitions(cluster: VirtualCluster, requests: list, validate_o
     return {"topics": answers}
 
 
-def topics_describe_configs(cluster: VirtualCluster, names: list) -> dict:
+def topics_describe_configs(cluster: VirtualCluster, names: list[str]) -> JSON:
     topics = {
         t.name: t for t in Topic.objects.filter(cluster=cluster, name__in=[str(n) for n in names])
     }
@@ -162,8 +170,8 @@ def topics_describe_configs(cluster: VirtualCluster, names: list) -> dict:
 
 
 def topics_alter_configs(
-    cluster: VirtualCluster, requests: list, incremental: bool, validate_only: bool
-) -> dict:
+    cluster: VirtualCluster, requests: list[JSON], incremental: bool, validate_only: bool
+) -> JSON:
     answers = []
     for request in requests:
         name = str(request.get("name", ""))

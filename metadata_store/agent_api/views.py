@@ -11,8 +11,8 @@ from django.core.exceptions import ValidationError
 
 from metadata_store import store, transactions
 from metadata_store.agent_api import schemas
-from metadata_store.agent_api.endpoint import CallRefused, endpoint
-from metadata_store.agent_api.schemas import as_dicts
+from metadata_store.agent_api.endpoint import Answer, CallRefused, endpoint
+from metadata_store.agent_api.schemas import as_dict, as_dicts
 from metadata_store.agent_api.topics import (
     topics_alter_configs,
     topics_create,
@@ -30,7 +30,7 @@ from virtualclusters.models import VirtualCluster
 
 
 @endpoint(schemas.HeartbeatRequest)
-def register(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> dict:
+def register(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> Answer:
     """A heartbeat that first checks the agent's bucket against the cluster's (the first
     agent fixes it): 409 naming both when they differ."""
     if body.bucket_url:
@@ -44,12 +44,12 @@ def register(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> dict:
 
 
 @endpoint(schemas.HeartbeatRequest)
-def heartbeat(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> dict:
+def heartbeat(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> Answer:
     return agents_heartbeat(cluster, body)
 
 
 @endpoint(schemas.CommitRequest)
-def commit(cluster: VirtualCluster, body: schemas.CommitRequest) -> dict:
+def commit(cluster: VirtualCluster, body: schemas.CommitRequest) -> Answer:
     schemas.validate_commit(body, cluster_prefix=cluster.public_id + "/")
     results = store.file_commit(
         cluster_id=cluster.pk, file_key=body.file_key, size=body.size, batches=body.batches
@@ -58,7 +58,7 @@ def commit(cluster: VirtualCluster, body: schemas.CommitRequest) -> dict:
 
 
 @endpoint(schemas.FetchPlanRequest)
-def fetch_plan(cluster: VirtualCluster, body: schemas.FetchPlanRequest) -> dict:
+def fetch_plan(cluster: VirtualCluster, body: schemas.FetchPlanRequest) -> Answer:
     return {
         "partitions": store.fetch_plan(
             cluster_id=cluster.pk,
@@ -70,7 +70,7 @@ def fetch_plan(cluster: VirtualCluster, body: schemas.FetchPlanRequest) -> dict:
 
 
 @endpoint(schemas.ListOffsetsRequest)
-def list_offsets(cluster: VirtualCluster, body: schemas.ListOffsetsRequest) -> dict:
+def list_offsets(cluster: VirtualCluster, body: schemas.ListOffsetsRequest) -> Answer:
     return {
         "partitions": store.list_offsets(
             cluster_id=cluster.pk, partitions=as_dicts(body.partitions)
@@ -79,7 +79,7 @@ def list_offsets(cluster: VirtualCluster, body: schemas.ListOffsetsRequest) -> d
 
 
 @endpoint(schemas.DeleteRecordsRequest)
-def delete_records(cluster: VirtualCluster, body: schemas.DeleteRecordsRequest) -> dict:
+def delete_records(cluster: VirtualCluster, body: schemas.DeleteRecordsRequest) -> Answer:
     return {
         "partitions": store.records_delete(
             cluster_id=cluster.pk, partitions=as_dicts(body.partitions)
@@ -88,7 +88,7 @@ def delete_records(cluster: VirtualCluster, body: schemas.DeleteRecordsRequest) 
 
 
 @endpoint(schemas.InitProducerIdRequest)
-def init_producer_id(cluster: VirtualCluster, body: schemas.InitProducerIdRequest) -> dict:
+def init_producer_id(cluster: VirtualCluster, body: schemas.InitProducerIdRequest) -> Answer:
     if body.transactional_id:
         return transactions.txn_init(
             cluster_id=cluster.pk,
@@ -102,45 +102,45 @@ def init_producer_id(cluster: VirtualCluster, body: schemas.InitProducerIdReques
 
 
 @endpoint(schemas.TopicsListRequest)
-def topics_list_view(cluster: VirtualCluster, body: schemas.TopicsListRequest) -> dict:
+def topics_list_view(cluster: VirtualCluster, body: schemas.TopicsListRequest) -> Answer:
     return topics_list(cluster, body.names, body.topic_ids)
 
 
 @endpoint(schemas.TopicsCreateRequest)
-def topics_create_view(cluster: VirtualCluster, body: schemas.TopicsCreateRequest) -> dict:
+def topics_create_view(cluster: VirtualCluster, body: schemas.TopicsCreateRequest) -> Answer:
     return topics_create(cluster, as_dicts(body.topics), body.validate_only)
 
 
 @endpoint(schemas.TopicsDeleteRequest)
-def topics_delete_view(cluster: VirtualCluster, body: schemas.TopicsDeleteRequest) -> dict:
+def topics_delete_view(cluster: VirtualCluster, body: schemas.TopicsDeleteRequest) -> Answer:
     return topics_delete(cluster, body.names, body.topic_ids)
 
 
 @endpoint(schemas.TopicsCreatePartitionsRequest)
 def topics_create_partitions_view(
     cluster: VirtualCluster, body: schemas.TopicsCreatePartitionsRequest
-) -> dict:
+) -> Answer:
     return topics_create_partitions(cluster, as_dicts(body.topics), body.validate_only)
 
 
 @endpoint(schemas.TopicsDescribeConfigsRequest)
 def topics_describe_configs_view(
     cluster: VirtualCluster, body: schemas.TopicsDescribeConfigsRequest
-) -> dict:
+) -> Answer:
     return topics_describe_configs(cluster, body.names)
 
 
 @endpoint(schemas.TopicsAlterConfigsRequest)
 def topics_alter_configs_view(
     cluster: VirtualCluster, body: schemas.TopicsAlterConfigsRequest
-) -> dict:
+) -> Answer:
     return topics_alter_configs(
         cluster, as_dicts(body.topics), body.incremental, body.validate_only
     )
 
 
 @endpoint(schemas.OffsetsCommitRequest)
-def offsets_commit(cluster: VirtualCluster, body: schemas.OffsetsCommitRequest) -> dict:
+def offsets_commit(cluster: VirtualCluster, body: schemas.OffsetsCommitRequest) -> Answer:
     return group_offsets_commit(
         cluster,
         body.group_id,
@@ -165,7 +165,7 @@ def _registered(cluster: VirtualCluster, agent_ids: set[str]) -> None:
 
 
 @endpoint(schemas.GroupsLeasesRequest)
-def groups_leases(cluster: VirtualCluster, body: schemas.GroupsLeasesRequest) -> dict:
+def groups_leases(cluster: VirtualCluster, body: schemas.GroupsLeasesRequest) -> Answer:
     _registered(cluster, {body.agent_id} | {o.agent_id for o in body.offer})
     return group_leases_exchange(
         cluster_id=cluster.pk,
@@ -179,8 +179,8 @@ def groups_leases(cluster: VirtualCluster, body: schemas.GroupsLeasesRequest) ->
 
 
 @endpoint(schemas.GroupsSaveRequest)
-def groups_save(cluster: VirtualCluster, body: schemas.GroupsSaveRequest) -> dict:
-    state = as_dicts(body)
+def groups_save(cluster: VirtualCluster, body: schemas.GroupsSaveRequest) -> Answer:
+    state = as_dict(body)
     error = group_state_save(
         cluster_id=cluster.pk,
         agent_id=body.agent_id,
@@ -192,7 +192,7 @@ def groups_save(cluster: VirtualCluster, body: schemas.GroupsSaveRequest) -> dic
 
 
 @endpoint(schemas.OffsetsFetchRequest)
-def offsets_fetch(cluster: VirtualCluster, body: schemas.OffsetsFetchRequest) -> dict:
+def offsets_fetch(cluster: VirtualCluster, body: schemas.OffsetsFetchRequest) -> Answer:
     partitions = None if body.partitions is None else as_dicts(body.partitions)
     return group_offsets_fetch(
         cluster, body.group_id, partitions, require_stable=body.require_stable
@@ -202,7 +202,7 @@ def offsets_fetch(cluster: VirtualCluster, body: schemas.OffsetsFetchRequest) ->
 # --- transactions (KIP-98; metadata_store/transactions.py) ------------------------------
 
 
-def _txn(cluster: VirtualCluster, body) -> dict:
+def _txn(cluster: VirtualCluster, body: schemas.TxnBody) -> Answer:
     return {
         "cluster_id": cluster.pk,
         "transactional_id": body.transactional_id,
@@ -212,7 +212,7 @@ def _txn(cluster: VirtualCluster, body) -> dict:
 
 
 @endpoint(schemas.TxnAddPartitionsRequest)
-def txn_add_partitions(cluster: VirtualCluster, body: schemas.TxnAddPartitionsRequest) -> dict:
+def txn_add_partitions(cluster: VirtualCluster, body: schemas.TxnAddPartitionsRequest) -> Answer:
     errors = transactions.txn_add_partitions(
         **_txn(cluster, body),
         partitions=[(p.topic, p.partition) for p in body.partitions],
@@ -231,13 +231,13 @@ def txn_add_partitions(cluster: VirtualCluster, body: schemas.TxnAddPartitionsRe
 
 
 @endpoint(schemas.TxnAddOffsetsRequest)
-def txn_add_offsets(cluster: VirtualCluster, body: schemas.TxnAddOffsetsRequest) -> dict:
+def txn_add_offsets(cluster: VirtualCluster, body: schemas.TxnAddOffsetsRequest) -> Answer:
     error = transactions.txn_add_offsets(**_txn(cluster, body))
     return {"error_code": int(error)}
 
 
 @endpoint(schemas.TxnOffsetCommitRequest)
-def txn_offset_commit(cluster: VirtualCluster, body: schemas.TxnOffsetCommitRequest) -> dict:
+def txn_offset_commit(cluster: VirtualCluster, body: schemas.TxnOffsetCommitRequest) -> Answer:
     offsets = as_dicts(body.offsets)
     errors = transactions.txn_offset_commit(
         **_txn(cluster, body), group_id=body.group_id, offsets=offsets
@@ -251,13 +251,13 @@ def txn_offset_commit(cluster: VirtualCluster, body: schemas.TxnOffsetCommitRequ
 
 
 @endpoint(schemas.TxnEndRequest)
-def txn_end(cluster: VirtualCluster, body: schemas.TxnEndRequest) -> dict:
+def txn_end(cluster: VirtualCluster, body: schemas.TxnEndRequest) -> Answer:
     error = transactions.txn_end(**_txn(cluster, body), committed=body.committed)
     return {"error_code": int(error)}
 
 
 @endpoint(schemas.TxnDescribeRequest)
-def txn_describe(cluster: VirtualCluster, body: schemas.TxnDescribeRequest) -> dict:
+def txn_describe(cluster: VirtualCluster, body: schemas.TxnDescribeRequest) -> Answer:
     found = transactions.txn_describe(
         cluster_id=cluster.pk, transactional_ids=list(body.transactional_ids)
     )
@@ -265,5 +265,5 @@ def txn_describe(cluster: VirtualCluster, body: schemas.TxnDescribeRequest) -> d
 
 
 @endpoint(schemas.TxnListRequest)
-def txn_list(cluster: VirtualCluster, body: schemas.TxnListRequest) -> dict:
+def txn_list(cluster: VirtualCluster, body: schemas.TxnListRequest) -> Answer:
     return {"transactions": transactions.txn_list(cluster_id=cluster.pk)}

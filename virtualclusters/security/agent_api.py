@@ -74,10 +74,10 @@ def acls_delete(cluster: VirtualCluster, body: schemas.AclsDeleteRequest) -> dic
     valid = [f for f in parsed if isinstance(f, AclFilter)]
     deleted = iter(services.acls_delete_matching(cluster=cluster, filters=valid))
     results = []
-    for item in parsed:
-        if isinstance(item, str):
+    for outcome in parsed:
+        if isinstance(outcome, str):
             results.append(
-                {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": item, "acls": []}
+                {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": outcome, "acls": []}
             )
         else:
             acls = next(deleted)

@@ -8,7 +8,15 @@ import socket
 
 import pytest
 
-from agents.groups.ring import CoordinatorRing, Peer
+from agents.groups.ring import (
+    GROUP_KEY,
+    TRANSACTION_KEY,
+    CoordinatorRing,
+    Peer,
+    rendezvous_weight,
+    score,
+)
+from agents.zone_cache import ChunkRing
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -65,3 +73,22 @@ def test_an_unreachable_peer_is_left_out_until_it_answers_again():
         listener.close()
 
     asyncio.run(run())
+
+
+def test_rendezvous_weights_do_not_change_between_versions():
+    """Agents of two versions share a cluster during a rolling upgrade: the same key must
+    pick the same agent on both, so these values are pinned (blake2b, not `hash`)."""
+    assert score(GROUP_KEY, "payments", "agt-1") == 13418787493744723556
+    assert score(TRANSACTION_KEY, "txn-7", "agt-2") == 4094714387963747895
+    assert rendezvous_weight("0\x00payments", "agt-1") == score(GROUP_KEY, "payments", "agt-1")
+
+
+def test_the_chunk_owner_is_the_zones_rendezvous_choice():
+    """The zone cache shares out chunks with the same hash as the group ring."""
+    members = ["agt-0", "agt-1", "agt-2"]
+    chunks = ChunkRing("agt-0")
+    chunks.update([Peer(m, "127.0.0.1", 1, i, zone="a") for i, m in enumerate(members[1:], 1)])
+    for index in range(100):
+        expected = max(members, key=lambda m: rendezvous_weight(f"vci_x/f#{index}", m))
+        owner = chunks.owner("vci_x/f", index)
+        assert (owner.agent_id if owner else "agt-0") == expected
