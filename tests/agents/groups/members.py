@@ -96,7 +96,10 @@ class ConfluentMember(Member):
             try:
                 consumer.commit(asynchronous=False)
             except KafkaException as exc:
-                if "NO_OFFSET" not in str(exc):
+                # _DESTROY: the revoke's commit inside close() raced the handle's
+                # teardown; the run's check of the committed offsets covers what it held.
+                closing = self.stopping.is_set() and "_DESTROY" in str(exc)
+                if "NO_OFFSET" not in str(exc) and not closing:
                     self.errors.append(f"commit: {exc}")
 
         consumer.subscribe(
