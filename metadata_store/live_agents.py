@@ -5,19 +5,36 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cache
+from typing import Any
 
-import msgspec
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from metadata_store.agent_api.schemas import HeartbeatRequest
 from metadata_store.models import Agent
 from virtualclusters.models import VirtualCluster
 from virtualclusters.throughput.services import consumption_add
+
+
+@dataclass(frozen=True)
+class AgentBeat:
+    """One heartbeat, as the store records it (the agent API checks the wire body and
+    converts it: the store does not know the wire format). ``stats``: the read path's
+    counters since the agent started (builtins), or None when the agent sent none."""
+
+    agent_id: str
+    host: str
+    port: int
+    zone: str = ""
+    load: float = 0.0
+    http_port: int = 0
+    version: str = ""
+    roles: list[str] = field(default_factory=list)
+    stats: dict[str, Any] | None = None
 
 
 def peer_secret_for(cluster: VirtualCluster) -> str:
@@ -44,7 +61,7 @@ def produce_quota_exceeded(organization_id: int) -> bool:
     return bool(path) and _quota_check(path)(organization_id)
 
 
-def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> dict:
+def agents_heartbeat(cluster: VirtualCluster, body: AgentBeat) -> dict:
     """Record an agent's heartbeat; answer the live agents and the cluster config."""
     now = timezone.now()
     defaults = {
@@ -60,7 +77,7 @@ def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> dict:
     if body.stats is None:
         Agent.objects.update_or_create(cluster=cluster, agent_id=body.agent_id, defaults=defaults)
     else:
-        defaults["stats"] = msgspec.to_builtins(body.stats)
+        defaults["stats"] = body.stats
         with transaction.atomic():  # the previous counters, locked: growth counted once
             previous = (
                 Agent.objects.select_for_update()

@@ -23,8 +23,8 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from controlplane.metrics import AGENT_API_CALLS, AGENT_API_SECONDS
 from metadata_store.agent_api import schemas
+from metadata_store.agent_api.metrics import AGENT_API_CALLS, AGENT_API_SECONDS
 from metadata_store.agent_api.schemas import BadBody
 from virtualclusters import services
 from virtualclusters.models import VirtualCluster
