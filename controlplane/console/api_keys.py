@@ -11,9 +11,8 @@ from django.views.decorators.http import require_POST
 
 from controlplane import services
 from controlplane.console import one_time_secret
-from controlplane.console.clusters import ACTIVE_FIRST
 from controlplane.console.forms import ApiKeyCreateForm, add_service_errors
-from controlplane.console.tenancy import current_org, membership_or_404, org_or_404
+from controlplane.console.tenancy import ACTIVE_FIRST, current_org, membership_or_404, org_or_404
 from controlplane.models import ApiKey
 
 

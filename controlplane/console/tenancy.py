@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from django.db.models import F
 from django.http import Http404
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 
 from controlplane import permissions
 from controlplane.models import Membership, Organization
 from controlplane.services import membership_for, memberships_of
-from virtualclusters.models import VirtualCluster
+
+# Keys in lists (API keys, agent keys): active ones (never revoked) first, newest first.
+ACTIVE_FIRST = F("revoked_at").desc(nulls_first=True)
 
 # The session remembers which of a person's organizations they work in (the switcher).
 ORG_SESSION_KEY = "floe_org"
@@ -71,10 +74,3 @@ def membership_or_404(request) -> Membership:
 def org_or_404(request) -> Organization:
     """The user's organization; a user without one (e.g. a bare superuser) sees nothing."""
     return membership_or_404(request).organization
-
-
-def cluster_or_404(request, cluster_id: str) -> VirtualCluster:
-    """A cluster of the user's organization; anyone else's is a 404, never a 403."""
-    return get_object_or_404(
-        VirtualCluster.objects.for_org(current_org(request)), public_id=cluster_id
-    )

@@ -9,7 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from controlplane.console.tenancy import cluster_or_404
+from virtualclusters.console.lookup import cluster_or_404
 from virtualclusters.throughput.services import RANGES, throughput_series
 
 WIDTH, HEIGHT, PAD = 600, 160, 6

@@ -9,8 +9,8 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from controlplane.console.tenancy import cluster_or_404
 from metadata_store.selectors import agents_of_cluster
+from virtualclusters.console.lookup import cluster_or_404
 
 
 @login_required

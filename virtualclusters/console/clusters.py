@@ -5,26 +5,24 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.db.models import Count, F
+from django.db.models import Count
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from controlplane.console.agent_command import agent_command, new_agent_key_for
-from controlplane.console.forms import (
+from controlplane.console.forms import add_service_errors
+from controlplane.console.tenancy import ACTIVE_FIRST, current_org, org_or_404
+from metadata_store.selectors import bootstrap_servers, live_agents
+from virtualclusters import selectors, services
+from virtualclusters.console.agent_command import agent_command, new_agent_key_for
+from virtualclusters.console.forms import (
     AgentKeyCreateForm,
     ClusterConfigForm,
     ClusterCreateForm,
     ClusterDeleteForm,
     ClusterRenameForm,
-    add_service_errors,
 )
-from controlplane.console.tenancy import cluster_or_404, current_org, org_or_404
-from metadata_store.selectors import bootstrap_servers, live_agents
-from virtualclusters import selectors, services
+from virtualclusters.console.lookup import cluster_or_404
 from virtualclusters.models import VirtualCluster
-
-# Keys in lists: active ones (never revoked) first, newest first.
-ACTIVE_FIRST = F("revoked_at").desc(nulls_first=True)
 
 
 @login_required

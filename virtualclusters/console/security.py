@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 
 from controlplane.console import one_time_secret
 from controlplane.console.forms import add_service_errors
-from controlplane.console.tenancy import cluster_or_404
+from virtualclusters.console.lookup import cluster_or_404
 from virtualclusters.security import services
 from virtualclusters.security.models import Acl, SaslCredential
 

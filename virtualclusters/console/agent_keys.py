@@ -9,10 +9,12 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
 from controlplane.console import one_time_secret
-from controlplane.console.clusters import render_cluster_page
-from controlplane.console.forms import AgentKeyCreateForm, add_service_errors
-from controlplane.console.tenancy import cluster_or_404, current_org
+from controlplane.console.forms import add_service_errors
+from controlplane.console.tenancy import current_org
 from virtualclusters import services
+from virtualclusters.console.clusters import render_cluster_page
+from virtualclusters.console.forms import AgentKeyCreateForm
+from virtualclusters.console.lookup import cluster_or_404
 from virtualclusters.models import AgentKey
 
 

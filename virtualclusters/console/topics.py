@@ -17,10 +17,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from controlplane.console.tenancy import cluster_or_404
 from metadata_store.models import Topic
 from metadata_store.topic_configs import MAX_PARTITIONS, effective_configs
 from metadata_store.topics import TopicError, topic_configs_alter, topic_create, topic_delete
+from virtualclusters.console.lookup import cluster_or_404
 from virtualclusters.record_browser import BrowseNotFound, BrowseUnavailable, records_browse
 
 FORMATS = ("auto", "json", "text", "hex")

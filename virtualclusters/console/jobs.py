@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
-from controlplane.console.tenancy import cluster_or_404
+from virtualclusters.console.lookup import cluster_or_404
 from virtualclusters.jobs import selectors as jobs_selectors
 
 RUNS_SHOWN = 100

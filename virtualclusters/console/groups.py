@@ -10,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from controlplane.console.tenancy import cluster_or_404
+from virtualclusters.console.lookup import cluster_or_404
 from virtualclusters.groups.lag import groups_describe
 from virtualclusters.groups.services import GroupNotEmpty, group_delete
 
