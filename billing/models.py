@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from django.db import models
 
-from controlplane.ids import public_id
-from controlplane.models import Organization, OrgScopedQuerySet
+from tenancy.ids import public_id
+from tenancy.models import Organization, OrgScopedQuerySet
 
 
 def _plan_id() -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from django.db import models
 
-from controlplane.ids import public_id
-from controlplane.models import Organization, OrgScopedQuerySet
+from tenancy.ids import public_id
+from tenancy.models import Organization, OrgScopedQuerySet
 
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 

@@ -14,10 +14,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from controlplane.errors import CONFLICT, conflict
-from controlplane.ids import new_secret, secret_digest
-from controlplane.models import Organization
 from metadata_store.topic_configs import MAX_PARTITIONS
+from tenancy.errors import CONFLICT, conflict
+from tenancy.ids import new_secret, secret_digest
+from tenancy.models import Organization
 from virtualclusters.models import AgentKey, VirtualCluster
 
 # "Last used" of an agent key is kept to this resolution (agents authenticate often).

@@ -1,4 +1,4 @@
-"""Tenancy is written once (controlplane.models.OrgScopedQuerySet): every model that
+"""Tenancy is written once (tenancy.models.OrgScopedQuerySet): every model that
 belongs to an organization, directly or through its cluster, scopes through it."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.apps import apps
 
-from controlplane.models import Organization, OrgScopedQuerySet
+from tenancy.models import Organization, OrgScopedQuerySet
 from tests.factories import make_cluster, make_org
 from virtualclusters.models import AgentKey, VirtualCluster
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from controlplane.console import one_time_secret
+from tenancy.console import one_time_secret
 from virtualclusters.models import AgentKey, VirtualCluster
 
 # Where the example command keeps its segment files; users swap in an s3:// URL.

@@ -8,9 +8,9 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
-from controlplane.console import one_time_secret
-from controlplane.console.forms import add_service_errors
-from controlplane.console.tenancy import current_org
+from tenancy.console import one_time_secret
+from tenancy.console.forms import add_service_errors
+from tenancy.console.scope import current_org
 from virtualclusters import services
 from virtualclusters.console.clusters import render_cluster_page
 from virtualclusters.console.forms import AgentKeyCreateForm

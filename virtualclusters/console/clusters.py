@@ -9,9 +9,9 @@ from django.db.models import Count
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from controlplane.console.forms import add_service_errors
-from controlplane.console.tenancy import ACTIVE_FIRST, current_org, org_or_404
 from metadata_store.selectors import bootstrap_servers, live_agents
+from tenancy.console.forms import add_service_errors
+from tenancy.console.scope import ACTIVE_FIRST, current_org, org_or_404
 from virtualclusters import selectors, services
 from virtualclusters.console.agent_command import agent_command, new_agent_key_for
 from virtualclusters.console.forms import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
 
-from controlplane.console.tenancy import current_org
+from tenancy.console.scope import current_org
 from virtualclusters.models import VirtualCluster
 
 

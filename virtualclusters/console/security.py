@@ -14,8 +14,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
 from django.views.decorators.http import require_POST
 
-from controlplane.console import one_time_secret
-from controlplane.console.forms import add_service_errors
+from tenancy.console import one_time_secret
+from tenancy.console.forms import add_service_errors
 from virtualclusters.console.lookup import cluster_or_404
 from virtualclusters.security import services
 from virtualclusters.security.models import Acl, SaslCredential

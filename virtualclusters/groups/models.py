@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from controlplane.models import OrgScopedQuerySet
+from tenancy.models import OrgScopedQuerySet
 
 
 class GroupReport(models.Model):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
-from controlplane.ids import public_id
-from controlplane.models import OrgScopedQuerySet
+from tenancy.ids import public_id
+from tenancy.models import OrgScopedQuerySet
 
 
 def _job_run_id() -> str:

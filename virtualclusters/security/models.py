@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from django.db import models
 
-from controlplane.ids import public_id
-from controlplane.models import OrgScopedQuerySet
 from core.security.acl import (
     BINDING_OPERATIONS,
     BINDING_PATTERN_TYPES,
@@ -23,6 +21,8 @@ from core.security.acl import (
     BINDING_RESOURCE_TYPES,
     enum_name,
 )
+from tenancy.ids import public_id
+from tenancy.models import OrgScopedQuerySet
 
 
 def _credential_id() -> str:

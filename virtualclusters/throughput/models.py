@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from controlplane.models import OrgScopedQuerySet
+from tenancy.models import OrgScopedQuerySet
 
 
 class ThroughputSample(models.Model):

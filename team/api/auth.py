@@ -9,9 +9,11 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 
-from controlplane import audit, permissions
-from controlplane.models import ApiKey, Organization
-from controlplane.services import api_key_authenticate
+from team import audit
+from team.models import ApiKey
+from team.services import api_key_authenticate
+from tenancy import permissions
+from tenancy.models import Organization
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class ApiKeyAuthentication(BaseAuthentication):
 
 
 class ApiKeyPermission(BasePermission):
-    """The one rule per action (``controlplane.permissions``), for the key's role."""
+    """The one rule per action (``tenancy.permissions``), for the key's role."""
 
     def has_permission(self, request, view) -> bool:
         principal = request.auth

@@ -6,8 +6,8 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from controlplane.audit import ACTIONS, TARGET_TYPES, audit_events
-from controlplane.console.tenancy import org_or_404
+from team.audit import ACTIONS, TARGET_TYPES, audit_events
+from tenancy.console.scope import org_or_404
 
 PAGE = 200
 

@@ -1,4 +1,5 @@
-"""Tenancy: organizations, their members, and application API keys."""
+"""Tenancy: organizations, their members and invitations, and the one scoping queryset
+every organization-owned model takes its manager from."""
 
 from __future__ import annotations
 
@@ -7,15 +8,11 @@ from typing import Self
 from django.conf import settings
 from django.db import models
 
-from controlplane.ids import public_id
+from tenancy.ids import public_id
 
 
 def _org_id() -> str:
     return public_id("org")
-
-
-def _api_key_id() -> str:
-    return public_id("key")
 
 
 class OrgScopedQuerySet(models.QuerySet):
@@ -45,6 +42,9 @@ class Organization(models.Model):
     name = models.CharField(max_length=100)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        db_table = "controlplane_organization"  # made by controlplane, kept when it moved here
+
     def __str__(self) -> str:
         return self.name
 
@@ -67,6 +67,7 @@ class Membership(models.Model):
     objects = OrgScopedQuerySet.as_manager()
 
     class Meta:
+        db_table = "controlplane_membership"  # made by controlplane, kept when it moved here
         constraints = [
             models.UniqueConstraint(fields=["organization", "user"], name="one_membership_per_org")
         ]
@@ -95,76 +96,5 @@ class Invitation(models.Model):
 
     objects = OrgScopedQuerySet.as_manager()
 
-
-class AuditEvent(models.Model):
-    """Who created, changed, revoked or deleted what (`controlplane.audit` records them)."""
-
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
-    at = models.DateTimeField(auto_now_add=True, db_index=True)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
-    )
-    actor_label = models.CharField(max_length=255)
-    action = models.CharField(max_length=16)  # created, changed, revoked, deleted
-    target_type = models.CharField(max_length=32)
-    target_id = models.CharField(max_length=64)
-    target_name = models.CharField(max_length=255, blank=True)
-
-    objects = OrgScopedQuerySet.as_manager()
-
     class Meta:
-        indexes = [models.Index(fields=["organization", "-at"], name="audit_org_at")]
-
-
-class ApiKeyQuerySet(OrgScopedQuerySet):
-    def active(self) -> ApiKeyQuerySet:
-        return self.filter(revoked_at__isnull=True)
-
-
-class ApiKey(models.Model):
-    """An application API key of an organization, with a role. It belongs to a person
-    (`owner`) or to the organization's service account (`service_account`, made on
-    purpose by an owner or an admin); a person's key acts with the lower of its role and
-    its owner's current role, and stops when its owner leaves (``controlplane.permissions``,
-    ``services.api_key_authenticate``)."""
-
-    public_id = models.CharField(max_length=32, unique=True, default=_api_key_id, editable=False)
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="api_keys"
-    )
-    name = models.CharField(max_length=100)
-    role = models.CharField(
-        max_length=16, choices=Membership.Role.choices, default=Membership.Role.ADMIN
-    )
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="api_keys",
-    )
-    service_account = models.BooleanField(default=False)
-    display_prefix = models.CharField(max_length=32)
-    digest = models.CharField(max_length=64, unique=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    objects = ApiKeyQuerySet.as_manager()
-
-    class Meta:
-        constraints = [
-            models.CheckConstraint(
-                condition=~models.Q(owner__isnull=False, service_account=True),
-                name="api_key_person_or_service_account",
-            )
-        ]
-
-    @property
-    def owner_label(self) -> str:
-        if self.service_account:
-            return "service account"
-        return self.owner.email if self.owner is not None else "(left the organization)"
+        db_table = "controlplane_invitation"  # made by controlplane, kept when it moved here

@@ -15,17 +15,12 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from controlplane import team
-from controlplane.console import one_time_secret
-from controlplane.console.forms import add_service_errors
-from controlplane.console.tenancy import (
-    ORG_SESSION_KEY,
-    current_membership,
-    membership_or_404,
-    org_or_404,
-)
-from controlplane.models import Membership
-from controlplane.services import memberships_of
+from team import members as team
+from tenancy.console import one_time_secret
+from tenancy.console.forms import add_service_errors
+from tenancy.console.scope import ORG_SESSION_KEY, current_membership, membership_or_404, org_or_404
+from tenancy.models import Membership
+from tenancy.selectors import memberships_of
 
 ROLE_CHOICES = [(Membership.Role.MEMBER, "Member (read-only)"), (Membership.Role.ADMIN, "Admin")]
 

@@ -11,7 +11,7 @@ own and its owner's current role (`lower`).
 
 from __future__ import annotations
 
-from controlplane.models import Membership
+from tenancy.models import Membership
 
 Role = Membership.Role
 RANK: dict[str | None, int] = {Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}

@@ -11,10 +11,11 @@ from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
-from controlplane import permissions
-from controlplane.errors import beyond_authority, conflict
-from controlplane.ids import new_secret, secret_digest
-from controlplane.models import ApiKey, Membership, Organization
+from team.models import ApiKey
+from tenancy import permissions
+from tenancy.errors import beyond_authority, conflict
+from tenancy.ids import new_secret, secret_digest
+from tenancy.models import Membership, Organization
 
 User = get_user_model()
 
@@ -50,22 +51,6 @@ def user_signup(
     org = Organization.objects.create(name=(organization_name or "").strip() or email.split("@")[0])
     Membership.objects.create(organization=org, user=user, role=Membership.Role.OWNER)
     return user, org
-
-
-def memberships_of(user) -> list[Membership]:
-    """A signed-in person's memberships (with their organizations), oldest first."""
-    if not getattr(user, "is_authenticated", False):
-        return []
-    return list(Membership.objects.filter(user=user).select_related("organization").order_by("id"))
-
-
-def membership_for(
-    memberships: list[Membership], organization_id: str | None = None
-) -> Membership | None:
-    """Of a person's memberships, the one they work in: that of the organization they
-    chose (its public id), else their first."""
-    chosen = [m for m in memberships if m.organization.public_id == organization_id]
-    return next(iter(chosen or memberships), None)
 
 
 @transaction.atomic

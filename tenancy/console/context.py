@@ -1,6 +1,6 @@
 """Template context for every console page."""
 
-from controlplane.console.tenancy import current_org, my_memberships
+from tenancy.console.scope import current_org, my_memberships
 
 
 def console(request) -> dict:

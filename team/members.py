@@ -1,7 +1,7 @@
 """Writes for an organization's team: invitations (a link, and an email when a mail
 backend is configured), roles, removing members, handing ownership on.
 
-Who may do what is `controlplane.permissions` (for every console form and REST
+Who may do what is `tenancy.permissions` (for every console form and REST
 operation); here the rules about the team itself: an admin does not touch the owner, only
 the owner hands ownership on, and a person who leaves loses their API keys at once.
 """
@@ -19,11 +19,12 @@ from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
-from controlplane import permissions
-from controlplane.errors import conflict
-from controlplane.ids import secret_digest
-from controlplane.models import ApiKey, Invitation, Membership, Organization
-from controlplane.services import api_key_revoke
+from team.models import ApiKey
+from team.services import api_key_revoke
+from tenancy import permissions
+from tenancy.errors import conflict
+from tenancy.ids import secret_digest
+from tenancy.models import Invitation, Membership, Organization
 
 User = get_user_model()
 Role = Membership.Role

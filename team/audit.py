@@ -14,7 +14,7 @@ import contextvars
 from django.contrib.auth.models import User
 from django.db.models.signals import post_delete, post_save
 
-from controlplane.models import AuditEvent
+from team.models import AuditEvent
 
 _actor: contextvars.ContextVar[tuple[object | None, str]] = contextvars.ContextVar(
     "floe_audit_actor", default=(None, "system")
@@ -112,22 +112,11 @@ def _deleted(sender, instance, **_):
 AUDITED: dict[type, str] = {}
 
 
-def connect() -> None:
-    """Called once at start-up (`ControlplaneConfig.ready`)."""
-    from controlplane.models import ApiKey, Invitation, Membership
-    from virtualclusters.models import Acl, AgentKey, SaslCredential, VirtualCluster
-
-    AUDITED.update(
-        {
-            VirtualCluster: "cluster",
-            AgentKey: "agent_key",
-            ApiKey: "api_key",
-            SaslCredential: "sasl_user",
-            Acl: "acl",
-            Membership: "member",
-            Invitation: "invitation",
-        }
-    )
+def connect(audited: dict[type, str]) -> None:
+    """Record every save and delete of ``audited`` (model → its target type, one of
+    ``TARGET_TYPES``). Called once at start-up by the project (``ControlPlaneConfig.ready``),
+    which names the audited models of every app: the audit log imports none of them."""
+    AUDITED.update(audited)
     for model in AUDITED:
         post_save.connect(_saved, sender=model, dispatch_uid=f"audit-save-{model.__name__}")
         post_delete.connect(_deleted, sender=model, dispatch_uid=f"audit-del-{model.__name__}")

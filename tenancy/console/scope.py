@@ -6,9 +6,9 @@ from django.db.models import F
 from django.http import Http404
 from django.shortcuts import render
 
-from controlplane import permissions
-from controlplane.models import Membership, Organization
-from controlplane.services import membership_for, memberships_of
+from tenancy import permissions
+from tenancy.models import Membership, Organization
+from tenancy.selectors import membership_for, memberships_of
 
 # Keys in lists (API keys, agent keys): active ones (never revoked) first, newest first.
 ACTIVE_FIRST = F("revoked_at").desc(nulls_first=True)
@@ -41,7 +41,7 @@ def current_org(request) -> Organization | None:
 
 
 class RolePermissions:
-    """Middleware, the console's side of ``controlplane.permissions``: a signed-in
+    """Middleware, the console's side of ``tenancy.permissions``: a signed-in
     person whose role in the organization does not allow the page's action gets a 403
     that says why. (The REST API asks the same rule in ``api.auth.ApiKeyPermission``.)"""
 

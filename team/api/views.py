@@ -1,53 +1,29 @@
-"""REST API: application API keys of the caller's organization."""
+"""REST API of the team: application API keys, the audit log, members and invitations
+of the caller's organization."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
-from django.urls import Resolver404, resolve, reverse
+from django.urls import Resolver404, resolve
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from controlplane import team
-from controlplane.api.pagination import (
+from team import members as team
+from team.audit import ACTIONS, TARGET_TYPES, audit_events
+from team.models import ApiKey, AuditEvent
+from team.services import api_key_create, api_key_revoke
+from tenancy.api.pagination import (
     PAGE_PARAMETERS,
-    HeaderPagination,
     KeyListQuerySerializer,
     query_params,
 )
-from controlplane.api.strict import StrictSerializer
-from controlplane.audit import ACTIONS, TARGET_TYPES, audit_events
-from controlplane.models import ApiKey, AuditEvent, Membership
-from controlplane.services import api_key_create, api_key_revoke
-
-
-def created(data, url_name: str, **kwargs) -> Response:
-    """A 201 whose ``Location`` header names the new thing's URL."""
-    return Response(
-        data, status=status.HTTP_201_CREATED, headers={"Location": reverse(url_name, kwargs=kwargs)}
-    )
-
-
-class OrgScopedView(APIView):
-    """Base view: every query goes through the caller's organization (deny by default)."""
-
-    # Lists come in pages: ``return self.paginated(items, Serializer)``.
-    pagination_class: type[HeaderPagination] | None = HeaderPagination
-
-    @property
-    def organization(self):
-        return getattr(self.request.auth, "organization", None)
-
-    def paginated(self, items, serializer_class) -> Response:
-        """One page of ``items`` (a queryset or a list), serialized, with paging headers."""
-        assert self.pagination_class is not None, "a view without pages lists whole"
-        paginator = self.pagination_class()
-        page: list | None = paginator.paginate_queryset(items, self.request, view=self)
-        return paginator.get_paginated_response(serializer_class(page, many=True).data)
+from tenancy.api.strict import StrictSerializer
+from tenancy.api.views import OrgScopedView, created
+from tenancy.models import Membership
 
 
 class ApiKeySerializer(serializers.ModelSerializer):

@@ -9,11 +9,12 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from controlplane import services
-from controlplane.console import one_time_secret
-from controlplane.console.forms import ApiKeyCreateForm, add_service_errors
-from controlplane.console.tenancy import ACTIVE_FIRST, current_org, membership_or_404, org_or_404
-from controlplane.models import ApiKey
+from team import services
+from team.console.forms import ApiKeyCreateForm
+from team.models import ApiKey
+from tenancy.console import one_time_secret
+from tenancy.console.forms import add_service_errors
+from tenancy.console.scope import ACTIVE_FIRST, current_org, membership_or_404, org_or_404
 
 
 def _render(request, *, form=None, new_key=None):

@@ -9,8 +9,9 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from controlplane.console.forms import EmailAuthenticationForm, SignupForm, add_service_errors
-from controlplane.services import user_signup
+from team.console.forms import EmailAuthenticationForm, SignupForm
+from team.services import user_signup
+from tenancy.console.forms import add_service_errors
 
 
 @require_http_methods(["GET", "POST"])
