@@ -10,9 +10,9 @@ from __future__ import annotations
 from django.db import transaction
 
 from core.kafka.errors import ErrorCode
+from metadata_store.clusters import VirtualCluster
 from metadata_store.group_leases import group_commit_check
 from metadata_store.models import GroupOffset, Partition, TransactionOffset
-from virtualclusters.models import VirtualCluster
 
 
 def _partition_map(cluster: VirtualCluster, pairs: set[tuple[str, int]]) -> dict:

@@ -12,12 +12,18 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from metadata_store.clusters import VirtualCluster
 from metadata_store.models import Agent
-from virtualclusters.models import VirtualCluster
-from virtualclusters.throughput.services import consumption_add
+
+# Sent inside the heartbeat's transaction when an agent reports its read counters, with
+# ``cluster``, ``before`` (the agent's previous ``consumed_by_topic`` counters, {} if
+# none) and ``after`` (its new ones). The throughput pages' consumed totals
+# (``virtualclusters.throughput``, above the store) connect to it.
+agent_consumption_reported = Signal()
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,8 @@ def agents_heartbeat(cluster: VirtualCluster, body: AgentBeat) -> dict:
             Agent.objects.update_or_create(
                 cluster=cluster, agent_id=body.agent_id, defaults=defaults
             )
-            consumption_add(
+            agent_consumption_reported.send(
+                sender=Agent,
                 cluster=cluster,
                 before=(previous or {}).get("consumed_by_topic") or {},
                 after=defaults["stats"]["consumed_by_topic"],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 
 from core.kafka.errors import ErrorCode
+from metadata_store.clusters import VirtualCluster
 from metadata_store.models import Topic
 from metadata_store.topic_configs import effective_configs
 from metadata_store.topics import (
@@ -18,7 +19,6 @@ from metadata_store.topics import (
     topic_delete,
     topic_partitions_create,
 )
-from virtualclusters.models import VirtualCluster
 
 
 def _topic_json(topic: Topic) -> dict:

@@ -22,12 +22,11 @@ from metadata_store.agent_api.topics import (
     topics_describe_configs,
     topics_list,
 )
+from metadata_store.clusters import BucketMismatch, VirtualCluster, cluster_bucket_claim
 from metadata_store.group_leases import group_leases_exchange, group_state_save
 from metadata_store.group_offsets import group_offsets_commit, group_offsets_fetch
 from metadata_store.live_agents import AgentBeat, agents_heartbeat
 from metadata_store.models import Agent
-from virtualclusters import services as cluster_services
-from virtualclusters.models import VirtualCluster
 
 
 def _beat(body: schemas.HeartbeatRequest) -> AgentBeat:
@@ -51,8 +50,8 @@ def register(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> dict:
     agent fixes it): 409 naming both when they differ."""
     if body.bucket_url:
         try:
-            cluster_services.cluster_bucket_claim(cluster=cluster, bucket_url=body.bucket_url)
-        except cluster_services.BucketMismatch as exc:
+            cluster_bucket_claim(cluster=cluster, bucket_url=body.bucket_url)
+        except BucketMismatch as exc:
             raise CallRefused(409, str(exc)) from None
         except ValidationError as exc:
             raise CallRefused(400, f"bad request: bucket_url: {exc.messages[0]}") from None

@@ -42,7 +42,7 @@ class SaslCredential(models.Model):
 
     public_id = models.CharField(max_length=32, unique=True, default=_credential_id, editable=False)
     cluster = models.ForeignKey(
-        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="sasl_credentials"
+        "metadata_store.VirtualCluster", on_delete=models.CASCADE, related_name="sasl_credentials"
     )
     username = models.CharField(max_length=128)
     superuser = models.BooleanField(default=False, help_text="Bypasses ACLs")
@@ -73,7 +73,7 @@ class Acl(models.Model):
 
     public_id = models.CharField(max_length=32, unique=True, default=_acl_id, editable=False)
     cluster = models.ForeignKey(
-        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="acls"
+        "metadata_store.VirtualCluster", on_delete=models.CASCADE, related_name="acls"
     )
     resource_type = models.CharField(max_length=32, choices=_choices(BINDING_RESOURCE_TYPES))
     resource_name = models.CharField(max_length=255)

@@ -1,6 +1,7 @@
-"""Upgrading a database made while controlplane owned tenancy and the team's models: the
-models move to `tenancy` (Organization, Membership, Invitation) and `team` (ApiKey,
-AuditEvent) with their tables, rows and foreign keys as they were."""
+"""Upgrading a database made before the layers (issue 26): controlplane's models move to
+`tenancy` (Organization, Membership, Invitation) and `team` (ApiKey, AuditEvent),
+virtualclusters' VirtualCluster and AgentKey to `metadata_store` — with their tables,
+rows, foreign keys and content types as they were."""
 
 from __future__ import annotations
 
@@ -10,22 +11,29 @@ from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 from billing.models import Budget
+from metadata_store.models import AgentKey, Topic
+from schema_registry.models import Registry
 from team.models import ApiKey, AuditEvent
 from tenancy.models import Invitation, Membership, Organization
-from virtualclusters.models import VirtualCluster
+from virtualclusters.models import SaslCredential, VirtualCluster
 
 # The last migrations of the release before the move.
 BEFORE = [
     ("controlplane", "0003_api_key_owner_role"),
     ("virtualclusters", "0010_throughput_out"),
     ("billing", "0001_initial"),
+    ("metadata_store", "0011_random_producer_ids"),
+    ("schema_registry", "0001_initial"),
 ]
+# (old app, model) → new app
 MOVED = {
-    "organization": "tenancy",
-    "membership": "tenancy",
-    "invitation": "tenancy",
-    "apikey": "team",
-    "auditevent": "team",
+    ("controlplane", "organization"): "tenancy",
+    ("controlplane", "membership"): "tenancy",
+    ("controlplane", "invitation"): "tenancy",
+    ("controlplane", "apikey"): "team",
+    ("controlplane", "auditevent"): "team",
+    ("virtualclusters", "virtualcluster"): "metadata_store",
+    ("virtualclusters", "agentkey"): "metadata_store",
 }
 
 
@@ -75,14 +83,30 @@ def _fill_old_schema(apps) -> dict:
         organization=org, name="old-cluster", public_id="vci_upgrade"
     )
     apps.get_model("billing", "Budget").objects.create(organization=org, monthly_micros=5)
+    apps.get_model("virtualclusters", "AgentKey").objects.create(
+        public_id="akn_upgrade", cluster=cluster, name="prod", display_prefix="p", digest="a" * 64
+    )
+    apps.get_model("metadata_store", "Topic").objects.create(
+        cluster=cluster, name="orders", partition_count=3
+    )
+    apps.get_model("virtualclusters", "SaslCredential").objects.create(
+        public_id="scr_upgrade",
+        cluster=cluster,
+        username="app",
+        plain_hash="h",
+        scram_sha256={},
+        scram_sha512={},
+    )
+    apps.get_model("schema_registry", "Registry").objects.create(cluster=cluster, next_id=7)
     # The content types the old release made for its models (the new ones' rows are
     # not there yet in an old database). The contenttypes app itself is not rolled back:
     # its current model.
     content_types = ContentType.objects
-    content_types.filter(app_label__in={"tenancy", "team"}, model__in=MOVED).delete()
+    for (_, model), new_app in MOVED.items():
+        content_types.filter(app_label=new_app, model=model).delete()
     kept = {
-        model: content_types.get_or_create(app_label="controlplane", model=model)[0].pk
-        for model in MOVED
+        (app, model): content_types.get_or_create(app_label=app, model=model)[0].pk
+        for app, model in MOVED
     }
     return {
         "user": user.pk,
@@ -116,19 +140,26 @@ def test_the_move_keeps_every_row_and_foreign_key():
     assert VirtualCluster.objects.get(pk=made["cluster"]).organization == org
     assert Budget.objects.for_org(org).get().monthly_micros == 5
     assert list(org.clusters.values_list("public_id", flat=True)) == ["vci_upgrade"]
+    cluster = VirtualCluster.objects.get(pk=made["cluster"])
+    assert AgentKey.objects.get(public_id="akn_upgrade").cluster == cluster
+    assert list(cluster.agent_keys.values_list("name", flat=True)) == ["prod"]
+    assert Topic.objects.get(name="orders").cluster == cluster
+    assert SaslCredential.objects.get(public_id="scr_upgrade").cluster == cluster
+    assert Registry.objects.get(cluster=cluster).next_id == 7
 
     # The content types moved with their models (same ids: whatever refers to them holds).
-    for model, app in MOVED.items():
-        assert (
-            ContentType.objects.get(app_label=app, model=model).pk == (made["content_types"][model])
-        )
-    assert not ContentType.objects.filter(app_label="controlplane", model__in=MOVED).exists()
+    for (old_app, model), new_app in MOVED.items():
+        moved = ContentType.objects.get(app_label=new_app, model=model)
+        assert moved.pk == made["content_types"][(old_app, model)]
+        assert not ContentType.objects.filter(app_label=old_app, model=model).exists()
 
     # The database's foreign keys are the old ones, still enforced.
     with pytest.raises(IntegrityError), transaction.atomic():
         Membership.objects.create(organization_id=org.pk + 1000, user_id=made["user"])
     with pytest.raises(IntegrityError), transaction.atomic():
         VirtualCluster.objects.create(organization_id=org.pk + 1000, name="orphan")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Topic.objects.create(cluster_id=cluster.pk + 1000, name="orphan", partition_count=1)
 
     # New rows carry on through the new models.
     other = Organization.objects.create(name="new-co")
