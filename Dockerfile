@@ -5,11 +5,14 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY core core
 COPY controlplane controlplane
+COPY tenancy tenancy
+COPY team team
 COPY metadata_store metadata_store
 COPY virtualclusters virtualclusters
 COPY billing billing
 COPY agents agents
 COPY jobs jobs
+COPY schema_registry schema_registry
 COPY templates templates
 COPY manage.py ./
 # Static files are collected at build time and served by the web process (WhiteNoise).

@@ -15,8 +15,8 @@ from billing import rating, selectors, services
 from billing.api.views import invoice_file_response
 from billing.charts import bar_chart
 from billing.models import Invoice
-from controlplane import permissions
-from controlplane.console.tenancy import current_org, membership_or_404, org_or_404
+from tenancy import permissions
+from tenancy.console.scope import current_org, membership_or_404, org_or_404
 
 GIB = 1024**3
 
@@ -72,7 +72,7 @@ def billing_usage(request):
 @login_required
 @require_POST
 def billing_plan_change(request):
-    org = org_or_404(request)  # owners only: controlplane.permissions
+    org = org_or_404(request)  # owners only: tenancy.permissions
     plan = get_object_or_404(selectors.public_plans(), code=request.POST.get("plan", ""))
     services.subscription_change(organization=org, plan=plan)
     messages.success(request, f"You are on the {plan.name} plan from now on.")
@@ -82,7 +82,7 @@ def billing_plan_change(request):
 @login_required
 @require_POST
 def billing_budget(request):
-    org = org_or_404(request)  # owners only: controlplane.permissions
+    org = org_or_404(request)  # owners only: tenancy.permissions
     raw = request.POST.get("budget", "").strip()
     try:
         micros = rating.parse_money(raw) if raw else None

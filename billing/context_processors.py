@@ -8,7 +8,7 @@ from django.core.cache import cache
 
 from billing.quotas import month_bytes_written
 from billing.selectors import alerts, current_plan
-from controlplane.console.tenancy import current_org
+from tenancy.console.scope import current_org
 
 BANNERLESS = ("/api/", "/agent/", "/billing")  # no page, or the page with its own alerts
 CACHE_S = 30  # the meters run every minute: a banner half a minute late is still on time

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from django.db import models
 
-from controlplane.ids import public_id
-from controlplane.models import Organization, OrgScopedQuerySet
+from tenancy.ids import public_id
+from tenancy.models import Organization, OrgScopedQuerySet
 
 
 def _plan_id() -> str:
@@ -31,7 +31,7 @@ class UsageHour(models.Model):
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
     cluster = models.ForeignKey(
-        "virtualclusters.VirtualCluster", null=True, on_delete=models.SET_NULL
+        "metadata_store.VirtualCluster", null=True, on_delete=models.SET_NULL
     )
     cluster_public_id = models.CharField(max_length=32)
     hour = models.DateTimeField()

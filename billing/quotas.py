@@ -13,7 +13,7 @@ from django.utils import timezone
 from billing.models import UsageHour
 from billing.rating import month_start
 from billing.selectors import current_plan
-from controlplane.models import Organization
+from tenancy.models import Organization
 
 
 def written_cap(org: Organization | int) -> int | None:

@@ -16,7 +16,7 @@ from django.utils import timezone
 from billing import rating
 from billing.models import ActiveInterval, Budget, Plan, Subscription, UsageHour, UsageTopicHour
 from billing.plans import PLANS, plan_defaults
-from controlplane.models import Organization
+from tenancy.models import Organization
 
 FREE_PLAN = "free"
 

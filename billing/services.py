@@ -20,7 +20,7 @@ from billing.models import (
     UsageHour,
 )
 from billing.selectors import month_lines
-from controlplane.models import Organization
+from tenancy.models import Organization
 
 
 @transaction.atomic

@@ -1,6 +1,7 @@
 """Prometheus metrics of the control plane itself: the web app's requests and latencies,
-the agent API's calls (commits/s, fetch-plan latency), the Celery tasks' runs and
-failures, and the build. `/metrics` on the web app; the worker serves its own on
+the Celery tasks' runs and failures, and the build (the agent API's calls, commits/s and
+fetch-plan latency, are the metadata store's own: `metadata_store.agent_api.metrics`, on
+the same registry). `/metrics` on the web app; the worker serves its own on
 `FLOE_WORKER_METRICS_PORT` when set.
 
 Several web server workers (uvicorn --workers): set `PROMETHEUS_MULTIPROC_DIR` (an empty folder) and each
@@ -29,15 +30,6 @@ REQUESTS = Counter(
     "floe_web_requests", "Web requests answered, by view and status.", ["view", "method", "status"]
 )
 REQUEST_SECONDS = Histogram("floe_web_request_seconds", "Time to answer a web request.", ["view"])
-AGENT_API_CALLS = Counter(
-    "floe_agent_api_calls", "Agent-API calls answered, by call and outcome.", ["call", "outcome"]
-)
-AGENT_API_SECONDS = Histogram(
-    "floe_agent_api_seconds",
-    "Time to answer an agent-API call (commit: the metadata commit; fetch_plan: a plan).",
-    ["call"],
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
-)
 TASK_RUNS = Counter(
     "floe_celery_task_runs", "Celery task runs, by task and outcome.", ["task", "outcome"]
 )

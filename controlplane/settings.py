@@ -49,6 +49,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "tenancy",
+    "team",
     "controlplane",
     "virtualclusters",
     "metadata_store",
@@ -64,9 +66,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "controlplane.audit.AuditActorMiddleware",
+    "team.audit.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "controlplane.console.tenancy.RolePermissions",
+    "tenancy.console.scope.RolePermissions",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -84,7 +86,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "controlplane.context.console",
+                "tenancy.console.context.console",
                 "billing.context_processors.usage_banners",
             ],
         },
@@ -134,8 +136,8 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 WHITENOISE_USE_FINDERS = True
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["controlplane.api.auth.ApiKeyAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["controlplane.api.auth.ApiKeyPermission"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["team.api.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["team.api.auth.ApiKeyPermission"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "controlplane.api.errors.exception_handler",
     # JSON only: one encoding whose types the schema can state (a form's "0" is not false).
@@ -155,8 +157,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
-        "TeamRoleEnum": "controlplane.api.views.TEAM_ROLES",
-        "RoleEnum": "controlplane.models.Membership.Role",
+        "TeamRoleEnum": "team.api.views.TEAM_ROLES",
+        "RoleEnum": "tenancy.models.Membership.Role",
         "InvoiceKindEnum": "billing.models.Invoice.Kind",
         "CompatibilityEnum": "schema_registry.models.COMPATIBILITY_LEVELS",
     },

@@ -12,10 +12,10 @@ from datetime import datetime
 from django.db import transaction
 
 from core.kafka.errors import ErrorCode
+from metadata_store.clusters import VirtualCluster
 from metadata_store.group_leases import group_commit_check
 from metadata_store.models import GroupOffset, Partition, TransactionOffset
 from metadata_store.store import JSON
-from virtualclusters.models import VirtualCluster
 
 
 def _partition_map(

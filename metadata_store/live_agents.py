@@ -5,21 +5,43 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cache
 from typing import Any
 
-import msgspec
 from django.conf import settings
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from metadata_store.agent_api.schemas import HeartbeatRequest
+from metadata_store.clusters import VirtualCluster
 from metadata_store.models import Agent
 from metadata_store.store import JSON
-from virtualclusters.models import VirtualCluster
-from virtualclusters.throughput.services import consumption_add
+
+# Sent inside the heartbeat's transaction when an agent reports its read counters, with
+# ``cluster``, ``before`` (the agent's previous ``consumed_by_topic`` counters, {} if
+# none) and ``after`` (its new ones). The throughput pages' consumed totals
+# (``virtualclusters.throughput``, above the store) connect to it.
+agent_consumption_reported = Signal()
+
+
+@dataclass(frozen=True)
+class AgentBeat:
+    """One heartbeat, as the store records it (the agent API checks the wire body and
+    converts it: the store does not know the wire format). ``stats``: the read path's
+    counters since the agent started (builtins), or None when the agent sent none."""
+
+    agent_id: str
+    host: str
+    port: int
+    zone: str = ""
+    load: float = 0.0
+    http_port: int = 0
+    version: str = ""
+    roles: list[str] = field(default_factory=list)
+    stats: dict[str, Any] | None = None
 
 
 def peer_secret_for(cluster: VirtualCluster) -> str:
@@ -47,7 +69,7 @@ def produce_quota_exceeded(organization_id: int) -> bool:
     return bool(path) and _quota_check(path)(organization_id)
 
 
-def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> JSON:
+def agents_heartbeat(cluster: VirtualCluster, body: AgentBeat) -> JSON:
     """Record an agent's heartbeat; answer the live agents and the cluster config."""
     now = timezone.now()
     defaults: dict[str, Any] = {
@@ -63,8 +85,7 @@ def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> JSON:
     if body.stats is None:
         Agent.objects.update_or_create(cluster=cluster, agent_id=body.agent_id, defaults=defaults)
     else:
-        stats: JSON = msgspec.to_builtins(body.stats)
-        defaults["stats"] = stats
+        defaults["stats"] = body.stats
         with transaction.atomic():  # the previous counters, locked: growth counted once
             previous = (
                 Agent.objects.select_for_update()
@@ -75,10 +96,11 @@ def agents_heartbeat(cluster: VirtualCluster, body: HeartbeatRequest) -> JSON:
             Agent.objects.update_or_create(
                 cluster=cluster, agent_id=body.agent_id, defaults=defaults
             )
-            consumption_add(
+            agent_consumption_reported.send(
+                sender=Agent,
                 cluster=cluster,
                 before=(previous or {}).get("consumed_by_topic") or {},
-                after=stats["consumed_by_topic"],
+                after=body.stats["consumed_by_topic"],
             )
     live_since = now - timedelta(seconds=settings.FLOE_AGENT_LIVENESS_S)
     agents = Agent.objects.filter(cluster=cluster, last_heartbeat__gte=live_since).order_by(

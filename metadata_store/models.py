@@ -13,11 +13,15 @@ import uuid
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
+# The clusters and their agent keys, which every row here hangs from (Django finds models
+# through this module).
+from metadata_store.clusters import AgentKey, VirtualCluster  # noqa: F401
+
 
 class Topic(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     cluster = models.ForeignKey(
-        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="topics"
+        "metadata_store.VirtualCluster", on_delete=models.CASCADE, related_name="topics"
     )
     name = models.CharField(max_length=249)
     partition_count = models.PositiveIntegerField()
@@ -58,7 +62,7 @@ class SegmentFile(models.Model):
         DELETED = "deleted"
 
     cluster = models.ForeignKey(  # file_key_unique and file_state_idx lead with it
-        "virtualclusters.VirtualCluster",
+        "metadata_store.VirtualCluster",
         on_delete=models.CASCADE,
         related_name="files",
         db_index=False,
@@ -180,7 +184,7 @@ class ProducerId(models.Model):
         COMPLETE_COMMIT = "complete_commit"
         COMPLETE_ABORT = "complete_abort"
 
-    cluster = models.ForeignKey("virtualclusters.VirtualCluster", on_delete=models.CASCADE)
+    cluster = models.ForeignKey("metadata_store.VirtualCluster", on_delete=models.CASCADE)
     transactional_id = models.CharField(max_length=255, null=True, blank=True)
     epoch = models.SmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -258,7 +262,7 @@ class TransactionMarker(models.Model):
 
 
 class GroupOffset(models.Model):
-    cluster = models.ForeignKey("virtualclusters.VirtualCluster", on_delete=models.CASCADE)
+    cluster = models.ForeignKey("metadata_store.VirtualCluster", on_delete=models.CASCADE)
     group_id = models.CharField(max_length=255)
     partition = models.ForeignKey(Partition, on_delete=models.CASCADE)
     committed_offset = models.BigIntegerField()
@@ -277,7 +281,7 @@ class GroupOffset(models.Model):
 
 class Agent(models.Model):
     cluster = models.ForeignKey(
-        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="agents"
+        "metadata_store.VirtualCluster", on_delete=models.CASCADE, related_name="agents"
     )
     agent_id = models.CharField(max_length=64)
     host = models.CharField(max_length=255)
@@ -307,7 +311,7 @@ class GroupLease(models.Model):
     leader, members with their protocols and assignments) is what a new holder loads.
     The row outlives its holders (the epoch must never repeat)."""
 
-    cluster = models.ForeignKey("virtualclusters.VirtualCluster", on_delete=models.CASCADE)
+    cluster = models.ForeignKey("metadata_store.VirtualCluster", on_delete=models.CASCADE)
     group_id = models.CharField(max_length=255)
     agent_id = models.CharField(max_length=64)
     epoch = models.BigIntegerField()

@@ -9,8 +9,8 @@ from django.db import connection
 from django.db.models import BooleanField, Case, Q, QuerySet, Value, When
 from django.utils import timezone
 
+from metadata_store.clusters import VirtualCluster
 from metadata_store.models import Agent
-from virtualclusters.models import VirtualCluster
 
 # Agents that stopped heartbeating stay listed (as not live) this long, so an operator
 # sees what went away; agent ids are random per start, so older rows are noise.

@@ -11,10 +11,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from core.kafka.errors import ErrorCode
+from metadata_store.clusters import VirtualCluster
 from metadata_store.models import Partition, Topic
 from metadata_store.store import JSON
 from metadata_store.topic_configs import MAX_PARTITIONS, config_problem, topic_name_problem
-from virtualclusters.models import VirtualCluster
 
 
 class TopicError(Exception):

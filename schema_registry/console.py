@@ -16,12 +16,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from controlplane.console.tenancy import cluster_or_404
 from schema_registry import selectors, services
 from schema_registry.browser import schema_texts
 from schema_registry.models import COMPATIBILITY_LEVELS
 from schema_registry.services import RegistryError
 from virtualclusters.browsing.asking import BrowseNotFound, BrowseUnavailable
+from virtualclusters.console.lookup import cluster_or_404
 
 
 def readable(document: dict[str, Any]) -> str:

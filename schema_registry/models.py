@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from controlplane.models import OrgScopedQuerySet
+from tenancy.models import OrgScopedQuerySet
 from virtualclusters.models import VirtualCluster
 
 COMPATIBILITY_LEVELS = (

@@ -14,7 +14,6 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Max
 
-from controlplane.audit import event_record
 from schema_registry.models import (
     COMPATIBILITY_LEVELS,
     RegisteredSchema,
@@ -22,6 +21,7 @@ from schema_registry.models import (
     Subject,
     SubjectVersion,
 )
+from team.audit import event_record
 from virtualclusters.models import VirtualCluster
 
 # Bounds (issue 27, "Bounded everything"); the agent refuses texts over its size limit.

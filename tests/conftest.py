@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 from rest_framework.test import APIClient
 
-from controlplane.models import Membership
+from tenancy.models import Membership
 from tests import factories
 from tests.faults.probe import FAULT_ROW, Outcome
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from controlplane.models import Membership
-from controlplane.services import api_key_create, user_signup
+from team.services import api_key_create, user_signup
+from tenancy.models import Membership
 from virtualclusters.services import agent_key_create, cluster_create
 
 _counter = itertools.count(1)

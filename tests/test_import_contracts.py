@@ -21,6 +21,8 @@ ROOTS = (
     "billing",
     "controlplane",
     "schema_registry",
+    "tenancy",
+    "team",
 )
 
 
@@ -67,11 +69,22 @@ def test_the_tree_keeps_the_contracts():
         ("core/segment.py", "from django.db import connection  # noqa", "core imports no Django"),
         ("agents/topics.py", "import metadata_store.store  # noqa", "agents import only core"),
         ("virtualclusters/jobs/services.py", "import jobs.runner  # noqa", "never run Spark"),
-        ("metadata_store/store.py", "import billing.quotas  # noqa", "metadata_store imports"),
+        (
+            "metadata_store/store.py",
+            "import billing.quotas  # noqa",
+            "each imports only those below",
+        ),
+        ("tenancy/models.py", "import virtualclusters.models  # noqa", "each imports only those"),
+        (
+            "virtualclusters/services.py",
+            "import controlplane.urls  # noqa",
+            "each imports only those",
+        ),
+        ("tenancy/ids.py", "import team.models  # noqa", "each imports only those below"),
         (
             "virtualclusters/services.py",
             "import schema_registry.models  # noqa",
-            "nothing below it",
+            "no other app imports it",
         ),
         ("agents/topics.py", "import schema_registry.services  # noqa", "agents import only core"),
     ],

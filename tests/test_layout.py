@@ -18,6 +18,8 @@ FIRST_PARTY = (
     "metadata_store",
     "virtualclusters",
     "controlplane",
+    "tenancy",
+    "team",
     "billing",
     "jobs",
     "schema_registry",

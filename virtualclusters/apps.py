@@ -4,3 +4,15 @@ from django.apps import AppConfig
 class VirtualClustersConfig(AppConfig):
     name = "virtualclusters"
     verbose_name = "Virtual clusters"
+
+    def ready(self) -> None:
+        """Count what agents report consuming (the metadata store, below, only sends it)."""
+        from metadata_store.live_agents import agent_consumption_reported
+        from virtualclusters.throughput.services import consumption_add
+
+        def _consumed(sender, *, cluster, before, after, **_) -> None:
+            consumption_add(cluster=cluster, before=before, after=after)
+
+        agent_consumption_reported.connect(
+            _consumed, weak=False, dispatch_uid="throughput-consumed"
+        )

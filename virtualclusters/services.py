@@ -1,27 +1,22 @@
 """Writes for virtual clusters and their agent keys.
 
-The same functions serve the REST API, the web console and the agent API. Topics are
-the metadata store's (``metadata_store.topics``).
+The same functions serve the REST API and the web console. What the agent API needs of
+clusters (an agent key's lookup, the bucket the first agent fixes) is the metadata
+store's (``metadata_store.clusters``), as are topics (``metadata_store.topics``).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-from urllib.parse import urlsplit
-
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from controlplane.errors import CONFLICT, conflict
-from controlplane.ids import new_secret, secret_digest
-from controlplane.models import Organization
+from metadata_store.clusters import bucket_url_clean
 from metadata_store.topic_configs import MAX_PARTITIONS
+from tenancy.errors import CONFLICT, conflict
+from tenancy.ids import new_secret
+from tenancy.models import Organization
 from virtualclusters.models import AgentKey, VirtualCluster
-
-# "Last used" of an agent key is kept to this resolution (agents authenticate often).
-LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 CLUSTER_TAKEN = "A cluster with this name already exists."
 
@@ -64,49 +59,6 @@ def _check_config(config: dict) -> dict:
     if errors:
         raise ValidationError(errors)
     return clean
-
-
-BUCKET_SCHEMES = ("file", "s3", "mem")
-
-
-class BucketMismatch(Exception):
-    """An agent came with another bucket than its cluster's; the message names both."""
-
-
-def bucket_url_clean(url: str) -> str:
-    """A bucket URL as stored: file://, s3:// or mem://, and never credentials (those
-    stay in the agents' environment: AWS_* variables, instance roles…)."""
-    url = (url or "").strip()
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # e.g. an unclosed "[" (an IPv6 host)
-        raise ValidationError({"bucket_url": ["Use a file://, s3:// or mem:// URL."]}) from None
-    if parts.scheme not in BUCKET_SCHEMES or not (parts.netloc or parts.path):
-        raise ValidationError({"bucket_url": ["Use a file://, s3:// or mem:// URL."]})
-    if parts.username or parts.password or len(url) > 1024:
-        raise ValidationError(
-            {"bucket_url": ["A bucket URL of at most 1024 characters, without credentials."]}
-        )
-    return url
-
-
-@transaction.atomic
-def cluster_bucket_claim(*, cluster: VirtualCluster, bucket_url: str) -> str:
-    """The cluster's bucket, fixed by the first agent that names one; an agent naming
-    another is refused (`BucketMismatch`) rather than writing where jobs never look."""
-    url = bucket_url_clean(bucket_url)
-    locked = VirtualCluster.objects.select_for_update().get(pk=cluster.pk)
-    if not locked.bucket_url:
-        locked.bucket_url = url
-        locked.save(update_fields=["bucket_url"])
-    elif locked.bucket_url != url:
-        raise BucketMismatch(
-            f"this agent's bucket {url} is not the bucket of cluster {locked.public_id}, "
-            f"{locked.bucket_url}: start the agent with --bucket-url {locked.bucket_url}, "
-            "or change the cluster's bucket first (PUT /api/v1/clusters/<id>/bucket/)"
-        )
-    cluster.bucket_url = locked.bucket_url
-    return locked.bucket_url
 
 
 @transaction.atomic
@@ -209,21 +161,3 @@ def agent_key_revoke(*, key: AgentKey) -> None:
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
-
-
-def agent_key_authenticate(plaintext: str) -> AgentKey | None:
-    """The active agent key with this plaintext (with its cluster), or ``None``."""
-    if not plaintext or not plaintext.startswith("floe_agent_"):
-        return None
-    key = (
-        AgentKey.objects.active()
-        .select_related("cluster")
-        .filter(digest=secret_digest(plaintext))
-        .first()
-    )
-    if key is not None:  # at most one write a minute per key, however many agents use it
-        now = timezone.now()
-        AgentKey.objects.filter(pk=key.pk).filter(
-            Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
-        ).update(last_used_at=now)
-    return key

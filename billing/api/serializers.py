@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from billing.models import Invoice, InvoiceLine, Plan
-from controlplane.api.strict import StrictSerializer
+from tenancy.api.strict import StrictSerializer
 
 
 class PlanSerializer(serializers.ModelSerializer):

@@ -20,7 +20,7 @@ from billing.api.serializers import (
 )
 from billing.invoice_documents import invoice_csv, invoice_pdf
 from billing.models import Invoice
-from controlplane.api.views import OrgScopedView
+from tenancy.api.views import OrgScopedView
 
 
 def _line(line) -> dict:

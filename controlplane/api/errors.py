@@ -9,7 +9,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from controlplane.errors import BEYOND_AUTHORITY, is_conflict, marked
+from tenancy.errors import BEYOND_AUTHORITY, is_conflict, marked
 
 
 def _first_message(detail) -> str:

@@ -3,7 +3,7 @@
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from controlplane.api import views
+from team.api import views
 from virtualclusters.api import agents as vc_agents
 from virtualclusters.api import groups as vc_groups
 from virtualclusters.api import jobs_views

@@ -44,8 +44,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from metadata_store import store
 from metadata_store.agent_api import endpoint, key_changes, schemas, views
+from metadata_store.clusters import VirtualCluster
 from metadata_store.commit_pipeline import CommitPipeline
-from virtualclusters.models import VirtualCluster
 
 log = logging.getLogger(__name__)
 

@@ -25,11 +25,10 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from controlplane.metrics import AGENT_API_CALLS, AGENT_API_SECONDS
 from metadata_store.agent_api import schemas
+from metadata_store.agent_api.metrics import AGENT_API_CALLS, AGENT_API_SECONDS
 from metadata_store.agent_api.schemas import BadBody
-from virtualclusters import services
-from virtualclusters.models import VirtualCluster
+from metadata_store.clusters import VirtualCluster, agent_key_authenticate
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +123,7 @@ def cluster_for(authorization: str) -> VirtualCluster | None:
     if known:
         return cluster
     plaintext = authorization[7:].strip()
-    key = services.agent_key_authenticate(plaintext)
+    key = agent_key_authenticate(plaintext)
     cluster = key.cluster if key else None
     if len(_key_cache) > 10_000:
         _key_cache.clear()

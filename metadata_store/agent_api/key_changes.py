@@ -18,7 +18,7 @@ from django.db import connection
 from django.db.models.signals import post_delete, post_save
 
 from metadata_store.agent_api import endpoint
-from virtualclusters.models import AgentKey, VirtualCluster
+from metadata_store.clusters import AgentKey, VirtualCluster
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from core.kafka.errors import ErrorCode
+from metadata_store.clusters import VirtualCluster
 from metadata_store.models import Topic
 from metadata_store.store import JSON
 from metadata_store.topic_configs import effective_configs
@@ -20,7 +21,6 @@ from metadata_store.topics import (
     topic_delete,
     topic_partitions_create,
 )
-from virtualclusters.models import VirtualCluster
 
 
 def _topic_json(topic: Topic) -> JSON:

@@ -7,6 +7,7 @@ carry no browsable or schema needs (``endpoint`` authenticates and validates).
 
 from __future__ import annotations
 
+import msgspec
 from django.core.exceptions import ValidationError
 
 from metadata_store import store, transactions
@@ -21,12 +22,26 @@ from metadata_store.agent_api.topics import (
     topics_describe_configs,
     topics_list,
 )
+from metadata_store.clusters import BucketMismatch, VirtualCluster, cluster_bucket_claim
 from metadata_store.group_leases import group_leases_exchange, group_state_save
 from metadata_store.group_offsets import group_offsets_commit, group_offsets_fetch
-from metadata_store.live_agents import agents_heartbeat
+from metadata_store.live_agents import AgentBeat, agents_heartbeat
 from metadata_store.models import Agent
-from virtualclusters import services as cluster_services
-from virtualclusters.models import VirtualCluster
+
+
+def _beat(body: schemas.HeartbeatRequest) -> AgentBeat:
+    """The wire body as the store's value (the store does not know the wire format)."""
+    return AgentBeat(
+        agent_id=body.agent_id,
+        host=body.host,
+        port=body.port,
+        zone=body.zone,
+        load=body.load,
+        http_port=body.http_port,
+        version=body.version,
+        roles=list(body.roles),
+        stats=None if body.stats is None else msgspec.to_builtins(body.stats),
+    )
 
 
 @endpoint(schemas.HeartbeatRequest)
@@ -35,17 +50,17 @@ def register(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> Answer:
     agent fixes it): 409 naming both when they differ."""
     if body.bucket_url:
         try:
-            cluster_services.cluster_bucket_claim(cluster=cluster, bucket_url=body.bucket_url)
-        except cluster_services.BucketMismatch as exc:
+            cluster_bucket_claim(cluster=cluster, bucket_url=body.bucket_url)
+        except BucketMismatch as exc:
             raise CallRefused(409, str(exc)) from None
         except ValidationError as exc:
             raise CallRefused(400, f"bad request: bucket_url: {exc.messages[0]}") from None
-    return agents_heartbeat(cluster, body)
+    return agents_heartbeat(cluster, _beat(body))
 
 
 @endpoint(schemas.HeartbeatRequest)
 def heartbeat(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> Answer:
-    return agents_heartbeat(cluster, body)
+    return agents_heartbeat(cluster, _beat(body))
 
 
 @endpoint(schemas.CommitRequest)

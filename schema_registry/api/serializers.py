@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from controlplane.api.strict import StrictSerializer
 from schema_registry.models import COMPATIBILITY_LEVELS, SCHEMA_TYPES
+from tenancy.api.strict import StrictSerializer
 
 
 class SubjectSerializer(serializers.Serializer):

@@ -9,8 +9,6 @@ from rest_framework import status
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
-from controlplane.api.pagination import PAGE_PARAMETERS, query_params
-from controlplane.errors import conflict
 from schema_registry import selectors, services
 from schema_registry.api.serializers import (
     ConfigSerializer,
@@ -24,6 +22,8 @@ from schema_registry.api.serializers import (
 )
 from schema_registry.browser import schema_texts
 from schema_registry.services import RegistryError
+from tenancy.api.pagination import PAGE_PARAMETERS, query_params
+from tenancy.errors import conflict
 from virtualclusters.api.views import AGENT_READ_ERRORS, ClusterScopedView, agent_read_errors
 
 # Confluent's codes for a state that refuses the delete (soft-deleted already, not

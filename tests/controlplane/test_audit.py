@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.models import AuditEvent
+from team.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
 

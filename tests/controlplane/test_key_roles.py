@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane import team
-from controlplane.models import ApiKey, AuditEvent, Membership
-from controlplane.services import api_key_create
+from team import members as team
+from team.models import ApiKey, AuditEvent
+from team.services import api_key_create
+from tenancy.models import Membership
 from tests.factories import PASSWORD
 
 pytestmark = pytest.mark.django_db

@@ -22,11 +22,12 @@ from django.urls import URLPattern, URLResolver, reverse
 from rest_framework.test import APIClient
 
 from billing.services import invoice_issue
-from controlplane import console_urls, team
-from controlplane.models import Membership
-from controlplane.services import api_key_create
+from controlplane import console_urls
 from metadata_store.topics import topic_create
 from schema_registry.services import schema_register
+from team import members as team
+from team.services import api_key_create
+from tenancy.models import Membership
 from tests import factories
 from virtualclusters.security.services import acl_binding, acl_create, sasl_credential_create
 

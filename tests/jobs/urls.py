@@ -2,9 +2,9 @@
 
 from django.urls import path
 
-from controlplane.console import jobs as console_jobs
 from controlplane.urls import urlpatterns as root
 from virtualclusters.api import jobs_views
+from virtualclusters.console import jobs as console_jobs
 
 urlpatterns = [
     path(

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.models import AuditEvent, Membership
-from controlplane.team import invitation_accept, invitation_create
 from schema_registry.models import Subject, SubjectVersion
+from team.members import invitation_accept, invitation_create
+from team.models import AuditEvent
+from tenancy.models import Membership
 from tests.factories import PASSWORD, make_cluster, make_org
 from tests.schema_registry.test_rest_api import register
 

@@ -11,8 +11,9 @@ import hashlib
 import pytest
 from rest_framework.test import APIClient
 
-from controlplane.models import AuditEvent, Membership
 from schema_registry import services
+from team.models import AuditEvent
+from tenancy.models import Membership
 from tests.factories import make_api_key, make_cluster, make_org
 
 pytestmark = pytest.mark.django_db

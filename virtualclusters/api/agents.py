@@ -7,8 +7,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 
-from controlplane.api.pagination import PAGE_PARAMETERS
 from metadata_store.selectors import agents_of_cluster
+from tenancy.api.pagination import PAGE_PARAMETERS
 from virtualclusters.api.views import ClusterScopedView
 
 

@@ -8,7 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 
-from controlplane.api.pagination import PAGE_PARAMETERS
+from tenancy.api.pagination import PAGE_PARAMETERS
 from virtualclusters.api.views import ClusterScopedView
 from virtualclusters.groups.lag import groups_describe
 from virtualclusters.groups.services import GroupNotEmpty, group_delete

@@ -6,7 +6,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
-from controlplane.api.pagination import PAGE_PARAMETERS
+from tenancy.api.pagination import PAGE_PARAMETERS
 from virtualclusters.api.views import ClusterScopedView
 from virtualclusters.jobs import selectors as jobs_selectors
 from virtualclusters.jobs.models import JobRun

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from controlplane.api.strict import StrictSerializer
+from tenancy.api.strict import StrictSerializer
 from virtualclusters.security.models import Acl, SaslCredential
 from virtualclusters.security.services import (
     MAX_PASSWORD_LENGTH,

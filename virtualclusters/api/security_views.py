@@ -7,8 +7,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
-from controlplane.api.pagination import PAGE_PARAMETERS, query_params
-from controlplane.api.views import created
+from tenancy.api.pagination import PAGE_PARAMETERS, query_params
+from tenancy.api.views import created
 from virtualclusters.api.security_serializers import (
     AclCreateSerializer,
     AclQuerySerializer,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from controlplane.api.strict import StrictSerializer
 from metadata_store.models import Topic
 from metadata_store.selectors import bootstrap_servers
 from metadata_store.topic_configs import MAX_PARTITIONS, configs_schema
+from tenancy.api.strict import StrictSerializer
 from virtualclusters.models import AgentKey, VirtualCluster
 from virtualclusters.services import CONFIG_BOUNDS
 

@@ -12,15 +12,11 @@ from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 
-from controlplane.api.pagination import (
-    PAGE_PARAMETERS,
-    KeyListQuerySerializer,
-    query_params,
-)
-from controlplane.api.views import OrgScopedView, created
-from controlplane.errors import conflict
 from core.kafka.errors import ErrorCode
 from metadata_store.topics import TopicError, topic_configs_alter, topic_create, topic_delete
+from tenancy.api.pagination import PAGE_PARAMETERS, KeyListQuerySerializer, query_params
+from tenancy.api.views import OrgScopedView, created
+from tenancy.errors import conflict
 from virtualclusters import selectors, services
 from virtualclusters.api.serializers import (
     AgentKeyCreatedSerializer,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from controlplane.models import OrgScopedQuerySet
+from tenancy.models import OrgScopedQuerySet
 
 
 class GroupReport(models.Model):
@@ -12,7 +12,7 @@ class GroupReport(models.Model):
     their assignments (groups.py). Live while `reported_at` is within the agent liveness
     window; committed offsets are `GroupOffset` rows, independent of this."""
 
-    cluster = models.ForeignKey("virtualclusters.VirtualCluster", on_delete=models.CASCADE)
+    cluster = models.ForeignKey("metadata_store.VirtualCluster", on_delete=models.CASCADE)
     group_id = models.CharField(max_length=255)
     agent_id = models.CharField(max_length=64)
     state = models.CharField(max_length=32)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
-from controlplane.ids import public_id
-from controlplane.models import OrgScopedQuerySet
+from tenancy.ids import public_id
+from tenancy.models import OrgScopedQuerySet
 
 
 def _job_run_id() -> str:
@@ -41,7 +41,7 @@ class JobRun(models.Model):
 
     public_id = models.CharField(max_length=32, unique=True, default=_job_run_id, editable=False)
     cluster = models.ForeignKey(
-        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="job_runs"
+        "metadata_store.VirtualCluster", on_delete=models.CASCADE, related_name="job_runs"
     )
     kind = models.CharField(max_length=32, choices=Kind.choices)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)

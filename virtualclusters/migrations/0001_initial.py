@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import uuid
-import virtualclusters.models
+import metadata_store.clusters
 from django.db import migrations, models
 
 
@@ -69,7 +69,7 @@ class Migration(migrations.Migration):
                 (
                     "public_id",
                     models.CharField(
-                        default=virtualclusters.models._cluster_id,
+                        default=metadata_store.clusters._cluster_id,
                         editable=False,
                         max_length=32,
                         unique=True,
@@ -211,7 +211,7 @@ class Migration(migrations.Migration):
                 (
                     "public_id",
                     models.CharField(
-                        default=virtualclusters.models._agent_key_id,
+                        default=metadata_store.clusters._agent_key_id,
                         editable=False,
                         max_length=32,
                         unique=True,

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from django.db import models
 
-from controlplane.ids import public_id
-from controlplane.models import OrgScopedQuerySet
 from core.security.acl import (
     BINDING_OPERATIONS,
     BINDING_PATTERN_TYPES,
@@ -23,6 +21,8 @@ from core.security.acl import (
     BINDING_RESOURCE_TYPES,
     enum_name,
 )
+from tenancy.ids import public_id
+from tenancy.models import OrgScopedQuerySet
 
 
 def _credential_id() -> str:
@@ -42,7 +42,7 @@ class SaslCredential(models.Model):
 
     public_id = models.CharField(max_length=32, unique=True, default=_credential_id, editable=False)
     cluster = models.ForeignKey(
-        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="sasl_credentials"
+        "metadata_store.VirtualCluster", on_delete=models.CASCADE, related_name="sasl_credentials"
     )
     username = models.CharField(max_length=128)
     superuser = models.BooleanField(default=False, help_text="Bypasses ACLs")
@@ -73,7 +73,7 @@ class Acl(models.Model):
 
     public_id = models.CharField(max_length=32, unique=True, default=_acl_id, editable=False)
     cluster = models.ForeignKey(
-        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="acls"
+        "metadata_store.VirtualCluster", on_delete=models.CASCADE, related_name="acls"
     )
     resource_type = models.CharField(max_length=32, choices=_choices(BINDING_RESOURCE_TYPES))
     resource_name = models.CharField(max_length=255)

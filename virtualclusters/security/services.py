@@ -15,9 +15,9 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Max
 
-from controlplane.errors import conflict
 from core.security.acl import AclBinding, AclFilter
 from core.security.scram import plain_hash, scram_credential
+from tenancy.errors import conflict
 from virtualclusters.models import VirtualCluster
 from virtualclusters.security.models import Acl, SaslCredential
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from django.db import models
 
-from controlplane.models import OrgScopedQuerySet
+from tenancy.models import OrgScopedQuerySet
 
 
 class ThroughputSample(models.Model):
     cluster = models.ForeignKey(
-        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="+"
+        "metadata_store.VirtualCluster", on_delete=models.CASCADE, related_name="+"
     )
     topic = models.ForeignKey(
         "metadata_store.Topic", on_delete=models.CASCADE, null=True, related_name="+"
@@ -54,7 +54,7 @@ class GroupLagSample(models.Model):
     """A consumer group's total offset lag at one minute."""
 
     cluster = models.ForeignKey(
-        "virtualclusters.VirtualCluster", on_delete=models.CASCADE, related_name="+"
+        "metadata_store.VirtualCluster", on_delete=models.CASCADE, related_name="+"
     )
     group_id = models.CharField(max_length=255)
     at = models.DateTimeField()

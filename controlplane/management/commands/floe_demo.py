@@ -14,9 +14,9 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from controlplane.ids import secret_digest
-from controlplane.models import ApiKey
-from controlplane.services import api_key_create, user_signup
+from team.models import ApiKey
+from team.services import api_key_create, user_signup
+from tenancy.ids import secret_digest
 from virtualclusters.models import AgentKey, VirtualCluster
 from virtualclusters.services import agent_key_create, cluster_create
 

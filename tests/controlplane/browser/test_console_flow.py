@@ -6,8 +6,8 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import expect
 
+from metadata_store.clusters import agent_key_authenticate
 from tests.factories import PASSWORD
-from virtualclusters.services import agent_key_authenticate
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

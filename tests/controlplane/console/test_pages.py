@@ -10,12 +10,14 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import override_settings
 
-from controlplane.models import ApiKey, Membership
-from controlplane.services import user_signup
+from metadata_store.clusters import agent_key_authenticate
 from metadata_store.topics import topic_create
+from team.models import ApiKey
+from team.services import user_signup
+from tenancy.models import Membership
 from tests import factories
 from virtualclusters.models import AgentKey, VirtualCluster
-from virtualclusters.services import agent_key_authenticate, agent_key_create
+from virtualclusters.services import agent_key_create
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ import re
 import pytest
 from django.core import mail
 
-from controlplane.models import Invitation, Membership
-from controlplane.team import invitation_accept
+from team.members import invitation_accept
+from tenancy.models import Invitation, Membership
 from tests.factories import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -147,7 +147,7 @@ def _fresh_token(invitation) -> str:
     """A new link for an invitation (links are shown once; the test needs one again)."""
     import secrets
 
-    from controlplane.ids import secret_digest
+    from tenancy.ids import secret_digest
 
     token = secrets.token_urlsafe(32)
     Invitation.objects.filter(pk=invitation.pk).update(digest=secret_digest(token))

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TeamConfig(AppConfig):
+    name = "team"
+    verbose_name = "Team & audit"
