@@ -22,6 +22,8 @@ from fastavro.schema import SchemaParseException, UnknownType
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
 
+from agents.schema_registry import protoc
+
 # A schema text larger than this is refused (422): schemas are read on every cache miss.
 MAX_SCHEMA_BYTES = 256 * 1024
 TYPES = ("AVRO", "JSON", "PROTOBUF")
@@ -39,7 +41,8 @@ class ParsedSchema:
     references: tuple[tuple[str, str, int], ...]  # (name, subject, version)
     parsed: Any  # fastavro's parsed schema (AVRO), the JSON document (JSON), the
     # FileDescriptorProto (PROTOBUF)
-    named: dict[str, Any]  # AVRO: every named type the schema and its references define
+    named: dict[str, Any]  # AVRO: every named type the schema and its references define;
+    # PROTOBUF: every file its imports name (transitively), as FileDescriptorProtos
 
     @property
     def fingerprint(self) -> str:
@@ -74,7 +77,7 @@ def parse(
     if len(text.encode()) > MAX_SCHEMA_BYTES:
         raise InvalidSchema(f"Invalid schema: larger than {MAX_SCHEMA_BYTES} bytes")
     if schema_type == "PROTOBUF":
-        return _protobuf(text, tuple(references))
+        return _protobuf(text, tuple(references), referenced or [])
     try:
         document = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -96,19 +99,75 @@ def parse(
     return ParsedSchema(schema_type, compact, canonical, tuple(references), parsed, named)
 
 
-def _protobuf(text: str, references: tuple[tuple[str, str, int], ...]) -> ParsedSchema:
-    """A Protobuf schema as confluent-kafka's ProtobufSerializer sends it: a base64
-    FileDescriptorProto. Its canonical form is the descriptor serialized
-    deterministically. (`.proto` text needs a parser this agent does not have yet.)"""
+def _protobuf(
+    text: str, references: tuple[tuple[str, str, int], ...], referenced: list[ParsedSchema]
+) -> ParsedSchema:
+    """A Protobuf schema as `.proto` text or as a base64 FileDescriptorProto (what
+    confluent-kafka's ProtobufSerializer sends). Text is compiled by protoc (grpcio-tools'
+    build of it) with the references' descriptors as its imports, named as the
+    references name them. The canonical form is the descriptor with what the two forms
+    of one schema write differently cleared (the file's name, source info, json names
+    that are the default) and serialized deterministically: the same schema sent either
+    way gets one id, as in Confluent's registry (which keys by its canonical text)."""
+    imports: dict[str, descriptor_pb2.FileDescriptorProto] = {}
+    for (name, _, _), schema in zip(references, referenced, strict=False):
+        if schema.schema_type != "PROTOBUF":
+            raise InvalidSchema(f"Invalid schema: reference {name!r} is not a Protobuf schema")
+        imports.update(schema.named)
+        imports[name] = _named(schema.parsed, name)
+    descriptor = _descriptor(text)
+    if descriptor is None:
+        try:
+            descriptor = protoc.compile_proto(text, list(imports.values()))
+        except protoc.ProtoError as exc:
+            raise InvalidSchema(f"Invalid schema: {exc}") from None
+    if not descriptor.name or not (descriptor.message_type or descriptor.enum_type):
+        raise InvalidSchema("Invalid schema: the Protobuf schema has no name or no types")
+    canonical = _canonical_descriptor(descriptor)
+    return ParsedSchema("PROTOBUF", text.strip(), canonical, references, descriptor, imports)
+
+
+def _descriptor(text: str) -> descriptor_pb2.FileDescriptorProto | None:
+    """The FileDescriptorProto a base64 text holds, or None: the text is `.proto` text."""
     try:
         raw = base64.b64decode(text.strip(), validate=True)
-        descriptor = descriptor_pb2.FileDescriptorProto.FromString(raw)
+        return descriptor_pb2.FileDescriptorProto.FromString(raw)
     except (binascii.Error, ValueError, DecodeError):
-        raise InvalidSchema(
-            "Invalid schema: Protobuf schemas are accepted as a base64 FileDescriptorProto "
-            "(what confluent-kafka's ProtobufSerializer sends); .proto text is not supported yet"
-        ) from None
-    if not descriptor.name or not (descriptor.message_type or descriptor.enum_type):
-        raise InvalidSchema("Invalid schema: the FileDescriptorProto has no name or no types")
-    canonical = base64.b64encode(descriptor.SerializeToString(deterministic=True)).decode()
-    return ParsedSchema("PROTOBUF", text.strip(), canonical, references, descriptor, {})
+        return None
+
+
+def _named(
+    descriptor: descriptor_pb2.FileDescriptorProto, name: str
+) -> descriptor_pb2.FileDescriptorProto:
+    renamed = descriptor_pb2.FileDescriptorProto()
+    renamed.CopyFrom(descriptor)
+    renamed.name = name
+    return renamed
+
+
+def serialized(schema: ParsedSchema) -> str:
+    """A Protobuf schema as a base64 FileDescriptorProto (Confluent's `format=serialized`),
+    whichever form it was registered in."""
+    return base64.b64encode(schema.parsed.SerializeToString(deterministic=True)).decode()
+
+
+def _canonical_descriptor(descriptor: descriptor_pb2.FileDescriptorProto) -> str:
+    canonical = descriptor_pb2.FileDescriptorProto()
+    canonical.CopyFrom(descriptor)
+    canonical.ClearField("name")
+    canonical.ClearField("source_code_info")
+    messages = list(canonical.message_type)
+    while messages:
+        message = messages.pop()
+        messages.extend(message.nested_type)
+        for field in [*message.field, *message.extension]:
+            if field.json_name == _default_json_name(field.name):
+                field.ClearField("json_name")
+    return base64.b64encode(canonical.SerializeToString(deterministic=True)).decode()
+
+
+def _default_json_name(name: str) -> str:
+    """protoc's json_name for a field that sets none: underscores dropped, the letter
+    after each upper-cased."""
+    parts = name.split("_")
+    return parts[0] + "".join(p[:1].upper() + p[1:] for p in parts[1:])

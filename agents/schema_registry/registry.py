@@ -111,7 +111,9 @@ class SchemaRegistry:
             ) from None
         document = json.loads(raw)
         references = _references(document.get("references") or [])
-        parsed = parse(
+        # In the executor: a Protobuf text is compiled by protoc in a child process.
+        parsed = await self._blocking(
+            parse,
             document["schema"],
             document.get("schemaType", "AVRO"),
             references,
@@ -183,7 +185,8 @@ class SchemaRegistry:
             raise RestError(42201, "Invalid schema: the body needs a 'schema' string")
         references = _references(body.get("references") or [])
         try:
-            schema = parse(
+            schema = await self._blocking(
+                parse,
                 body["schema"],
                 str(body.get("schemaType") or "AVRO"),
                 references,

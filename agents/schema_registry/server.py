@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agents.schema_registry.formats import TYPES, ParsedSchema
+from agents.schema_registry.formats import TYPES, ParsedSchema, serialized
 from agents.schema_registry.registry import RestError, SchemaRegistry, parse_version
 from agents.security.caches import CredentialCache
 from core.security.scram import plain_verify
@@ -41,19 +41,26 @@ def _json(payload: Any, status: int = 200) -> web.Response:
     )
 
 
-def _text(schema: ParsedSchema) -> web.Response:
-    """The schema itself as the body (`…/schema` endpoints): JSON for Avro and JSON
-    Schema, the base64 descriptor for Protobuf."""
-    return web.Response(text=schema.text, content_type=CONTENT_TYPE)
+def _schema_text(request: web.Request, schema: ParsedSchema) -> str:
+    """A schema's text as registered; a Protobuf one as a base64 descriptor when the
+    request asks `format=serialized` (what confluent-kafka's deserializer asks)."""
+    if schema.schema_type == "PROTOBUF" and request.query.get("format") == "serialized":
+        return serialized(schema)
+    return schema.text
+
+
+def _text(request: web.Request, schema: ParsedSchema) -> web.Response:
+    """The schema itself as the body (`…/schema` endpoints)."""
+    return web.Response(text=_schema_text(request, schema), content_type=CONTENT_TYPE)
 
 
 def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
 
 
-def _schema_answer(schema: ParsedSchema, **fields: Any) -> dict[str, Any]:
+def _schema_answer(request: web.Request, schema: ParsedSchema, **fields: Any) -> dict[str, Any]:
     answer = dict(fields)
-    answer["schema"] = schema.text
+    answer["schema"] = _schema_text(request, schema)
     if schema.schema_type != "AVRO":
         answer["schemaType"] = schema.schema_type
     if schema.references:
@@ -183,11 +190,11 @@ def build_app(
 
     async def get_schema(request: web.Request) -> web.Response:
         _, schema = await registry.by_id(schema_id(request))
-        return _json(_schema_answer(schema))
+        return _json(_schema_answer(request, schema))
 
     async def get_schema_text(request: web.Request) -> web.Response:
         _, schema = await registry.by_id(schema_id(request))
-        return _text(schema)
+        return _text(request, schema)
 
     async def schema_uses(request: web.Request) -> list[dict[str, Any]]:
         answer = await registry.call(
@@ -229,6 +236,7 @@ def build_app(
         entry, schema = await _version(request)
         return _json(
             _schema_answer(
+                request,
                 schema,
                 subject=request.match_info["subject"],
                 version=entry["version"],
@@ -238,7 +246,7 @@ def build_app(
 
     async def get_version_text(request: web.Request) -> web.Response:
         _, schema = await _version(request)
-        return _text(schema)
+        return _text(request, schema)
 
     async def referenced_by(request: web.Request) -> web.Response:
         entry, _ = await _version(request)
@@ -262,7 +270,9 @@ def build_app(
         schema = await registry.parse_request(await body(request))
         entry = await registry.lookup(subject, schema, deleted=_flag(request, "deleted"))
         return _json(
-            _schema_answer(schema, subject=subject, version=entry["version"], id=entry["id"])
+            _schema_answer(
+                request, schema, subject=subject, version=entry["version"], id=entry["id"]
+            )
         )
 
     async def delete_subject(request: web.Request) -> web.Response:

@@ -89,6 +89,7 @@ def order_message_class():
 
 def test_protobuf_serializers_round_trip_through_the_kafka_port(agent, cluster):
     from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from google.protobuf import descriptor_pb2
 
     a = agent(cluster.key)
     order = order_message_class()
@@ -103,10 +104,26 @@ def test_protobuf_serializers_round_trip_through_the_kafka_port(agent, cluster):
     url = f"{a.registry_url}/subjects/orders-proto-value/versions/1/schema"
     with urllib.request.urlopen(url, timeout=5) as answer:
         assert answer.read().decode() == latest.schema.schema_str  # the descriptor, as sent
-    # .proto text is refused with a clear 422 (no parser yet), never a 500.
+    # The same schema as .proto text is the same schema: one id, under another subject.
+    text = (
+        'syntax = "proto3";\npackage floe.test;\nmessage Order { int64 id = 1; string item = 2; }'
+    )
+    assert writer.register_schema("orders-text", Schema(text, "PROTOBUF")) == latest.schema_id
+    # A text-registered schema answers as text, and as a descriptor when asked so.
+    other = 'syntax = "proto3";\npackage floe.test;\nmessage Other { string s = 1; }'
+    other_id = writer.register_schema("other-text", Schema(other, "PROTOBUF"))
+    assert reader.get_schema(other_id).schema_str == other
+    url = f"{a.registry_url}/schemas/ids/{other_id}?format=serialized"
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        descriptor = base64.b64decode(json.loads(answer.read())["schema"])
+    assert descriptor_pb2.FileDescriptorProto.FromString(descriptor).message_type[0].name == "Other"
+    # Text protoc refuses is a 422 naming the line, never a 500.
     with pytest.raises(SchemaRegistryError) as caught:
-        writer.register_schema("p", Schema('syntax = "proto3"; message M {}', "PROTOBUF"))
+        writer.register_schema(
+            "p", Schema('syntax = "proto3"; message M { strin s = 1; }', "PROTOBUF")
+        )
     assert (caught.value.http_status_code, caught.value.error_code) == (422, 42201)
+    assert "strin" in caught.value.error_message
 
 
 def test_two_agents_registering_at_once_give_one_id_per_schema_and_dense_versions(agent, cluster):
