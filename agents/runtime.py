@@ -294,7 +294,11 @@ class AgentRuntime:
             )
             # Every agent validates produce for topics that ask (schema-registry role or not).
             registry = SchemaRegistry(
-                self.client, store, cluster_id=cluster_id, executor=self.executor
+                self.client,
+                store,
+                cluster_id=cluster_id,
+                executor=self.executor,
+                id_ttl_s=config.schema_cache_s,
             )
             self.ctx.schema_validator = SchemaValidator(registry)
             self.ctx.groups = GroupCoordinator.start_for(me, self.ctx.client)

@@ -7,6 +7,7 @@ from typing import Any
 
 from schema_registry.models import (
     DEFAULT_COMPATIBILITY,
+    DEFAULT_MODE,
     RegisteredSchema,
     Registry,
     Subject,
@@ -33,13 +34,43 @@ def global_compatibility(cluster: VirtualCluster) -> str:
     return row or DEFAULT_COMPATIBILITY
 
 
+def global_mode(cluster: VirtualCluster) -> str:
+    row = Registry.objects.filter(cluster=cluster).values_list("mode", flat=True).first()
+    return row or DEFAULT_MODE
+
+
+def mode_in_force(cluster: VirtualCluster, subject: str) -> str:
+    """The subject's own mode, else the global one."""
+    own = (
+        Subject.objects.filter(registry__cluster=cluster, name=subject)
+        .values_list("mode", flat=True)
+        .first()
+    )
+    return own or global_mode(cluster)
+
+
+def subject_mode(*, cluster: VirtualCluster, subject: str | None, default_to_global: bool) -> str:
+    if subject is None:
+        return global_mode(cluster)
+    own = (
+        Subject.objects.filter(registry__cluster=cluster, name=subject)
+        .values_list("mode", flat=True)
+        .first()
+    )
+    if own:
+        return own
+    if default_to_global:
+        return global_mode(cluster)
+    raise RegistryError(40409, f"Subject '{subject}' does not have subject-level mode configured")
+
+
 def subject_versions(
     *, cluster: VirtualCluster, subject: str, deleted: bool, missing_ok: bool = False
 ) -> dict[str, Any]:
     """A subject's versions (with the soft-deleted ones when `deleted`), each with its
-    schema's id, fingerprint, type and references, and the level in force for it. A
-    subject without versions is 40401, or no versions when `missing_ok` (a registration's
-    first look: one call, not two)."""
+    schema's id, fingerprint, type and references, and the level and mode in force for
+    it. A subject without versions is 40401, or no versions when `missing_ok` (a
+    registration's first look: one call, not two)."""
     row = Subject.objects.filter(registry__cluster=cluster, name=subject).first()
     versions = []
     if row is not None:
@@ -48,7 +79,12 @@ def subject_versions(
     if not versions and not missing_ok:
         raise subject_not_found(subject)
     own = row.compatibility if row is not None else None
-    return {"versions": versions, "compatibility": own or global_compatibility(cluster)}
+    own_mode = row.mode if row is not None else None
+    return {
+        "versions": versions,
+        "compatibility": own or global_compatibility(cluster),
+        "mode": own_mode or global_mode(cluster),
+    }
 
 
 def subjects_list(*, cluster: VirtualCluster, deleted: bool, prefix: str) -> list[str]:

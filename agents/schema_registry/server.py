@@ -68,6 +68,17 @@ def _schema_answer(request: web.Request, schema: ParsedSchema, **fields: Any) ->
     return answer
 
 
+def _positive(body: Any, key: str, error_code: int) -> int | None:
+    """An IMPORT registration's `id` or `version` (absent, or -1 / 0 as some clients send
+    for none: None)."""
+    value = body.get(key) if isinstance(body, dict) else None
+    if value is None or value in (-1, 0):
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value < 2**31:
+        raise RestError(error_code, f"Invalid {key} {value!r}: between 1 and {2**31 - 1}")
+    return value
+
+
 class RateLimit:
     """A token bucket per caller: `rate` a second, bursts of twice that."""
 
@@ -261,8 +272,14 @@ def build_app(
             raise RestError(
                 42901, f"Too many registrations: at most {registrations_per_s:g} a second"
             )
-        schema = await registry.parse_request(await body(request))
-        answer = await registry.register(request.match_info["subject"], schema)
+        given = await body(request)
+        schema = await registry.parse_request(given)
+        answer = await registry.register(
+            request.match_info["subject"],
+            schema,
+            schema_id=_positive(given, "id", 42205),
+            version=_positive(given, "version", 42202),
+        )
         return _json({"id": answer["id"]})
 
     async def lookup(request: web.Request) -> web.Response:
@@ -280,6 +297,8 @@ def build_app(
             "delete_subject",
             {"subject": request.match_info["subject"], "permanent": _flag(request, "permanent")},
         )
+        if _flag(request, "permanent"):
+            registry.forget_ids()
         return _json(answer["versions"])
 
     async def delete_version(request: web.Request) -> web.Response:
@@ -291,6 +310,8 @@ def build_app(
                 "permanent": _flag(request, "permanent"),
             },
         )
+        if _flag(request, "permanent"):
+            registry.forget_ids()
         return _json(answer["version"])
 
     def config_subject(request: web.Request) -> str | None:
@@ -321,14 +342,29 @@ def build_app(
         return _json({"compatibilityLevel": answer["compatibility"]})
 
     async def get_mode(request: web.Request) -> web.Response:
-        return _json({"mode": "READWRITE"})
+        answer = await registry.call(
+            "mode_get",
+            {
+                "subject": config_subject(request),
+                "default_to_global": _flag(request, "defaultToGlobal"),
+            },
+        )
+        return _json({"mode": answer["mode"]})
 
     async def put_mode(request: web.Request) -> web.Response:
         given = await body(request)
         mode = given.get("mode") if isinstance(given, dict) else None
-        if mode != "READWRITE":
-            raise RestError(42204, f"Invalid mode {mode!r}: Floe's registry is READWRITE only")
-        return _json({"mode": mode})
+        if not isinstance(mode, str):
+            raise RestError(42204, "Invalid mode: the body needs 'mode'")
+        answer = await registry.call(
+            "mode_set",
+            {"subject": config_subject(request), "mode": mode, "force": _flag(request, "force")},
+        )
+        return _json({"mode": answer["mode"]})
+
+    async def delete_mode(request: web.Request) -> web.Response:
+        answer = await registry.call("mode_delete", {"subject": config_subject(request)})
+        return _json({"mode": answer["mode"]})
 
     async def compatibility(request: web.Request) -> web.Response:
         subject = request.match_info["subject"]
@@ -373,6 +409,7 @@ def build_app(
     for path in ("/mode", "/mode/{subject}"):
         r.add_get(path, get_mode)
         r.add_put(path, put_mode)
+        r.add_delete(path, delete_mode)
     r.add_post("/compatibility/subjects/{subject}/versions", compatibility)
     r.add_post("/compatibility/subjects/{subject}/versions/{version}", compatibility)
     return app

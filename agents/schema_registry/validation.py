@@ -3,9 +3,10 @@
 Confluent's wire format — magic byte 0, then a 4-byte schema id — naming a schema
 registered under the subject the topic's subject-name strategy gives.
 
-Which subjects use an id is cached per id (a minute when the subject is among them, a
-second when not, so a schema registered a moment ago is seen at once), so validation
-costs no control-plane call per batch in the steady state.
+Which subjects use an id is cached per id (for the registry's `id_ttl_s`, a minute by
+default, when the subject is among them; a second when not, so a schema registered a
+moment ago is seen at once), so validation costs no control-plane call per batch in the
+steady state.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from agents.schema_registry.registry import RestError, SchemaRegistry
 from core.kafka.records import CorruptRecord, distinct_prefixes
 
 _STRATEGY = "io.confluent.kafka.serializers.subject."
-_FOUND_TTL_S = 60.0
 _MISSING_TTL_S = 1.0
 _CACHE_ENTRIES = 10_000
 
@@ -67,7 +67,7 @@ class SchemaValidator:
                 if exc.error_code != 40403:
                     raise ValidationUnavailable(str(exc)) from None
                 subjects = frozenset()
-            ttl = _FOUND_TTL_S if subject in subjects else _MISSING_TTL_S
+            ttl = self._registry.id_ttl_s if subject in subjects else _MISSING_TTL_S
             if len(self._subjects) > _CACHE_ENTRIES:
                 self._subjects.clear()
             cached = self._subjects[schema_id] = (time.monotonic() + ttl, subjects)

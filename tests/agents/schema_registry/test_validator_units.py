@@ -16,6 +16,8 @@ from core.kafka.records import RecordInput, encode_batch
 class Registry:
     """Schema 7 is registered under "t-value" and "t-key"; nothing else is."""
 
+    id_ttl_s = 60.0
+
     def __init__(self) -> None:
         self.calls: list[int] = []
 
