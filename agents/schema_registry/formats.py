@@ -171,3 +171,87 @@ def _default_json_name(name: str) -> str:
     after each upper-cased."""
     parts = name.split("_")
     return parts[0] + "".join(p[:1].upper() + p[1:] for p in parts[1:])
+
+
+def proto_text(schema: ParsedSchema) -> str:
+    """A Protobuf schema as `.proto` text (what Confluent's registry answers by default):
+    the text it was registered as, or its descriptor printed — package, imports,
+    messages (nested, oneofs, maps, proto3 `optional`, reserved numbers and names) and
+    enums, with types by their full names. Options are not printed: the text is for
+    reading and for clients that parse it (kafkajs' registry client), the descriptor
+    (`format=serialized`) is the schema itself."""
+    if _descriptor(schema.text) is None:
+        return schema.text
+    file = schema.parsed
+    lines = [f'syntax = "{file.syntax or "proto2"}";']
+    if file.package:
+        lines.append(f"package {file.package};")
+    lines += [f'import "{name}";' for name in file.dependency]
+    for message in file.message_type:
+        lines += _message_lines(message, file.syntax or "proto2", "")
+    for enum in file.enum_type:
+        lines += _enum_lines(enum, "")
+    return "\n".join(lines) + "\n"
+
+
+_SCALARS = {
+    value: name.removeprefix("TYPE_").lower()
+    for name, value in descriptor_pb2.FieldDescriptorProto.Type.items()
+    if name not in ("TYPE_MESSAGE", "TYPE_ENUM", "TYPE_GROUP")
+}
+
+
+def _type_name(field: Any) -> str:
+    return _SCALARS.get(field.type) or field.type_name
+
+
+def _message_lines(message: Any, syntax: str, indent: str) -> list[str]:
+    inner = indent + "  "
+    entries = {f".{n.name}": n for n in message.nested_type if n.options.map_entry}
+    lines = [f"{indent}message {message.name} {{"]
+    oneofs: dict[int, list[Any]] = {}
+    for field in message.field:
+        if field.HasField("oneof_index") and not field.proto3_optional:
+            oneofs.setdefault(field.oneof_index, []).append(field)
+    printed_oneofs: set[int] = set()
+    for field in message.field:
+        if field.HasField("oneof_index") and not field.proto3_optional:
+            if field.oneof_index not in printed_oneofs:
+                printed_oneofs.add(field.oneof_index)
+                lines.append(f"{inner}oneof {message.oneof_decl[field.oneof_index].name} {{")
+                lines += [
+                    f"{inner}  {_type_name(f)} {f.name} = {f.number};"
+                    for f in oneofs[field.oneof_index]
+                ]
+                lines.append(f"{inner}}}")
+            continue
+        entry = next((e for name, e in entries.items() if field.type_name.endswith(name)), None)
+        if entry is not None and field.label == field.LABEL_REPEATED:
+            key, value = entry.field[0], entry.field[1]
+            lines.append(
+                f"{inner}map<{_type_name(key)}, {_type_name(value)}> {field.name} = {field.number};"
+            )
+            continue
+        label = {field.LABEL_REPEATED: "repeated ", field.LABEL_REQUIRED: "required "}.get(
+            field.label, "optional " if syntax == "proto2" or field.proto3_optional else ""
+        )
+        lines.append(f"{inner}{label}{_type_name(field)} {field.name} = {field.number};")
+    for reserved in message.reserved_range:
+        end = reserved.end - 1
+        lines.append(
+            f"{inner}reserved {reserved.start}{'' if end == reserved.start else f' to {end}'};"
+        )
+    if message.reserved_name:
+        lines.append(f"{inner}reserved {', '.join(repr(n) for n in message.reserved_name)};")
+    for nested in message.nested_type:
+        if not nested.options.map_entry:
+            lines += _message_lines(nested, syntax, inner)
+    for enum in message.enum_type:
+        lines += _enum_lines(enum, inner)
+    lines.append(f"{indent}}}")
+    return lines
+
+
+def _enum_lines(enum: Any, indent: str) -> list[str]:
+    values = [f"{indent}  {v.name} = {v.number};" for v in enum.value]
+    return [f"{indent}enum {enum.name} {{", *values, f"{indent}}}"]

@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agents.schema_registry.formats import TYPES, ParsedSchema, serialized
+from agents.schema_registry.formats import TYPES, ParsedSchema, proto_text, serialized
 from agents.schema_registry.registry import RestError, SchemaRegistry, parse_version
 from agents.security.caches import CredentialCache
 from core.security.scram import plain_verify
@@ -42,11 +42,14 @@ def _json(payload: Any, status: int = 200) -> web.Response:
 
 
 def _schema_text(request: web.Request, schema: ParsedSchema) -> str:
-    """A schema's text as registered; a Protobuf one as a base64 descriptor when the
-    request asks `format=serialized` (what confluent-kafka's deserializer asks)."""
-    if schema.schema_type == "PROTOBUF" and request.query.get("format") == "serialized":
+    """A schema's text as registered; a Protobuf one as `.proto` text, or as a base64
+    descriptor when the request asks `format=serialized` (what confluent-kafka's
+    deserializer asks), whichever form it was registered in — as Confluent answers."""
+    if schema.schema_type != "PROTOBUF":
+        return schema.text
+    if request.query.get("format") == "serialized":
         return serialized(schema)
-    return schema.text
+    return proto_text(schema)
 
 
 def _text(request: web.Request, schema: ParsedSchema) -> web.Response:

@@ -10,7 +10,13 @@ import pytest
 from google.protobuf import descriptor_pb2
 
 from agents.schema_registry.compatibility import incompatibilities
-from agents.schema_registry.formats import InvalidSchema, ParsedSchema, parse, serialized
+from agents.schema_registry.formats import (
+    InvalidSchema,
+    ParsedSchema,
+    parse,
+    proto_text,
+    serialized,
+)
 
 
 def proto(body: str, package: str = "floe.test", *, syntax: str = "proto3") -> ParsedSchema:
@@ -227,3 +233,26 @@ def test_transitive_levels_check_every_version():
     assert incompatibilities("BACKWARD_TRANSITIVE", v3, [v1, v2]) == [
         "BACKWARD: FIELD_SCALAR_KIND_CHANGED at #/M.1"
     ]
+
+
+def test_a_descriptor_prints_as_proto_text_of_the_same_schema():
+    text = proto(
+        'import "google/protobuf/timestamp.proto";\n'
+        "message User { string user_name = 1; map<string, int32> scores = 2;\n"
+        "  oneof contact { string email = 3; string phone = 4; }\n"
+        "  google.protobuf.Timestamp at = 5; optional int32 maybe = 6; repeated Kind kinds = 7;\n"
+        "  reserved 9 to 11, 20; reserved 'old';\n"
+        "  message Inner { bytes b = 1; } Inner inner = 8;\n"
+        "  enum Kind { A = 0; B = 1; } }\n"
+        "enum Top { T = 0; }"
+    )
+    sent = parse(serialized(text), "PROTOBUF")
+    printed = proto_text(sent)
+    assert printed.startswith('syntax = "proto3";\npackage floe.test;\n')
+    assert "map<string, int32> scores = 2;" in printed
+    assert parse(printed, "PROTOBUF").fingerprint == text.fingerprint
+    assert proto_text(text) == text.text  # registered as text: answered as written
+    v2 = proto("message M { required int32 a = 1; optional string b = 2; }", syntax="proto2")
+    assert parse(proto_text(parse(serialized(v2), "PROTOBUF")), "PROTOBUF").fingerprint == (
+        v2.fingerprint
+    )
