@@ -29,39 +29,47 @@ def _version_json(version: SubjectVersion) -> dict[str, Any]:
     }
 
 
+_DEFAULTS = {"compatibility": DEFAULT_COMPATIBILITY, "mode": DEFAULT_MODE}
+_NOT_CONFIGURED = {"compatibility": 40408, "mode": 40409}
+
+
+def _global_setting(cluster: VirtualCluster, setting: str) -> str:
+    row = Registry.objects.filter(cluster=cluster).values_list(setting, flat=True).first()
+    return row or _DEFAULTS[setting]
+
+
 def global_compatibility(cluster: VirtualCluster) -> str:
-    row = Registry.objects.filter(cluster=cluster).values_list("compatibility", flat=True).first()
-    return row or DEFAULT_COMPATIBILITY
+    return _global_setting(cluster, "compatibility")
 
 
 def global_mode(cluster: VirtualCluster) -> str:
-    row = Registry.objects.filter(cluster=cluster).values_list("mode", flat=True).first()
-    return row or DEFAULT_MODE
+    return _global_setting(cluster, "mode")
 
 
-def mode_in_force(cluster: VirtualCluster, subject: str) -> str:
-    """The subject's own mode, else the global one."""
-    own = (
-        Subject.objects.filter(registry__cluster=cluster, name=subject)
-        .values_list("mode", flat=True)
-        .first()
-    )
-    return own or global_mode(cluster)
-
-
-def subject_mode(*, cluster: VirtualCluster, subject: str | None, default_to_global: bool) -> str:
+def _subject_setting(
+    cluster: VirtualCluster, subject: str | None, setting: str, default_to_global: bool
+) -> str:
+    """A subject's own `setting` (compatibility, mode), else with `default_to_global`
+    the global one (subject None: the global one); else 40408 / 40409."""
     if subject is None:
-        return global_mode(cluster)
+        return _global_setting(cluster, setting)
     own = (
         Subject.objects.filter(registry__cluster=cluster, name=subject)
-        .values_list("mode", flat=True)
+        .values_list(setting, flat=True)
         .first()
     )
     if own:
         return own
     if default_to_global:
-        return global_mode(cluster)
-    raise RegistryError(40409, f"Subject '{subject}' does not have subject-level mode configured")
+        return _global_setting(cluster, setting)
+    raise RegistryError(
+        _NOT_CONFIGURED[setting],
+        f"Subject '{subject}' does not have subject-level {setting} configured",
+    )
+
+
+def subject_mode(*, cluster: VirtualCluster, subject: str | None, default_to_global: bool) -> str:
+    return _subject_setting(cluster, subject, "mode", default_to_global)
 
 
 def subject_versions(
@@ -147,17 +155,4 @@ def referenced_by(*, cluster: VirtualCluster, subject: str, version: int) -> lis
 def subject_compatibility(
     *, cluster: VirtualCluster, subject: str | None, default_to_global: bool
 ) -> str:
-    if subject is None:
-        return global_compatibility(cluster)
-    level = (
-        Subject.objects.filter(registry__cluster=cluster, name=subject)
-        .values_list("compatibility", flat=True)
-        .first()
-    )
-    if level:
-        return level
-    if default_to_global:
-        return global_compatibility(cluster)
-    raise RegistryError(
-        40408, f"Subject '{subject}' does not have subject-level compatibility configured"
-    )
+    return _subject_setting(cluster, subject, "compatibility", default_to_global)

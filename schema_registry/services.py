@@ -15,7 +15,6 @@ from django.db.models import Max
 
 from schema_registry.models import (
     COMPATIBILITY_LEVELS,
-    DEFAULT_MODE,
     MODES,
     RegisteredSchema,
     Registry,
@@ -299,25 +298,30 @@ def config_set(*, cluster: VirtualCluster, subject: str | None, compatibility: s
     return level
 
 
-@transaction.atomic
-def config_delete(*, cluster: VirtualCluster, subject: str | None) -> str:
-    """Drop a subject's level (it follows the global one again), or reset the global one
-    to the default. The level that was in force."""
+def _setting_delete(cluster: VirtualCluster, subject: str | None, setting: str) -> str:
+    """Drop a subject's `setting` (compatibility, mode: it follows the global one
+    again), or reset the global one to its default. The value that was in force."""
     registry = registry_locked(cluster)
     if subject is None:
-        old = registry.compatibility
-        registry.compatibility = Registry._meta.get_field("compatibility").default
-        registry.save(update_fields=["compatibility"])
-        return old
+        old = getattr(registry, setting)
+        setattr(registry, setting, Registry._meta.get_field(setting).default)
+        registry.save(update_fields=[setting])
+        return str(old)
     row = Subject.objects.filter(registry=registry, name=subject).first()
-    if row is None or row.compatibility is None:
+    if row is None or getattr(row, setting) is None:
         raise subject_not_found(subject)
-    old = row.compatibility
-    row.compatibility = None
-    row.save(update_fields=["compatibility"])
-    if not row.versions.exists() and row.mode is None:
+    old = getattr(row, setting)
+    setattr(row, setting, None)
+    row.save(update_fields=[setting])
+    if not row.versions.exists() and row.compatibility is None and row.mode is None:
         row.delete()
-    return old
+    return str(old)
+
+
+@transaction.atomic
+def config_delete(*, cluster: VirtualCluster, subject: str | None) -> str:
+    """Drop a subject's level, or reset the global one to BACKWARD."""
+    return _setting_delete(cluster, subject, "compatibility")
 
 
 @transaction.atomic
@@ -347,20 +351,5 @@ def mode_set(*, cluster: VirtualCluster, subject: str | None, mode: str, force: 
 
 @transaction.atomic
 def mode_delete(*, cluster: VirtualCluster, subject: str | None) -> str:
-    """Drop a subject's mode (it follows the global one again), or reset the global one
-    to READWRITE. The mode that was in force."""
-    registry = registry_locked(cluster)
-    if subject is None:
-        old = registry.mode
-        registry.mode = DEFAULT_MODE
-        registry.save(update_fields=["mode"])
-        return old
-    row = Subject.objects.filter(registry=registry, name=subject).first()
-    if row is None or row.mode is None:
-        raise subject_not_found(subject)
-    old = row.mode
-    row.mode = None
-    row.save(update_fields=["mode"])
-    if not row.versions.exists() and row.compatibility is None:
-        row.delete()
-    return old
+    """Drop a subject's mode, or reset the global one to READWRITE."""
+    return _setting_delete(cluster, subject, "mode")
