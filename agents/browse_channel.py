@@ -1,10 +1,11 @@
 """The agent's end of the browse channel: it long-polls the control plane for the
-console's browse requests and answers each with the records it reads.
+console's browse requests and answers each with what it reads: records of a partition,
+or the stored documents of schemas (the console's Schemas page).
 
 The control plane never connects to an agent (docs/ARCHITECTURE.md, invariant 5): the
 agent keeps one poll open (``browse/poll``, which the control plane holds up to 25 s and
-answers with a request or none), reads the records (`agents.record_browser`) and posts
-them back (``browse/answer``). So browsing works where the agent's network lets
+answers with a request or none), reads the records (`agents.record_browser`) or the
+schema texts (`agents.schema_registry.registry`) and posts them back (``browse/answer``). So browsing works where the agent's network lets
 connections out and none in. Every call is bounded; when the control plane is away
 (restarting, unreachable) the loop waits 0.5 s, doubling up to 5 s, and polls again.
 """
@@ -55,10 +56,12 @@ class BrowseChannel:
         *,
         agent_id: str,
         browse: Callable[..., Awaitable[dict[str, Any]]],
+        schema_document: Callable[[str], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.client = client
         self.agent_id = agent_id
         self.browse = browse
+        self.schema_document = schema_document
         self._answering: set[asyncio.Task] = set()
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
 
@@ -111,7 +114,13 @@ class BrowseChannel:
             self._slots.release()
 
     async def _read(self, request: dict[str, Any]) -> dict[str, Any]:
-        """``{"page": …}`` or ``{"error", "not_found"}``: what to answer `request`."""
+        """``{"page": …}`` or ``{"error", "not_found"}``: what to answer `request` (by its
+        ``kind``: records when it has none, ``schema_texts``)."""
+        kind = request.get("kind")
+        if kind == "schema_texts":
+            return await self._read_schema_texts(request)
+        if kind is not None:
+            return {"error": f"this agent reads no {str(kind)[:100]!r}"}
         try:
             asked = {
                 "topic": str(request["topic"]),
@@ -134,3 +143,20 @@ class BrowseChannel:
             log.warning("browse channel: reading records failed", exc_info=True)
             return {"error": f"{type(exc).__name__}: {exc}"[:1000]}
         return {"page": page_within(page)}
+
+    async def _read_schema_texts(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The stored documents of the fingerprints asked (the console's Schemas page)."""
+        fingerprints = request.get("fingerprints")
+        if not isinstance(fingerprints, list) or not all(isinstance(f, str) for f in fingerprints):
+            return {"error": "bad schema_texts request: fingerprints must be a list of strings"}
+        if self.schema_document is None:
+            return {"error": "this agent reads no schema texts"}
+        try:
+            read = [self.schema_document(f) for f in fingerprints]
+            documents = await asyncio.wait_for(asyncio.gather(*read), BROWSE_TIMEOUT_S)
+        except TimeoutError:
+            return {"error": f"reading the schema texts took longer than {BROWSE_TIMEOUT_S:.0f} s"}
+        except Exception as exc:  # noqa: BLE001 - a text missing, the bucket: say so
+            log.warning("browse channel: reading schema texts failed", exc_info=True)
+            return {"error": f"{type(exc).__name__}: {exc}"[:1000]}
+        return {"page": {"texts": dict(zip(fingerprints, documents, strict=True))}}

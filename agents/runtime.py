@@ -343,6 +343,7 @@ class AgentRuntime:
                 self.client,
                 agent_id=config.agent_id,
                 browse=functools.partial(record_browser.browse, self.ctx),
+                schema_document=registry.document,
             )
             browse_polls = asyncio.get_running_loop().create_task(browsing.run_forever())
             if "jobs" in config.roles:

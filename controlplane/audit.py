@@ -1,8 +1,9 @@
-"""The audit log: who created, changed or deleted clusters, keys, ACLs, SASL users and
-team members, recorded in one place.
+"""The audit log: who created, changed or deleted clusters, keys, ACLs, SASL users, team
+members and schema-registry subjects, recorded in one place.
 
 Model signals record every save and delete of the audited models, so no write path can
-forget it; the actor is whoever the current request is for, set once per request: the
+forget it (a write that is no model's save or delete — a subject's soft delete marks
+its versions — calls `event_record` itself); the actor is whoever the current request is for, set once per request: the
 console's signed-in user (`AuditActorMiddleware`), an API key (the REST API's
 authentication), else "system" (Celery, agents' Kafka admin calls).
 """
@@ -22,7 +23,16 @@ _actor: contextvars.ContextVar[tuple[object | None, str]] = contextvars.ContextV
 
 
 ACTIONS = ("created", "changed", "revoked", "deleted")
-TARGET_TYPES = ("cluster", "agent_key", "api_key", "sasl_user", "acl", "member", "invitation")
+TARGET_TYPES = (
+    "cluster",
+    "agent_key",
+    "api_key",
+    "sasl_user",
+    "acl",
+    "member",
+    "invitation",
+    "schema_subject",
+)
 
 
 def audit_events(org, *, action: str = "", target_type: str = "", actor: str = ""):
@@ -79,19 +89,32 @@ def _name(instance) -> str:
     return str(instance)[:200]
 
 
+def event_record(
+    *, organization_id: int, action: str, target_type: str, target_id: str, target_name: str
+) -> None:
+    """Record that the current request's actor did `action` to a target."""
+    user, label = _actor.get()
+    AuditEvent.objects.create(
+        organization_id=organization_id,
+        actor=user if isinstance(user, User) and user.pk else None,
+        actor_label=label,
+        action=action,
+        target_type=target_type,
+        target_id=target_id[:64],
+        target_name=target_name[:255],
+    )
+
+
 def _record(instance, action: str) -> None:
     org = _organization(instance)
     if org is None or org.pk is None:
         return
-    user, label = _actor.get()
-    AuditEvent.objects.create(
+    event_record(
         organization_id=org.pk,
-        actor=user if isinstance(user, User) and user.pk else None,
-        actor_label=label,
         action=action,
         target_type=AUDITED[type(instance)],
         target_id=str(getattr(instance, "public_id", "") or instance.pk),
-        target_name=_name(instance)[:255],
+        target_name=_name(instance),
     )
 
 

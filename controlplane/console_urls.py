@@ -66,6 +66,7 @@ urlpatterns = [
     path("api-keys/new", api_keys.api_key_create, name="console-api-key-create"),
     path("api-keys/<str:key_id>/revoke", api_keys.api_key_revoke, name="console-api-key-revoke"),
     path("", include("controlplane.console.security")),  # SASL users and ACLs
+    path("", include("schema_registry.console_urls")),  # the Schemas pages
     path("billing", billing.billing_usage, name="billing-usage"),
     path("billing/plan", billing.billing_plan_change, name="billing-plan"),
     path("billing/budget", billing.billing_budget, name="billing-budget"),

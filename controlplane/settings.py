@@ -158,6 +158,7 @@ SPECTACULAR_SETTINGS = {
         "TeamRoleEnum": "controlplane.api.views.TEAM_ROLES",
         "RoleEnum": "controlplane.models.Membership.Role",
         "InvoiceKindEnum": "billing.models.Invoice.Kind",
+        "CompatibilityEnum": "schema_registry.models.COMPATIBILITY_LEVELS",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

@@ -5,3 +5,10 @@ class SchemaRegistryConfig(AppConfig):
     name = "schema_registry"
     label = "schema_registry"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Answers to the console's schema-text requests are checked by this app's rule.
+        from schema_registry.browser import KIND, texts_check
+        from virtualclusters.browsing.agent_api import ANSWER_CHECKS
+
+        ANSWER_CHECKS[KIND] = texts_check

@@ -93,7 +93,9 @@ class SubjectVersion(models.Model):
 
     subject = models.ForeignKey(Subject, on_delete=models.CASCADE, related_name="versions")
     version = models.PositiveIntegerField()
-    schema = models.ForeignKey(RegisteredSchema, on_delete=models.PROTECT, related_name="uses")
+    # RESTRICT, not PROTECT: a schema a version uses is never deleted alone, but deleting the
+    # cluster (its registry, schemas and subjects, by cascade) takes both.
+    schema = models.ForeignKey(RegisteredSchema, on_delete=models.RESTRICT, related_name="uses")
     deleted = models.BooleanField(default=False)
 
     class Meta:

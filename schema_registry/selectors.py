@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
+
 from schema_registry.models import (
     DEFAULT_COMPATIBILITY,
     DEFAULT_MODE,
@@ -156,3 +158,38 @@ def subject_compatibility(
     *, cluster: VirtualCluster, subject: str | None, default_to_global: bool
 ) -> str:
     return _subject_setting(cluster, subject, "compatibility", default_to_global)
+
+
+def subjects_overview(*, cluster: VirtualCluster, deleted: bool) -> QuerySet[Subject]:
+    """The cluster's subjects with versions (soft-deleted ones too when `deleted`), by
+    name, each annotated with ``live_versions``, ``latest_version`` (live), and that
+    version's ``latest_id`` and ``latest_type`` (the console's and the REST API's list)."""
+    latest = SubjectVersion.objects.filter(subject=OuterRef("pk"), deleted=False).order_by(
+        "-version"
+    )
+    rows = Subject.objects.filter(registry__cluster=cluster).annotate(
+        live_versions=Count("versions", filter=Q(versions__deleted=False)),
+        all_versions=Count("versions"),
+        latest_version=Max("versions__version", filter=Q(versions__deleted=False)),
+        latest_id=Subquery(latest.values("schema__schema_id")[:1]),
+        latest_type=Subquery(latest.values("schema__schema_type")[:1]),
+    )
+    rows = rows.filter(all_versions__gt=0) if deleted else rows.filter(live_versions__gt=0)
+    return rows.order_by("name")
+
+
+def subject_detail(*, cluster: VirtualCluster, subject: str) -> dict[str, Any]:
+    """A subject's versions, soft-deleted ones included (40401 without any), the level in
+    force, its own level (None: the global one) and the global level."""
+    answer = subject_versions(cluster=cluster, subject=subject, deleted=True)
+    own = (
+        Subject.objects.filter(registry__cluster=cluster, name=subject)
+        .values_list("compatibility", flat=True)
+        .first()
+    )
+    return {
+        "name": subject,
+        **answer,
+        "compatibility_own": own,
+        "compatibility_global": global_compatibility(cluster),
+    }

@@ -3,7 +3,8 @@ so registrations and deletes of one cluster run one at a time (ids and versions 
 no schema with two ids) while other clusters' go on.
 
 Refusals are `RegistryError`s carrying Confluent's error codes; the agent answers them
-to its REST client as they are.
+to its REST client as they are. Deletes are in the audit log (whoever asked: a person in
+the console, an API key, "system" for an agent's REST client).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Max
 
+from controlplane.audit import event_record
 from schema_registry.models import (
     COMPATIBILITY_LEVELS,
     MODES,
@@ -211,6 +213,16 @@ def _drop_unused_schemas(registry_id: int) -> None:
     RegisteredSchema.objects.filter(registry_id=registry_id, uses__isnull=True).delete()
 
 
+def _deletion_audited(cluster: VirtualCluster, subject: str, what: str) -> None:
+    event_record(
+        organization_id=cluster.organization_id,
+        action="deleted",
+        target_type="schema_subject",
+        target_id=cluster.public_id,
+        target_name=f"{subject} {what}",
+    )
+
+
 @transaction.atomic
 def subject_delete(*, cluster: VirtualCluster, subject: str, permanent: bool) -> list[int]:
     """Soft delete (every live version marked deleted) or, after that, permanent delete
@@ -225,6 +237,7 @@ def subject_delete(*, cluster: VirtualCluster, subject: str, permanent: bool) ->
         numbers = list(row.versions.order_by("version").values_list("version", flat=True))
         row.delete()
         _drop_unused_schemas(row.registry_id)
+        _deletion_audited(cluster, subject, "(permanently)")
         return numbers
     if not live:
         raise RegistryError(40404, f"Subject '{subject}' was soft deleted.")
@@ -235,6 +248,7 @@ def subject_delete(*, cluster: VirtualCluster, subject: str, permanent: bool) ->
                 f"One or more references exist to the schema {{subject={subject},version={version.version}}}.",
             )
     row.versions.filter(deleted=False).update(deleted=True)
+    _deletion_audited(cluster, subject, "(soft)")
     return [v.version for v in live]
 
 
@@ -261,6 +275,7 @@ def version_delete(
             )
         target.delete()
         _drop_unused_schemas(row.registry_id)
+        _deletion_audited(cluster, subject, f"version {target.version} (permanently)")
         return target.version
     if target.deleted:
         raise RegistryError(
@@ -273,6 +288,7 @@ def version_delete(
         )
     target.deleted = True
     target.save(update_fields=["deleted"])
+    _deletion_audited(cluster, subject, f"version {target.version} (soft)")
     return target.version
 
 

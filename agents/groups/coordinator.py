@@ -56,6 +56,9 @@ INITIAL_REBALANCE_DELAY_MS = 1000
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 REPORT_INTERVAL_S = 3.0
 MAINTENANCE_INTERVAL_S = 1.0
+# A holder this agent cannot reach counts as alive when its lease, asked afresh, has
+# more than ttl − renew interval − this left (a renewal's round trip fits in it).
+RENEWED_SLACK_S = 1.0
 # An Empty group with no members is dropped from memory after this long (its offsets
 # stay in the metadata store, so it is still listed and described as Empty).
 EMPTY_GROUP_IDLE_S = 600.0
@@ -174,12 +177,16 @@ class GroupCoordinator:
 
         Whether this agent can reach the holder does not decide the answer: a member
         reaches agents this one may not. A holder it cannot reach is either dead (its
-        lease expires within a ttl) or alive behind a cut only this agent sees, so the
-        answer waits out the lease's remaining time (at most a ttl) and then names
-        whoever holds it — the same holder, which renewed and is alive (remembered, so
-        later answers do not wait), or the agent that took the group over.
+        lease expires within a ttl) or alive behind a cut only this agent sees. The
+        store's fresh answer tells them apart: a live holder renews every renew interval,
+        so its lease has nearly a whole ttl left — it is named at once (and remembered,
+        so later answers do not ask again). Otherwise the answer waits out the lease's
+        remaining time (at most a ttl) and then names whoever holds it — the same
+        holder, which renewed after all, or the agent that took the group over.
         COORDINATOR_NOT_AVAILABLE meanwhile would do worse: librdkafka retries it
-        twice, 0.1 s apart, then waits for a broker's state to change."""
+        twice, 0.1 s apart, then waits for a broker's state to change. Naming a holder
+        that died a moment ago costs a member one refused connection and another
+        FindCoordinator; the lease, not this answer, decides who coordinates."""
         holder = await self._holder(group_id)
         if holder is None or holder == self.ring.me.agent_id:
             return None if holder is None else self.ring.me
@@ -187,6 +194,9 @@ class GroupCoordinator:
         if peer is not None and (
             self._renewing.get(group_id) == holder or await self.ring.reachable(peer)
         ):
+            return peer
+        if peer is not None and await self._renewed_lately(group_id, holder):
+            self._renewing[group_id] = holder
             return peer
         until = self.leases.known_until(group_id)
         if until is not None:
@@ -200,6 +210,16 @@ class GroupCoordinator:
         else:
             self._renewing.pop(group_id, None)
         return self.ring.peer(again)
+
+    async def _renewed_lately(self, group_id: str, holder: str) -> bool:
+        """Whether the store, asked afresh, says `holder` renewed the group's lease within
+        about a renew interval: more than ttl − renew interval − slack of it is left."""
+        self.leases.forget_holder(group_id)
+        if await self._holder(group_id) != holder:
+            return False
+        until = self.leases.known_until(group_id)
+        fresh = self.leases.ttl_s - self.leases.renew_interval_s - RENEWED_SLACK_S
+        return until is not None and until - time.monotonic() > fresh
 
     async def _holder(self, group_id: str) -> str | None:
         """The group's lease holder; nobody holding it, the rendezvous choice among the

@@ -110,13 +110,7 @@ class SchemaRegistry:
         cached = self._parsed.get(fingerprint)
         if cached is not None:
             return cached
-        try:
-            raw = await self._blocking(self._store.get, f"{self._prefix}{fingerprint}.json")
-        except ObjectNotFound:
-            raise RestError(
-                50001, f"schema text {fingerprint} is missing from the bucket"
-            ) from None
-        document = json.loads(raw)
+        document = await self.document(fingerprint)
         references = _references(document.get("references") or [])
         # In the executor: a Protobuf text is compiled by protoc in a child process.
         parsed = await self._blocking(
@@ -128,6 +122,17 @@ class SchemaRegistry:
         )
         self._remember(parsed)
         return parsed
+
+    async def document(self, fingerprint: str) -> dict[str, Any]:
+        """The stored document of a fingerprint (``schema``, ``schemaType``,
+        ``references``), read from the bucket: what the console's Schemas page shows."""
+        try:
+            raw = await self._blocking(self._store.get, f"{self._prefix}{fingerprint}.json")
+        except ObjectNotFound:
+            raise RestError(
+                50001, f"schema text {fingerprint} is missing from the bucket"
+            ) from None
+        return json.loads(raw)
 
     def _remember(self, schema: ParsedSchema) -> None:
         if len(self._parsed) > _CACHE_ENTRIES:

@@ -94,6 +94,7 @@ urlpatterns = [
         name="api-job-runs",
     ),
     path("", include("virtualclusters.api.security_urls")),
+    path("", include("schema_registry.api.urls")),
     path("billing/", include("billing.api.urls")),
     re_path(r"^[\s\S]*$", views.not_found),  # last: anything else under /api/v1/ is a JSON 404
 ]

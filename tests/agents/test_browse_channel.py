@@ -61,3 +61,36 @@ def test_a_page_too_large_for_the_control_plane_loses_its_last_records():
     fitted = page_within(page, max_bytes=5000)
     assert [r["offset"] for r in fitted["records"]] == [0, 1, 2, 3]
     assert len(json.dumps(fitted, separators=(",", ":"))) <= 5000
+
+
+def test_a_request_names_what_to_read_and_an_unknown_kind_is_answered_with_an_error():
+    import asyncio
+
+    from agents.browse_channel import BrowseChannel
+
+    async def browse(**asked):
+        raise AssertionError(f"records were read for {asked}")
+
+    async def document(fingerprint: str) -> dict:
+        if fingerprint == "gone":
+            raise LookupError("schema text gone is missing from the bucket")
+        return {"schema": f"text of {fingerprint}", "schemaType": "AVRO", "references": []}
+
+    reading = BrowseChannel(None, agent_id="agt-x", browse=browse, schema_document=document)  # type: ignore[arg-type]
+    without = BrowseChannel(None, agent_id="agt-x", browse=browse)  # type: ignore[arg-type]
+
+    def read(channel: BrowseChannel, request: dict) -> dict:
+        return asyncio.run(channel._read(request))
+
+    texts = read(reading, {"kind": "schema_texts", "fingerprints": ["a", "b"]})
+    assert texts == {"page": {"texts": {
+        "a": {"schema": "text of a", "schemaType": "AVRO", "references": []},
+        "b": {"schema": "text of b", "schemaType": "AVRO", "references": []},
+    }}}  # fmt: skip
+    missing = read(reading, {"kind": "schema_texts", "fingerprints": ["a", "gone"]})
+    assert missing == {"error": "LookupError: schema text gone is missing from the bucket"}
+    assert "fingerprints must be a list" in read(reading, {"kind": "schema_texts"})["error"]
+    assert read(without, {"kind": "schema_texts", "fingerprints": ["a"]}) == {
+        "error": "this agent reads no schema texts"
+    }
+    assert read(reading, {"kind": "offsets"}) == {"error": "this agent reads no 'offsets'"}

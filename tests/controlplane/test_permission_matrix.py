@@ -26,6 +26,7 @@ from controlplane import console_urls, team
 from controlplane.models import Membership
 from controlplane.services import api_key_create
 from metadata_store.topics import topic_create
+from schema_registry.services import schema_register
 from tests import factories
 from virtualclusters.security.services import acl_binding, acl_create, sasl_credential_create
 
@@ -73,6 +74,22 @@ MATRIX = {
     ("DELETE", "/api/v1/clusters/{cluster_id}/groups/{group_id}/"): (ADMIN, 404),
     ("GET", "/api/v1/clusters/{cluster_id}/groups/{group_id}/"): (MEMBER, 404),
     ("GET", "/api/v1/clusters/{cluster_id}/job-runs/"): (MEMBER, 200),
+    ("GET", "/api/v1/clusters/{cluster_id}/schemas/config/"): (MEMBER, 200),
+    ("PUT", "/api/v1/clusters/{cluster_id}/schemas/config/"): (ADMIN, 200),
+    ("GET", "/api/v1/clusters/{cluster_id}/schemas/subjects/"): (MEMBER, 200),
+    ("DELETE", "/api/v1/clusters/{cluster_id}/schemas/subjects/{subject}/"): (ADMIN, 204),
+    ("GET", "/api/v1/clusters/{cluster_id}/schemas/subjects/{subject}/"): (MEMBER, 200),
+    ("PATCH", "/api/v1/clusters/{cluster_id}/schemas/subjects/{subject}/"): (ADMIN, 200),
+    ("GET", "/api/v1/clusters/{cluster_id}/schemas/subjects/{subject}/versions/"): (MEMBER, 200),
+    (
+        "DELETE",
+        "/api/v1/clusters/{cluster_id}/schemas/subjects/{subject}/versions/{version}/",
+    ): (ADMIN, 204),
+    # The text needs a live agent of the cluster; the world has none: a 409 that says so.
+    (
+        "GET",
+        "/api/v1/clusters/{cluster_id}/schemas/subjects/{subject}/versions/{version}/",
+    ): (MEMBER, 409),
     ("GET", "/api/v1/clusters/{cluster_id}/sasl-credentials/"): (MEMBER, 200),
     ("POST", "/api/v1/clusters/{cluster_id}/sasl-credentials/"): (ADMIN, 201),
     ("DELETE", "/api/v1/clusters/{cluster_id}/sasl-credentials/{credential_id}/"): (ADMIN, 204),
@@ -131,6 +148,12 @@ MATRIX = {
     ("POST", "logout"): (ANYONE, 302, 302),
     ("POST", "org-switch"): (ANYONE, 404, 404),
     ("POST", "sasl-credential-create"): (ADMIN, 302, 404),
+    ("GET", "cluster-schemas"): (MEMBER, 200, 404),
+    ("POST", "cluster-schemas-config"): (ADMIN, 302, 404),
+    ("GET", "schema-subject"): (MEMBER, 200, 404),
+    ("POST", "schema-subject-config"): (ADMIN, 302, 404),
+    ("POST", "schema-subject-delete"): (ADMIN, 302, 404),
+    ("POST", "schema-version-delete"): (ADMIN, 302, 404),
     ("POST", "sasl-credential-delete"): (ADMIN, 302, 404),
     ("GET", "signup"): (ANYONE, 302, 302),
     ("POST", "signup"): (ANYONE, 302, 302),
@@ -154,6 +177,10 @@ def world(db):
     alice, org = factories.make_org("alice-co")
     cluster, agent_key = factories.make_cluster("alice-cluster", org=org)
     topic_create(cluster=cluster, name="orders", num_partitions=1)
+    schema_register(
+        cluster=cluster, subject="orders-value", fingerprint="a" * 64, schema_type="AVRO",
+        references=[], checked_latest=0,
+    )  # fmt: skip
     credential, _ = sasl_credential_create(cluster=cluster, username="app")
     acl, _ = acl_create(
         cluster=cluster,
@@ -201,6 +228,8 @@ def world(db):
         "params": {
             "cluster_id": cluster.public_id,
             "name": "orders",
+            "subject": "orders-value",
+            "version": "1",
             "acl_id": acl.public_id,
             "credential_id": credential.public_id,
             "group_id": "no-such-group",
@@ -231,6 +260,10 @@ BODIES = {
     ("POST", "/api/v1/clusters/{cluster_id}/agent-keys/"): {"name": "made"},
     ("PUT", "/api/v1/clusters/{cluster_id}/bucket/"): {"bucket_url": "file:///tmp/made"},
     ("PUT", "/api/v1/clusters/{cluster_id}/config/"): {"default_partitions": 2},
+    ("PUT", "/api/v1/clusters/{cluster_id}/schemas/config/"): {"compatibility": "FULL"},
+    ("PATCH", "/api/v1/clusters/{cluster_id}/schemas/subjects/{subject}/"): {
+        "compatibility": "NONE"
+    },
     ("PATCH", "/api/v1/clusters/{cluster_id}/config/"): {"default_partitions": 2},
     ("POST", "/api/v1/clusters/{cluster_id}/sasl-credentials/"): {"username": "made"},
     ("POST", "/api/v1/clusters/{cluster_id}/topics/"): {"name": "made"},
@@ -242,6 +275,10 @@ BODIES = {
     ("POST", "cluster-rename"): {"name": "renamed"},
     ("POST", "cluster-delete"): {"confirm_name": "alice-cluster"},
     ("POST", "topic-new"): {"name": "made", "partitions": 1},
+    ("POST", "schema-subject-config"): {"compatibility": "FULL"},
+    ("POST", "cluster-schemas-config"): {"compatibility": "NONE"},
+    ("POST", "schema-subject-delete"): {"confirm_name": "orders-value"},
+    ("POST", "schema-version-delete"): {"version": "1", "confirm_name": "orders-value"},
     ("POST", "agent-key-create"): {"name": "made"},
     ("POST", "team"): {"email": "made@example.com", "role": "member"},
     ("POST", "team-member"): {"action": "role", "role": "admin"},

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -319,16 +322,31 @@ class RecordsUnavailable(APIException):
         self.status_code = status_code
 
 
+# What a read through a live agent of the cluster (records, schema texts) answers when
+# it gets no page, besides a 404 for what the agent does not know.
+AGENT_READ_ERRORS = {
+    409: OpenApiResponse(description="No live agent of the cluster is connected"),
+    502: OpenApiResponse(description="The agent's answer was refused or an error"),
+    503: OpenApiResponse(description="The browse channel (Redis) is unavailable"),
+    504: OpenApiResponse(description="No agent answered in time"),
+}
+
+
+@contextmanager
+def agent_read_errors() -> Iterator[None]:
+    """The browse channel's errors, as the REST API answers them (`AGENT_READ_ERRORS`)."""
+    try:
+        yield
+    except BrowseNotFound:
+        raise Http404 from None
+    except BrowseUnavailable as exc:
+        raise RecordsUnavailable(str(exc), exc.status) from None
+
+
 class TopicRecordsView(ClusterScopedView):
     @extend_schema(
         parameters=[RecordQuerySerializer],
-        responses={
-            200: RecordPageSerializer,
-            409: OpenApiResponse(description="No live agent of the cluster is connected"),
-            502: OpenApiResponse(description="The agent's answer was refused or an error"),
-            503: OpenApiResponse(description="The browse channel (Redis) is unavailable"),
-            504: OpenApiResponse(description="No agent answered in time"),
-        },
+        responses={200: RecordPageSerializer, **AGENT_READ_ERRORS},
         summary="Read records of a topic's partition (through a live agent of the cluster)",
         description="The control plane holds no bucket credentials: a live agent of the "
         "cluster, connected to the control plane over the channel it opens, reads the "
@@ -340,16 +358,12 @@ class TopicRecordsView(ClusterScopedView):
         query = query_params(request, RecordQuerySerializer)
         if query["partition"] >= topic.partition_count:
             raise Http404("The topic has no such partition.")
-        try:
+        with agent_read_errors():
             page = records_browse(
                 cluster, topic=topic.name, partition=query["partition"],
                 offset=query.get("offset"), limit=query["limit"],
                 timestamp=query.get("timestamp"),
             )  # fmt: skip
-        except BrowseNotFound:
-            raise Http404 from None
-        except BrowseUnavailable as exc:
-            raise RecordsUnavailable(str(exc), exc.status) from None
         return Response(RecordPageSerializer(page).data)
 
 

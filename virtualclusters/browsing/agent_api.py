@@ -11,6 +11,7 @@ waiting person is told the agent's answer was refused (a 502) rather than left w
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import msgspec
 import redis
@@ -27,19 +28,31 @@ MAX_ANSWER_BYTES = 8 * 1024 * 1024
 
 _page = msgspec.json.Decoder(schemas.BrowsedPage)
 
+# How an answer to each other kind of request than records (a query's ``kind``) is
+# checked: ``(raw answer, the waiting request) -> what the console takes``, or
+# `schemas.BadBody`. The apps that ask register theirs at start-up (`schema_registry`:
+# ``schema_texts``); a kind nobody registered is refused.
+ANSWER_CHECKS: dict[str, Callable[[bytes, dict], dict]] = {}
+
 
 def _redis_down(exc: redis.RedisError | OSError) -> CallRefused:
     return CallRefused(503, f"the browse channel is unavailable (Redis: {type(exc).__name__})")
 
 
+def answer_decoded(raw: bytes, decoder: msgspec.json.Decoder, *, what: str, max_bytes: int):
+    """`raw` decoded by `decoder` (at most `max_bytes`), or `schemas.BadBody` saying what
+    is wrong with `what` (the page, the schema texts)."""
+    if len(raw) > max_bytes:
+        raise schemas.BadBody(f"the {what} is larger than {max_bytes} bytes")
+    try:
+        return decoder.decode(raw)
+    except msgspec.DecodeError as exc:  # ValidationError included
+        raise schemas.BadBody(f"{what}: {exc}") from None
+
+
 def _check_page(raw: bytes, owner: dict) -> dict:
     """The page as the console will read it, or `schemas.BadBody` saying what is wrong."""
-    if len(raw) > MAX_ANSWER_BYTES:
-        raise schemas.BadBody(f"the page is larger than {MAX_ANSWER_BYTES} bytes")
-    try:
-        page = _page.decode(raw)
-    except msgspec.DecodeError as exc:  # ValidationError included
-        raise schemas.BadBody(f"page: {exc}") from None
+    page = answer_decoded(raw, _page, what="page", max_bytes=MAX_ANSWER_BYTES)
     if (page.topic, page.partition) != (owner["topic"], owner["partition"]):
         raise schemas.BadBody("page: another topic or partition than the one asked")
     if page.log_start_offset > page.high_watermark:
@@ -86,7 +99,11 @@ def browse_answer(cluster: VirtualCluster, body: schemas.BrowseAnswerRequest) ->
             answer = {"error": body.error or "no reason given", "not_found": body.not_found}
         else:
             try:
-                page = _check_page(bytes(body.page), owner)
+                kind = owner.get("kind")
+                check = _check_page if kind is None else ANSWER_CHECKS.get(kind)
+                if check is None:
+                    raise schemas.BadBody(f"no answer to a {kind!r} request is taken")
+                page = check(bytes(body.page), owner)
                 answer = {"page": {**page, "agent": body.agent_id or "an agent"}}
             except schemas.BadBody as exc:
                 channel.answer_post(body.id, {"refused": str(exc)})

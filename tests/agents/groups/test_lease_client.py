@@ -165,6 +165,40 @@ async def _a_dead_holder_is_waited_out_and_the_group_taken_over():
     assert "g" in coord.groups
 
 
+def test_a_holder_that_renewed_moments_ago_is_named_at_once():
+    """This agent cannot reach the holder, but the store says it renewed its lease a
+    moment ago (nearly a ttl left): it is alive behind a cut only this agent sees, so it
+    is named without waiting — a new member's FindCoordinator at this agent took ~4 s."""
+    asyncio.run(_a_holder_that_renewed_moments_ago_is_named_at_once())
+
+
+async def _a_holder_that_renewed_moments_ago_is_named_at_once():
+    port = closed_port()
+    store = ExpiringStore("peer", 3.9, renews=True)
+    coord = coordinator_beside(store, port)
+    started = asyncio.get_running_loop().time()
+    owner = await coord.coordinator_of("g")
+    assert owner is not None and (owner.agent_id, owner.port) == ("peer", port)
+    assert asyncio.get_running_loop().time() - started < 0.5
+    assert not coord.groups
+
+
+def test_a_holder_whose_lease_runs_down_is_not_named_at_once():
+    """Unreachable and its lease 1.5 s from its end (no renewal for 2.5 s): not taken for
+    alive; the answer waits the lease out and this agent takes the group over."""
+    asyncio.run(_a_holder_whose_lease_runs_down_is_not_named_at_once())
+
+
+async def _a_holder_whose_lease_runs_down_is_not_named_at_once():
+    store = ExpiringStore("peer", 1.5, renews=False)
+    coord = coordinator_beside(store, closed_port())
+    started = asyncio.get_running_loop().time()
+    owner = await coord.coordinator_of("g")
+    assert owner is not None and owner.agent_id == "me"
+    assert 1.3 < asyncio.get_running_loop().time() - started < 3.0
+    assert "g" in coord.groups
+
+
 def test_a_live_holder_this_agent_cannot_reach_is_named_all_the_same():
     """The holder keeps renewing but this agent cannot reach it: it is named at its
     address (members may reach it), after one wait for its lease's end, and at once

@@ -12,7 +12,8 @@ FLOE_GROUP_RUNS=20. Unset (`make test`), the two settling tests run each client 
 the fault tests one client with two members (kafkajs, the issue's; confluent-kafka for
 the kill), to keep the module near two minutes. FLOE_GROUP_REPORT names a file that
 gets one JSON line per run (the numbers for the closing note); FLOE_GROUP_CLIENTS=
-kafkajs,aiokafka runs only those clients.
+kafkajs,aiokafka runs only those clients; FLOE_GROUP_CLIENT_LOG=DEBUG puts kafka-python's
+and aiokafka's debug log into each member's log.
 """
 
 from __future__ import annotations

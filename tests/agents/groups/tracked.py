@@ -38,6 +38,9 @@ from tests.agents.groups.members import (
 
 HERE = Path(__file__).resolve().parent
 JS_DIR = HERE.parents[1] / "js"
+# The Python clients' own loggers, into each member's log: INFO (joins, errors) unless
+# FLOE_GROUP_CLIENT_LOG=DEBUG asks for their whole story (why a member rejoined).
+CLIENT_LOG_LEVEL = os.environ.get("FLOE_GROUP_CLIENT_LOG", "INFO").upper()
 _JOIN_LINE = re.compile(r"JoinGroup response: GenerationId (-?\d+)")
 
 
@@ -73,7 +76,7 @@ class TrackedMember(Member):
         apart)."""
         logger, handler = logging.getLogger(name), self._file_handler()
         logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+        logger.setLevel(CLIENT_LOG_LEVEL)
         try:
             yield
         finally:

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("schema_registry", "0001_initial"),
+        ("schema_registry", "0002_version_schema_restrict"),
     ]
 
     operations = [
