@@ -145,6 +145,11 @@ def _named(
     return renamed
 
 
+def sent_as_descriptor(schema: ParsedSchema) -> bool:
+    """Whether a Protobuf schema was sent as a base64 descriptor (not `.proto` text)."""
+    return schema.schema_type == "PROTOBUF" and _descriptor(schema.text) is not None
+
+
 def serialized(schema: ParsedSchema) -> str:
     """A Protobuf schema as a base64 FileDescriptorProto (Confluent's `format=serialized`),
     whichever form it was registered in."""
@@ -180,7 +185,7 @@ def proto_text(schema: ParsedSchema) -> str:
     enums, with types by their full names. Options are not printed: the text is for
     reading and for clients that parse it (kafkajs' registry client), the descriptor
     (`format=serialized`) is the schema itself."""
-    if _descriptor(schema.text) is None:
+    if not sent_as_descriptor(schema):
         return schema.text
     file = schema.parsed
     lines = [f'syntax = "{file.syntax or "proto2"}";']

@@ -23,7 +23,7 @@ from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError
 from agents.schema_registry import compatibility
-from agents.schema_registry.formats import InvalidSchema, ParsedSchema, parse
+from agents.schema_registry.formats import InvalidSchema, ParsedSchema, parse, sent_as_descriptor
 from core.storage import ObjectNotFound, ObjectStore
 
 log = logging.getLogger(__name__)
@@ -102,8 +102,20 @@ class SchemaRegistry:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
     async def _put_text(self, schema: ParsedSchema) -> None:
+        """Store the schema's document under its fingerprint (and cache it parsed). A
+        Protobuf schema sent as a descriptor does not replace the same schema stored as
+        `.proto` text: the text a person wrote is what the registry answers and the
+        console shows."""
+        key = f"{self._prefix}{schema.fingerprint}.json"
+        if sent_as_descriptor(schema):
+            try:
+                await self.document(schema.fingerprint)
+                return  # stored already, in either form: the schema is the same
+            except RestError:
+                pass  # not stored yet
         body = json.dumps(schema.document(), separators=(",", ":")).encode()
-        await self._blocking(self._store.put, f"{self._prefix}{schema.fingerprint}.json", body)
+        await self._blocking(self._store.put, key, body)
+        self._remember(schema)
 
     async def schema_for(self, fingerprint: str, depth: int = 0) -> ParsedSchema:
         """The parsed schema of a fingerprint, from the bucket (cached)."""
@@ -244,7 +256,6 @@ class SchemaRegistry:
         subject's versions; the control plane refuses what the mode in force does not
         allow (42205), before any compatibility check as in Confluent's registry."""
         await self._put_text(schema)  # before any id names it
-        self._remember(schema)
         importing = schema_id is not None or version is not None
         for _ in range(REGISTER_ATTEMPTS):
             live, level, mode = await self._live(subject)

@@ -111,6 +111,12 @@ def test_protobuf_serializers_round_trip_through_the_kafka_port(agent, cluster):
         'syntax = "proto3";\npackage floe.test;\nmessage Order { int64 id = 1; string item = 2; }'
     )
     assert writer.register_schema("orders-text", Schema(text, "PROTOBUF")) == latest.schema_id
+    # Now kept as the text a person wrote: answered so, and a descriptor sent again (another
+    # subject, a fresh serializer) does not replace it.
+    again = ProtobufSerializer(order, writer, {"use.deprecated.format": False})
+    again(order(id=1, item="x"), SerializationContext("orders-proto-2", MessageField.VALUE))
+    fresh = SchemaRegistryClient({"url": a.registry_url})
+    assert fresh.get_schema(latest.schema_id).schema_str == text
     # A text-registered schema answers as text, and as a descriptor when asked so.
     other = 'syntax = "proto3";\npackage floe.test;\nmessage Other { string s = 1; }'
     other_id = writer.register_schema("other-text", Schema(other, "PROTOBUF"))
