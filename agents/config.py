@@ -19,6 +19,7 @@ DEFAULT_KAFKA_PORT = 9092
 DEFAULT_HTTP_PORT = 8080
 DEFAULT_SCHEMA_REGISTRY_PORT = 8081  # Confluent's
 DEFAULT_SCHEMA_REGISTRY_RATE = 100
+DEFAULT_SCHEMA_CACHE_S = 60
 DEFAULT_BATCH_TIMEOUT_MS = 250
 MIN_BATCH_TIMEOUT_MS = 5
 DEFAULT_BATCH_MAX_BYTES = 8 * 1024 * 1024
@@ -57,6 +58,7 @@ class AgentConfig:
     http_port: int = DEFAULT_HTTP_PORT
     schema_registry_port: int = DEFAULT_SCHEMA_REGISTRY_PORT
     schema_registry_rate: int = DEFAULT_SCHEMA_REGISTRY_RATE  # registrations/s per caller
+    schema_cache_s: int = DEFAULT_SCHEMA_CACHE_S  # how long a cached schema id is trusted
     zone: str = ""
     batch_timeout_ms: int = DEFAULT_BATCH_TIMEOUT_MS
     batch_max_bytes: int = DEFAULT_BATCH_MAX_BYTES
@@ -147,6 +149,13 @@ def _build_parser() -> _OneLineParser:
         help="schema-registry role: registrations a second per caller (a SASL user, else an "
         "address; bursts of twice that) (default 100) [FLOE_SCHEMA_REGISTRY_RATE]",
     )
+    add(
+        "--schema-cache",
+        type=_positive_int(1),
+        help="seconds a schema id this agent cached (and which subjects use it, for "
+        "validation at produce) is trusted before it asks again: how soon a permanent "
+        "delete on another agent is seen here (default 60) [FLOE_SCHEMA_CACHE]",
+    )
     add("--zone", help="availability zone of this agent [FLOE_ZONE]")
     add(
         "--batch-timeout",
@@ -224,6 +233,7 @@ _ENV = {
     "http_port": ("FLOE_HTTP_PORT", _port),
     "schema_registry_port": ("FLOE_SCHEMA_REGISTRY_PORT", _port),
     "schema_registry_rate": ("FLOE_SCHEMA_REGISTRY_RATE", _positive_int(1)),
+    "schema_cache": ("FLOE_SCHEMA_CACHE", _positive_int(1)),
     "zone": ("FLOE_ZONE", str),
     "batch_timeout": ("FLOE_BATCH_TIMEOUT", _positive_int(MIN_BATCH_TIMEOUT_MS)),
     "batch_max_bytes": ("FLOE_BATCH_MAX_BYTES", _positive_int(1024)),
@@ -327,6 +337,7 @@ def parse_config(
         schema_registry_rate=_int_value(
             values, "schema_registry_rate", DEFAULT_SCHEMA_REGISTRY_RATE
         ),
+        schema_cache_s=_int_value(values, "schema_cache", DEFAULT_SCHEMA_CACHE_S),
         zone=zone,
         batch_timeout_ms=_int_value(values, "batch_timeout", DEFAULT_BATCH_TIMEOUT_MS),
         batch_max_bytes=_int_value(values, "batch_max_bytes", DEFAULT_BATCH_MAX_BYTES),

@@ -296,7 +296,11 @@ class AgentRuntime:
             )
             # Every agent validates produce for topics that ask (schema-registry role or not).
             registry = SchemaRegistry(
-                self.client, store, cluster_id=cluster_id, executor=self.executor
+                self.client,
+                store,
+                cluster_id=cluster_id,
+                executor=self.executor,
+                id_ttl_s=config.schema_cache_s,
             )
             ctx.schema_validator = SchemaValidator(registry)
             self._apply_cluster(answer)

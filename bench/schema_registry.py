@@ -11,11 +11,16 @@ a file:// bucket, then:
    ids round-robin for `--seconds` (default 5); requests/s and p99 latency;
 3. produce: 1 KiB values framed with a registered id, as fast as one confluent-kafka
    producer goes for `--seconds`, to a topic with `confluent.value.schema.validation`
-   on and to one with it off (same shape: 4 partitions); MiB/s of each and the cost.
+   on and to one with it off (same shape: 4 partitions), alternated `--rounds` times
+   (default 3); MiB/s of each (best and median run), and the agent's CPU seconds per
+   MiB produced (from /proc: what a shared machine's load changes least). The cost of
+   validation is given both ways: `validation_cost_percent` (best MiB/s, off vs on)
+   and `validation_cpu_cost_percent` (agent CPU per MiB, on vs off).
 
 Prints one JSON object.
 
-    .venv/bin/python bench/schema_registry.py [--schemas 300] [--threads 4] [--seconds 5]
+    .venv/bin/python bench/schema_registry.py [--schemas 300] [--threads 4] [--seconds 5] \
+        [--rounds 3]
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -124,8 +131,17 @@ def bench_lookups(port: int, ids: list[int], threads: int, seconds: float) -> di
     }
 
 
-def _produce_flat_out(bootstrap: str, topic: str, value: bytes, seconds: float) -> float:
-    """MiB/s of one producer sending `value` as fast as it can for `seconds`."""
+def cpu_seconds(pid: int) -> float:
+    """A process's user and system CPU time so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _produce_flat_out(
+    bootstrap: str, topic: str, value: bytes, seconds: float, agent_pid: int
+) -> tuple[float, float]:
+    """(MiB/s, agent CPU seconds per MiB) of one producer sending `value` as fast as it
+    can for `seconds`."""
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
          "queue.buffering.max.kbytes": 256 * 1024}
@@ -137,6 +153,7 @@ def _produce_flat_out(bootstrap: str, topic: str, value: bytes, seconds: float) 
             failed.append(err)
 
     sent = 0
+    cpu_before = cpu_seconds(agent_pid)
     started = time.perf_counter()
     while time.perf_counter() - started < seconds:
         try:
@@ -147,11 +164,13 @@ def _produce_flat_out(bootstrap: str, topic: str, value: bytes, seconds: float) 
         producer.poll(0)
     producer.flush(60)
     elapsed = time.perf_counter() - started
+    cpu = cpu_seconds(agent_pid) - cpu_before
     assert not failed, failed[:3]
-    return round(sent * len(value) / MIB / elapsed, 2)
+    mib = sent * len(value) / MIB
+    return round(mib / elapsed, 2), round(cpu / mib, 5)
 
 
-def bench_produce(bootstrap: str, port: int, seconds: float) -> dict:
+def bench_produce(bootstrap: str, port: int, seconds: float, rounds: int, agent_pid: int) -> dict:
     topics = {"validated": {"confluent.value.schema.validation": "true"}, "unvalidated": {}}
     admin = AdminClient({"bootstrap.servers": bootstrap})
     created = admin.create_topics([NewTopic(t, 4, 1, config=c) for t, c in topics.items()])
@@ -162,16 +181,24 @@ def bench_produce(bootstrap: str, port: int, seconds: float) -> dict:
     for topic in topics:
         schema_id = registry.register_schema(f"{topic}-value", Schema(schema(0), "AVRO"))
         values[topic] = b"\x00" + schema_id.to_bytes(4, "big") + b"x" * 1019
-    results: dict = {topic: {"runs_mib_per_s": []} for topic in topics}
-    # Alternated, twice each: a shared machine's load drifts.
-    for topic in ("unvalidated", "validated", "unvalidated", "validated"):
-        results[topic]["runs_mib_per_s"].append(
-            _produce_flat_out(bootstrap, topic, values[topic], seconds)
-        )
+    results: dict = {
+        topic: {"runs_mib_per_s": [], "runs_agent_cpu_s_per_mib": []} for topic in topics
+    }
+    # Alternated: a shared machine's load drifts.
+    for _ in range(rounds):
+        for topic in ("unvalidated", "validated"):
+            rate, cpu = _produce_flat_out(bootstrap, topic, values[topic], seconds, agent_pid)
+            results[topic]["runs_mib_per_s"].append(rate)
+            results[topic]["runs_agent_cpu_s_per_mib"].append(cpu)
     for topic in topics:
         results[topic]["mib_per_s"] = max(results[topic]["runs_mib_per_s"])
+        results[topic]["median_mib_per_s"] = statistics.median(results[topic]["runs_mib_per_s"])
+        results[topic]["agent_cpu_s_per_mib"] = min(results[topic]["runs_agent_cpu_s_per_mib"])
     on, off = results["validated"]["mib_per_s"], results["unvalidated"]["mib_per_s"]
     results["validation_cost_percent"] = round(100 * (off - on) / off, 1)
+    cpu_on = results["validated"]["agent_cpu_s_per_mib"]
+    cpu_off = results["unvalidated"]["agent_cpu_s_per_mib"]
+    results["validation_cpu_cost_percent"] = round(100 * (cpu_on - cpu_off) / cpu_on, 1)
     return results
 
 
@@ -180,6 +207,7 @@ def main() -> None:
     parser.add_argument("--schemas", type=int, default=300)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="floe-bench-registry-") as tmp:
         data_dir = Path(tmp)
@@ -197,7 +225,7 @@ def main() -> None:
                     f"http://127.0.0.1:{port}", args.schemas, args.threads
                 )
                 lookups = bench_lookups(port, ids, args.threads, args.seconds)
-                produce = bench_produce(bootstrap, port, args.seconds)
+                produce = bench_produce(bootstrap, port, args.seconds, args.rounds, agent.pid)
             finally:
                 agent.terminate()
                 agent.wait(15)

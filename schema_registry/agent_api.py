@@ -14,8 +14,8 @@ from typing import Annotated, Any
 from msgspec import Meta, Struct
 
 from metadata_store.agent_api.endpoint import endpoint
+from metadata_store.clusters import VirtualCluster
 from schema_registry import selectors, services
-from virtualclusters.models import VirtualCluster
 
 SUBJECT = Annotated[str, Meta(min_length=1, max_length=255)]
 FINGERPRINT = Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
@@ -40,6 +40,8 @@ class RegisterRequest(_Body, frozen=True):
     schema_type: Annotated[str, Meta(pattern="^(AVRO|JSON|PROTOBUF)$")] = "AVRO"
     references: Annotated[list[Reference], Meta(max_length=100)] = []
     checked_latest: Annotated[int, Meta(ge=0, le=2**31 - 1)] = 0
+    schema_id: SCHEMA_ID | None = None  # IMPORT mode: the id the schema is to have
+    version: VERSION | None = None  # IMPORT mode: the version the subject is to have
 
 
 class LookupRequest(_Body, frozen=True):
@@ -86,6 +88,13 @@ class ConfigRequest(_Body, frozen=True):
     default_to_global: bool = False
 
 
+class ModeRequest(_Body, frozen=True):
+    subject: SUBJECT | None = None  # None: the global mode
+    mode: LEVEL = ""  # set: the new mode; get/delete: unused
+    force: bool = False  # set IMPORT although there are schemas
+    default_to_global: bool = False
+
+
 def _answering(call: Callable[[], Any], key: str | None = None) -> dict[str, Any]:
     """`call()`'s answer (under `key`, when given), or its refusal's error code."""
     try:
@@ -108,6 +117,8 @@ def registry_register(cluster: VirtualCluster, body: RegisterRequest) -> dict[st
                 for r in body.references
             ],
             checked_latest=body.checked_latest,
+            schema_id=body.schema_id,
+            version=body.version,
         )
     )
 
@@ -197,3 +208,28 @@ def registry_config_delete(cluster: VirtualCluster, body: ConfigRequest) -> dict
     return _answering(
         lambda: services.config_delete(cluster=cluster, subject=body.subject), "compatibility"
     )
+
+
+@endpoint(ModeRequest)
+def registry_mode_get(cluster: VirtualCluster, body: ModeRequest) -> dict[str, Any]:
+    return _answering(
+        lambda: selectors.subject_mode(
+            cluster=cluster, subject=body.subject, default_to_global=body.default_to_global
+        ),
+        "mode",
+    )
+
+
+@endpoint(ModeRequest)
+def registry_mode_set(cluster: VirtualCluster, body: ModeRequest) -> dict[str, Any]:
+    return _answering(
+        lambda: services.mode_set(
+            cluster=cluster, subject=body.subject, mode=body.mode, force=body.force
+        ),
+        "mode",
+    )
+
+
+@endpoint(ModeRequest)
+def registry_mode_delete(cluster: VirtualCluster, body: ModeRequest) -> dict[str, Any]:
+    return _answering(lambda: services.mode_delete(cluster=cluster, subject=body.subject), "mode")

@@ -16,4 +16,7 @@ urlpatterns = [
     path("registry/config_get", r.registry_config_get),
     path("registry/config_set", r.registry_config_set),
     path("registry/config_delete", r.registry_config_delete),
+    path("registry/mode_get", r.registry_mode_get),
+    path("registry/mode_set", r.registry_mode_set),
+    path("registry/mode_delete", r.registry_mode_delete),
 ]

@@ -17,9 +17,9 @@ import msgspec
 from msgspec import Meta, Struct
 
 from metadata_store.agent_api import schemas
+from metadata_store.clusters import VirtualCluster
 from virtualclusters.browsing.agent_api import answer_decoded
 from virtualclusters.browsing.asking import agent_ask
-from virtualclusters.models import VirtualCluster
 
 KIND = "schema_texts"
 MAX_TEXTS = 4  # a version, and the one it is compared with, is two

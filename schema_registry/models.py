@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from metadata_store.clusters import VirtualCluster
 from tenancy.models import OrgScopedQuerySet
-from virtualclusters.models import VirtualCluster
 
 COMPATIBILITY_LEVELS = (
     "BACKWARD",
@@ -23,16 +23,22 @@ COMPATIBILITY_LEVELS = (
     "NONE",
 )
 DEFAULT_COMPATIBILITY = "BACKWARD"
+# Confluent's modes: READONLY (and READONLY_OVERRIDE) refuse registrations and deletes;
+# IMPORT takes registrations only with the id (and version) they are to have.
+MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
+DEFAULT_MODE = "READWRITE"
 SCHEMA_TYPES = ("AVRO", "JSON", "PROTOBUF")
 
 
 class Registry(models.Model):
-    """A cluster's registry: the global compatibility level and the next schema id."""
+    """A cluster's registry: the global compatibility level and mode, and the next
+    schema id."""
 
     cluster = models.OneToOneField(
         VirtualCluster, on_delete=models.CASCADE, related_name="schema_registry"
     )
     compatibility = models.CharField(max_length=32, default=DEFAULT_COMPATIBILITY)
+    mode = models.CharField(max_length=32, default=DEFAULT_MODE)
     next_id = models.PositiveIntegerField(default=1)
 
     org_lookup = "cluster__organization"
@@ -69,6 +75,7 @@ class Subject(models.Model):
     registry = models.ForeignKey(Registry, on_delete=models.CASCADE, related_name="subjects")
     name = models.CharField(max_length=255)
     compatibility = models.CharField(max_length=32, null=True, blank=True)
+    mode = models.CharField(max_length=32, null=True, blank=True)  # None: the global one
 
     org_lookup = "registry__cluster__organization"
     objects = OrgScopedQuerySet.as_manager()

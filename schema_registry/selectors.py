@@ -7,15 +7,16 @@ from typing import Any
 
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 
+from metadata_store.clusters import VirtualCluster
 from schema_registry.models import (
     DEFAULT_COMPATIBILITY,
+    DEFAULT_MODE,
     RegisteredSchema,
     Registry,
     Subject,
     SubjectVersion,
 )
 from schema_registry.services import RegistryError, subject_not_found
-from virtualclusters.models import VirtualCluster
 
 
 def _version_json(version: SubjectVersion) -> dict[str, Any]:
@@ -30,18 +31,56 @@ def _version_json(version: SubjectVersion) -> dict[str, Any]:
     }
 
 
+_DEFAULTS = {"compatibility": DEFAULT_COMPATIBILITY, "mode": DEFAULT_MODE}
+_NOT_CONFIGURED = {"compatibility": 40408, "mode": 40409}
+
+
+def _global_setting(cluster: VirtualCluster, setting: str) -> str:
+    row = Registry.objects.filter(cluster=cluster).values_list(setting, flat=True).first()
+    return row or _DEFAULTS[setting]
+
+
 def global_compatibility(cluster: VirtualCluster) -> str:
-    row = Registry.objects.filter(cluster=cluster).values_list("compatibility", flat=True).first()
-    return row or DEFAULT_COMPATIBILITY
+    return _global_setting(cluster, "compatibility")
+
+
+def global_mode(cluster: VirtualCluster) -> str:
+    return _global_setting(cluster, "mode")
+
+
+def _subject_setting(
+    cluster: VirtualCluster, subject: str | None, setting: str, default_to_global: bool
+) -> str:
+    """A subject's own `setting` (compatibility, mode), else with `default_to_global`
+    the global one (subject None: the global one); else 40408 / 40409."""
+    if subject is None:
+        return _global_setting(cluster, setting)
+    own = (
+        Subject.objects.filter(registry__cluster=cluster, name=subject)
+        .values_list(setting, flat=True)
+        .first()
+    )
+    if own:
+        return own
+    if default_to_global:
+        return _global_setting(cluster, setting)
+    raise RegistryError(
+        _NOT_CONFIGURED[setting],
+        f"Subject '{subject}' does not have subject-level {setting} configured",
+    )
+
+
+def subject_mode(*, cluster: VirtualCluster, subject: str | None, default_to_global: bool) -> str:
+    return _subject_setting(cluster, subject, "mode", default_to_global)
 
 
 def subject_versions(
     *, cluster: VirtualCluster, subject: str, deleted: bool, missing_ok: bool = False
 ) -> dict[str, Any]:
     """A subject's versions (with the soft-deleted ones when `deleted`), each with its
-    schema's id, fingerprint, type and references, and the level in force for it. A
-    subject without versions is 40401, or no versions when `missing_ok` (a registration's
-    first look: one call, not two)."""
+    schema's id, fingerprint, type and references, and the level and mode in force for
+    it. A subject without versions is 40401, or no versions when `missing_ok` (a
+    registration's first look: one call, not two)."""
     row = Subject.objects.filter(registry__cluster=cluster, name=subject).first()
     versions = []
     if row is not None:
@@ -50,7 +89,12 @@ def subject_versions(
     if not versions and not missing_ok:
         raise subject_not_found(subject)
     own = row.compatibility if row is not None else None
-    return {"versions": versions, "compatibility": own or global_compatibility(cluster)}
+    own_mode = row.mode if row is not None else None
+    return {
+        "versions": versions,
+        "compatibility": own or global_compatibility(cluster),
+        "mode": own_mode or global_mode(cluster),
+    }
 
 
 def subjects_list(*, cluster: VirtualCluster, deleted: bool, prefix: str) -> list[str]:
@@ -113,20 +157,7 @@ def referenced_by(*, cluster: VirtualCluster, subject: str, version: int) -> lis
 def subject_compatibility(
     *, cluster: VirtualCluster, subject: str | None, default_to_global: bool
 ) -> str:
-    if subject is None:
-        return global_compatibility(cluster)
-    level = (
-        Subject.objects.filter(registry__cluster=cluster, name=subject)
-        .values_list("compatibility", flat=True)
-        .first()
-    )
-    if level:
-        return level
-    if default_to_global:
-        return global_compatibility(cluster)
-    raise RegistryError(
-        40408, f"Subject '{subject}' does not have subject-level compatibility configured"
-    )
+    return _subject_setting(cluster, subject, "compatibility", default_to_global)
 
 
 def subjects_overview(*, cluster: VirtualCluster, deleted: bool) -> QuerySet[Subject]:

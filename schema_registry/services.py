@@ -11,18 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import Max
 
+from metadata_store.clusters import VirtualCluster
 from schema_registry.models import (
     COMPATIBILITY_LEVELS,
+    MODES,
     RegisteredSchema,
     Registry,
     Subject,
     SubjectVersion,
 )
 from team.audit import event_record
-from virtualclusters.models import VirtualCluster
 
 # Bounds (issue 27, "Bounded everything"); the agent refuses texts over its size limit.
 MAX_SUBJECTS = 10_000
@@ -61,6 +62,18 @@ def _live_versions(subject: Subject):
     return subject.versions.filter(deleted=False).order_by("version")
 
 
+READ_ONLY_MODES = ("READONLY", "READONLY_OVERRIDE")
+
+
+def _mode(registry: Registry, row: Subject | None) -> str:
+    """The mode in force for a subject: its own, else the registry's."""
+    return (row.mode if row is not None else None) or registry.mode
+
+
+def _not_permitted(message: str) -> RegistryError:
+    return RegistryError(42205, message)
+
+
 @transaction.atomic
 def schema_register(
     *,
@@ -70,27 +83,62 @@ def schema_register(
     schema_type: str,
     references: list[dict[str, Any]],
     checked_latest: int,
+    schema_id: int | None = None,
+    version: int | None = None,
 ) -> dict[str, Any]:
     """Register a schema (by fingerprint) under `subject`: its id (an existing one for a
     schema the cluster already has) and version (the existing one when the subject has
     it live already). `checked_latest` is the subject's latest live version the agent
     checked compatibility against (0: none); if another registration moved it meanwhile
-    the answer is ``{"stale": true}`` and the agent checks again."""
+    the answer is ``{"stale": true}`` and the agent checks again.
+
+    The mode in force decides, as in Confluent's registry: READONLY refuses (42205);
+    READWRITE takes a registration without `schema_id` and `version`, IMPORT one with
+    either (the schema takes that id, the subject that version; nothing is checked
+    against the subject's other versions)."""
     registry = registry_locked(cluster)
     row = Subject.objects.filter(registry=registry, name=subject).first()
+    mode = _mode(registry, row)
+    if mode in READ_ONLY_MODES:
+        raise _not_permitted(f"Subject {subject} is in read-only mode")
+    importing = schema_id is not None or version is not None
+    if importing and mode != "IMPORT":
+        raise _not_permitted(f"Subject {subject} is not in import mode")
+    if not importing and mode != "READWRITE":
+        raise _not_permitted(f"Subject {subject} is not in read-write mode")
     if row is not None:
         same = _live_versions(row).filter(schema__fingerprint=fingerprint).first()
-        if same is not None:
-            return {"id": same.schema.schema_id, "version": same.version}
+        if same is not None and (schema_id or same.schema.schema_id) == same.schema.schema_id:
+            if (version or same.version) == same.version:
+                return {"id": same.schema.schema_id, "version": same.version}
         latest = _live_versions(row).last()
-        if (latest.version if latest else 0) != checked_latest:
+        if not importing and (latest.version if latest else 0) != checked_latest:
             return {"stale": True}
         if row.versions.count() >= MAX_VERSIONS_PER_SUBJECT:
             raise RegistryError(
                 42205, f"Subject '{subject}' has {MAX_VERSIONS_PER_SUBJECT} versions, the most"
             )
-    elif checked_latest != 0:
+    elif checked_latest != 0 and not importing:
         return {"stale": True}
+    _check_references(registry, references)
+    schema = _schema_row(registry, fingerprint, schema_type, references, schema_id)
+    if row is None:
+        if Subject.objects.filter(registry=registry).count() >= MAX_SUBJECTS:
+            raise RegistryError(42205, f"The registry holds {MAX_SUBJECTS} subjects, the most")
+        row = Subject.objects.create(registry=registry, name=subject)
+    if version is not None:
+        taken = row.versions.filter(version=version).first()
+        if taken is not None and taken.schema_id != schema.pk:
+            raise _not_permitted(f"Overwrite new schema with version {version} is not permitted.")
+        if taken is not None:
+            return {"id": schema.schema_id, "version": version}
+    else:
+        version = (row.versions.aggregate(top=Max("version"))["top"] or 0) + 1
+    SubjectVersion.objects.create(subject=row, version=version, schema=schema)
+    return {"id": schema.schema_id, "version": version}
+
+
+def _check_references(registry: Registry, references: list[dict[str, Any]]) -> None:
     for ref in references:
         if not SubjectVersion.objects.filter(
             subject__registry=registry,
@@ -103,26 +151,41 @@ def schema_register(
                 f"Invalid schema: reference {ref['name']!r} names subject "
                 f"{ref['subject']!r} version {ref['version']}, which does not exist",
             )
+
+
+def _schema_row(
+    registry: Registry,
+    fingerprint: str,
+    schema_type: str,
+    references: list[dict[str, Any]],
+    schema_id: int | None,
+) -> RegisteredSchema:
+    """The schema's row: the one the cluster has for the fingerprint, else a new one with
+    `schema_id` (IMPORT) or the next id."""
     schema = RegisteredSchema.objects.filter(registry=registry, fingerprint=fingerprint).first()
-    if schema is None:
-        if registry.next_id > MAX_SCHEMAS:
-            raise RegistryError(42205, f"The registry holds {MAX_SCHEMAS} schemas, the most")
-        schema = RegisteredSchema.objects.create(
-            registry=registry,
-            schema_id=registry.next_id,
-            fingerprint=fingerprint,
-            schema_type=schema_type,
-            references=references,
-        )
-        registry.next_id += 1
-        registry.save(update_fields=["next_id"])
-    if row is None:
-        if Subject.objects.filter(registry=registry).count() >= MAX_SUBJECTS:
-            raise RegistryError(42205, f"The registry holds {MAX_SUBJECTS} subjects, the most")
-        row = Subject.objects.create(registry=registry, name=subject)
-    top = row.versions.aggregate(top=Max("version"))["top"] or 0
-    version = SubjectVersion.objects.create(subject=row, version=top + 1, schema=schema)
-    return {"id": schema.schema_id, "version": version.version}
+    if schema_id is not None:
+        holder = RegisteredSchema.objects.filter(registry=registry, schema_id=schema_id).first()
+        if holder is not None and holder.fingerprint != fingerprint:
+            raise _not_permitted(f"Overwrite new schema with id {schema_id} is not permitted.")
+        if schema is not None and schema.schema_id != schema_id:
+            raise _not_permitted(
+                f"The schema is registered with id {schema.schema_id} already, not {schema_id}"
+            )
+    if schema is not None:
+        return schema
+    if RegisteredSchema.objects.filter(registry=registry).count() >= MAX_SCHEMAS:
+        raise RegistryError(42205, f"The registry holds {MAX_SCHEMAS} schemas, the most")
+    schema = RegisteredSchema.objects.create(
+        registry=registry,
+        schema_id=schema_id or registry.next_id,
+        fingerprint=fingerprint,
+        schema_type=schema_type,
+        references=references,
+    )
+    # Never an id twice: the counter passes every id taken, imported ones too.
+    registry.next_id = max(registry.next_id, schema.schema_id + 1)
+    registry.save(update_fields=["next_id"])
+    return schema
 
 
 def _referenced(version: SubjectVersion) -> bool:
@@ -134,8 +197,11 @@ def _referenced(version: SubjectVersion) -> bool:
 
 
 def _subject_locked(cluster: VirtualCluster, name: str) -> Subject:
+    """A subject with versions, to delete from: not in a read-only mode."""
     registry = registry_locked(cluster)
     row = Subject.objects.filter(registry=registry, name=name).first()
+    if _mode(registry, row) in READ_ONLY_MODES:
+        raise _not_permitted(f"Subject {name} is in read-only mode")
     if row is None or not row.versions.exists():
         raise subject_not_found(name)
     return row
@@ -248,22 +314,60 @@ def config_set(*, cluster: VirtualCluster, subject: str | None, compatibility: s
     return level
 
 
-@transaction.atomic
-def config_delete(*, cluster: VirtualCluster, subject: str | None) -> str:
-    """Drop a subject's level (it follows the global one again), or reset the global one
-    to the default. The level that was in force."""
+def _setting_delete(cluster: VirtualCluster, subject: str | None, setting: str) -> str:
+    """Drop a subject's `setting` (compatibility, mode: it follows the global one
+    again), or reset the global one to its default. The value that was in force."""
     registry = registry_locked(cluster)
     if subject is None:
-        old = registry.compatibility
-        registry.compatibility = Registry._meta.get_field("compatibility").default
-        registry.save(update_fields=["compatibility"])
-        return old
+        old = getattr(registry, setting)
+        field = Registry._meta.get_field(setting)
+        assert isinstance(field, models.Field)  # a column of the registry, not a relation
+        setattr(registry, setting, field.default)
+        registry.save(update_fields=[setting])
+        return str(old)
     row = Subject.objects.filter(registry=registry, name=subject).first()
-    if row is None or row.compatibility is None:
+    if row is None or getattr(row, setting) is None:
         raise subject_not_found(subject)
-    old = row.compatibility
-    row.compatibility = None
-    row.save(update_fields=["compatibility"])
-    if not row.versions.exists():
+    old = getattr(row, setting)
+    setattr(row, setting, None)
+    row.save(update_fields=[setting])
+    if not row.versions.exists() and row.compatibility is None and row.mode is None:
         row.delete()
-    return old
+    return str(old)
+
+
+@transaction.atomic
+def config_delete(*, cluster: VirtualCluster, subject: str | None) -> str:
+    """Drop a subject's level, or reset the global one to BACKWARD."""
+    return _setting_delete(cluster, subject, "compatibility")
+
+
+@transaction.atomic
+def mode_set(*, cluster: VirtualCluster, subject: str | None, mode: str, force: bool) -> str:
+    """Set the global (subject None) or a subject's mode. IMPORT only on a registry (a
+    subject) without schemas, unless `force`, as in Confluent's registry."""
+    upper = mode.upper()
+    if upper not in MODES:
+        raise RegistryError(42204, f"Invalid mode: {mode} (one of {', '.join(MODES)})")
+    registry = registry_locked(cluster)
+    if upper == "IMPORT" and not force:
+        versions = SubjectVersion.objects.filter(subject__registry=registry)
+        if subject is not None:
+            versions = versions.filter(subject__name=subject)
+        if versions.exists():
+            raise _not_permitted(
+                "Cannot import since found existing subjects (set the mode with force=true "
+                "to import anyway)"
+            )
+    if subject is None:
+        registry.mode = upper
+        registry.save(update_fields=["mode"])
+    else:
+        Subject.objects.update_or_create(registry=registry, name=subject, defaults={"mode": upper})
+    return upper
+
+
+@transaction.atomic
+def mode_delete(*, cluster: VirtualCluster, subject: str | None) -> str:
+    """Drop a subject's mode, or reset the global one to READWRITE."""
+    return _setting_delete(cluster, subject, "mode")

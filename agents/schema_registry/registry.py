@@ -2,8 +2,11 @@
 the control plane's `registry/…` calls, and the compatibility check between them.
 
 Texts are content-addressed (``<cluster>/_schemas/<fingerprint>.json``), so a text is
-written before its id exists and never changes; ids are immutable too, so both are
-cached without expiry. Compatibility is checked here (the control plane never reads a
+written before its id exists and never changes: parsed texts are cached without expiry.
+An id names one schema for as long as it exists, but a permanent delete ends it (40403
+from then on, and IMPORT mode may give the number to another schema): an id is trusted
+for `id_ttl_s` (`--schema-cache`, 60 s), and forgotten at once by the agent that
+deleted. Compatibility is checked here (the control plane never reads a
 text), against the subject's versions as the control plane last answered; the
 registration names the latest version it checked, and is checked again if another
 registration got in first.
@@ -14,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from concurrent.futures import Executor
 from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError
 from agents.schema_registry import compatibility
-from agents.schema_registry.formats import InvalidSchema, ParsedSchema, parse
+from agents.schema_registry.formats import InvalidSchema, ParsedSchema, parse, sent_as_descriptor
 from core.storage import ObjectNotFound, ObjectStore
 
 log = logging.getLogger(__name__)
@@ -71,13 +75,16 @@ class SchemaRegistry:
         *,
         cluster_id: str,
         executor: Executor | None = None,
+        id_ttl_s: float = 60.0,
     ) -> None:
         self._client = client
         self._store = store
         self._prefix = f"{cluster_id}/_schemas/"
         self._executor = executor
+        self.id_ttl_s = id_ttl_s
         self._parsed: dict[str, ParsedSchema] = {}  # fingerprint → schema
-        self._ids: dict[int, dict[str, Any]] = {}  # id → the control plane's answer
+        # id → (until when it is trusted, the control plane's answer)
+        self._ids: dict[int, tuple[float, dict[str, Any]]] = {}
 
     # --- the control plane and the bucket ------------------------------------------------
 
@@ -95,8 +102,20 @@ class SchemaRegistry:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
     async def _put_text(self, schema: ParsedSchema) -> None:
+        """Store the schema's document under its fingerprint (and cache it parsed). A
+        Protobuf schema sent as a descriptor does not replace the same schema stored as
+        `.proto` text: the text a person wrote is what the registry answers and the
+        console shows."""
+        key = f"{self._prefix}{schema.fingerprint}.json"
+        if sent_as_descriptor(schema):
+            try:
+                await self.document(schema.fingerprint)
+                return  # stored already, in either form: the schema is the same
+            except RestError:
+                pass  # not stored yet
         body = json.dumps(schema.document(), separators=(",", ":")).encode()
-        await self._blocking(self._store.put, f"{self._prefix}{schema.fingerprint}.json", body)
+        await self._blocking(self._store.put, key, body)
+        self._remember(schema)
 
     async def schema_for(self, fingerprint: str, depth: int = 0) -> ParsedSchema:
         """The parsed schema of a fingerprint, from the bucket (cached)."""
@@ -105,7 +124,9 @@ class SchemaRegistry:
             return cached
         document = await self.document(fingerprint)
         references = _references(document.get("references") or [])
-        parsed = parse(
+        # In the executor: a Protobuf text is compiled by protoc in a child process.
+        parsed = await self._blocking(
+            parse,
             document["schema"],
             document.get("schemaType", "AVRO"),
             references,
@@ -154,13 +175,17 @@ class SchemaRegistry:
     # --- reads ---------------------------------------------------------------------------
 
     async def by_id(self, schema_id: int) -> tuple[dict[str, Any], ParsedSchema]:
-        entry = self._ids.get(schema_id)
-        if entry is None:
+        cached = self._ids.get(schema_id)
+        if cached is None or cached[0] < time.monotonic():
             entry = await self.call("schema", {"id": schema_id})
             if len(self._ids) > _CACHE_ENTRIES:
                 self._ids.clear()
-            self._ids[schema_id] = entry
-        return entry, await self.schema_for(entry["fingerprint"])
+            cached = self._ids[schema_id] = (time.monotonic() + self.id_ttl_s, entry)
+        return cached[1], await self.schema_for(cached[1]["fingerprint"])
+
+    def forget_ids(self) -> None:
+        """A permanent delete went through here: ids it ended answer 40403 at once."""
+        self._ids.clear()
 
     async def versions(self, subject: str, *, deleted: bool = False) -> dict[str, Any]:
         return await self.call("versions", {"subject": subject, "deleted": deleted})
@@ -188,7 +213,8 @@ class SchemaRegistry:
             raise RestError(42201, "Invalid schema: the body needs a 'schema' string")
         references = _references(body.get("references") or [])
         try:
-            schema = parse(
+            schema = await self._blocking(
+                parse,
                 body["schema"],
                 str(body.get("schemaType") or "AVRO"),
                 references,
@@ -198,11 +224,11 @@ class SchemaRegistry:
             raise RestError(42201, str(exc)) from None
         return schema
 
-    async def _live(self, subject: str) -> tuple[list[dict[str, Any]], str]:
+    async def _live(self, subject: str) -> tuple[list[dict[str, Any]], str, str]:
         """A subject's live versions (none for a new subject) and the compatibility level
-        in force for it, in one call."""
+        and mode in force for it, in one call."""
         answer = await self.call("versions", {"subject": subject, "missing_ok": True})
-        return answer["versions"], answer["compatibility"]
+        return answer["versions"], answer["compatibility"], answer.get("mode", "READWRITE")
 
     async def problems(
         self, schema: ParsedSchema, level: str, existing: list[dict[str, Any]]
@@ -217,22 +243,33 @@ class SchemaRegistry:
         ]
         return compatibility.incompatibilities(level, schema, olds)
 
-    async def register(self, subject: str, schema: ParsedSchema) -> dict[str, Any]:
-        """Register `schema` under `subject` → {"id", "version"}; 409 when incompatible."""
+    async def register(
+        self,
+        subject: str,
+        schema: ParsedSchema,
+        *,
+        schema_id: int | None = None,
+        version: int | None = None,
+    ) -> dict[str, Any]:
+        """Register `schema` under `subject` → {"id", "version"}; 409 when incompatible.
+        With `schema_id` or `version` (IMPORT mode) nothing is checked against the
+        subject's versions; the control plane refuses what the mode in force does not
+        allow (42205), before any compatibility check as in Confluent's registry."""
         await self._put_text(schema)  # before any id names it
-        self._remember(schema)
+        importing = schema_id is not None or version is not None
         for _ in range(REGISTER_ATTEMPTS):
-            live, level = await self._live(subject)
+            live, level, mode = await self._live(subject)
             same = next((v for v in live if v["fingerprint"] == schema.fingerprint), None)
-            if same is not None:
+            if same is not None and not importing:
                 return {"id": same["id"], "version": same["version"]}
-            problems = await self.problems(schema, level, live)
-            if problems:
-                raise RestError(
-                    409,
-                    f"Schema being registered is incompatible with an earlier schema for "
-                    f'subject "{subject}", details: {problems}',
-                )
+            if not importing and mode == "READWRITE":
+                problems = await self.problems(schema, level, live)
+                if problems:
+                    raise RestError(
+                        409,
+                        f"Schema being registered is incompatible with an earlier schema for "
+                        f'subject "{subject}", details: {problems}',
+                    )
             answer = await self.call(
                 "register",
                 {
@@ -241,6 +278,8 @@ class SchemaRegistry:
                     "schema_type": schema.schema_type,
                     "references": schema.document()["references"],
                     "checked_latest": live[-1]["version"] if live else 0,
+                    "schema_id": schema_id,
+                    "version": version,
                 },
             )
             if not answer.get("stale"):

@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agents.schema_registry.formats import TYPES, ParsedSchema
+from agents.schema_registry.formats import TYPES, ParsedSchema, proto_text, serialized
 from agents.schema_registry.registry import RestError, SchemaRegistry, parse_version
 from agents.security.caches import CredentialCache
 from core.security.scram import plain_verify
@@ -41,24 +41,45 @@ def _json(payload: Any, status: int = 200) -> web.Response:
     )
 
 
-def _text(schema: ParsedSchema) -> web.Response:
-    """The schema itself as the body (`…/schema` endpoints): JSON for Avro and JSON
-    Schema, the base64 descriptor for Protobuf."""
-    return web.Response(text=schema.text, content_type=CONTENT_TYPE)
+def _schema_text(request: web.Request, schema: ParsedSchema) -> str:
+    """A schema's text as registered; a Protobuf one as `.proto` text, or as a base64
+    descriptor when the request asks `format=serialized` (what confluent-kafka's
+    deserializer asks), whichever form it was registered in — as Confluent answers."""
+    if schema.schema_type != "PROTOBUF":
+        return schema.text
+    if request.query.get("format") == "serialized":
+        return serialized(schema)
+    return proto_text(schema)
+
+
+def _text(request: web.Request, schema: ParsedSchema) -> web.Response:
+    """The schema itself as the body (`…/schema` endpoints)."""
+    return web.Response(text=_schema_text(request, schema), content_type=CONTENT_TYPE)
 
 
 def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
 
 
-def _schema_answer(schema: ParsedSchema, **fields: Any) -> dict[str, Any]:
+def _schema_answer(request: web.Request, schema: ParsedSchema, **fields: Any) -> dict[str, Any]:
     answer = dict(fields)
-    answer["schema"] = schema.text
+    answer["schema"] = _schema_text(request, schema)
     if schema.schema_type != "AVRO":
         answer["schemaType"] = schema.schema_type
     if schema.references:
         answer["references"] = schema.document()["references"]
     return answer
+
+
+def _positive(body: Any, key: str, error_code: int) -> int | None:
+    """An IMPORT registration's `id` or `version` (absent, or -1 / 0 as some clients send
+    for none: None)."""
+    value = body.get(key) if isinstance(body, dict) else None
+    if value is None or value in (-1, 0):
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value < 2**31:
+        raise RestError(error_code, f"Invalid {key} {value!r}: between 1 and {2**31 - 1}")
+    return value
 
 
 class RateLimit:
@@ -183,11 +204,11 @@ def build_app(
 
     async def get_schema(request: web.Request) -> web.Response:
         _, schema = await registry.by_id(schema_id(request))
-        return _json(_schema_answer(schema))
+        return _json(_schema_answer(request, schema))
 
     async def get_schema_text(request: web.Request) -> web.Response:
         _, schema = await registry.by_id(schema_id(request))
-        return _text(schema)
+        return _text(request, schema)
 
     async def schema_uses(request: web.Request) -> list[dict[str, Any]]:
         answer = await registry.call(
@@ -229,6 +250,7 @@ def build_app(
         entry, schema = await _version(request)
         return _json(
             _schema_answer(
+                request,
                 schema,
                 subject=request.match_info["subject"],
                 version=entry["version"],
@@ -238,7 +260,7 @@ def build_app(
 
     async def get_version_text(request: web.Request) -> web.Response:
         _, schema = await _version(request)
-        return _text(schema)
+        return _text(request, schema)
 
     async def referenced_by(request: web.Request) -> web.Response:
         entry, _ = await _version(request)
@@ -253,8 +275,14 @@ def build_app(
             raise RestError(
                 42901, f"Too many registrations: at most {registrations_per_s:g} a second"
             )
-        schema = await registry.parse_request(await body(request))
-        answer = await registry.register(request.match_info["subject"], schema)
+        given = await body(request)
+        schema = await registry.parse_request(given)
+        answer = await registry.register(
+            request.match_info["subject"],
+            schema,
+            schema_id=_positive(given, "id", 42205),
+            version=_positive(given, "version", 42202),
+        )
         return _json({"id": answer["id"]})
 
     async def lookup(request: web.Request) -> web.Response:
@@ -262,7 +290,9 @@ def build_app(
         schema = await registry.parse_request(await body(request))
         entry = await registry.lookup(subject, schema, deleted=_flag(request, "deleted"))
         return _json(
-            _schema_answer(schema, subject=subject, version=entry["version"], id=entry["id"])
+            _schema_answer(
+                request, schema, subject=subject, version=entry["version"], id=entry["id"]
+            )
         )
 
     async def delete_subject(request: web.Request) -> web.Response:
@@ -270,6 +300,8 @@ def build_app(
             "delete_subject",
             {"subject": request.match_info["subject"], "permanent": _flag(request, "permanent")},
         )
+        if _flag(request, "permanent"):
+            registry.forget_ids()
         return _json(answer["versions"])
 
     async def delete_version(request: web.Request) -> web.Response:
@@ -281,6 +313,8 @@ def build_app(
                 "permanent": _flag(request, "permanent"),
             },
         )
+        if _flag(request, "permanent"):
+            registry.forget_ids()
         return _json(answer["version"])
 
     def config_subject(request: web.Request) -> str | None:
@@ -311,14 +345,29 @@ def build_app(
         return _json({"compatibilityLevel": answer["compatibility"]})
 
     async def get_mode(request: web.Request) -> web.Response:
-        return _json({"mode": "READWRITE"})
+        answer = await registry.call(
+            "mode_get",
+            {
+                "subject": config_subject(request),
+                "default_to_global": _flag(request, "defaultToGlobal"),
+            },
+        )
+        return _json({"mode": answer["mode"]})
 
     async def put_mode(request: web.Request) -> web.Response:
         given = await body(request)
         mode = given.get("mode") if isinstance(given, dict) else None
-        if mode != "READWRITE":
-            raise RestError(42204, f"Invalid mode {mode!r}: Floe's registry is READWRITE only")
-        return _json({"mode": mode})
+        if not isinstance(mode, str):
+            raise RestError(42204, "Invalid mode: the body needs 'mode'")
+        answer = await registry.call(
+            "mode_set",
+            {"subject": config_subject(request), "mode": mode, "force": _flag(request, "force")},
+        )
+        return _json({"mode": answer["mode"]})
+
+    async def delete_mode(request: web.Request) -> web.Response:
+        answer = await registry.call("mode_delete", {"subject": config_subject(request)})
+        return _json({"mode": answer["mode"]})
 
     async def compatibility(request: web.Request) -> web.Response:
         subject = request.match_info["subject"]
@@ -363,6 +412,7 @@ def build_app(
     for path in ("/mode", "/mode/{subject}"):
         r.add_get(path, get_mode)
         r.add_put(path, put_mode)
+        r.add_delete(path, delete_mode)
     r.add_post("/compatibility/subjects/{subject}/versions", compatibility)
     r.add_post("/compatibility/subjects/{subject}/versions/{version}", compatibility)
     return app

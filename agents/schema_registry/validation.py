@@ -3,9 +3,10 @@
 Confluent's wire format — magic byte 0, then a 4-byte schema id — naming a schema
 registered under the subject the topic's subject-name strategy gives.
 
-Which subjects use an id is cached per id (a minute when the subject is among them, a
-second when not, so a schema registered a moment ago is seen at once), so validation
-costs no control-plane call per batch in the steady state.
+Which subjects use an id is cached per id (for the registry's `id_ttl_s`, a minute by
+default, when the subject is among them; a second when not, so a schema registered a
+moment ago is seen at once), so validation costs no control-plane call per batch in the
+steady state.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ import time
 from typing import Any
 
 from agents.schema_registry.registry import RestError, SchemaRegistry
-from core.kafka.records import CorruptRecord, record_prefixes
+from core.kafka.records import CorruptRecord, distinct_prefixes
 
 _STRATEGY = "io.confluent.kafka.serializers.subject."
-_FOUND_TTL_S = 60.0
 _MISSING_TTL_S = 1.0
 _CACHE_ENTRIES = 10_000
 
@@ -41,6 +41,9 @@ class SchemaValidator:
     def __init__(self, registry: SchemaRegistry) -> None:
         self._registry = registry
         self._subjects: dict[int, tuple[float, frozenset[str]]] = {}
+        # (topic, part, strategy, framing) → until when it passes: a batch whose framing
+        # passed a moment ago is checked without an await.
+        self._passes: dict[tuple[str, str, str, bytes], float] = {}
 
     async def _subject_for(self, topic: str, part: str, schema_id: int, strategy: str) -> str:
         if strategy.removeprefix(_STRATEGY) == "TopicNameStrategy":
@@ -64,7 +67,7 @@ class SchemaValidator:
                 if exc.error_code != 40403:
                     raise ValidationUnavailable(str(exc)) from None
                 subjects = frozenset()
-            ttl = _FOUND_TTL_S if subject in subjects else _MISSING_TTL_S
+            ttl = self._registry.id_ttl_s if subject in subjects else _MISSING_TTL_S
             if len(self._subjects) > _CACHE_ENTRIES:
                 self._subjects.clear()
             cached = self._subjects[schema_id] = (time.monotonic() + ttl, subjects)
@@ -73,26 +76,38 @@ class SchemaValidator:
     async def problem(
         self, topic: str, configs: dict[str, Any], parts: tuple[str, ...], batches: list[memoryview]
     ) -> tuple[int, str] | None:
-        """(index of the first refused record in its batch, why), or None: all pass."""
+        """(index of the first refused record in its batch, why), or None: all pass.
+
+        Each batch is read once per part for its distinct framings (`distinct_prefixes`:
+        a serializer's batch has one); a framing that passed passes again without a
+        question for as long as its id's subjects are cached."""
         strategies = {
             part: str(configs.get(f"confluent.{part}.subject.name.strategy") or "TopicNameStrategy")
             for part in parts
         }
-        passed: set[tuple[str, bytes]] = set()  # (part, framing) checked in this request
+        now = time.monotonic()
         for batch in batches:
-            try:
-                records = record_prefixes(batch, size=5)
-            except CorruptRecord as exc:
-                return 0, str(exc)
-            for index, key, value in records:
-                for part in parts:
-                    data = key if part == "key" else value
-                    if data is not None and (part, data) in passed:
+            refused: list[tuple[int, str]] = []
+            for part in parts:
+                try:
+                    framings = distinct_prefixes(batch, size=5, key=part == "key")
+                except CorruptRecord as exc:
+                    return 0, str(exc)
+                for framing, index in framings.items():
+                    known = (topic, part, strategies[part], framing or b"")
+                    if self._passes.get(known, 0.0) > now:
                         continue
-                    why = await self._check(topic, part, data, strategies[part])
+                    why = await self._check(topic, part, framing, strategies[part])
                     if why is not None:
-                        return index, why
-                    passed.add((part, data or b""))
+                        refused.append((index, why))
+                        continue
+                    if len(self._passes) > _CACHE_ENTRIES:
+                        self._passes.clear()
+                    # As long as the id's subjects are cached: a deletion is seen as soon.
+                    assert framing is not None  # it passed: it is framed
+                    self._passes[known] = self._subjects[int.from_bytes(framing[1:5], "big")][0]
+            if refused:
+                return min(refused)
         return None
 
     async def _check(self, topic: str, part: str, data: bytes | None, strategy: str) -> str | None:

@@ -89,6 +89,7 @@ def order_message_class():
 
 def test_protobuf_serializers_round_trip_through_the_kafka_port(agent, cluster):
     from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from google.protobuf import descriptor_pb2
 
     a = agent(cluster.key)
     order = order_message_class()
@@ -102,11 +103,35 @@ def test_protobuf_serializers_round_trip_through_the_kafka_port(agent, cluster):
     assert (latest.version, latest.schema.schema_type) == (1, "PROTOBUF")
     url = f"{a.registry_url}/subjects/orders-proto-value/versions/1/schema"
     with urllib.request.urlopen(url, timeout=5) as answer:
-        assert answer.read().decode() == latest.schema.schema_str  # the descriptor, as sent
-    # .proto text is refused with a clear 422 (no parser yet), never a 500.
+        # Sent as a descriptor, answered as .proto text (as Confluent's registry does).
+        assert answer.read().decode() == latest.schema.schema_str
+    assert "message Order {" in latest.schema.schema_str
+    # The same schema as .proto text is the same schema: one id, under another subject.
+    text = (
+        'syntax = "proto3";\npackage floe.test;\nmessage Order { int64 id = 1; string item = 2; }'
+    )
+    assert writer.register_schema("orders-text", Schema(text, "PROTOBUF")) == latest.schema_id
+    # Now kept as the text a person wrote: answered so, and a descriptor sent again (another
+    # subject, a fresh serializer) does not replace it.
+    again = ProtobufSerializer(order, writer, {"use.deprecated.format": False})
+    again(order(id=1, item="x"), SerializationContext("orders-proto-2", MessageField.VALUE))
+    fresh = SchemaRegistryClient({"url": a.registry_url})
+    assert fresh.get_schema(latest.schema_id).schema_str == text
+    # A text-registered schema answers as text, and as a descriptor when asked so.
+    other = 'syntax = "proto3";\npackage floe.test;\nmessage Other { string s = 1; }'
+    other_id = writer.register_schema("other-text", Schema(other, "PROTOBUF"))
+    assert reader.get_schema(other_id).schema_str == other
+    url = f"{a.registry_url}/schemas/ids/{other_id}?format=serialized"
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        descriptor = base64.b64decode(json.loads(answer.read())["schema"])
+    assert descriptor_pb2.FileDescriptorProto.FromString(descriptor).message_type[0].name == "Other"
+    # Text protoc refuses is a 422 naming the line, never a 500.
     with pytest.raises(SchemaRegistryError) as caught:
-        writer.register_schema("p", Schema('syntax = "proto3"; message M {}', "PROTOBUF"))
+        writer.register_schema(
+            "p", Schema('syntax = "proto3"; message M { strin s = 1; }', "PROTOBUF")
+        )
     assert (caught.value.http_status_code, caught.value.error_code) == (422, 42201)
+    assert "strin" in caught.value.error_message
 
 
 def test_two_agents_registering_at_once_give_one_id_per_schema_and_dense_versions(agent, cluster):

@@ -5,6 +5,7 @@ plane (ids and versions in PostgreSQL, texts in the cluster's bucket)."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from pathlib import Path
 from urllib.error import HTTPError
@@ -221,3 +222,80 @@ def test_registrations_are_rate_limited_per_caller(agent, cluster):
     # confluent-kafka's client waits and retries a 429: it gets through, at the rate.
     client = SchemaRegistryClient({"url": a.registry_url})
     assert client.register_schema("later", avro(USER_V1)) > 0
+
+
+def test_readonly_mode_refuses_registrations_with_confluents_code(registry):
+    a, client = registry
+    client.register_schema("users-value", avro(USER_V1))
+    assert client.get_global_mode() == "READWRITE"
+    assert client.update_global_mode("READONLY") == "READONLY"
+    assert code_of(lambda: client.register_schema("users-value", avro(USER_V2))) == (422, 42205)
+    assert code_of(lambda: client.delete_subject("users-value")) == (422, 42205)
+    assert client.get_latest_version("users-value").version == 1  # reads go on
+    # A subject's own mode wins over the global one.
+    assert client.update_mode("free-value", "READWRITE") == "READWRITE"
+    assert client.register_schema("free-value", avro(USER_V1)) >= 1
+    assert client.get_mode("free-value") == "READWRITE"
+    assert code_of(lambda: client.get_mode("users-value")) == (404, 40409)
+    assert client.update_global_mode("READWRITE") == "READWRITE"
+    assert client.update_mode("users-value", "READONLY") == "READONLY"
+    assert code_of(lambda: client.register_schema("users-value", avro(USER_V2))) == (422, 42205)
+    assert client.delete_mode("users-value") == "READONLY"
+    assert client.register_schema("users-value", avro(USER_V2)) >= 1
+    assert code_of(lambda: client.update_global_mode("SOMETIMES")) == (422, 42204)
+
+
+def post(url: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return json.loads(answer.read())
+    except HTTPError as exc:
+        return json.loads(exc.read())
+
+
+def test_import_mode_registers_with_the_id_and_version_given(registry):
+    a, client = registry
+    versions = f"{a.registry_url}/subjects/imported-value/versions"
+    given = {"schema": json.dumps(USER_V1), "id": 4242, "version": 7}
+    # READWRITE refuses an id; IMPORT needs an empty registry (or force).
+    assert post(versions, given)["error_code"] == 42205
+    client.register_schema("existing-value", avro(USER_NO_DEFAULT))
+    assert code_of(lambda: client.update_global_mode("IMPORT")) == (422, 42205)
+    assert client.update_global_mode("IMPORT", force=True) == "IMPORT"
+    assert post(versions, given) == {"id": 4242}
+    assert client.get_schema(4242).schema_str == json.dumps(USER_V1, separators=(",", ":"))
+    assert client.get_version("imported-value", 7).schema_id == 4242
+    # Another schema under that id is refused; one without an id too, in IMPORT.
+    other = {"schema": json.dumps(USER_NO_DEFAULT), "id": 4242}
+    assert post(versions, other)["error_code"] == 42205
+    assert code_of(lambda: client.register_schema("x-value", avro(USER_V2))) == (422, 42205)
+    client.update_global_mode("READWRITE")
+    assert client.register_schema("x-value", avro(USER_V2)) == 4243  # past every id taken
+
+
+def test_a_permanently_deleted_id_is_gone_from_every_agents_cache(agent, cluster):
+    # This agent trusts a cached id for 1 s (--schema-cache), the other deletes.
+    a = agent(cluster.key, extra=["--schema-cache", "1"])
+    b = agent(cluster.key)
+    on_b = SchemaRegistryClient({"url": b.registry_url, "timeout": 10})
+    schema_id = on_b.register_schema("gone-value", avro(USER_V1))
+    url = f"{a.registry_url}/schemas/ids/{schema_id}"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        assert json.loads(answer.read())["schema"]
+    with urllib.request.urlopen(f"{b.registry_url}/schemas/ids/{schema_id}", timeout=10):
+        pass  # cached on b too
+    on_b.delete_subject("gone-value")
+    on_b.delete_subject("gone-value", permanent=True)
+    # The deleting agent forgets at once (a new client: confluent-kafka caches too).
+    fresh_b = SchemaRegistryClient({"url": b.registry_url, "timeout": 10})
+    assert code_of(lambda: fresh_b.get_schema(schema_id)) == (404, 40403)
+    # The other within its bound.
+    time.sleep(1.2)
+    fresh_a = SchemaRegistryClient({"url": a.registry_url, "timeout": 10})
+    assert code_of(lambda: fresh_a.get_schema(schema_id)) == (404, 40403)
