@@ -196,18 +196,18 @@ class GroupCoordinator:
             self._renewing.get(group_id) == holder or await self.ring.reachable(peer)
         ):
             return peer
-        until = self.leases.known_until(group_id)
+        # Two fresh answers a renew interval apart (a remembered one may predate the
+        # holder's last renewals and make a dead holder look renewed).
+        until = await self._fresh_expiry(group_id, holder)
         if until is not None:
             first = self.leases.renew_interval_s + RENEWED_SLACK_S
             await asyncio.sleep(min(max(until - time.monotonic(), 0.0), first))
-            self.leases.forget_holder(group_id)
-            if await self._holder(group_id) == holder:
-                moved = self.leases.known_until(group_id)
-                if peer is not None and moved is not None and moved > until + RENEWED_SLACK_S:
-                    self._renewing[group_id] = holder
-                    return peer
-                if moved is not None:
-                    await asyncio.sleep(min(max(moved - time.monotonic(), 0.0), self.leases.ttl_s))
+            moved = await self._fresh_expiry(group_id, holder)
+            if peer is not None and moved is not None and moved > until + RENEWED_SLACK_S:
+                self._renewing[group_id] = holder
+                return peer
+            if moved is not None:
+                await asyncio.sleep(min(max(moved - time.monotonic(), 0.0), self.leases.ttl_s))
         self.leases.forget_holder(group_id)
         again = await self._holder(group_id)
         if again is None or again == self.ring.me.agent_id:
@@ -217,6 +217,14 @@ class GroupCoordinator:
         else:
             self._renewing.pop(group_id, None)
         return self.ring.peer(again)
+
+    async def _fresh_expiry(self, group_id: str, holder: str) -> float | None:
+        """When `holder`'s lease of the group ends (time.monotonic()), asked of the store
+        now; None when it no longer holds it (or the store cannot be asked)."""
+        self.leases.forget_holder(group_id)
+        if await self._holder(group_id) != holder:
+            return None
+        return self.leases.known_until(group_id)
 
     async def _holder(self, group_id: str) -> str | None:
         """The group's lease holder; nobody holding it, the rendezvous choice among the

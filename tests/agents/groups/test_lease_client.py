@@ -112,15 +112,18 @@ async def _a_lease_not_confirmed_in_time_is_given_up_without_the_store():
 class ExpiringStore(Store):
     """A store where another agent's lease ends at a given moment unless it renews."""
 
-    def __init__(self, holder: str, ends_in_s: float, *, renews: bool) -> None:
+    def __init__(
+        self, holder: str, ends_in_s: float, *, renews: bool, dies_in_s: float = 1e9
+    ) -> None:
         super().__init__()
         self.other, self.renews = holder, renews
         self.ends_at = asyncio.get_running_loop().time() + ends_in_s
+        self.dies_at = asyncio.get_running_loop().time() + dies_in_s  # renews until then
 
     async def call(self, name, body, timeout_s=None):
         now = asyncio.get_running_loop().time()
-        if self.renews:
-            self.ends_at = now + 4.0  # the holder renews: alive, whoever cannot reach it
+        if self.renews:  # the holder renews (until it dies): alive, whoever cannot reach it
+            self.ends_at = max(self.ends_at, min(now, self.dies_at) + 4.0)
         if now < self.ends_at:
             self.holders = {g: self.other for g in body.get("acquire", [])}
         else:
@@ -198,6 +201,27 @@ async def _a_holder_that_just_died_is_waited_out_not_named():
     owner = await coord.coordinator_of("g")
     assert owner is not None and owner.agent_id == "me"
     assert 2.8 < asyncio.get_running_loop().time() - started < 4.5
+    assert "g" in coord.groups
+
+
+def test_a_holder_known_from_before_its_last_renewals_is_not_taken_for_alive():
+    """This agent learned of the holder's lease before the holder renewed it a few more
+    times and died (SIGKILL): the remembered expiry must not be compared with a fresh
+    one — the lease would look renewed, the dead holder be named, and members loop on
+    refused connections until the lease ends (a kafka-python group missed the session
+    timeout so). The answer waits the lease out and takes the group over."""
+    asyncio.run(_a_holder_known_from_before_its_last_renewals_is_not_taken_for_alive())
+
+
+async def _a_holder_known_from_before_its_last_renewals_is_not_taken_for_alive():
+    store = ExpiringStore("peer", 4.0, renews=True, dies_in_s=1.0)
+    coord = coordinator_beside(store, closed_port())
+    assert await coord.leases.holder("g") == "peer"  # remembered: ends in 4 s
+    await asyncio.sleep(1.2)  # it renewed until 1.0 s, then died: its lease ends at ~5 s
+    started = asyncio.get_running_loop().time()
+    owner = await coord.coordinator_of("g")
+    assert owner is not None and owner.agent_id == "me"
+    assert 3.3 < asyncio.get_running_loop().time() - started < 5.0
     assert "g" in coord.groups
 
 
