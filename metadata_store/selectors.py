@@ -68,3 +68,18 @@ def batch_max_timestamps(pairs: list[tuple[int, int]]) -> dict[tuple[int, int], 
     with connection.cursor() as cursor:
         cursor.execute(_BATCH_TIMESTAMPS, [[p for p, _ in pairs], [o for _, o in pairs]])
         return {(pid, off): ts for pid, off, ts in cursor.fetchall()}
+
+
+def cluster_topics_held(cluster: VirtualCluster, topic_ids: list[str]) -> set[str]:
+    """Of `topic_ids`, those naming the cluster's topics (another cluster's, a deleted
+    topic's or a malformed id are left out), each row held FOR KEY SHARE until the
+    caller's transaction ends — a row that points at one (the throughput pages' consumed
+    totals) can be written without the topic's deletion slipping in between."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT t.id::text FROM floe_topic t"
+            " WHERE t.cluster_id = %s AND t.id::text = ANY(%s::text[])"
+            " ORDER BY t.id FOR KEY SHARE",
+            [cluster.pk, topic_ids],
+        )
+        return {row[0] for row in cursor.fetchall()}

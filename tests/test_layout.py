@@ -147,13 +147,6 @@ def test_tests_outside_tests_agents_do_not_import_the_agent():
 METADATA_TABLES = set(
     re.findall(r'db_table = "(floe_\w+)"', (REPO / "metadata_store/models.py").read_text())
 )
-# Statements that still touch a metadata-store table from another app, each with why.
-# TODO(issue 26): move each into metadata_store/ and strike it here.
-SQL_OUTSIDE_KNOWN = {
-    # the consumed totals insert (floe_topic_consumed, its own table) joins floe_topic to
-    # drop another cluster's topic ids in the same statement as the insert
-    "virtualclusters/throughput/services.py",
-}
 
 
 def _sql_over(path: Path, tables: set[str]) -> set[str]:
@@ -186,7 +179,7 @@ def _files_with_sql_outside() -> dict[str, set[str]]:
 def test_sql_over_the_metadata_stores_tables_lives_in_metadata_store():
     assert {"floe_batch", "floe_file", "floe_partition", "floe_topic"} <= METADATA_TABLES
     offenders = _files_with_sql_outside()
-    assert set(offenders) == SQL_OUTSIDE_KNOWN, offenders
+    assert not offenders, offenders
 
 
 def test_the_sql_check_sees_a_statement(tmp_path):

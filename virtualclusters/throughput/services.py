@@ -22,6 +22,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from metadata_store.models import SegmentFile, Topic
+from metadata_store.selectors import cluster_topics_held
 from virtualclusters.groups.lag import groups_describe
 from virtualclusters.models import VirtualCluster
 from virtualclusters.throughput.models import GroupLagSample, ThroughputSample, TopicConsumed
@@ -83,7 +84,10 @@ def consumption_add(
     (`after`). A counter that fell (the agent restarted under the same id) counts from
     zero; topic ids of other clusters, or of deleted topics, are ignored."""
     ids, grew_bytes, grew_records = [], [], []
+    held = cluster_topics_held(cluster, list(after))
     for topic_id, (nbytes, records) in after.items():
+        if topic_id not in held:
+            continue
         old = before.get(topic_id)
         if old is not None and nbytes >= old[0] and records >= old[1]:
             nbytes, records = nbytes - old[0], records - old[1]
@@ -96,13 +100,12 @@ def consumption_add(
     with connection.cursor() as cursor:  # one statement: add, don't overwrite
         cursor.execute(
             "INSERT INTO floe_topic_consumed (topic_id, bytes_total, records_total)"
-            " SELECT t.id, g.nbytes, g.records"
+            " SELECT g.id, g.nbytes, g.records"
             " FROM unnest(%s::uuid[], %s::bigint[], %s::bigint[]) AS g(id, nbytes, records)"
-            " JOIN floe_topic t ON t.id = g.id AND t.cluster_id = %s"
             " ON CONFLICT (topic_id) DO UPDATE SET"
             " bytes_total = floe_topic_consumed.bytes_total + EXCLUDED.bytes_total,"
             " records_total = floe_topic_consumed.records_total + EXCLUDED.records_total",
-            [ids, grew_bytes, grew_records, cluster.pk],
+            [ids, grew_bytes, grew_records],
         )
 
 
