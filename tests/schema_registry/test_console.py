@@ -6,6 +6,8 @@ name typed, levels, another organization's cluster a 404, a member read-only.
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from schema_registry.models import Subject, SubjectVersion
 from team.members import invitation_accept, invitation_create
@@ -123,11 +125,21 @@ def test_the_clusters_level_is_set_on_the_subjects_page(alice):
     assert 'id="global-level">FORWARD' in bad.content.decode()
 
 
-def test_the_subjects_page_query_count_does_not_grow_with_subjects(
-    alice, django_assert_max_num_queries
-):
+def test_the_subjects_page_query_count_does_not_grow_with_subjects(alice):
+    """The same queries for 1 subject and for 21 (each page load after a first one, so
+    per-process caches warmed by whichever tests ran before do not count)."""
+
+    def queries_for_the_page() -> int:
+        alice.get(f"{alice.base}/")
+        with CaptureQueriesContext(connection) as queries:
+            page = alice.get(f"{alice.base}/")
+        assert page.status_code == 200
+        return len(queries)
+
+    register(alice.cluster, "s-value", "text")
+    one = queries_for_the_page()
     for n in range(20):
         register(alice.cluster, f"s{n}-value", f"text {n}")
-    with django_assert_max_num_queries(12):
-        page = alice.get(f"{alice.base}/")
-    assert page.content.decode().count("data-subject=") == 21
+    many = queries_for_the_page()
+    assert many == one <= 12, (one, many)
+    assert alice.get(f"{alice.base}/").content.decode().count("data-subject=") == 21 + 1
