@@ -83,20 +83,21 @@ def consumption_add(
     `consumed_by_topic` counters (`before`, {topic id: [bytes, records]}) to its new ones
     (`after`). A counter that fell (the agent restarted under the same id) counts from
     zero; topic ids of other clusters, or of deleted topics, are ignored."""
-    ids, grew_bytes, grew_records = [], [], []
-    held = cluster_topics_held(cluster, list(after))
+    grew: dict[str, tuple[int, int]] = {}
     for topic_id, (nbytes, records) in after.items():
-        if topic_id not in held:
-            continue
         old = before.get(topic_id)
         if old is not None and nbytes >= old[0] and records >= old[1]:
             nbytes, records = nbytes - old[0], records - old[1]
         if nbytes or records:
-            ids.append(topic_id)
-            grew_bytes.append(nbytes)
-            grew_records.append(records)
+            grew[topic_id] = (nbytes, records)
+    if not grew:
+        return  # nothing to add: no statement at all (most heartbeats)
+    held = cluster_topics_held(cluster, list(grew))
+    ids = [t for t in grew if t in held]
     if not ids:
         return
+    grew_bytes = [grew[t][0] for t in ids]
+    grew_records = [grew[t][1] for t in ids]
     with connection.cursor() as cursor:  # one statement: add, don't overwrite
         cursor.execute(
             "INSERT INTO floe_topic_consumed (topic_id, bytes_total, records_total)"
