@@ -42,6 +42,12 @@ def _ms(delta: timedelta) -> int:
     return max(int(delta.total_seconds() * 1000), 0)
 
 
+def _stamp_ms(moment: datetime) -> int:
+    """A lease's expiry on the database's clock, in ms since the epoch: two answers of
+    one lease compare exactly (a relative time left carries each answer's latency)."""
+    return int(moment.timestamp() * 1000)
+
+
 def _state(row: Sequence[Any]) -> dict[str, Any]:
     generation, protocol_type, protocol_name, leader, members = row
     if isinstance(members, str):
@@ -74,8 +80,9 @@ def group_leases_exchange(
     expired lease to another agent of the cluster — the rendezvous choice — which takes
     it up when the group's first request reaches it. Answers ``renewed``/``lost`` (group
     ids of `renew`) and ``leases``: for each group of `acquire` and `offer`, its holder
-    (``agent_id``), ``epoch``, ``expires_in_ms`` and, when this agent got it, the saved
-    ``state``."""
+    (``agent_id``), ``epoch``, ``expires_in_ms``, ``expires_at_ms`` (the expiry on the
+    database's clock: it moves exactly when the lease is renewed) and, when this agent
+    got it, the saved ``state``."""
     with connection.cursor() as cursor:
         n = _clock(cursor, now)
         if release:
@@ -125,23 +132,25 @@ def group_leases_exchange(
                         "agent_id": row[1],
                         "epoch": row[2],
                         "expires_in_ms": ttl_ms,
+                        "expires_at_ms": _stamp_ms(n + timedelta(milliseconds=ttl_ms)),
                         "state": _state(row[3:]) if row[1] == agent_id else None,
                     }
                 )
             others = [g for g in wanted if g not in got]
             if others:
                 cursor.execute(
-                    "SELECT group_id, agent_id, epoch, expires_at - %s FROM floe_group_lease"
+                    "SELECT group_id, agent_id, epoch, expires_at FROM floe_group_lease"
                     " WHERE cluster_id = %s AND group_id = ANY(%s::text[])",
-                    [n, cluster_id, others],
+                    [cluster_id, others],
                 )
-                for group_id, holder, epoch, left in cursor.fetchall():
+                for group_id, holder, epoch, expires_at in cursor.fetchall():
                     leases.append(
                         {
                             "group_id": group_id,
                             "agent_id": holder,
                             "epoch": epoch,
-                            "expires_in_ms": _ms(left),
+                            "expires_in_ms": _ms(expires_at - n),
+                            "expires_at_ms": _stamp_ms(expires_at),
                             "state": None,
                         }
                     )

@@ -57,7 +57,8 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 REPORT_INTERVAL_S = 3.0
 MAINTENANCE_INTERVAL_S = 1.0
 # A holder this agent cannot reach is asked about again a renew interval and this
-# much later; it renewed when its lease's expiry moved on by more than this.
+# much later; it renewed when the store's stamp of its lease's expiry moved (without
+# stamps: when the expiry estimated here moved on by more than this).
 RENEWED_SLACK_S = 0.5
 # An Empty group with no members is dropped from memory after this long (its offsets
 # stay in the metadata store, so it is still listed and described as Empty).
@@ -198,15 +199,17 @@ class GroupCoordinator:
             return peer
         # Two fresh answers a renew interval apart (a remembered one may predate the
         # holder's last renewals and make a dead holder look renewed).
-        until = await self._fresh_expiry(group_id, holder)
-        if until is not None:
+        fresh = await self._fresh_expiry(group_id, holder)
+        if fresh is not None:
+            until = fresh[0]
             first = self.leases.renew_interval_s + RENEWED_SLACK_S
             await asyncio.sleep(min(max(until - time.monotonic(), 0.0), first))
-            moved = await self._fresh_expiry(group_id, holder)
-            if peer is not None and moved is not None and moved > until + RENEWED_SLACK_S:
+            again_fresh = await self._fresh_expiry(group_id, holder)
+            if peer is not None and again_fresh is not None and _renewed(fresh, again_fresh):
                 self._renewing[group_id] = holder
                 return peer
-            if moved is not None:
+            if again_fresh is not None:
+                moved = again_fresh[0]
                 await asyncio.sleep(min(max(moved - time.monotonic(), 0.0), self.leases.ttl_s))
         self.leases.forget_holder(group_id)
         again = await self._holder(group_id)
@@ -218,13 +221,15 @@ class GroupCoordinator:
             self._renewing.pop(group_id, None)
         return self.ring.peer(again)
 
-    async def _fresh_expiry(self, group_id: str, holder: str) -> float | None:
-        """When `holder`'s lease of the group ends (time.monotonic()), asked of the store
-        now; None when it no longer holds it (or the store cannot be asked)."""
+    async def _fresh_expiry(self, group_id: str, holder: str) -> tuple[float, int | None] | None:
+        """When `holder`'s lease of the group ends (time.monotonic()) and the store's stamp
+        of that end, asked of the store now; None when it no longer holds it (or the store
+        cannot be asked)."""
         self.leases.forget_holder(group_id)
         if await self._holder(group_id) != holder:
             return None
-        return self.leases.known_until(group_id)
+        until = self.leases.known_until(group_id)
+        return None if until is None else (until, self.leases.known_stamp(group_id))
 
     async def _holder(self, group_id: str) -> str | None:
         """The group's lease holder; nobody holding it, the rendezvous choice among the
@@ -968,3 +973,12 @@ class GroupCoordinator:
 def _cancel(handle: asyncio.TimerHandle | None) -> None:
     if handle is not None:
         handle.cancel()
+
+
+def _renewed(before: tuple[float, int | None], after: tuple[float, int | None]) -> bool:
+    """Whether the holder renewed its lease between two fresh answers of the store: its
+    expiry stamp (the store's clock) moved — exact; without stamps (an older control
+    plane), the local estimate moved by more than the answers' latencies could explain."""
+    if before[1] is not None and after[1] is not None:
+        return after[1] > before[1]
+    return after[0] > before[0] + RENEWED_SLACK_S

@@ -66,7 +66,8 @@ class GroupLeases:
         self.renew_interval_s = renew_interval_s
         self.margin_s = margin_s
         self.held: dict[str, Lease] = {}
-        self._others: dict[str, tuple[str, float]] = {}  # group -> (holder, until)
+        # group -> (holder, until, the store's stamp of its expiry or None)
+        self._others: dict[str, tuple[str, float, int | None]] = {}
         self._asking: dict[str, asyncio.Future] = {}  # to ask in the next call
         self._targets: dict[str, str] = {}  # group -> the agent to give it to, if free
         self._inflight: dict[str, asyncio.Future] = {}  # asked, not yet answered
@@ -154,7 +155,8 @@ class GroupLeases:
                 self.on_acquired(group_id, lease["epoch"], lease["state"] or {})
             elif holder:
                 until = time.monotonic() + lease["expires_in_ms"] / 1000
-                self._others[group_id] = (holder, until)
+                stamp = lease.get("expires_at_ms")
+                self._others[group_id] = (holder, until, stamp if type(stamp) is int else None)
             future = asking.get(group_id)
             if future is not None and not future.done():
                 future.set_result(holder or None)
@@ -164,6 +166,12 @@ class GroupLeases:
         unless renewed meanwhile; None when none is known."""
         known = self._others.get(group_id)
         return known[1] if known is not None else None
+
+    def known_stamp(self, group_id: str) -> int | None:
+        """The store's stamp of that lease's expiry (its own clock, ms): unchanged between
+        two answers exactly when the holder did not renew in between; None when unknown."""
+        known = self._others.get(group_id)
+        return known[2] if known is not None else None
 
     def forget_holder(self, group_id: str) -> None:
         """A peer named as holder said it is not: ask the store next time."""

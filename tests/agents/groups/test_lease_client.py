@@ -117,6 +117,8 @@ class ExpiringStore(Store):
     ) -> None:
         super().__init__()
         self.other, self.renews = holder, renews
+        self.stamps = True  # answers carry the expiry on the store's clock
+        self.delays: list[float] = []  # of the answers, in turn
         self.ends_at = asyncio.get_running_loop().time() + ends_in_s
         self.dies_at = asyncio.get_running_loop().time() + dies_in_s  # renews until then
 
@@ -134,6 +136,10 @@ class ExpiringStore(Store):
         for lease in answer.get("leases", []):
             if lease["agent_id"] == self.other:
                 lease["expires_in_ms"] = max(0, int((self.ends_at - now) * 1000))
+                if self.stamps:
+                    lease["expires_at_ms"] = int(self.ends_at * 1000)
+        delay = self.delays.pop(0) if self.delays else 0.0
+        await asyncio.sleep(delay)  # a slow link: the answer arrives late, its time left stale
         return answer
 
 
@@ -202,6 +208,44 @@ async def _a_holder_that_just_died_is_waited_out_not_named():
     assert owner is not None and owner.agent_id == "me"
     assert 2.8 < asyncio.get_running_loop().time() - started < 4.5
     assert "g" in coord.groups
+
+
+def test_a_dead_holder_is_waited_out_when_one_answer_is_slower_than_the_other():
+    """The store's two answers about a dead holder arrive with different latencies (a
+    loaded machine, a slow link): the time left each carries, counted from its arrival,
+    would put the same expiry 0.8 s later — taken for a renewal, the dead holder was
+    named (a clean clone's CI saw it). The store's stamp of the expiry did not move."""
+    asyncio.run(_a_dead_holder_is_waited_out_when_one_answer_is_slower_than_the_other())
+
+
+async def _a_dead_holder_is_waited_out_when_one_answer_is_slower_than_the_other():
+    store = ExpiringStore("peer", 3.0, renews=False)
+    store.delays = [0.0, 0.8]
+    coord = coordinator_beside(store, closed_port())
+    owner = await coord.coordinator_of("g")
+    assert owner is not None and owner.agent_id == "me"
+    assert "g" in coord.groups
+
+
+def test_without_the_stores_stamps_a_renewal_is_still_told_from_latency():
+    """An older control plane answers no stamps: a holder's expiry estimated here must
+    move by more than the answers' latencies explain (RENEWED_SLACK_S) to count as renewed."""
+    asyncio.run(_without_the_stores_stamps_a_renewal_is_still_told_from_latency())
+
+
+async def _without_the_stores_stamps_a_renewal_is_still_told_from_latency():
+    dead = ExpiringStore("peer", 2.0, renews=False)
+    dead.stamps = False
+    dead.delays = [0.0, 0.3]
+    coord = coordinator_beside(dead, closed_port())
+    owner = await coord.coordinator_of("g")
+    assert owner is not None and owner.agent_id == "me"
+    alive = ExpiringStore("peer", 3.9, renews=True)
+    alive.stamps = False
+    port = closed_port()
+    coord = coordinator_beside(alive, port)
+    owner = await coord.coordinator_of("g")
+    assert owner is not None and (owner.agent_id, owner.port) == ("peer", port)
 
 
 def test_a_holder_known_from_before_its_last_renewals_is_not_taken_for_alive():
