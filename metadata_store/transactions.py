@@ -23,6 +23,7 @@ from typing import Any
 from django.db import transaction
 
 from core.kafka.errors import ErrorCode
+from core.offset_metadata import metadata_bytes
 from metadata_store.store import JSON, Cursor, _cursor, one_row
 
 MAX_TIMEOUT_MS = 15 * 60 * 1000  # Kafka's transaction.max.timeout.ms default
@@ -204,7 +205,7 @@ def txn_offset_commit(
             cursor.execute(
                 "INSERT INTO floe_txn_offset AS o (producer_id, group_id, partition_id,"
                 " committed_offset, leader_epoch, metadata)"
-                " SELECT %s, %s, * FROM unnest(%s::bigint[], %s::bigint[], %s::int[], %s::text[])"
+                " SELECT %s, %s, * FROM unnest(%s::bigint[], %s::bigint[], %s::int[], %s::bytea[])"
                 " ON CONFLICT (producer_id, group_id, partition_id) DO UPDATE SET"
                 " committed_offset = EXCLUDED.committed_offset,"
                 " leader_epoch = EXCLUDED.leader_epoch, metadata = EXCLUDED.metadata",
@@ -214,7 +215,7 @@ def txn_offset_commit(
                     [ids[(o["topic"], o["partition"])] for o in known],
                     [o["offset"] for o in known],
                     [o.get("leader_epoch", -1) for o in known],
-                    [o.get("metadata") or "" for o in known],
+                    [metadata_bytes(o) for o in known],
                 ],
             )
         return [0 if p in ids else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for p in pairs]

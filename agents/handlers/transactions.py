@@ -14,6 +14,7 @@ from typing import Any
 from agents.context import AgentContext
 from core.kafka import ApiKey, RequestHeader
 from core.kafka.errors import ErrorCode
+from core.offset_metadata import metadata_fields
 
 TXN_APIS = frozenset(
     {
@@ -157,7 +158,7 @@ async def handle_txn_offset_commit(ctx: AgentContext, header, body: dict) -> dic
             "partition": p["partition_index"],
             "offset": p["committed_offset"],
             "leader_epoch": p.get("committed_leader_epoch", -1),
-            "metadata": p.get("committed_metadata"),
+            **metadata_fields(p.get("committed_metadata")),
         }
         for t in body["topics"]
         for p in t["partitions"]

@@ -270,6 +270,9 @@ class OffsetCommit(_Body, frozen=True):
     offset: Annotated[int, Meta(ge=-1, le=2**63 - 1)]
     leader_epoch: INT32 = -1
     metadata: Annotated[str, Meta(max_length=100_000)] | None = None
+    # The metadata as bytes (base64 in JSON) when it holds what a JSON string here may
+    # not: a NUL. Given, it wins over `metadata`.
+    metadata_b64: Annotated[bytes, Meta(max_length=100_000)] | None = None
 
 
 class OffsetsCommitRequest(_Body, frozen=True):

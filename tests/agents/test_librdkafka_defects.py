@@ -1,0 +1,68 @@
+"""Defects librdkafka's own test suite found (issue 31), each reproduced with a real
+client: what librdkafka does against Apache Kafka works against Floe."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+pytestmark = [pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
+
+# Kafka's offset metadata is an arbitrary string: librdkafka's 0099 puts a NUL in it
+# (confluent-kafka's Python layer cannot pass one; kafka-python can).
+CONTROL_METADATA = "plain\x01\x1f\x7f é ✓"
+NUL_METADATA = "before\x00after" + CONTROL_METADATA
+
+
+def _topic(bootstrap: str, name: str, partitions: int = 2) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions)])[name].result(15)
+
+
+def test_an_assign_only_consumer_commits_metadata_that_comes_back_byte_for_byte(agent, cluster):
+    a = agent(cluster.key)
+    _topic(a.bootstrap, "meta")
+    consumer = Consumer(
+        {"bootstrap.servers": a.bootstrap, "group.id": "meta-g", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([TopicPartition("meta", 0), TopicPartition("meta", 1)])
+        committed = consumer.commit(
+            offsets=[
+                TopicPartition("meta", 0, 3, "plain"),
+                TopicPartition("meta", 1, 5, CONTROL_METADATA),
+            ],
+            asynchronous=False,
+        )
+        assert [tp.error for tp in committed] == [None, None]
+        back = consumer.committed([TopicPartition("meta", 0), TopicPartition("meta", 1)], 10)
+        assert [(tp.offset, tp.metadata) for tp in back] == [(3, "plain"), (5, CONTROL_METADATA)]
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_commits_and_fetches_metadata_with_control_bytes(agent, cluster):
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+    from kafka.structs import OffsetAndMetadata
+
+    a = agent(cluster.key)
+    _topic(a.bootstrap, "meta-kp", 1)
+    consumer = KafkaConsumer(
+        bootstrap_servers=a.bootstrap, group_id="meta-kp-g", enable_auto_commit=False
+    )
+    try:
+        tp = KTP("meta-kp", 0)
+        consumer.assign([tp])
+        consumer.commit({tp: OffsetAndMetadata(7, NUL_METADATA, -1)})
+        deadline = time.monotonic() + 10
+        got = consumer.committed(tp, metadata=True)
+        while got is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            got = consumer.committed(tp, metadata=True)
+        assert got is not None and (got.offset, got.metadata) == (7, NUL_METADATA)
+    finally:
+        consumer.close()
