@@ -228,18 +228,22 @@ def txn_end(
     producer_id: int,
     producer_epoch: int,
     committed: bool,
-) -> int:
-    """EndTxn: commit or abort the open transaction; the error code (0 when done)."""
+) -> tuple[int, list[JSON]]:
+    """EndTxn: commit or abort the open transaction. The error code (0 when done) and the
+    partitions whose high watermark and last stable offset it moved ({"topic_id",
+    "partition"}: an agent's cache of their offsets is stale from now on)."""
     with _cursor() as cursor:
         txn = _row(cursor, cluster_id, transactional_id)
     error = _check(txn, producer_id, producer_epoch)
     if error or txn is None:
-        return error
+        return error, []
     return _end(cluster_id, txn.id, producer_epoch, committed=committed)
 
 
 @transaction.atomic
-def _end(cluster_id: int, txn_id: int, epoch: int | None, *, committed: bool) -> int:
+def _end(
+    cluster_id: int, txn_id: int, epoch: int | None, *, committed: bool
+) -> tuple[int, list[JSON]]:
     """Write the markers, settle the group offsets, close the transaction — one database
     transaction. `epoch` None: the control plane aborts (timeout, or a new instance's
     InitProducerId), which also bumps the epoch and so fences the old producer."""
@@ -249,19 +253,22 @@ def _end(cluster_id: int, txn_id: int, epoch: int | None, *, committed: bool) ->
         )
         parts = sorted(row[0] for row in cursor.fetchall())
         cursor.execute(
-            "SELECT id FROM floe_partition WHERE id = ANY(%s) ORDER BY id FOR UPDATE", [parts]
+            "SELECT id, topic_id::text, index FROM floe_partition WHERE id = ANY(%s)"
+            " ORDER BY id FOR UPDATE",
+            [parts],
         )
+        moved = [{"topic_id": row[1], "partition": row[2]} for row in cursor.fetchall()]
         cursor.execute(
             "SELECT epoch, txn_state FROM floe_producer_id WHERE id = %s FOR UPDATE", [txn_id]
         )
         current_epoch, state = one_row(cursor)
         if epoch is not None and epoch != current_epoch:
-            return ErrorCode.PRODUCER_FENCED
+            return ErrorCode.PRODUCER_FENCED, []
         if state != "ongoing":
             done = "complete_commit" if committed else "complete_abort"
             if state == done or (state == "empty" and not committed):
-                return 0  # a retry of this EndTxn, or nothing to abort
-            return ErrorCode.INVALID_TXN_STATE
+                return 0, []  # a retry of this EndTxn, or nothing to abort
+            return ErrorCode.INVALID_TXN_STATE, []
         # KIP-98 markers: one offset each in every partition the transaction wrote to. An
         # abort marker keeps the transaction's first offset (the aborted-transactions list).
         cursor.execute(
@@ -299,7 +306,7 @@ def _end(cluster_id: int, txn_id: int, epoch: int | None, *, committed: bool) ->
                 txn_id,
             ],
         )
-    return 0
+    return 0, moved
 
 
 def txn_abort_expired(*, cluster_id: int | None = None) -> int:

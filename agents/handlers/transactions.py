@@ -204,6 +204,12 @@ async def handle_end_txn(ctx: AgentContext, header, body: dict) -> dict:
             "committed": body["committed"],
         },
     )
+    # The markers moved these partitions' high watermark and last stable offset: what
+    # this agent learned of them is stale (ListOffsets right after commit_transaction
+    # returns must see the transaction's records as stable, as Kafka's does).
+    for moved in answer.get("partitions") or ():
+        if isinstance(moved, dict) and isinstance(moved.get("partition"), int):
+            ctx.offsets.forget(str(moved.get("topic_id")), moved["partition"])
     return {"throttle_time_ms": 0, "error_code": fenced_error(answer["error_code"], header, 2)}
 
 

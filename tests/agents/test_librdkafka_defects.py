@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
@@ -66,3 +66,37 @@ def test_kafka_python_commits_and_fetches_metadata_with_control_bytes(agent, clu
         assert got is not None and (got.offset, got.metadata) == (7, NUL_METADATA)
     finally:
         consumer.close()
+
+
+def _watermarks(bootstrap: str, topic: str, isolation: str) -> tuple[int, int]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "wm", "isolation.level": isolation}
+    )
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+    finally:
+        consumer.close()
+
+
+def test_the_last_stable_offset_has_moved_when_commit_transaction_returns(agent, cluster):
+    """librdkafka's 0103 (do_test_wmark_isolation_level): 100 plain records, then a
+    transaction of 100. While it is open read_committed's end is 100; when
+    commit_transaction returns, both isolation levels answer 201 (the marker included) at
+    once — the agent's cache of the partition's offsets answered 100 for about a second."""
+    a = agent(cluster.key)
+    _topic(a.bootstrap, "lso", 1)
+    plain = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 5})
+    for i in range(100):
+        plain.produce("lso", value=b"p%d" % i, partition=0)
+    assert plain.flush(15) == 0
+    txn = Producer({"bootstrap.servers": a.bootstrap, "transactional.id": "lso-t", "linger.ms": 5})
+    txn.init_transactions(15)
+    txn.begin_transaction()
+    for i in range(100):
+        txn.produce("lso", value=b"t%d" % i, partition=0)
+    assert txn.flush(15) == 0
+    assert _watermarks(a.bootstrap, "lso", "read_committed")[1] == 100
+    assert _watermarks(a.bootstrap, "lso", "read_uncommitted")[1] == 200
+    txn.commit_transaction(15)
+    assert _watermarks(a.bootstrap, "lso", "read_committed")[1] == 201
+    assert _watermarks(a.bootstrap, "lso", "read_uncommitted")[1] == 201
