@@ -100,3 +100,44 @@ def test_the_last_stable_offset_has_moved_when_commit_transaction_returns(agent,
     txn.commit_transaction(15)
     assert _watermarks(a.bootstrap, "lso", "read_committed")[1] == 201
     assert _watermarks(a.bootstrap, "lso", "read_uncommitted")[1] == 201
+
+
+def test_delete_records_answers_each_partition_on_its_own(agent, cluster):
+    """librdkafka's 0081: partitions asked past their end or with no offset at all
+    (OFFSET_INVALID, -1001) among valid ones, over three topics — the valid ones are
+    deleted, the others answer OFFSET_OUT_OF_RANGE (every partition failed with
+    REQUEST_TIMED_OUT)."""
+    from confluent_kafka import KafkaError
+
+    a = agent(cluster.key)
+    producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 5})
+    for t in range(3):
+        _topic(a.bootstrap, f"del{t}", 3)
+        for p in range(3):
+            for i in range(10):
+                producer.produce(f"del{t}", value=b"%d" % i, partition=p)
+    assert producer.flush(15) == 0
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    asked = [
+        *(TopicPartition("del0", p, -1) for p in range(3)),  # OFFSET_END: everything
+        TopicPartition("del1", 0, -1),
+        TopicPartition("del1", 2, 5),
+        TopicPartition("del2", 0),  # no offset: OFFSET_INVALID
+        TopicPartition("del2", 1, 11),  # past the end
+    ]
+    results = {}
+    for tp, future in admin.delete_records(asked, request_timeout=15).items():
+        try:
+            results[(tp.topic, tp.partition)] = future.result(20).low_watermark
+        except Exception as exc:  # noqa: BLE001 — the error is what is checked
+            results[(tp.topic, tp.partition)] = exc.args[0].code()
+    out_of_range = KafkaError.OFFSET_OUT_OF_RANGE
+    assert results == {
+        ("del0", 0): 10,
+        ("del0", 1): 10,
+        ("del0", 2): 10,
+        ("del1", 0): 10,
+        ("del1", 2): 5,
+        ("del2", 0): out_of_range,
+        ("del2", 1): out_of_range,
+    }
