@@ -141,3 +141,26 @@ def test_delete_records_answers_each_partition_on_its_own(agent, cluster):
         ("del2", 0): out_of_range,
         ("del2", 1): out_of_range,
     }
+
+
+def test_list_consumer_groups_gives_each_groups_type(agent, cluster):
+    """librdkafka's 0081: ListGroups v5 answers each group's type (KIP-848), and a
+    types filter without `classic` lists none of Floe's classic groups."""
+    from confluent_kafka import ConsumerGroupType
+
+    a = agent(cluster.key)
+    _topic(a.bootstrap, "typed", 1)
+    consumer = Consumer(
+        {"bootstrap.servers": a.bootstrap, "group.id": "typed-g", "enable.auto.commit": False}
+    )
+    try:
+        consumer.commit(offsets=[TopicPartition("typed", 0, 1)], asynchronous=False)
+    finally:
+        consumer.close()
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    listed = admin.list_consumer_groups(request_timeout=15).result(20).valid
+    assert [(g.group_id, g.type) for g in listed] == [("typed-g", ConsumerGroupType.CLASSIC)]
+    only_new = admin.list_consumer_groups(
+        types={ConsumerGroupType.CONSUMER}, request_timeout=15
+    ).result(20)
+    assert only_new.valid == []
