@@ -164,3 +164,29 @@ def test_list_consumer_groups_gives_each_groups_type(agent, cluster):
         types={ConsumerGroupType.CONSUMER}, request_timeout=15
     ).result(20)
     assert only_new.valid == []
+
+
+def test_create_topics_takes_replica_assignments_for_their_partition_count(agent, cluster):
+    """librdkafka's 0081 creates topics with explicit replica assignments: a leaderless
+    broker takes their partition count and ignores placement (INVALID_REQUEST before);
+    assignments that Kafka would refuse are refused alike. (kafka-python's admin: the
+    confluent-kafka binding cannot send assignments without a partition count.)"""
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KafkaNewTopic
+    from kafka.errors import InvalidReplicationAssignmentError
+
+    a = agent(cluster.key)
+    admin = KafkaAdminClient(bootstrap_servers=a.bootstrap, request_timeout_ms=15000)
+    try:
+        placed = KafkaNewTopic(
+            "placed", -1, -1, replica_assignments={0: [1, 2], 1: [2, 3], 2: [3, 1]}
+        )
+        created = admin.create_topics([placed])
+        assert [(t["name"], t["error_code"]) for t in created["topics"]] == [("placed", 0)]
+        lopsided = KafkaNewTopic("lopsided", -1, -1, replica_assignments={0: [1, 2], 1: [2]})
+        with pytest.raises(InvalidReplicationAssignmentError):
+            admin.create_topics([lopsided])
+    finally:
+        admin.close()
+    described = AdminClient({"bootstrap.servers": a.bootstrap}).list_topics("placed", timeout=10)
+    assert sorted(described.topics["placed"].partitions) == [0, 1, 2]
