@@ -46,8 +46,8 @@ async def handle_create_topics(ctx: AgentContext, header, body: dict[str, Any]) 
         partitions, replication, problem = _assigned_partitions(topic)
         if problem is not None:
             invalid = topic["num_partitions"] != -1 or topic["replication_factor"] != -1
-            code = ErrorCode.INVALID_REQUEST if invalid else ErrorCode.INVALID_REPLICA_ASSIGNMENT
-            early[position] = (code, problem)
+            error = ErrorCode.INVALID_REQUEST if invalid else ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            early[position] = (error, problem)
             continue
         requests.append(
             {
