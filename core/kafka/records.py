@@ -413,11 +413,14 @@ def _python_prefixes(batch: BufferLike, *, size: int, key: bool) -> dict[bytes |
             at += 1
             while data[at] > 0x7F:  # the offset delta: skipped
                 at += 1
-            length, at = _read_varint(data, at + 1, record_end)  # the key's
-            if not key:
-                length, at = _read_varint(data, at + max(length, 0), record_end)  # the value's
-            if at + max(length, 0) > record_end:
-                raise CorruptRecord(f"record {index}'s key or value runs past its end")
+            key_length, key_at = _read_varint(data, at + 1, record_end)
+            length, at = _read_varint(data, key_at + max(key_length, 0), record_end)  # value's
+            if min(key_length, length) < -1 or at + max(length, 0) > record_end:
+                raise CorruptRecord(
+                    f"record {index}'s key or value length is invalid or runs past its end"
+                )
+            if key:
+                length, at = key_length, key_at
             pos = record_end
             if length >= size:
                 if last is not None and data.startswith(last, at):
