@@ -216,3 +216,14 @@ def test_compressed_records_that_do_not_decompress_are_corrupt():
     batch[70:80] = bytes(10)
     with pytest.raises(CorruptRecord, match="cannot decompress lz4"):
         distinct_prefixes(bytes(batch), size=5, key=False)
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_batches_read_one_after_another_through_the_reused_buffer(codec):
+    # Decompressed into one reused buffer: a batch larger than it (3 MiB) makes it grow,
+    # and a smaller one after it is not read past its own records.
+    big = [RecordInput(value=FRAMED + b"b" * 3000, timestamp=n) for n in range(1000)]
+    small = [RecordInput(value=b"plain", timestamp=1), RecordInput(value=None, timestamp=2)]
+    for records in (big, small, big, small):
+        batch = encode_batch(records, compression=codec)
+        assert distinct_prefixes(batch, size=5, key=False) == expected(batch, key=False)
