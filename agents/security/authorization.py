@@ -623,6 +623,30 @@ async def _offset_delete(access: Access, ctx, header, body, call) -> dict | None
 # --- ACLs --------------------------------------------------------------------------------
 
 
+async def _describe_scram(access: Access, ctx, header, body, call) -> dict | None:
+    if access.cluster(OP.DESCRIBE):
+        return await call(body)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": CLUSTER_DENIED,
+        "error_message": _MESSAGES[CLUSTER_DENIED],
+        "results": [],
+    }
+
+
+async def _alter_scram(access: Access, ctx, header, body, call) -> dict | None:
+    if access.cluster(OP.ALTER):
+        return await call(body)
+    users = dict.fromkeys(i["name"] for i in [*body["deletions"], *body["upsertions"]])
+    return {
+        "throttle_time_ms": 0,
+        "results": [
+            {"user": u, "error_code": CLUSTER_DENIED, "error_message": _MESSAGES[CLUSTER_DENIED]}
+            for u in users
+        ],
+    }
+
+
 async def _describe_acls(access: Access, ctx, header, body, call) -> dict | None:
     if access.cluster(OP.DESCRIBE):
         return await call(body)
@@ -742,6 +766,8 @@ RULES: dict[int, Rule] = {
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
     ApiKey.DESCRIBE_ACLS: _describe_acls,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_scram,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
     ApiKey.CREATE_ACLS: _create_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
 }

@@ -446,6 +446,28 @@ class SaslCredentialRequest(_Body, frozen=True):
     username: SHORT
 
 
+class ScramCredentialsDescribeRequest(_Body, frozen=True):
+    users: Items[SHORT] | None = None  # None: every user
+
+
+class ScramDeletion(_Body, frozen=True):
+    name: SHORT
+    mechanism: SHORT  # "SCRAM-SHA-256" | "SCRAM-SHA-512"; others are answered per user
+
+
+class ScramUpsertion(_Body, frozen=True):
+    name: SHORT
+    mechanism: SHORT
+    iterations: Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
+    salt: Annotated[bytes, Meta(max_length=1024)]  # base64 in JSON
+    salted_password: Annotated[bytes, Meta(max_length=1024)]
+
+
+class ScramCredentialsAlterRequest(_Body, frozen=True):
+    deletions: Items[ScramDeletion] = []
+    upsertions: Items[ScramUpsertion] = []
+
+
 class AclsListRequest(_Body, frozen=True):
     version: Annotated[str, Meta(max_length=64)] | None = None
 
