@@ -95,6 +95,10 @@ class JobRunner:
         from jobs.runner import run_job  # pyspark: only agents with the jobs role load it
 
         plan = {**step["plan"], "bucket_url": self.bucket_url}
+        if isinstance(plan.get("catalog_path"), str):
+            # The cluster's Iceberg catalog, reached with this agent's own key.
+            plan["catalog_url"] = self.client.root_url + plan["catalog_path"]
+            plan["catalog_token"] = self.client.agent_key
         return run_job(step["job"], plan, mode="inprocess", master=self.spark_master)
 
     async def execute(self, run: dict[str, Any]) -> None:

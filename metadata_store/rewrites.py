@@ -280,3 +280,27 @@ def _files_release(cursor: CursorWrapper, file_ids: list[int]) -> int:
         [sorted(set(file_ids))],
     )
     return int(cursor.rowcount)
+
+
+def runs_after(topic_id: str, starts: dict[int, int], *, max_bytes: int) -> list[Row]:
+    """The index rows (partition runs) of a topic that hold offsets at or past each
+    partition's start (`starts`: partition index → first offset wanted; a partition not
+    named starts at its log start), in offset order per partition, cut after
+    `max_bytes` in all: (partition, base_offset, last_offset, file_key, position,
+    length, rewrite). A topic table's append reads them (``jobs/table_append.py``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT p.index, b.base_offset, b.last_offset, f.key, b.position, b.length,"
+            " f.level = 0,"
+            " sum(b.length) OVER (ORDER BY p.index, b.last_offset) - b.length"
+            " FROM floe_batch b JOIN floe_file f ON f.id = b.file_id"
+            " JOIN floe_partition p ON p.id = b.partition_id"
+            " LEFT JOIN unnest(%s::int[], %s::bigint[]) AS s(idx, start) ON s.idx = p.index"
+            " WHERE p.topic_id = %s::uuid"
+            " AND b.last_offset >= greatest(coalesce(s.start, 0), p.log_start_offset)"
+            " ORDER BY p.index, b.last_offset",
+            [list(starts), list(starts.values()), topic_id],
+        )
+        rows = cursor.fetchall()
+    # Always at least one run: a run larger than max_bytes still makes progress.
+    return [tuple(row[:7]) for row in rows if row[7] < max_bytes or row is rows[0]]

@@ -29,6 +29,10 @@ PUBLIC_DETAILS = (
     "files_deleted",
     "orphans_deleted",
     "orphan_bytes_deleted",
+    "tables",
+    "appended",
+    "conflicts",
+    "errors",
 )
 
 

@@ -1,0 +1,243 @@
+"""Table append: a topic's new records → Parquet data files → one Iceberg snapshot per
+table, committed through the cluster's catalog, exactly once.
+
+Each table's current snapshot summary says where every partition got to
+(``floe.last-offsets``: partition → last offset appended). The driver loads the table,
+the executors read the planned partition runs from the bucket, keep only the records
+past those offsets, decode them and write Parquet files with PyArrow (PyIceberg's
+writer: field ids, metrics, the table's partition spec) into the table's location; only
+the files' descriptions (paths, counts, bounds) come back to the driver, which commits
+them as one fast append whose summary carries the new offsets, with PyIceberg's
+requirement that the table is still at the snapshot it loaded. A concurrent commit
+fails that requirement (409): the job deletes its files and starts over from the new
+snapshot. A retried run (a re-leased job, the same plan twice) finds its ranges already
+in the summary and appends nothing. After a commit the job writes the new metadata
+file at the location the catalog answered (the control plane never opens the bucket).
+
+Plan: ``catalog_path`` (the cluster's catalog under the control plane; the agent that
+runs it adds ``catalog_url`` and ``catalog_token``: its control plane's URL and its
+agent key), ``bucket_url`` and ``tables``: [{``id``,
+``namespace``, ``table``, ``schema`` ({"kind": "raw"}), ``batches``: partition runs as
+`RUN_COLUMNS`}]. Result: ``tables``: [{``id``, ``appended``, ``rows``,
+``last_offsets``, ``files``, ``bytes``, ``snapshot_id``, ``conflicts``}].
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.io import load_file_io
+from pyiceberg.io.pyarrow import _dataframe_to_data_files, schema_to_pyarrow
+from pyiceberg.serializers import ToOutputFile
+from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadataUtil
+from pyspark.sql import SparkSession
+
+from core.kafka.records import decode_records
+from jobs.cli import job_main
+from jobs.segment_io import BatchRef, read_batches, run_at_offsets, store_for
+
+RUN_COLUMNS = (
+    "partition",
+    "base_offset",
+    "last_offset",
+    "file_key",
+    "position",
+    "length",
+    "rewrite",
+)
+LAST_OFFSETS = "floe.last-offsets"  # the snapshot summary's key
+COMMIT_ATTEMPTS = 5
+
+
+def last_offsets(table: Table) -> dict[int, int]:
+    """Partition → last offset already in the table (its current snapshot's summary)."""
+    snapshot = table.current_snapshot()
+    if snapshot is None or snapshot.summary is None:
+        return {}
+    text = snapshot.summary[LAST_OFFSETS]
+    return {int(p): int(o) for p, o in json.loads(text).items()} if text else {}
+
+
+def raw_rows(records: Iterable[tuple[int, Any]]) -> dict[str, list]:
+    """The raw schema's columns of (partition, record) pairs."""
+    columns: dict[str, list] = {
+        "partition": [],
+        "offset": [],
+        "timestamp": [],
+        "key": [],
+        "value": [],
+        "headers": [],
+    }
+    for partition, record in records:
+        columns["partition"].append(partition)
+        columns["offset"].append(record.offset)
+        columns["timestamp"].append(record.timestamp * 1000)  # ms → µs
+        columns["key"].append(record.key)
+        columns["value"].append(record.value)
+        columns["headers"].append([{"key": k, "value": v} for k, v in record.headers])
+    return columns
+
+
+def write_files(
+    runs: Iterable[tuple],
+    *,
+    bucket_url: str,
+    metadata_json: str,
+    io_properties: dict[str, str],
+    done: dict[int, int],
+) -> Iterator[tuple]:
+    """Executor side: the records of these runs past `done`, as Parquet data files in
+    the table's location. Yields ("file", DataFile) per file and ("offsets", partition,
+    last offset, records) per partition."""
+    runs = sorted(runs, key=lambda r: (r[0], r[2]))
+    if not runs:
+        return
+    store = store_for(bucket_url)
+    data = read_batches(store, [BatchRef(r[3], r[4], r[5]) for r in runs])
+    picked: list[tuple[int, Any]] = []
+    last: dict[int, int] = {}
+    for partition, base, last_offset, key, position, length, rewrite in runs:
+        for batch in run_at_offsets(
+            data.pop(BatchRef(key, position, length)),
+            base_offset=base,
+            last_offset=last_offset,
+            rewrite=rewrite,
+            where=f"{key}@{position}",
+        ):
+            header, records = decode_records(batch.data)
+            if header.is_control:
+                continue
+            for record in records:
+                if record.offset > done.get(partition, -1):
+                    picked.append((partition, record))
+                    last[partition] = max(last.get(partition, -1), record.offset)
+    if not picked:
+        return
+    metadata = TableMetadataUtil.parse_raw(metadata_json)
+    arrow = pa.Table.from_pydict(raw_rows(picked), schema=schema_to_pyarrow(metadata.schema()))
+    io = load_file_io(io_properties, metadata.location)
+    for data_file in _dataframe_to_data_files(metadata, arrow, io, uuid.uuid4(), itertools.count()):
+        yield ("file", data_file)
+    counts: dict[int, int] = {}
+    for partition, _ in picked:
+        counts[partition] = counts.get(partition, 0) + 1
+    for partition, offset in last.items():
+        yield ("offsets", partition, offset, counts[partition])
+
+
+def _write_on_executors(
+    spark: SparkSession,
+    runs: list[tuple],
+    *,
+    bucket_url: str,
+    metadata_json: str,
+    io_properties: dict[str, str],
+    done: dict[int, int],
+) -> list[tuple]:
+    """`write_files` over the runs, one Spark task per group of Kafka partitions."""
+    slices = max(1, min(len({r[0] for r in runs}), spark.sparkContext.defaultParallelism))
+    return (
+        spark.sparkContext.parallelize(runs, slices)
+        .keyBy(lambda r: r[0])
+        .partitionBy(slices, lambda p: p % slices)
+        .values()
+        .mapPartitions(
+            lambda part: write_files(
+                part,
+                bucket_url=bucket_url,
+                metadata_json=metadata_json,
+                io_properties=io_properties,
+                done=done,
+            )
+        )
+        .collect()
+    )
+
+
+def append_table(spark: SparkSession, catalog: RestCatalog, bucket_url: str, spec: dict) -> dict:
+    """Append one table's planned runs past its summary's offsets; commit once."""
+    identifier = (spec["namespace"], spec["table"])
+    conflicts = 0
+    for _ in range(COMMIT_ATTEMPTS):
+        table = catalog.load_table(identifier)
+        done = last_offsets(table)
+        runs = [tuple(r) for r in spec["batches"] if r[2] > done.get(r[0], -1)]
+        outcome = {"id": spec["id"], "conflicts": conflicts, "files": 0, "bytes": 0}
+        if not runs:
+            return {**outcome, **_state(table, appended=0)}
+        written = _write_on_executors(
+            spark,
+            runs,
+            bucket_url=bucket_url,
+            metadata_json=table.metadata.model_dump_json(),
+            io_properties=dict(table.io.properties),
+            done=done,
+        )
+        files = [w[1] for w in written if w[0] == "file"]
+        reached = {w[1]: w[2] for w in written if w[0] == "offsets"}
+        appended = sum(w[3] for w in written if w[0] == "offsets")
+        if not files:
+            return {**outcome, **_state(table, appended=0)}
+        offsets = {**done, **reached}
+        summary = {LAST_OFFSETS: json.dumps({str(p): o for p, o in sorted(offsets.items())})}
+        try:
+            with table.transaction() as transaction:
+                with transaction.update_snapshot(snapshot_properties=summary).fast_append() as add:
+                    for data_file in files:
+                        add.append_data_file(data_file)
+        except CommitFailedException:
+            # Someone else appended first: drop these files, start from their snapshot.
+            conflicts += 1
+            for data_file in files:
+                table.io.delete(data_file.file_path)
+            continue
+        ToOutputFile.table_metadata(table.metadata, table.io.new_output(table.metadata_location))
+        return {
+            **outcome,
+            "files": len(files),
+            "bytes": sum(f.file_size_in_bytes for f in files),
+            **_state(table, appended=appended),
+        }
+    raise CommitFailedException(f"{identifier}: {COMMIT_ATTEMPTS} commits in a row lost a race")
+
+
+def _state(table: Table, *, appended: int) -> dict:
+    snapshot = table.current_snapshot()
+    rows = 0
+    if snapshot is not None and snapshot.summary is not None:
+        rows = int(snapshot.summary["total-records"] or 0)
+    return {
+        "appended": appended,
+        "rows": rows,
+        "last_offsets": {str(p): o for p, o in sorted(last_offsets(table).items())},
+        "snapshot_id": snapshot.snapshot_id if snapshot is not None else None,
+    }
+
+
+def run(spark: SparkSession, plan: dict) -> dict:
+    """Append every planned table; one table's failure does not stop the others."""
+    catalog = RestCatalog("floe", uri=plan["catalog_url"], token=plan["catalog_token"])
+    results = []
+    for spec in plan["tables"]:
+        try:
+            results.append(append_table(spark, catalog, plan["bucket_url"], spec))
+        except Exception as exc:  # reported per table: the control plane shows last_error
+            results.append({"id": spec["id"], "error": f"{type(exc).__name__}: {exc}"[:2000]})
+    return {"tables": results}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return job_main(argv, name="table_append", run=run)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,192 @@
+"""Topics as Iceberg tables, end to end: records produced by librdkafka to a real agent,
+the topic switched on through the REST API, the table_append job run (the in-process
+driver, as a jobs-role agent runs it), and the table read back through the cluster's
+catalog by PyIceberg and by DuckDB: every record once, equal to what a consumer reads;
+a later append adds only the new records, a retried one nothing."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from pyiceberg.catalog.rest import RestCatalog
+from rest_framework.test import APIClient
+
+from tests.factories import make_api_key, make_cluster
+from tests.jobs import driver
+from tests.virtualclusters.tables.readers import duckdb_rows
+from virtualclusters.jobs import services as jobs_services
+from virtualclusters.jobs.models import JobRun
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+]
+
+TOPIC, PARTITIONS = "orders", 3
+
+
+def produce(bootstrap: str, start: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    failures: list = []
+    for n in range(start, start + count):
+        producer.produce(
+            TOPIC,
+            key=None if n % 7 == 0 else f"k{n}".encode(),
+            value=f"order {n}".encode() * (1 + n % 3),
+            partition=n % PARTITIONS,
+            headers=[("source", f"s{n % 2}".encode())] if n % 5 == 0 else None,
+            on_delivery=lambda err, msg: err and failures.append(err),
+        )
+    assert producer.flush(20) == 0
+    assert not failures, failures[:3]
+
+
+def consumed(bootstrap: str) -> list[tuple]:
+    """(partition, offset, timestamp ms, key, value, headers) of every record."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "tables", "enable.auto.commit": False}
+    )
+    ends = {
+        p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
+        for p in range(PARTITIONS)
+    }
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    out, done = [], {p for p, end in ends.items() if end == 0}
+    deadline = time.monotonic() + 30
+    while len(done) < PARTITIONS and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is None:
+            continue
+        if msg.error():
+            raise KafkaException(msg.error())
+        headers = [(k, v) for k, v in (msg.headers() or [])]
+        out.append(
+            (msg.partition(), msg.offset(), msg.timestamp()[1], msg.key(), msg.value(), headers)
+        )
+        if msg.offset() + 1 >= ends[msg.partition()]:
+            done.add(msg.partition())
+    consumer.close()
+    assert len(done) == PARTITIONS
+    return sorted(out)
+
+
+def table_rows(rest: RestCatalog) -> list[tuple]:
+    rows = rest.load_table(("topics", TOPIC)).scan().to_arrow().to_pylist()
+    return sorted(
+        (
+            r["partition"],
+            r["offset"],
+            int(r["timestamp"].timestamp() * 1000),
+            r["key"],
+            r["value"],
+            [(h["key"], h["value"]) for h in r["headers"]],
+        )
+        for r in rows
+    )
+
+
+def append(cluster) -> JobRun:
+    run = jobs_services.job_dispatch(cluster=cluster, kind=JobRun.Kind.TABLE_APPEND)
+    assert run is not None, "the table should be due"
+    run = driver.job_run_execute(run_id=run.id)
+    assert run.state == "succeeded", run.error
+    assert not run.details["errors"], run.details
+    return run
+
+
+def test_a_topic_table_holds_every_record_once_for_pyiceberg_and_duckdb(
+    agent, live_server, spark, jobs_settings, monkeypatch
+):
+    cluster, key = make_cluster("tables", auto_create_topics=False)
+    api_key = make_api_key(cluster.organization)
+    monkeypatch.setattr(driver, "CONTROL_PLANE_URL", live_server.url)
+    monkeypatch.setattr(driver, "AGENT_KEY", key)
+    a = agent(key)
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    for future in admin.create_topics(
+        [NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)], operation_timeout=10
+    ).values():
+        future.result(15)
+    produce(a.bootstrap, 0, 150)
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key}")
+    path = f"/api/v1/clusters/{cluster.public_id}/topics/{TOPIC}/table/"
+    switched = client.put(path, {"schema": "raw", "freshness_seconds": 1}, format="json")
+    assert switched.status_code == 200, switched.content
+    state = switched.json()
+    assert (state["state"], state["namespace"], state["table"], state["rows"]) == (
+        "active",
+        "topics",
+        TOPIC,
+        0,
+    )
+    assert state["lag_records"] == 150
+    catalog_url = f"{live_server.url}/iceberg/{cluster.public_id}"
+    assert state["catalog_url"].endswith(f"/iceberg/{cluster.public_id}")
+
+    run = append(cluster)
+    assert run.details["appended"] == 150
+
+    rest = RestCatalog("floe", uri=catalog_url, token=api_key)
+    expected = consumed(a.bootstrap)
+    assert len(expected) == 150
+    assert table_rows(rest) == expected
+    assert duckdb_rows(
+        catalog_url,
+        api_key,
+        "topics",
+        TOPIC,
+        'SELECT count(*), count(DISTINCT (partition, "offset")), sum(octet_length(value))'
+        " FROM {table}",
+    ) == [(150, 150, sum(len(r[4]) for r in expected))]
+    state = client.get(path).json()
+    assert state["rows"] == 150 and state["lag_records"] == 0
+    assert state["last_offsets"] == {str(p): 49 for p in range(PARTITIONS)}
+
+    # More records; the next run is planned, then its step runs twice (a re-leased job
+    # doing the same work again): the second finds the range in the table's summary.
+    produce(a.bootstrap, 150, 60)
+    time.sleep(1.1)  # the table's freshness interval
+    run = jobs_services.job_dispatch(cluster=cluster, kind=JobRun.Kind.TABLE_APPEND)
+    assert run is not None
+    run = jobs_services.job_run_start(run_id=run.id)
+    step = jobs_services.job_run_advance(run=run).step
+    assert step is not None and step.job == "table_append"
+    cluster.refresh_from_db()  # the agent gave it its bucket
+    plan = driver._with_agent_parts(step.plan, cluster.bucket_url)
+    first = driver.spark_step("table_append", plan)
+    again = driver.spark_step("table_append", plan)
+    assert first["tables"][0]["appended"] == 60, first
+    assert again["tables"][0]["appended"] == 0, again
+    assert again["tables"][0]["rows"] == 210
+    jobs_services.job_run_advance(run=run, result=first)
+
+    expected = consumed(a.bootstrap)
+    assert len(expected) == 210
+    assert table_rows(rest) == expected
+    assert duckdb_rows(
+        catalog_url,
+        api_key,
+        "topics",
+        TOPIC,
+        'SELECT count(*), count(DISTINCT (partition, "offset")) FROM {table}',
+    ) == [(210, 210)]
+    assert len(rest.load_table(("topics", TOPIC)).metadata.snapshots) == 2
+    state = client.get(path).json()
+    assert (state["rows"], state["lag_records"]) == (210, 0)
+    # The job wrote the committed metadata file where the catalog points.
+    assert Path(unquote(urlsplit(state["metadata_location"]).path)).is_file()
+
+    # Stopped: nothing is due however many records come.
+    assert client.delete(path).status_code == 204
+    produce(a.bootstrap, 210, 3)
+    time.sleep(1.1)
+    assert jobs_services.job_dispatch(cluster=cluster, kind=JobRun.Kind.TABLE_APPEND) is None
+    assert client.get(path).json()["state"] == "stopped"

@@ -1,0 +1,252 @@
+"""Topics as Iceberg tables: switching a topic's table on and off, its state, and the
+``table_append`` job run (its plan, and what the control plane keeps of its result).
+
+A topic table is an Iceberg table of the cluster's catalog (namespace `NAMESPACE`) with
+the raw schema (`RAW_SCHEMA`: Kafka's partition, offset, timestamp, key, value and
+headers). Beat's check queues a ``table_append`` run when an active table is due (its
+freshness interval passed and its topic has records past its last offsets); the run's
+one step is ``jobs/table_append.py`` on a jobs-role agent, which commits through the
+catalog itself. The source of truth for how far a table got is its current snapshot's
+summary (``floe.last-offsets``), read here from the catalog's metadata document.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import DayTransform, HourTransform
+from pyiceberg.types import (
+    BinaryType,
+    IntegerType,
+    ListType,
+    LongType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestamptzType,
+)
+
+from metadata_store import rewrites
+from metadata_store.models import Topic
+from virtualclusters.jobs.models import JobRun
+from virtualclusters.jobs.steps import Step
+from virtualclusters.models import VirtualCluster
+from virtualclusters.tables import catalog
+from virtualclusters.tables.models import TopicTable
+from virtualclusters.tables.selectors import (
+    due_tables,
+    lag_records,
+    table_last_offsets,
+    table_rows,
+)
+
+NAMESPACE = "topics"
+PARTITION_BY = {"day": DayTransform, "hour": HourTransform}
+RAW_SCHEMA = Schema(
+    NestedField(1, "partition", IntegerType(), required=True),
+    NestedField(2, "offset", LongType(), required=True),
+    NestedField(3, "timestamp", TimestamptzType(), required=True),
+    NestedField(4, "key", BinaryType(), required=False),
+    NestedField(5, "value", BinaryType(), required=False),
+    NestedField(
+        6,
+        "headers",
+        ListType(
+            7,
+            StructType(
+                NestedField(8, "key", StringType(), required=False),
+                NestedField(9, "value", BinaryType(), required=False),
+            ),
+            element_required=False,
+        ),
+        required=False,
+    ),
+)
+# The job retries a lost commit race itself, from the new snapshot (PyIceberg's own
+# retry would re-add the same files on top of a snapshot that may already hold them).
+TABLE_PROPERTIES = {"commit.retry.num-retries": "0"}
+
+
+class TopicTableError(ValueError):
+    """A request to switch a topic's table on that cannot be honoured (400, or 409 with
+    `conflict`)."""
+
+    def __init__(self, field: str, message: str, *, conflict: bool = False) -> None:
+        super().__init__(message)
+        self.field, self.message, self.conflict = field, message, conflict
+
+
+def catalog_path(cluster: VirtualCluster) -> str:
+    """The catalog's base URI under the control plane (``catalog_url`` minus the host)."""
+    return f"/iceberg/{cluster.public_id}"
+
+
+def catalog_url(cluster: VirtualCluster) -> str:
+    return settings.FLOE_PUBLIC_URL.rstrip("/") + catalog_path(cluster)
+
+
+def _partition_spec(partition_by: str) -> PartitionSpec | None:
+    if not partition_by:
+        return None
+    transform = PARTITION_BY.get(partition_by)
+    if transform is None:
+        raise TopicTableError(
+            "partition_by", "Partition raw tables by 'day' or 'hour' of the record timestamp."
+        )
+    return PartitionSpec(
+        PartitionField(
+            source_id=3, field_id=1000, transform=transform(), name=f"timestamp_{partition_by}"
+        )
+    )
+
+
+@transaction.atomic
+def topic_table_enable(
+    *,
+    topic: Topic,
+    schema: object,
+    table: str = "",
+    partition_by: str = "",
+    freshness_seconds: int = 60,
+) -> TopicTable:
+    """Keep `topic` as an Iceberg table (created now, empty; the append job fills it
+    from the topic's log start). Again on an existing one: its freshness and state
+    change; its schema, name and partitioning cannot (409)."""
+    if schema != "raw":
+        raise TopicTableError("schema", 'Only the raw schema is supported so far: "raw".')
+    if not 1 <= freshness_seconds <= 86_400:
+        raise TopicTableError("freshness_seconds", "Between 1 and 86400 seconds.")
+    name = table or topic.name.replace(".", "_")
+    existing = TopicTable.objects.select_for_update().filter(topic=topic).first()
+    if existing is not None:
+        if (name, partition_by) != (existing.table.name, existing.partition_by):
+            raise TopicTableError(
+                "table",
+                f"The topic is already kept as {existing.table} (partition_by "
+                f"{existing.partition_by or 'none'}): DELETE it and drop the table first.",
+                conflict=True,
+            )
+        existing.freshness_seconds = freshness_seconds
+        existing.state = TopicTable.State.ACTIVE
+        existing.save(update_fields=["freshness_seconds", "state"])
+        return existing
+    cluster = topic.cluster
+    catalog.namespace_ensure(cluster=cluster, name=NAMESPACE)
+    try:
+        created = catalog.table_create(
+            cluster=cluster,
+            namespace=NAMESPACE,
+            name=name,
+            schema=RAW_SCHEMA,
+            partition_spec=_partition_spec(partition_by),
+            properties=dict(TABLE_PROPERTIES),
+        )
+    except catalog.CatalogError as exc:
+        raise TopicTableError("table", exc.message, conflict=exc.code == 409) from None
+    return TopicTable.objects.create(
+        topic=topic,
+        table=created,
+        schema={"kind": "raw"},
+        partition_by=partition_by,
+        freshness_seconds=freshness_seconds,
+    )
+
+
+def topic_table_stop(*, topic_table: TopicTable) -> None:
+    """No more appends (the table and its data stay; PUT starts them again)."""
+    TopicTable.objects.filter(pk=topic_table.pk).update(state=TopicTable.State.STOPPED)
+    topic_table.state = TopicTable.State.STOPPED
+
+
+def topic_table_state(topic_table: TopicTable) -> dict:
+    """What ``GET …/topics/{name}/table/`` answers."""
+    table = topic_table.table
+    offsets = table_last_offsets(table)
+    cluster = topic_table.topic.cluster
+    return {
+        "state": topic_table.state,
+        "catalog_url": catalog_url(cluster),
+        "namespace": table.namespace.name,
+        "table": table.name,
+        "schema": "raw",
+        "partition_by": topic_table.partition_by or None,
+        "freshness_seconds": topic_table.freshness_seconds,
+        "metadata_location": table.metadata_location,
+        "rows": table_rows(table),
+        "last_offsets": {str(p): o for p, o in sorted(offsets.items())},
+        "lag_records": lag_records(topic_table, offsets),
+        "last_appended_at": topic_table.last_appended_at,
+        "last_error": topic_table.last_error,
+    }
+
+
+# --- the table_append job run -------------------------------------------------------
+
+
+def table_append_begin(run: JobRun) -> Step | dict:
+    """The step: for each due table, the partition runs past its last offsets."""
+    tables = []
+    for topic_table in due_tables(run.cluster, now=timezone.now()):
+        offsets = table_last_offsets(topic_table.table)
+        runs = rewrites.runs_after(
+            str(topic_table.topic_id),
+            {p: o + 1 for p, o in offsets.items()},
+            max_bytes=settings.FLOE_TABLE_APPEND_MAX_BYTES,
+        )
+        if runs:
+            tables.append(
+                {
+                    "id": topic_table.public_id,
+                    "namespace": topic_table.table.namespace.name,
+                    "table": topic_table.table.name,
+                    "schema": topic_table.schema,
+                    "batches": [list(r) for r in runs],
+                }
+            )
+    if not tables:
+        return {"details": {"skipped": "no topic table is due"}}
+    return Step(
+        "table_append",
+        {"catalog_path": catalog_path(run.cluster), "tables": tables},
+        stage="appending",
+    )
+
+
+def table_append_continue(run: JobRun, result: dict) -> dict:
+    """Record each table's outcome (the commit itself went through the catalog)."""
+    now = timezone.now()
+    outcomes = [t for t in result.get("tables") or [] if isinstance(t, dict)]
+    by_id = {
+        t.public_id: t
+        for t in TopicTable.objects.filter(
+            topic__cluster=run.cluster, public_id__in=[str(o.get("id")) for o in outcomes]
+        )
+    }
+    errors: list[str] = []
+    for outcome in outcomes:
+        topic_table = by_id.get(str(outcome.get("id")))
+        if topic_table is None:
+            continue
+        error = str(outcome.get("error") or "")[:2000]
+        if error:
+            errors.append(f"{topic_table.table.name}: {error}")
+            TopicTable.objects.filter(pk=topic_table.pk).update(last_error=error)
+        else:
+            TopicTable.objects.filter(pk=topic_table.pk).update(last_error="", last_appended_at=now)
+    if outcomes and len(errors) == len(outcomes):
+        raise RuntimeError("; ".join(errors))  # the run fails (and backs off)
+    files = sum(int(o.get("files") or 0) for o in outcomes)
+    details = {
+        "tables": len(outcomes),
+        "appended": sum(int(o.get("appended") or 0) for o in outcomes),
+        "conflicts": sum(int(o.get("conflicts") or 0) for o in outcomes),
+        "errors": errors,
+    }
+    return {
+        "output_files": files,
+        "output_bytes": sum(int(o.get("bytes") or 0) for o in outcomes),
+        "details": details,
+    }
