@@ -17,8 +17,11 @@ file at the location the catalog answered (the control plane never opens the buc
 Plan: ``catalog_path`` (the cluster's catalog under the control plane; the agent that
 runs it adds ``catalog_url`` and ``catalog_token``: its control plane's URL and its
 agent key), ``bucket_url`` and ``tables``: [{``id``,
-``namespace``, ``table``, ``schema`` ({"kind": "raw"}), ``batches``: partition runs as
-`RUN_COLUMNS`}]. Result: ``tables``: [{``id``, ``appended``, ``rows``,
+``namespace``, ``table``, ``schema`` ({"kind": "raw"}, or {"kind": "avro", "texts":
+the registry's prefix in the bucket, "reader": fingerprint, "writers": {id:
+fingerprint}}), ``batches``: partition runs as `RUN_COLUMNS`}]. An Avro table's columns
+are the value's fields (added by name before the first append of a new version) and
+``kafka``: a struct of partition, offset, timestamp, key and headers. Result: ``tables``: [{``id``, ``appended``, ``rows``,
 ``last_offsets``, ``files``, ``bytes``, ``snapshot_id``, ``conflicts``}].
 """
 
@@ -42,6 +45,7 @@ from pyiceberg.table.metadata import TableMetadataUtil
 from pyspark.sql import SparkSession
 
 from core.kafka.records import decode_records
+from jobs.avro_columns import Decoder, value_schema
 from jobs.cli import job_main
 from jobs.segment_io import BatchRef, read_batches, run_at_offsets, store_for
 
@@ -87,6 +91,27 @@ def raw_rows(records: Iterable[tuple[int, Any]]) -> dict[str, list]:
     return columns
 
 
+def avro_rows(records: Iterable[tuple[int, Any]], decoder: Decoder) -> list[dict]:
+    """Rows of an Avro table: the value's fields, and Kafka's own in the `kafka` struct."""
+    rows = []
+    for partition, record in records:
+        try:
+            fields = decoder.decode(record.value)
+        except Exception as exc:  # a dead-letter table will take these (not yet)
+            raise ValueError(
+                f"partition {partition} offset {record.offset}: cannot decode the value: {exc}"
+            ) from None
+        fields["kafka"] = {
+            "partition": partition,
+            "offset": record.offset,
+            "timestamp": record.timestamp * 1000,
+            "key": record.key,
+            "headers": [{"key": k, "value": v} for k, v in record.headers],
+        }
+        rows.append(fields)
+    return rows
+
+
 def write_files(
     runs: Iterable[tuple],
     *,
@@ -94,6 +119,7 @@ def write_files(
     metadata_json: str,
     io_properties: dict[str, str],
     done: dict[int, int],
+    avro: dict | None = None,
 ) -> Iterator[tuple]:
     """Executor side: the records of these runs past `done`, as Parquet data files in
     the table's location. Yields ("file", DataFile) per file and ("offsets", partition,
@@ -123,7 +149,12 @@ def write_files(
     if not picked:
         return
     metadata = TableMetadataUtil.parse_raw(metadata_json)
-    arrow = pa.Table.from_pydict(raw_rows(picked), schema=schema_to_pyarrow(metadata.schema()))
+    arrow_schema = schema_to_pyarrow(metadata.schema())
+    if avro is None:
+        arrow = pa.Table.from_pydict(raw_rows(picked), schema=arrow_schema)
+    else:
+        decoder = Decoder(avro["reader"], {int(i): w for i, w in avro["writers"].items()})
+        arrow = pa.Table.from_pylist(avro_rows(picked, decoder), schema=arrow_schema)
     io = load_file_io(io_properties, metadata.location)
     for data_file in _dataframe_to_data_files(metadata, arrow, io, uuid.uuid4(), itertools.count()):
         yield ("file", data_file)
@@ -134,6 +165,37 @@ def write_files(
         yield ("offsets", partition, offset, counts[partition])
 
 
+def avro_schemas(bucket_url: str, schema: dict) -> dict:
+    """The reader's schema and every writer's, by id, from the registry's texts in the
+    bucket (``<cluster>/_schemas/<fingerprint>.json``)."""
+    store = store_for(bucket_url)
+
+    def text(fingerprint: str) -> dict:
+        document = json.loads(store.get(f"{schema['texts']}{fingerprint}.json"))
+        if document.get("schemaType", "AVRO") != "AVRO" or document.get("references"):
+            raise ValueError(f"schema {fingerprint[:12]}…: only Avro without references")
+        parsed: dict = json.loads(document["schema"])
+        return parsed
+
+    return {
+        "reader": text(schema["reader"]),
+        "writers": {str(i): text(fp) for i, fp in schema["writers"].items()},
+    }
+
+
+def columns_ensure(table: Table, reader: dict) -> None:
+    """Add the value's fields the table lacks as columns (by name, through the catalog;
+    a column is never dropped or retyped)."""
+    wanted = value_schema(reader)
+    if "kafka" in wanted.names:
+        raise ValueError("the value has a field named 'kafka', the table's Kafka column")
+    present = {field.name for field in table.schema().fields}
+    if set(wanted.names) <= present:
+        return
+    with table.update_schema() as update:
+        update.union_by_name(wanted)
+
+
 def _write_on_executors(
     spark: SparkSession,
     runs: list[tuple],
@@ -142,6 +204,7 @@ def _write_on_executors(
     metadata_json: str,
     io_properties: dict[str, str],
     done: dict[int, int],
+    avro: dict | None,
 ) -> list[tuple]:
     """`write_files` over the runs, one Spark task per group of Kafka partitions."""
     slices = max(1, min(len({r[0] for r in runs}), spark.sparkContext.defaultParallelism))
@@ -157,6 +220,7 @@ def _write_on_executors(
                 metadata_json=metadata_json,
                 io_properties=io_properties,
                 done=done,
+                avro=avro,
             )
         )
         .collect()
@@ -166,6 +230,9 @@ def _write_on_executors(
 def append_table(spark: SparkSession, catalog: RestCatalog, bucket_url: str, spec: dict) -> dict:
     """Append one table's planned runs past its summary's offsets; commit once."""
     identifier = (spec["namespace"], spec["table"])
+    avro = avro_schemas(bucket_url, spec["schema"]) if spec["schema"]["kind"] == "avro" else None
+    if avro is not None:
+        columns_ensure(catalog.load_table(identifier), avro["reader"])
     conflicts = 0
     for _ in range(COMMIT_ATTEMPTS):
         table = catalog.load_table(identifier)
@@ -181,6 +248,7 @@ def append_table(spark: SparkSession, catalog: RestCatalog, bucket_url: str, spe
             metadata_json=table.metadata.model_dump_json(),
             io_properties=dict(table.io.properties),
             done=done,
+            avro=avro,
         )
         files = [w[1] for w in written if w[0] == "file"]
         reached = {w[1]: w[2] for w in written if w[0] == "offsets"}

@@ -1,4 +1,5 @@
-"""Topics as Iceberg tables, end to end: records produced by librdkafka to a real agent,
+"""Topics as Iceberg tables, end to end: records produced by librdkafka to a real agent
+(raw, and Avro through the agent's Schema Registry),
 the topic switched on through the REST API, the table_append job run (the in-process
 driver, as a jobs-role agent runs it), and the table read back through the cluster's
 catalog by PyIceberg and by DuckDB: every record once, equal to what a consumer reads;
@@ -6,6 +7,7 @@ a later append adds only the new records, a retried one nothing."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -13,6 +15,9 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog.rest import RestCatalog
 from rest_framework.test import APIClient
 
@@ -190,3 +195,103 @@ def test_a_topic_table_holds_every_record_once_for_pyiceberg_and_duckdb(
     time.sleep(1.1)
     assert jobs_services.job_dispatch(cluster=cluster, kind=JobRun.Kind.TABLE_APPEND) is None
     assert client.get(path).json()["state"] == "stopped"
+
+
+PAYMENT_V1 = {
+    "type": "record",
+    "name": "Payment",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "payer", "type": "string"},
+        {"name": "amount", "type": "double"},
+        {"name": "settled", "type": ["null", "boolean"], "default": None},
+    ],
+}
+PAYMENT_V2 = {  # a compatible new version: one more optional field
+    **PAYMENT_V1,
+    "fields": [
+        *PAYMENT_V1["fields"],
+        {"name": "note", "type": ["null", "string"], "default": None},
+    ],
+}
+
+
+def produce_avro(a, schema: dict, start: int, count: int) -> list[dict]:
+    serialize = AvroSerializer(SchemaRegistryClient({"url": a.registry_url}), json.dumps(schema))
+    producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 5})
+    values = []
+    for n in range(start, start + count):
+        value = {
+            "id": n,
+            "payer": f"payer-{n}",
+            "amount": n * 1.5,
+            "settled": None if n % 4 else n % 8 == 0,
+        }
+        if "note" in json.dumps(schema):
+            value["note"] = f"note {n}"
+        values.append(value)
+        producer.produce(
+            "payments",
+            key=f"k{n}".encode(),
+            value=serialize(value, SerializationContext("payments", MessageField.VALUE)),
+            partition=n % PARTITIONS,
+        )
+    assert producer.flush(20) == 0
+    return values
+
+
+def test_an_avro_topic_becomes_columns_and_a_new_subject_version_adds_one(
+    agent, live_server, spark, jobs_settings, monkeypatch
+):
+    cluster, key = make_cluster("avro-tables", auto_create_topics=False)
+    api_key = make_api_key(cluster.organization)
+    monkeypatch.setattr(driver, "CONTROL_PLANE_URL", live_server.url)
+    monkeypatch.setattr(driver, "AGENT_KEY", key)
+    a = agent(key)
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    created = admin.create_topics(
+        [NewTopic("payments", num_partitions=PARTITIONS, replication_factor=1)]
+    )
+    created["payments"].result(15)
+    sent = produce_avro(a, PAYMENT_V1, 0, 90)
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key}")
+    path = f"/api/v1/clusters/{cluster.public_id}/topics/payments/table/"
+    body = {"schema": {"subject": "payments-value", "version": "latest"}, "freshness_seconds": 1}
+    switched = client.put(path, body, format="json")
+    assert switched.status_code == 200, switched.content
+    assert switched.json()["schema"] == {"subject": "payments-value", "version": "latest"}
+    run = append(cluster)
+    assert run.details["appended"] == 90
+    catalog_url = f"{live_server.url}/iceberg/{cluster.public_id}"
+    rest = RestCatalog("floe", uri=catalog_url, token=api_key)
+
+    def rows() -> list[dict]:
+        found = rest.load_table(("topics", "payments")).scan().to_arrow().to_pylist()
+        return sorted(found, key=lambda r: r["id"])
+
+    got = rows()
+    assert [{k: r[k] for k in ("id", "payer", "amount", "settled")} for r in got] == sent
+    assert sorted((r["kafka"]["partition"], r["kafka"]["offset"]) for r in got) == sorted(
+        (p, o) for p in range(PARTITIONS) for o in range(30)
+    )
+    assert all(r["kafka"]["key"] == f"k{r['id']}".encode() for r in got)
+    assert all(r["kafka"]["partition"] == r["id"] % PARTITIONS for r in got)
+
+    sent += produce_avro(a, PAYMENT_V2, 90, 30)
+    time.sleep(1.1)
+    run = append(cluster)
+    assert run.details["appended"] == 30
+    got = rows()
+    assert len(got) == 120
+    assert [r["note"] for r in got] == [None] * 90 + [f"note {n}" for n in range(90, 120)]
+    assert [r["payer"] for r in got] == [v["payer"] for v in sent]
+    assert duckdb_rows(
+        catalog_url,
+        api_key,
+        "topics",
+        "payments",
+        "SELECT count(*), count(DISTINCT (kafka.partition, kafka.offset)), sum(id),"
+        " count(note) FROM {table}",
+    ) == [(120, 120, sum(range(120)), 30)]

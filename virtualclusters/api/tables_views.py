@@ -18,7 +18,11 @@ from virtualclusters.tables.models import TopicTable
 
 
 class TopicTableRequestSerializer(serializers.Serializer):
-    schema = serializers.JSONField(help_text='"raw": key and value as binary.')
+    schema = serializers.JSONField(
+        help_text='"raw" (key and value as binary) or {"subject": "<subject>", "version": '
+        '"latest" | n}: an Avro subject of the cluster\'s Schema Registry, whose fields '
+        "become columns."
+    )
     table = serializers.RegexField(
         r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,199}$",
         required=False,
@@ -43,7 +47,7 @@ class TopicTableSerializer(serializers.Serializer):
     catalog_url = serializers.CharField(help_text="The Iceberg REST catalog's base URI.")
     namespace = serializers.CharField()
     table = serializers.CharField()
-    schema = serializers.CharField()
+    schema = serializers.JSONField(help_text='"raw", or {"subject", "version"}.')
     partition_by = serializers.CharField(allow_null=True)
     freshness_seconds = serializers.IntegerField()
     metadata_location = serializers.CharField()

@@ -12,6 +12,8 @@ summary (``floe.last-offsets``), read here from the catalog's metadata document.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -65,6 +67,40 @@ RAW_SCHEMA = Schema(
         required=False,
     ),
 )
+# An Avro table: the value's fields as columns (the job adds them by name from the
+# subject's schema, which only the bucket holds) and Kafka's own in one struct.
+AVRO_BASE_SCHEMA = Schema(
+    NestedField(
+        1,
+        "kafka",
+        StructType(
+            NestedField(2, "partition", IntegerType(), required=True),
+            NestedField(3, "offset", LongType(), required=True),
+            NestedField(4, "timestamp", TimestamptzType(), required=True),
+            NestedField(5, "key", BinaryType(), required=False),
+            NestedField(
+                6,
+                "headers",
+                ListType(
+                    7,
+                    StructType(
+                        NestedField(8, "key", StringType(), required=False),
+                        NestedField(9, "value", BinaryType(), required=False),
+                    ),
+                    element_required=False,
+                ),
+                required=False,
+            ),
+        ),
+        required=True,
+    ),
+)
+TIMESTAMP_FIELD = {"raw": 3, "avro": 4}  # the record timestamp's field id
+# The schema registry app (which no other app imports) registers how to read a
+# subject's versions at start: (cluster, subject) → [{"version", "id", "fingerprint",
+# "schema_type", "references", "deleted"}, …] oldest first.
+SUBJECT_VERSIONS: list[Callable[[VirtualCluster, str], list[dict]]] = []
+
 # The job retries a lost commit race itself, from the new snapshot (PyIceberg's own
 # retry would re-add the same files on top of a snapshot that may already hold them).
 TABLE_PROPERTIES = {"commit.retry.num-retries": "0"}
@@ -88,19 +124,69 @@ def catalog_url(cluster: VirtualCluster) -> str:
     return settings.FLOE_PUBLIC_URL.rstrip("/") + catalog_path(cluster)
 
 
-def _partition_spec(partition_by: str) -> PartitionSpec | None:
+def _partition_spec(partition_by: str, kind: str) -> PartitionSpec | None:
     if not partition_by:
         return None
     transform = PARTITION_BY.get(partition_by)
     if transform is None:
         raise TopicTableError(
-            "partition_by", "Partition raw tables by 'day' or 'hour' of the record timestamp."
+            "partition_by", "Partition by 'day' or 'hour' of the record timestamp."
         )
     return PartitionSpec(
         PartitionField(
             source_id=3, field_id=1000, transform=transform(), name=f"timestamp_{partition_by}"
         )
     )
+
+
+def _subject_versions(cluster: VirtualCluster, subject: str) -> list[dict]:
+    if not SUBJECT_VERSIONS:
+        raise TopicTableError("schema", "The Schema Registry is not installed.")
+    return [v for v in SUBJECT_VERSIONS[0](cluster, subject) if not v.get("deleted")]
+
+
+def _schema_kept(cluster: VirtualCluster, schema: object) -> dict:
+    """What a PUT's schema is kept as: {"kind": "raw"} or {"kind": "avro", "subject",
+    "version": n | "latest"} (an Avro subject with that version, without references)."""
+    if schema == "raw":
+        return {"kind": "raw"}
+    if not isinstance(schema, dict) or not isinstance(schema.get("subject"), str):
+        raise TopicTableError(
+            "schema", 'Either "raw" or {"subject": "<subject>", "version": "latest" | n}.'
+        )
+    version = schema.get("version", "latest")
+    if version != "latest" and (not isinstance(version, int) or version < 1):
+        raise TopicTableError("schema", 'The version is "latest" or a version number.')
+    found = _version(_subject_versions(cluster, schema["subject"]), schema["subject"], version)
+    if found["schema_type"] != "AVRO" or found["references"]:
+        raise TopicTableError(
+            "schema", "Only Avro subjects without references can be tables so far."
+        )
+    return {"kind": "avro", "subject": schema["subject"], "version": version}
+
+
+def _version(versions: list[dict], subject: str, version: object) -> dict:
+    if not versions:
+        raise TopicTableError("schema", f"The Schema Registry has no subject {subject!r}.")
+    if version == "latest":
+        return versions[-1]
+    for row in versions:
+        if row["version"] == version:
+            return row
+    raise TopicTableError("schema", f"The subject {subject!r} has no version {version}.")
+
+
+def _plan_schema(cluster: VirtualCluster, kept: dict) -> dict:
+    """The job's view of a table's schema: the texts' fingerprints and every writer's id."""
+    if kept["kind"] == "raw":
+        return kept
+    versions = _subject_versions(cluster, kept["subject"])
+    return {
+        "kind": "avro",
+        "texts": f"{cluster.public_id}/_schemas/",
+        "reader": _version(versions, kept["subject"], kept["version"])["fingerprint"],
+        "writers": {str(v["id"]): v["fingerprint"] for v in versions},
+    }
 
 
 @transaction.atomic
@@ -115,18 +201,22 @@ def topic_table_enable(
     """Keep `topic` as an Iceberg table (created now, empty; the append job fills it
     from the topic's log start). Again on an existing one: its freshness and state
     change; its schema, name and partitioning cannot (409)."""
-    if schema != "raw":
-        raise TopicTableError("schema", 'Only the raw schema is supported so far: "raw".')
+    kept = _schema_kept(topic.cluster, schema)
     if not 1 <= freshness_seconds <= 86_400:
         raise TopicTableError("freshness_seconds", "Between 1 and 86400 seconds.")
     name = table or topic.name.replace(".", "_")
     existing = TopicTable.objects.select_for_update().filter(topic=topic).first()
     if existing is not None:
-        if (name, partition_by) != (existing.table.name, existing.partition_by):
+        if (name, partition_by, kept) != (
+            existing.table.name,
+            existing.partition_by,
+            existing.schema,
+        ):
             raise TopicTableError(
                 "table",
                 f"The topic is already kept as {existing.table} (partition_by "
-                f"{existing.partition_by or 'none'}): DELETE it and drop the table first.",
+                f"{existing.partition_by or 'none'}, schema {existing.schema}): its name, "
+                "partitioning and schema stay; drop the table through the catalog first.",
                 conflict=True,
             )
         existing.freshness_seconds = freshness_seconds
@@ -140,8 +230,8 @@ def topic_table_enable(
             cluster=cluster,
             namespace=NAMESPACE,
             name=name,
-            schema=RAW_SCHEMA,
-            partition_spec=_partition_spec(partition_by),
+            schema=RAW_SCHEMA if kept["kind"] == "raw" else AVRO_BASE_SCHEMA,
+            partition_spec=_partition_spec(partition_by, kept["kind"]),
             properties=dict(TABLE_PROPERTIES),
         )
     except catalog.CatalogError as exc:
@@ -149,7 +239,7 @@ def topic_table_enable(
     return TopicTable.objects.create(
         topic=topic,
         table=created,
-        schema={"kind": "raw"},
+        schema=kept,
         partition_by=partition_by,
         freshness_seconds=freshness_seconds,
     )
@@ -171,7 +261,9 @@ def topic_table_state(topic_table: TopicTable) -> dict:
         "catalog_url": catalog_url(cluster),
         "namespace": table.namespace.name,
         "table": table.name,
-        "schema": "raw",
+        "schema": "raw"
+        if topic_table.schema.get("kind") == "raw"
+        else {k: topic_table.schema[k] for k in ("subject", "version")},
         "partition_by": topic_table.partition_by or None,
         "freshness_seconds": topic_table.freshness_seconds,
         "metadata_location": table.metadata_location,
@@ -202,7 +294,7 @@ def table_append_begin(run: JobRun) -> Step | dict:
                     "id": topic_table.public_id,
                     "namespace": topic_table.table.namespace.name,
                     "table": topic_table.table.name,
-                    "schema": topic_table.schema,
+                    "schema": _plan_schema(run.cluster, topic_table.schema),
                     "batches": [list(r) for r in runs],
                 }
             )
