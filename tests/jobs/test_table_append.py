@@ -3,7 +3,8 @@
 the topic switched on through the REST API, the table_append job run (the in-process
 driver, as a jobs-role agent runs it), and the table read back through the cluster's
 catalog by PyIceberg and by DuckDB: every record once, equal to what a consumer reads;
-a later append adds only the new records, a retried one nothing."""
+a later append adds only the new records; a retried one, or one that loses the commit
+race to another attempt of the same run, nothing."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog.rest import RestCatalog
 from rest_framework.test import APIClient
 
+from jobs import table_append
 from tests.factories import make_api_key, make_cluster
 from tests.jobs import driver
 from tests.virtualclusters.tables.readers import duckdb_rows
@@ -155,8 +157,10 @@ def test_a_topic_table_holds_every_record_once_for_pyiceberg_and_duckdb(
     assert state["rows"] == 150 and state["lag_records"] == 0
     assert state["last_offsets"] == {str(p): 49 for p in range(PARTITIONS)}
 
-    # More records; the next run is planned, then its step runs twice (a re-leased job
-    # doing the same work again): the second finds the range in the table's summary.
+    # More records; the next run is planned, then its step runs while another attempt
+    # of the same run (a re-leased job) commits the same range first: the first loses
+    # the race (409), deletes its files, reloads and finds nothing left to append; a
+    # third attempt appends nothing either.
     produce(a.bootstrap, 150, 60)
     time.sleep(1.1)  # the table's freshness interval
     run = jobs_services.job_dispatch(cluster=cluster, kind=JobRun.Kind.TABLE_APPEND)
@@ -166,12 +170,26 @@ def test_a_topic_table_holds_every_record_once_for_pyiceberg_and_duckdb(
     assert step is not None and step.job == "table_append"
     cluster.refresh_from_db()  # the agent gave it its bucket
     plan = driver._with_agent_parts(step.plan, cluster.bucket_url)
+    real_write, racing = table_append._write_on_executors, [1]
+
+    def write_then_lose_the_race(*args, **kwargs):
+        written = real_write(*args, **kwargs)
+        if racing:
+            racing.pop()
+            other = driver.spark_step("table_append", plan)
+            assert other["tables"][0]["appended"] == 60, other
+        return written
+
+    monkeypatch.setattr(table_append, "_write_on_executors", write_then_lose_the_race)
     first = driver.spark_step("table_append", plan)
     again = driver.spark_step("table_append", plan)
-    assert first["tables"][0]["appended"] == 60, first
-    assert again["tables"][0]["appended"] == 0, again
+    assert (first["tables"][0]["appended"], first["tables"][0]["conflicts"]) == (0, 1), first
+    assert (again["tables"][0]["appended"], again["tables"][0]["conflicts"]) == (0, 0), again
     assert again["tables"][0]["rows"] == 210
     jobs_services.job_run_advance(run=run, result=first)
+    table = rest.load_table(("topics", TOPIC))
+    on_disk = list(Path(unquote(urlsplit(table.location()).path)).rglob("*.parquet"))
+    assert len(on_disk) == len(list(table.scan().plan_files()))  # the loser's are gone
 
     expected = consumed(a.bootstrap)
     assert len(expected) == 210
