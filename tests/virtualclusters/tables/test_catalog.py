@@ -8,6 +8,7 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import NoSuchTableError
 
+from core.storage import open_store
 from tests.virtualclusters.tables.readers import duckdb_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -122,3 +123,31 @@ def test_duckdb_reads_a_table_through_the_catalog(live_server, alice, alice_buck
         (1, "a"),
         (2, "b"),
     ]
+
+
+def test_on_an_s3_bucket_pyiceberg_writes_under_the_clusters_prefix_with_its_own_credentials(
+    live_server, alice, moto_s3_url
+):
+    alice["cluster"].bucket_url = f"{moto_s3_url}&prefix=catalog-test"
+    alice["cluster"].save(update_fields=["bucket_url"])
+    url = catalog_url(live_server, alice["cluster"])
+    rest = RestCatalog("floe", uri=url, token=alice["admin"])  # credentials: the environment
+    endpoint = moto_s3_url.split("endpoint=")[1].split("&")[0]
+    assert rest.properties["s3.endpoint"] == endpoint  # the catalog's config override
+    rest.create_namespace("n")
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+    table = rest.create_table("n.t", schema=rows.schema)
+    bucket = moto_s3_url.split("?")[0]
+    assert table.location().startswith(f"{bucket}/catalog-test/{alice['cluster'].public_id}/")
+    table.append(rows)
+    assert (
+        RestCatalog("again", uri=url, token=alice["admin"])
+        .load_table("n.t")
+        .scan()
+        .to_arrow()
+        .num_rows
+        == 3
+    )
+    keys = [o.key for o in open_store(alice["cluster"].bucket_url).list("")]
+    assert [k for k in keys if k.endswith(".parquet")], keys
+    assert all(k.startswith(f"{alice['cluster'].public_id}/tables/n/t-") for k in keys), keys
