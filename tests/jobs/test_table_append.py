@@ -1,7 +1,7 @@
 """Topics as Iceberg tables, end to end: records produced by librdkafka to a real agent
 (raw, and Avro through the agent's Schema Registry),
-the topic switched on through the REST API, the table_append job run (the in-process
-driver, as a jobs-role agent runs it), and the table read back through the cluster's
+the topic switched on through the REST API, the table_append job run (by the agent's
+jobs role, and by the in-process driver where the test acts between steps), and the table read back through the cluster's
 catalog by PyIceberg and by DuckDB: every record once, equal to what a consumer reads;
 a later append adds only the new records; a retried one, or one that loses the commit
 race to another attempt of the same run, nothing."""
@@ -107,6 +107,21 @@ def append(cluster) -> JobRun:
     return run
 
 
+def append_by_agent(cluster, timeout_s: float = 180) -> JobRun:
+    """Queue a run and wait for the cluster's jobs agent to lease and finish it."""
+    run = jobs_services.job_dispatch(cluster=cluster, kind=JobRun.Kind.TABLE_APPEND)
+    assert run is not None, "the table should be due"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.state in (JobRun.State.SUCCEEDED, JobRun.State.FAILED):
+            break
+        time.sleep(0.25)
+    assert run.state == "succeeded", (run.state, run.error, run.progress)
+    assert not run.details["errors"], run.details
+    return run
+
+
 def test_a_topic_table_holds_every_record_once_for_pyiceberg_and_duckdb(
     agent, live_server, spark, jobs_settings, monkeypatch
 ):
@@ -114,7 +129,7 @@ def test_a_topic_table_holds_every_record_once_for_pyiceberg_and_duckdb(
     api_key = make_api_key(cluster.organization)
     monkeypatch.setattr(driver, "CONTROL_PLANE_URL", live_server.url)
     monkeypatch.setattr(driver, "AGENT_KEY", key)
-    a = agent(key)
+    a = agent(key, extra=["--roles", "produce,consume"])  # this process runs the jobs
     admin = AdminClient({"bootstrap.servers": a.bootstrap})
     for future in admin.create_topics(
         [NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)], operation_timeout=10
@@ -259,13 +274,11 @@ def produce_avro(a, schema: dict, start: int, count: int) -> list[dict]:
 
 
 def test_an_avro_topic_becomes_columns_and_a_new_subject_version_adds_one(
-    agent, live_server, spark, jobs_settings, monkeypatch
+    agent, live_server, jobs_settings
 ):
     cluster, key = make_cluster("avro-tables", auto_create_topics=False)
     api_key = make_api_key(cluster.organization)
-    monkeypatch.setattr(driver, "CONTROL_PLANE_URL", live_server.url)
-    monkeypatch.setattr(driver, "AGENT_KEY", key)
-    a = agent(key)
+    a = agent(key)  # every role: its jobs role runs the appends, on its own Spark
     admin = AdminClient({"bootstrap.servers": a.bootstrap})
     created = admin.create_topics(
         [NewTopic("payments", num_partitions=PARTITIONS, replication_factor=1)]
@@ -280,7 +293,7 @@ def test_an_avro_topic_becomes_columns_and_a_new_subject_version_adds_one(
     switched = client.put(path, body, format="json")
     assert switched.status_code == 200, switched.content
     assert switched.json()["schema"] == {"subject": "payments-value", "version": "latest"}
-    run = append(cluster)
+    run = append_by_agent(cluster)
     assert run.details["appended"] == 90
     catalog_url = f"{live_server.url}/iceberg/{cluster.public_id}"
     rest = RestCatalog("floe", uri=catalog_url, token=api_key)
@@ -299,7 +312,7 @@ def test_an_avro_topic_becomes_columns_and_a_new_subject_version_adds_one(
 
     sent += produce_avro(a, PAYMENT_V2, 90, 30)
     time.sleep(1.1)
-    run = append(cluster)
+    run = append_by_agent(cluster)
     assert run.details["appended"] == 30
     got = rows()
     assert len(got) == 120
