@@ -26,6 +26,26 @@ _STEPS = Counter(
 )
 
 
+_TABLE_RECORDS = Counter(
+    "floe_table_appended_records_total", "Records the table_append job added to topic tables."
+)
+_TABLE_BYTES = Counter(
+    "floe_table_appended_bytes_total", "Parquet bytes the table_append job added to topic tables."
+)
+_TABLE_CONFLICTS = Counter(
+    "floe_table_commit_conflicts_total",
+    "Topic-table commits that lost a race to another writer and were redone.",
+)
+
+
+def _count_table_append(result: dict[str, Any] | None) -> None:
+    for table in (result or {}).get("tables") or []:
+        if isinstance(table, dict):
+            _TABLE_RECORDS.inc(float(table.get("appended") or 0))
+            _TABLE_BYTES.inc(float(table.get("bytes") or 0))
+            _TABLE_CONFLICTS.inc(float(table.get("conflicts") or 0))
+
+
 def _bytes_total(step: dict[str, Any]) -> int:
     """The bytes a step reads, when its plan says (compaction's batches carry lengths)."""
     batches = step.get("plan", {}).get("batches") or []
@@ -113,6 +133,8 @@ class JobRunner:
             try:
                 result = await loop.run_in_executor(self._spark, self._run_step, step)
                 _STEPS.inc(1, "ok")
+                if step["job"] == "table_append":
+                    _count_table_append(result)
             except Exception as exc:
                 log.exception("job run %s: step %s failed", run["id"], step["job"])
                 error = f"{type(exc).__name__}: {exc}"

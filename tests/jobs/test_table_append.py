@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -318,6 +319,8 @@ def test_an_avro_topic_becomes_columns_and_a_new_subject_version_adds_one(
     assert len(got) == 120
     assert [r["note"] for r in got] == [None] * 90 + [f"note {n}" for n in range(90, 120)]
     assert [r["payer"] for r in got] == [v["payer"] for v in sent]
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{a.http_port}/metrics", timeout=10)
+    assert "floe_table_appended_records_total 120.0" in metrics.read().decode()
     assert duckdb_rows(
         catalog_url,
         api_key,
