@@ -19,10 +19,13 @@ runs it adds ``catalog_url`` and ``catalog_token``: its control plane's URL and 
 agent key), ``bucket_url`` and ``tables``: [{``id``,
 ``namespace``, ``table``, ``schema`` ({"kind": "raw"}, or {"kind": "avro", "texts":
 the registry's prefix in the bucket, "reader": fingerprint, "writers": {id:
-fingerprint}}), ``batches``: partition runs as `RUN_COLUMNS`}]. An Avro table's columns
-are the value's fields (added by name before the first append of a new version) and
-``kafka``: a struct of partition, offset, timestamp, key and headers. Result: ``tables``: [{``id``, ``appended``, ``rows``,
-``last_offsets``, ``files``, ``bytes``, ``snapshot_id``, ``conflicts``}].
+fingerprint}}), ``batches``: partition runs as `RUN_COLUMNS`, ``stable``: partition →
+its last stable offset, ``aborted``: [partition, producer id, first offset, marker
+offset]}]: records are taken as a read_committed consumer reads them. An Avro table's
+columns are the value's fields (added by name before the first append of a new
+version) and ``kafka``: a struct of partition, offset, timestamp, key and headers.
+Result: ``tables``: [{``id``, ``appended``, ``rows``, ``last_offsets``, ``files``,
+``bytes``, ``snapshot_id``, ``conflicts``}] (or {``id``, ``error``}).
 """
 
 from __future__ import annotations
@@ -119,19 +122,27 @@ def write_files(
     metadata_json: str,
     io_properties: dict[str, str],
     done: dict[int, int],
+    stable: dict[int, int],
+    aborted: Sequence[Sequence[int]] = (),
     avro: dict | None = None,
 ) -> Iterator[tuple]:
-    """Executor side: the records of these runs past `done`, as Parquet data files in
-    the table's location. Yields ("file", DataFile) per file and ("offsets", partition,
-    last offset, records) per partition."""
+    """Executor side: the records of these runs past `done` and before `stable` (what a
+    read_committed consumer reads: no control records, none of an aborted transaction),
+    as Parquet data files in the table's location. Yields ("file", DataFile) per file
+    and ("offsets", partition, last offset looked at, records taken) per partition."""
     runs = sorted(runs, key=lambda r: (r[0], r[2]))
     if not runs:
         return
+    aborted_ranges: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for partition, producer_id, first, marker in aborted:
+        aborted_ranges.setdefault((partition, producer_id), []).append((first, marker))
     store = store_for(bucket_url)
     data = read_batches(store, [BatchRef(r[3], r[4], r[5]) for r in runs])
     picked: list[tuple[int, Any]] = []
-    last: dict[int, int] = {}
+    scanned: dict[int, int] = {}  # partition → the last offset looked at (decided)
+    counts: dict[int, int] = {}
     for partition, base, last_offset, key, position, length, rewrite in runs:
+        after, before = done.get(partition, -1), stable.get(partition, 0)
         for batch in run_at_offsets(
             data.pop(BatchRef(key, position, length)),
             base_offset=base,
@@ -140,12 +151,19 @@ def write_files(
             where=f"{key}@{position}",
         ):
             header, records = decode_records(batch.data)
-            if header.is_control:
-                continue
+            ranges = aborted_ranges.get((partition, header.producer_id), ())
             for record in records:
-                if record.offset > done.get(partition, -1):
-                    picked.append((partition, record))
-                    last[partition] = max(last.get(partition, -1), record.offset)
+                if not after < record.offset < before:
+                    continue  # already in the table, or not decided yet
+                scanned[partition] = max(scanned.get(partition, -1), record.offset)
+                if header.is_control:
+                    continue  # a transaction marker: no record of the topic's
+                if header.is_transactional and any(f <= record.offset < m for f, m in ranges):
+                    continue  # an aborted transaction's: a consumer never sees it
+                picked.append((partition, record))
+                counts[partition] = counts.get(partition, 0) + 1
+    for partition, offset in scanned.items():
+        yield ("offsets", partition, offset, counts.get(partition, 0))
     if not picked:
         return
     metadata = TableMetadataUtil.parse_raw(metadata_json)
@@ -158,11 +176,6 @@ def write_files(
     io = load_file_io(io_properties, metadata.location)
     for data_file in _dataframe_to_data_files(metadata, arrow, io, uuid.uuid4(), itertools.count()):
         yield ("file", data_file)
-    counts: dict[int, int] = {}
-    for partition, _ in picked:
-        counts[partition] = counts.get(partition, 0) + 1
-    for partition, offset in last.items():
-        yield ("offsets", partition, offset, counts[partition])
 
 
 def avro_schemas(bucket_url: str, schema: dict) -> dict:
@@ -204,6 +217,8 @@ def _write_on_executors(
     metadata_json: str,
     io_properties: dict[str, str],
     done: dict[int, int],
+    stable: dict[int, int],
+    aborted: list[list[int]],
     avro: dict | None,
 ) -> list[tuple]:
     """`write_files` over the runs, one Spark task per group of Kafka partitions."""
@@ -220,6 +235,8 @@ def _write_on_executors(
                 metadata_json=metadata_json,
                 io_properties=io_properties,
                 done=done,
+                stable=stable,
+                aborted=aborted,
                 avro=avro,
             )
         )
@@ -239,23 +256,30 @@ def append_table(spark: SparkSession, catalog: RestCatalog, bucket_url: str, spe
         done = last_offsets(table)
         runs = [tuple(r) for r in spec["batches"] if r[2] > done.get(r[0], -1)]
         outcome = {"id": spec["id"], "conflicts": conflicts, "files": 0, "bytes": 0}
-        if not runs:
+        if not runs and _through_markers(done, spec) == done:
             return {**outcome, **_state(table, appended=0)}
-        written = _write_on_executors(
-            spark,
-            runs,
-            bucket_url=bucket_url,
-            metadata_json=table.metadata.model_dump_json(),
-            io_properties=dict(table.io.properties),
-            done=done,
-            avro=avro,
+        written = (
+            _write_on_executors(
+                spark,
+                runs,
+                bucket_url=bucket_url,
+                metadata_json=table.metadata.model_dump_json(),
+                io_properties=dict(table.io.properties),
+                done=done,
+                stable={int(p): int(o) for p, o in spec["stable"].items()},
+                aborted=[list(a) for a in spec.get("aborted") or []],
+                avro=avro,
+            )
+            if runs
+            else []
         )
         files = [w[1] for w in written if w[0] == "file"]
-        reached = {w[1]: w[2] for w in written if w[0] == "offsets"}
+        scanned = {w[1]: w[2] for w in written if w[0] == "offsets"}
         appended = sum(w[3] for w in written if w[0] == "offsets")
-        if not files:
+        # Also when only markers or aborted records came: the next append starts after.
+        offsets = _through_markers({**done, **scanned}, spec)
+        if not files and offsets == done:
             return {**outcome, **_state(table, appended=0)}
-        offsets = {**done, **reached}
         summary = {LAST_OFFSETS: json.dumps({str(p): o for p, o in sorted(offsets.items())})}
         try:
             with table.transaction() as transaction:
@@ -276,6 +300,18 @@ def append_table(spark: SparkSession, catalog: RestCatalog, bucket_url: str, spe
             **_state(table, appended=appended),
         }
     raise CommitFailedException(f"{identifier}: {COMMIT_ATTEMPTS} commits in a row lost a race")
+
+
+def _through_markers(offsets: dict[int, int], spec: dict) -> dict[int, int]:
+    """`offsets` moved past the transaction markers that follow them (markers are rows
+    of the metadata store, not records of any run)."""
+    moved = dict(offsets)
+    for partition, markers in (spec.get("markers") or {}).items():
+        p = int(partition)
+        for marker in sorted(markers):
+            if marker == moved.get(p, -1) + 1:
+                moved[p] = marker
+    return moved
 
 
 def _state(table: Table, *, appended: int) -> dict:

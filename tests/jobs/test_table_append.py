@@ -24,6 +24,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from rest_framework.test import APIClient
 
 from jobs import table_append
+from metadata_store.models import Partition
 from tests.factories import make_api_key, make_cluster
 from tests.jobs import driver
 from tests.virtualclusters.tables.readers import duckdb_rows
@@ -55,6 +56,23 @@ def produce(bootstrap: str, start: int, count: int) -> None:
     assert not failures, failures[:3]
 
 
+def produce_transactions(bootstrap: str, outcomes=((6, True), (4, False))) -> None:
+    """Transactions in partition 0: by default a committed one of 6 records and an
+    aborted one of 4."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tables-txn"})
+    producer.init_transactions(20)
+    for count, commit in outcomes:
+        producer.begin_transaction()
+        for n in range(count):
+            state = "committed" if commit else "aborted"
+            producer.produce(TOPIC, key=b"txn", value=f"{state} {n}".encode(), partition=0)
+        assert producer.flush(20) == 0  # in the log before the outcome, aborted or not
+        if commit:
+            producer.commit_transaction(20)
+        else:
+            producer.abort_transaction(20)
+
+
 def consumed(bootstrap: str) -> list[tuple]:
     """(partition, offset, timestamp ms, key, value, headers) of every record."""
     consumer = Consumer(
@@ -64,10 +82,15 @@ def consumed(bootstrap: str) -> list[tuple]:
         p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
         for p in range(PARTITIONS)
     }
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-    out, done = [], {p for p, end in ends.items() if end == 0}
+    assigned = [TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)]
+    consumer.assign(assigned)
+    out: list[tuple] = []
     deadline = time.monotonic() + 30
-    while len(done) < PARTITIONS and time.monotonic() < deadline:
+    # Positions, not offsets seen: a partition may end in markers or aborted records.
+    while time.monotonic() < deadline:
+        positions = {tp.partition: tp.offset for tp in consumer.position(assigned)}
+        if all(positions[p] >= end for p, end in ends.items()):
+            break
         msg = consumer.poll(0.2)
         if msg is None:
             continue
@@ -77,8 +100,7 @@ def consumed(bootstrap: str) -> list[tuple]:
         out.append(
             (msg.partition(), msg.offset(), msg.timestamp()[1], msg.key(), msg.value(), headers)
         )
-        if msg.offset() + 1 >= ends[msg.partition()]:
-            done.add(msg.partition())
+    done = {p for p, end in ends.items() if positions[p] >= end}
     consumer.close()
     assert len(done) == PARTITIONS
     return sorted(out)
@@ -137,6 +159,7 @@ def test_a_topic_table_holds_every_record_once_for_pyiceberg_and_duckdb(
     ).values():
         future.result(15)
     produce(a.bootstrap, 0, 150)
+    produce_transactions(a.bootstrap)
 
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key}")
@@ -150,16 +173,19 @@ def test_a_topic_table_holds_every_record_once_for_pyiceberg_and_duckdb(
         TOPIC,
         0,
     )
-    assert state["lag_records"] == 150
+    ends = dict(
+        Partition.objects.filter(topic__cluster=cluster).values_list("index", "high_watermark")
+    )
+    assert state["lag_records"] == sum(ends.values()) == 150 + 6 + 4 + 2  # + 2 markers
     catalog_url = f"{live_server.url}/iceberg/{cluster.public_id}"
     assert state["catalog_url"].endswith(f"/iceberg/{cluster.public_id}")
 
     run = append(cluster)
-    assert run.details["appended"] == 150
+    assert run.details["appended"] == 156  # the aborted transaction's records are not
 
     rest = RestCatalog("floe", uri=catalog_url, token=api_key)
-    expected = consumed(a.bootstrap)
-    assert len(expected) == 150
+    expected = consumed(a.bootstrap)  # librdkafka reads read_committed
+    assert len(expected) == 156
     assert table_rows(rest) == expected
     assert duckdb_rows(
         catalog_url,
@@ -168,10 +194,10 @@ def test_a_topic_table_holds_every_record_once_for_pyiceberg_and_duckdb(
         TOPIC,
         'SELECT count(*), count(DISTINCT (partition, "offset")), sum(octet_length(value))'
         " FROM {table}",
-    ) == [(150, 150, sum(len(r[4]) for r in expected))]
+    ) == [(156, 156, sum(len(r[4]) for r in expected))]
     state = client.get(path).json()
-    assert state["rows"] == 150 and state["lag_records"] == 0
-    assert state["last_offsets"] == {str(p): 49 for p in range(PARTITIONS)}
+    assert state["rows"] == 156 and state["lag_records"] == 0
+    assert state["last_offsets"] == {str(p): end - 1 for p, end in ends.items()}
 
     # More records; the next run is planned, then its step runs while another attempt
     # of the same run (a re-leased job) commits the same range first: the first loses
@@ -201,14 +227,14 @@ def test_a_topic_table_holds_every_record_once_for_pyiceberg_and_duckdb(
     again = driver.spark_step("table_append", plan)
     assert (first["tables"][0]["appended"], first["tables"][0]["conflicts"]) == (0, 1), first
     assert (again["tables"][0]["appended"], again["tables"][0]["conflicts"]) == (0, 0), again
-    assert again["tables"][0]["rows"] == 210
+    assert again["tables"][0]["rows"] == 216
     jobs_services.job_run_advance(run=run, result=first)
     table = rest.load_table(("topics", TOPIC))
     on_disk = list(Path(unquote(urlsplit(table.location()).path)).rglob("*.parquet"))
     assert len(on_disk) == len(list(table.scan().plan_files()))  # the loser's are gone
 
     expected = consumed(a.bootstrap)
-    assert len(expected) == 210
+    assert len(expected) == 216
     assert table_rows(rest) == expected
     assert duckdb_rows(
         catalog_url,
@@ -216,16 +242,25 @@ def test_a_topic_table_holds_every_record_once_for_pyiceberg_and_duckdb(
         "topics",
         TOPIC,
         'SELECT count(*), count(DISTINCT (partition, "offset")) FROM {table}',
-    ) == [(210, 210)]
+    ) == [(216, 216)]
     assert len(rest.load_table(("topics", TOPIC)).metadata.snapshots) == 2
     state = client.get(path).json()
-    assert (state["rows"], state["lag_records"]) == (210, 0)
+    assert (state["rows"], state["lag_records"]) == (216, 0)
     # The job wrote the committed metadata file where the catalog points.
     assert Path(unquote(urlsplit(state["metadata_location"]).path)).is_file()
 
+    # Only an aborted transaction came: nothing to add, but the next append starts past it.
+    produce_transactions(a.bootstrap, [(5, False)])
+    time.sleep(1.1)
+    assert append(cluster).details["appended"] == 0
+    state = client.get(path).json()
+    assert (state["rows"], state["lag_records"]) == (216, 0)
+    assert table_rows(rest) == consumed(a.bootstrap)
+    assert jobs_services.job_dispatch(cluster=cluster, kind=JobRun.Kind.TABLE_APPEND) is None
+
     # Stopped: nothing is due however many records come.
     assert client.delete(path).status_code == 204
-    produce(a.bootstrap, 210, 3)
+    produce(a.bootstrap, 216, 3)
     time.sleep(1.1)
     assert jobs_services.job_dispatch(cluster=cluster, kind=JobRun.Kind.TABLE_APPEND) is None
     assert client.get(path).json()["state"] == "stopped"

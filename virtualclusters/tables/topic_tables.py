@@ -288,7 +288,12 @@ def table_append_begin(run: JobRun) -> Step | dict:
             {p: o + 1 for p, o in offsets.items()},
             max_bytes=settings.FLOE_TABLE_APPEND_MAX_BYTES,
         )
-        if runs:
+        starts = {p: o + 1 for p, o in offsets.items()}
+        stable, aborted, markers = rewrites.stable_bounds(str(topic_table.topic_id), starts)
+        # Only decided records: none of an open transaction's, nor anything after it.
+        runs = [r for r in runs if r[1] < stable.get(r[0], 0)]
+        decided = {p: [m for m in ms if m < stable.get(p, 0)] for p, ms in markers.items()}
+        if runs or any(decided.values()):
             tables.append(
                 {
                     "id": topic_table.public_id,
@@ -296,6 +301,9 @@ def table_append_begin(run: JobRun) -> Step | dict:
                     "table": topic_table.table.name,
                     "schema": _plan_schema(run.cluster, topic_table.schema),
                     "batches": [list(r) for r in runs],
+                    "stable": {str(p): o for p, o in stable.items()},
+                    "aborted": aborted,
+                    "markers": {str(p): ms for p, ms in decided.items() if ms},
                 }
             )
     if not tables:
