@@ -53,8 +53,11 @@ def _no_table(namespace: str, name: str) -> CatalogError:
 def namespace_name(levels: list[str]) -> str:
     """The stored name of a namespace given as its levels (each non-empty, no '.')."""
     if not levels or any(not level or "." in level for level in levels):
-        raise CatalogError(400, "BadRequestException", f"bad namespace {levels!r}")
-    return ".".join(levels)
+        raise CatalogError(400, "BadRequestException", f"bad namespace {levels!r}"[:300])
+    name = ".".join(levels)
+    if len(name) > 255 or "\x00" in name:
+        raise CatalogError(400, "BadRequestException", "a namespace has at most 255 characters")
+    return name
 
 
 def table_root(cluster: VirtualCluster, namespace: str, name: str) -> tuple[str, dict[str, str]]:
@@ -172,8 +175,8 @@ def table_create(
     """A new table at a location of the catalog's choosing in the cluster's bucket
     (a location the client asks for is not honoured: it could lie outside the bucket)."""
     parent = namespace_get(cluster, namespace)
-    if not name or "/" in name or name.startswith("."):
-        raise CatalogError(400, "BadRequestException", f"bad table name {name!r}")
+    if not name or "/" in name or name.startswith(".") or len(name) > 200 or "\x00" in name:
+        raise CatalogError(400, "BadRequestException", f"bad table name {name!r}"[:300])
     location, _ = table_root(cluster, namespace, name)
     metadata = new_table_metadata(
         schema=schema,

@@ -103,6 +103,12 @@ def _error(code: int, kind: str, message: str, *, headers: Response | None = Non
     return response
 
 
+def _body(request) -> dict:
+    if not isinstance(request.data, dict):
+        raise CatalogError(400, "BadRequestException", "the body must be a JSON object")
+    return request.data
+
+
 def _levels(namespace: str) -> str:
     return catalog.namespace_name(namespace.split(NAMESPACE_SEPARATOR))
 
@@ -130,8 +136,8 @@ class NamespaceListView(CatalogView):
 
     def post(self, request, cluster_id: str):
         cluster = self.cluster(cluster_id)
-        levels = request.data.get("namespace") if isinstance(request.data, dict) else None
-        properties = request.data.get("properties") or {}
+        body = _body(request)
+        levels, properties = body.get("namespace"), body.get("properties") or {}
         if not isinstance(levels, list) or not all(isinstance(x, str) for x in levels):
             raise CatalogError(400, "BadRequestException", "namespace: a list of strings")
         if not isinstance(properties, dict):
@@ -163,11 +169,9 @@ class TableListView(CatalogView):
 
     def post(self, request, cluster_id: str, namespace: str):
         cluster = self.cluster(cluster_id)
-        if not isinstance(request.data, dict):
-            raise CatalogError(400, "BadRequestException", "the body must be an object")
         # Fields the spec makes optional that PyIceberg's model requires.
         optional = {"location": None, "partition-spec": None, "write-order": None}
-        body = CreateTableRequest.model_validate({**optional, **request.data})
+        body = CreateTableRequest.model_validate({**optional, **_body(request)})
         if body.stage_create:
             raise CatalogError(400, "BadRequestException", "staged creation is not supported")
         table = catalog.table_create(
@@ -191,7 +195,7 @@ class TableDetailView(CatalogView):
 
     def post(self, request, cluster_id: str, namespace: str, table: str):
         cluster = self.cluster(cluster_id)
-        body = CommitTableRequest.model_validate(request.data)
+        body = CommitTableRequest.model_validate(_body(request))
         committed = catalog.table_commit(
             cluster=cluster, namespace=_levels(namespace), name=table, request=body
         )

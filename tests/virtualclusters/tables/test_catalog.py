@@ -151,3 +151,41 @@ def test_on_an_s3_bucket_pyiceberg_writes_under_the_clusters_prefix_with_its_own
     keys = [o.key for o in open_store(alice["cluster"].bucket_url).list("")]
     assert [k for k in keys if k.endswith(".parquet")], keys
     assert all(k.startswith(f"{alice['cluster'].public_id}/tables/n/t-") for k in keys), keys
+
+
+def test_bad_requests_get_the_iceberg_error_model_never_a_500(
+    live_server, alice, alice_bucket, api
+):
+    client = api(alice["admin"])
+    base = f"/iceberg/{alice['cluster'].public_id}/v1"
+    RestCatalog(
+        "a", uri=catalog_url(live_server, alice["cluster"]), token=alice["admin"]
+    ).create_namespace("n")
+    client.post(
+        f"{base}/namespaces/n/tables",
+        {"name": "t", "schema": {"type": "struct", "fields": []}},
+        format="json",
+    )
+    bad = {
+        ("post", f"{base}/namespaces", '{"namespace": "n"}'): 400,
+        ("post", f"{base}/namespaces", '{"namespace": ["a.b"]}'): 400,
+        ("post", f"{base}/namespaces", "[1, 2]"): 400,
+        ("post", f"{base}/namespaces", '{"namespace": ["%s"]}' % ("x" * 300)): 400,
+        ("post", f"{base}/namespaces/n/tables", '{"name": "%s", "schema": {"type": "struct", "fields": []}}' % ("x" * 300)): 400,
+        ("post", f"{base}/namespaces", '{"namespace": ["n"]}'): 409,
+        ("post", f"{base}/namespaces/n/tables", '{"name": "u", "schema": 7}'): 400,
+        ("post", f"{base}/namespaces/n/tables", '{"name": "t", "schema": {"type": "struct", "fields": []}}'): 409,
+        ("post", f"{base}/namespaces/missing/tables", '{"name": "u", "schema": {"type": "struct", "fields": []}}'): 404,
+        ("post", f"{base}/namespaces/n/tables/t", '{"updates": [{"action": "nope"}]}'): 400,
+        ("post", f"{base}/namespaces/n/tables/t", '{"identifier": {"namespace": ["n"], "name": "t"}, "updates": [{"action": "set-current-schema", "schema-id": 99}]}'): 400,
+        ("post", f"{base}/namespaces/n/tables/missing", '{"identifier": {"namespace": ["n"], "name": "missing"}}'): 404,
+        ("get", f"{base}/namespaces/missing", ""): 404,
+        ("delete", f"{base}/namespaces/n", ""): 409,
+    }  # fmt: skip
+    for (method, path, body), status in bad.items():
+        answer = getattr(client, method)(path, body, content_type="application/json")
+        assert answer.status_code == status, (method, path, body, answer.content)
+        error = answer.json()["error"]
+        assert error["code"] == status and error["type"] and error["message"], error
+    assert client.delete(f"{base}/namespaces/n/tables/t").status_code == 204
+    assert client.delete(f"{base}/namespaces/n").status_code == 204
