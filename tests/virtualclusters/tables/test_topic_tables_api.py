@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from metadata_store.models import Topic
 from metadata_store.topics import topic_create
 from schema_registry.services import schema_register
+from virtualclusters.tables.topic_tables import topic_table_enable
 
 pytestmark = pytest.mark.django_db
 
@@ -85,3 +87,18 @@ def test_another_organization_and_a_topic_without_a_table_find_nothing(api, alic
     assert api(bob["admin"]).get(orders).status_code == 404
     assert api(bob["admin"]).put(orders, {"schema": "raw"}, format="json").status_code == 404
     assert api(bob["admin"]).delete(orders).status_code == 404
+
+
+def test_the_topic_page_shows_the_tables_state_and_a_query_to_copy(client, alice, orders, settings):
+    with_bucket(alice)
+    client.force_login(alice["user"])
+    page = f"/clusters/{alice['cluster'].public_id}/topics/orders/"
+    before = client.get(page).content.decode()
+    assert "Not kept as a table" in before
+    topic_table_enable(
+        topic=Topic.objects.get(cluster=alice["cluster"], name="orders"), schema="raw"
+    )
+    after = client.get(page).content.decode()
+    assert "<code>topics.orders</code> · active · 0 rows · 0 records behind" in after
+    url = f"{settings.FLOE_PUBLIC_URL}/iceberg/{alice['cluster'].public_id}"
+    assert f'uri="{url}"' in after.replace("&quot;", '"')
