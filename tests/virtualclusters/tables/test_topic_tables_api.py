@@ -102,3 +102,22 @@ def test_the_topic_page_shows_the_tables_state_and_a_query_to_copy(client, alice
     assert "<code>topics.orders</code> · active · 0 rows · 0 records behind" in after
     url = f"{settings.FLOE_PUBLIC_URL}/iceberg/{alice['cluster'].public_id}"
     assert f'uri="{url}"' in after.replace("&quot;", '"')
+
+
+def test_beats_frequent_check_looks_only_at_clusters_that_keep_tables(
+    alice, bob, orders, monkeypatch
+):
+    from virtualclusters.jobs import tasks
+
+    with_bucket(alice)
+    checked: list[tuple[int, str]] = []
+    monkeypatch.setattr(tasks.cluster_job_check, "delay", lambda *args: checked.append(args))
+    tasks.jobs_check("table_append")
+    assert checked == []
+    topic_table_enable(
+        topic=Topic.objects.get(cluster=alice["cluster"], name="orders"), schema="raw"
+    )
+    tasks.jobs_check("table_append")
+    assert checked == [(alice["cluster"].pk, "table_append")]
+    tasks.jobs_check("compaction")
+    assert {c for c, _ in checked[1:]} >= {alice["cluster"].pk, bob["cluster"].pk}
