@@ -32,6 +32,10 @@ _TABLE_RECORDS = Counter(
 _TABLE_BYTES = Counter(
     "floe_table_appended_bytes_total", "Parquet bytes the table_append job added to topic tables."
 )
+_TABLE_DEAD = Counter(
+    "floe_table_dead_letters_total",
+    "Records whose value did not decode, appended to their table's dead-letter table.",
+)
 _TABLE_CONFLICTS = Counter(
     "floe_table_commit_conflicts_total",
     "Topic-table commits that lost a race to another writer and were redone.",
@@ -44,6 +48,7 @@ def _count_table_append(result: dict[str, Any] | None) -> None:
             _TABLE_RECORDS.inc(float(table.get("appended") or 0))
             _TABLE_BYTES.inc(float(table.get("bytes") or 0))
             _TABLE_CONFLICTS.inc(float(table.get("conflicts") or 0))
+            _TABLE_DEAD.inc(float(table.get("dead") or 0))
 
 
 def _bytes_total(step: dict[str, Any]) -> int:

@@ -94,16 +94,18 @@ def raw_rows(records: Iterable[tuple[int, Any]]) -> dict[str, list]:
     return columns
 
 
-def avro_rows(records: Iterable[tuple[int, Any]], decoder: Decoder) -> list[dict]:
-    """Rows of an Avro table: the value's fields, and Kafka's own in the `kafka` struct."""
-    rows = []
+def avro_rows(
+    records: Iterable[tuple[int, Any]], decoder: Decoder
+) -> tuple[list[dict], list[tuple[int, Any, str]]]:
+    """Rows of an Avro table (the value's fields, and Kafka's own in the `kafka`
+    struct), and the records whose value does not decode, with the reason."""
+    rows, dead = [], []
     for partition, record in records:
         try:
             fields = decoder.decode(record.value)
-        except Exception as exc:  # a dead-letter table will take these (not yet)
-            raise ValueError(
-                f"partition {partition} offset {record.offset}: cannot decode the value: {exc}"
-            ) from None
+        except Exception as exc:
+            dead.append((partition, record, f"{type(exc).__name__}: {exc}"[:1000]))
+            continue
         fields["kafka"] = {
             "partition": partition,
             "offset": record.offset,
@@ -112,7 +114,7 @@ def avro_rows(records: Iterable[tuple[int, Any]], decoder: Decoder) -> list[dict
             "headers": [{"key": k, "value": v} for k, v in record.headers],
         }
         rows.append(fields)
-    return rows
+    return rows, dead
 
 
 def write_files(
@@ -125,11 +127,15 @@ def write_files(
     stable: dict[int, int],
     aborted: Sequence[Sequence[int]] = (),
     avro: dict | None = None,
+    dead_letters: dict | None = None,
 ) -> Iterator[tuple]:
     """Executor side: the records of these runs past `done` and before `stable` (what a
     read_committed consumer reads: no control records, none of an aborted transaction),
-    as Parquet data files in the table's location. Yields ("file", DataFile) per file
-    and ("offsets", partition, last offset looked at, records taken) per partition."""
+    as Parquet data files in the table's location. Yields ("file", DataFile) per file,
+    ("offsets", partition, last offset looked at, records taken) per partition, and for
+    values that do not decode ("dead", DataFile) files of the dead-letter table
+    (`dead_letters`: its ``metadata_json`` and ``done``, the offsets it already holds)
+    and ("dead_offsets", partition, last offset, records)."""
     runs = sorted(runs, key=lambda r: (r[0], r[2]))
     if not runs:
         return
@@ -162,20 +168,56 @@ def write_files(
                     continue  # an aborted transaction's: a consumer never sees it
                 picked.append((partition, record))
                 counts[partition] = counts.get(partition, 0) + 1
-    for partition, offset in scanned.items():
-        yield ("offsets", partition, offset, counts.get(partition, 0))
     if not picked:
+        for partition, offset in scanned.items():
+            yield ("offsets", partition, offset, 0)
         return
     metadata = TableMetadataUtil.parse_raw(metadata_json)
     arrow_schema = schema_to_pyarrow(metadata.schema())
+    io = load_file_io(io_properties, metadata.location)
+    dead: list[tuple[int, Any, str]] = []
     if avro is None:
         arrow = pa.Table.from_pydict(raw_rows(picked), schema=arrow_schema)
     else:
         decoder = Decoder(avro["reader"], {int(i): w for i, w in avro["writers"].items()})
-        arrow = pa.Table.from_pylist(avro_rows(picked, decoder), schema=arrow_schema)
+        rows, dead = avro_rows(picked, decoder)
+        arrow = pa.Table.from_pylist(rows, schema=arrow_schema)
+    for partition, _, _ in dead:
+        counts[partition] -= 1
+    for partition, offset in scanned.items():
+        yield ("offsets", partition, offset, counts.get(partition, 0))
+    if dead:
+        if dead_letters is None:
+            partition, record, error = dead[0]
+            raise ValueError(f"partition {partition} offset {record.offset}: {error}")
+        yield from _dead_letter_files(dead, dead_letters, io_properties)
+    if arrow.num_rows:
+        for data_file in _dataframe_to_data_files(
+            metadata, arrow, io, uuid.uuid4(), itertools.count()
+        ):
+            yield ("file", data_file)
+
+
+def _dead_letter_files(
+    dead: list[tuple[int, Any, str]], dead_letters: dict, io_properties: dict[str, str]
+) -> Iterator[tuple]:
+    """The dead letters not yet in their table, as its Parquet files."""
+    done = {int(p): int(o) for p, o in dead_letters["done"].items()}
+    fresh = [d for d in dead if d[1].offset > done.get(d[0], -1)]
+    if not fresh:
+        return
+    metadata = TableMetadataUtil.parse_raw(dead_letters["metadata_json"])
+    columns = raw_rows((partition, record) for partition, record, _ in fresh)
+    columns["error"] = [error for _, _, error in fresh]
+    arrow = pa.Table.from_pydict(columns, schema=schema_to_pyarrow(metadata.schema()))
     io = load_file_io(io_properties, metadata.location)
     for data_file in _dataframe_to_data_files(metadata, arrow, io, uuid.uuid4(), itertools.count()):
-        yield ("file", data_file)
+        yield ("dead", data_file)
+    last: dict[int, int] = {}
+    for partition, record, _ in fresh:
+        last[partition] = max(last.get(partition, -1), record.offset)
+    for partition, offset in last.items():
+        yield ("dead_offsets", partition, offset, sum(1 for d in fresh if d[0] == partition))
 
 
 def avro_schemas(bucket_url: str, schema: dict) -> dict:
@@ -220,6 +262,7 @@ def _write_on_executors(
     stable: dict[int, int],
     aborted: list[list[int]],
     avro: dict | None,
+    dead_letters: dict | None,
 ) -> list[tuple]:
     """`write_files` over the runs, one Spark task per group of Kafka partitions."""
     slices = max(1, min(len({r[0] for r in runs}), spark.sparkContext.defaultParallelism))
@@ -238,14 +281,31 @@ def _write_on_executors(
                 stable=stable,
                 aborted=aborted,
                 avro=avro,
+                dead_letters=dead_letters,
             )
         )
         .collect()
     )
 
 
+def _commit(table: Table, files: list, offsets: dict[int, int]) -> bool:
+    """One fast append of `files` whose summary carries `offsets`, on the snapshot the
+    table was loaded at; False when another writer committed first (409)."""
+    summary = {LAST_OFFSETS: json.dumps({str(p): o for p, o in sorted(offsets.items())})}
+    try:
+        with table.transaction() as transaction:
+            with transaction.update_snapshot(snapshot_properties=summary).fast_append() as add:
+                for data_file in files:
+                    add.append_data_file(data_file)
+    except CommitFailedException:
+        return False
+    ToOutputFile.table_metadata(table.metadata, table.io.new_output(table.metadata_location))
+    return True
+
+
 def append_table(spark: SparkSession, catalog: RestCatalog, bucket_url: str, spec: dict) -> dict:
-    """Append one table's planned runs past its summary's offsets; commit once."""
+    """Append one table's planned runs past its summary's offsets; commit once (its
+    dead letters first, in their own table, past that table's own offsets)."""
     identifier = (spec["namespace"], spec["table"])
     avro = avro_schemas(bucket_url, spec["schema"]) if spec["schema"]["kind"] == "avro" else None
     if avro is not None:
@@ -255,9 +315,13 @@ def append_table(spark: SparkSession, catalog: RestCatalog, bucket_url: str, spe
         table = catalog.load_table(identifier)
         done = last_offsets(table)
         runs = [tuple(r) for r in spec["batches"] if r[2] > done.get(r[0], -1)]
-        outcome = {"id": spec["id"], "conflicts": conflicts, "files": 0, "bytes": 0}
+        outcome = {"id": spec["id"], "conflicts": conflicts, "files": 0, "bytes": 0, "dead": 0}
         if not runs and _through_markers(done, spec) == done:
             return {**outcome, **_state(table, appended=0)}
+        dead_table = None
+        if spec.get("dead_letters"):
+            dead_table = catalog.load_table((spec["namespace"], spec["dead_letters"]))
+        dead_done = last_offsets(dead_table) if dead_table is not None else {}
         written = (
             _write_on_executors(
                 spark,
@@ -269,34 +333,44 @@ def append_table(spark: SparkSession, catalog: RestCatalog, bucket_url: str, spe
                 stable={int(p): int(o) for p, o in spec["stable"].items()},
                 aborted=[list(a) for a in spec.get("aborted") or []],
                 avro=avro,
+                dead_letters=None
+                if dead_table is None
+                else {
+                    "metadata_json": dead_table.metadata.model_dump_json(),
+                    "done": {str(p): o for p, o in dead_done.items()},
+                },
             )
             if runs
             else []
         )
         files = [w[1] for w in written if w[0] == "file"]
+        dead_files = [w[1] for w in written if w[0] == "dead"]
         scanned = {w[1]: w[2] for w in written if w[0] == "offsets"}
         appended = sum(w[3] for w in written if w[0] == "offsets")
+        dead = sum(w[3] for w in written if w[0] == "dead_offsets")
+        if dead_files and dead_table is not None:
+            dead_reached = {**dead_done, **{w[1]: w[2] for w in written if w[0] == "dead_offsets"}}
+            if not _commit(dead_table, dead_files, dead_reached):
+                conflicts += 1
+                for data_file in files + dead_files:
+                    table.io.delete(data_file.file_path)
+                continue
         # Also when only markers or aborted records came: the next append starts after.
         offsets = _through_markers({**done, **scanned}, spec)
         if not files and offsets == done:
-            return {**outcome, **_state(table, appended=0)}
-        summary = {LAST_OFFSETS: json.dumps({str(p): o for p, o in sorted(offsets.items())})}
-        try:
-            with table.transaction() as transaction:
-                with transaction.update_snapshot(snapshot_properties=summary).fast_append() as add:
-                    for data_file in files:
-                        add.append_data_file(data_file)
-        except CommitFailedException:
-            # Someone else appended first: drop these files, start from their snapshot.
+            return {**outcome, "dead": dead, **_state(table, appended=0)}
+        if not _commit(table, files, offsets):
+            # Someone else appended first: drop these files, start from their snapshot
+            # (dead letters already committed are in their table's offsets: not again).
             conflicts += 1
             for data_file in files:
                 table.io.delete(data_file.file_path)
             continue
-        ToOutputFile.table_metadata(table.metadata, table.io.new_output(table.metadata_location))
         return {
             **outcome,
             "files": len(files),
             "bytes": sum(f.file_size_in_bytes for f in files),
+            "dead": dead,
             **_state(table, appended=appended),
         }
     raise CommitFailedException(f"{identifier}: {COMMIT_ATTEMPTS} commits in a row lost a race")

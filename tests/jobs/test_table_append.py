@@ -321,6 +321,10 @@ def test_an_avro_topic_becomes_columns_and_a_new_subject_version_adds_one(
     )
     created["payments"].result(15)
     sent = produce_avro(a, PAYMENT_V1, 0, 90)
+    garbage = Producer({"bootstrap.servers": a.bootstrap})
+    for n in range(4):  # values no schema decodes: the dead-letter table takes them
+        garbage.produce("payments", key=b"bad", value=f"not avro {n}".encode(), partition=n % 3)
+    assert garbage.flush(20) == 0
 
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key}")
@@ -330,7 +334,7 @@ def test_an_avro_topic_becomes_columns_and_a_new_subject_version_adds_one(
     assert switched.status_code == 200, switched.content
     assert switched.json()["schema"] == {"subject": "payments-value", "version": "latest"}
     run = append_by_agent(cluster)
-    assert run.details["appended"] == 90
+    assert (run.details["appended"], run.details["dead_lettered"]) == (90, 4)
     catalog_url = f"{live_server.url}/iceberg/{cluster.public_id}"
     rest = RestCatalog("floe", uri=catalog_url, token=api_key)
 
@@ -346,6 +350,17 @@ def test_an_avro_topic_becomes_columns_and_a_new_subject_version_adds_one(
     assert all(r["kafka"]["key"] == f"k{r['id']}".encode() for r in got)
     assert all(r["kafka"]["partition"] == r["id"] % PARTITIONS for r in got)
 
+    dead = rest.load_table(("topics", "payments_dead_letters")).scan().to_arrow().to_pylist()
+    assert sorted(r["value"] for r in dead) == [f"not avro {n}".encode() for n in range(4)]
+    assert all(r["key"] == b"bad" and "magic byte" in r["error"] for r in dead), dead
+    assert sorted((r["partition"], r["offset"]) for r in dead) == [
+        (0, 30),
+        (0, 31),
+        (1, 30),
+        (2, 30),
+    ]
+    assert client.get(path).json()["dead_letters"] == {"table": "payments_dead_letters", "rows": 4}
+
     sent += produce_avro(a, PAYMENT_V2, 90, 30)
     time.sleep(1.1)
     run = append_by_agent(cluster)
@@ -355,7 +370,9 @@ def test_an_avro_topic_becomes_columns_and_a_new_subject_version_adds_one(
     assert [r["note"] for r in got] == [None] * 90 + [f"note {n}" for n in range(90, 120)]
     assert [r["payer"] for r in got] == [v["payer"] for v in sent]
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{a.http_port}/metrics", timeout=10)
-    assert "floe_table_appended_records_total 120.0" in metrics.read().decode()
+    text = metrics.read().decode()
+    assert "floe_table_appended_records_total 120.0" in text
+    assert "floe_table_dead_letters_total 4.0" in text
     assert duckdb_rows(
         catalog_url,
         api_key,

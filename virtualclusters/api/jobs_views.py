@@ -32,6 +32,7 @@ PUBLIC_DETAILS = (
     "tables",
     "appended",
     "conflicts",
+    "dead_lettered",
     "errors",
 )
 

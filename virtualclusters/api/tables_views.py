@@ -56,6 +56,11 @@ class TopicTableSerializer(serializers.Serializer):
     lag_records = serializers.IntegerField()
     last_appended_at = serializers.DateTimeField(allow_null=True)
     last_error = serializers.CharField(allow_blank=True)
+    dead_letters = serializers.JSONField(
+        allow_null=True,
+        help_text="An Avro table's dead-letter table: {table, rows} (values that did not "
+        "decode, with the error).",
+    )
 
 
 class TopicTableView(ClusterScopedView):
@@ -65,7 +70,7 @@ class TopicTableView(ClusterScopedView):
     def _table(self, topic: Topic) -> TopicTable:
         found = (
             TopicTable.objects.filter(topic=topic)
-            .select_related("table__namespace", "topic__cluster")
+            .select_related("table__namespace", "topic__cluster", "dead_letters")
             .first()
         )
         if found is None:

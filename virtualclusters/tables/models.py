@@ -76,7 +76,11 @@ class TopicTable(models.Model):
     )
     # Dropping the table through the catalog stops the topic's appends with it.
     table = models.OneToOneField(IcebergTable, on_delete=models.CASCADE, related_name="topic_table")
-    # {"kind": "raw"} (key and value as binary); Avro by subject comes later.
+    # An Avro table's values that do not decode go there (with the reason).
+    dead_letters = models.OneToOneField(
+        IcebergTable, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # {"kind": "raw"} (key and value as binary) or {"kind": "avro", "subject", "version"}.
     schema = models.JSONField()
     partition_by = models.CharField(max_length=64, blank=True, default="")
     freshness_seconds = models.PositiveIntegerField(default=60)

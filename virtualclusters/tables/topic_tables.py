@@ -95,6 +95,10 @@ AVRO_BASE_SCHEMA = Schema(
         required=True,
     ),
 )
+# An Avro table's dead letters: the raw record and why its value did not decode.
+DEAD_LETTER_SCHEMA = Schema(
+    *RAW_SCHEMA.fields, NestedField(10, "error", StringType(), required=False)
+)
 TIMESTAMP_FIELD = {"raw": 3, "avro": 4}  # the record timestamp's field id
 # The schema registry app (which no other app imports) registers how to read a
 # subject's versions at start: (cluster, subject) → [{"version", "id", "fingerprint",
@@ -236,9 +240,22 @@ def topic_table_enable(
         )
     except catalog.CatalogError as exc:
         raise TopicTableError("table", exc.message, conflict=exc.code == 409) from None
+    dead_letters = None
+    if kept["kind"] == "avro":
+        try:
+            dead_letters = catalog.table_create(
+                cluster=cluster,
+                namespace=NAMESPACE,
+                name=f"{name}_dead_letters",
+                schema=DEAD_LETTER_SCHEMA,
+                properties=dict(TABLE_PROPERTIES),
+            )
+        except catalog.CatalogError as exc:
+            raise TopicTableError("table", exc.message, conflict=exc.code == 409) from None
     return TopicTable.objects.create(
         topic=topic,
         table=created,
+        dead_letters=dead_letters,
         schema=kept,
         partition_by=partition_by,
         freshness_seconds=freshness_seconds,
@@ -272,6 +289,9 @@ def topic_table_state(topic_table: TopicTable) -> dict:
         "lag_records": lag_records(topic_table, offsets),
         "last_appended_at": topic_table.last_appended_at,
         "last_error": topic_table.last_error,
+        "dead_letters": None
+        if topic_table.dead_letters is None
+        else {"table": topic_table.dead_letters.name, "rows": table_rows(topic_table.dead_letters)},
     }
 
 
@@ -304,6 +324,9 @@ def table_append_begin(run: JobRun) -> Step | dict:
                     "stable": {str(p): o for p, o in stable.items()},
                     "aborted": aborted,
                     "markers": {str(p): ms for p, ms in decided.items() if ms},
+                    "dead_letters": topic_table.dead_letters.name
+                    if topic_table.dead_letters is not None
+                    else None,
                 }
             )
     if not tables:
@@ -343,6 +366,7 @@ def table_append_continue(run: JobRun, result: dict) -> dict:
         "tables": len(outcomes),
         "appended": sum(int(o.get("appended") or 0) for o in outcomes),
         "conflicts": sum(int(o.get("conflicts") or 0) for o in outcomes),
+        "dead_lettered": sum(int(o.get("dead") or 0) for o in outcomes),
         "errors": errors,
     }
     return {

@@ -46,6 +46,7 @@ def test_a_raw_table_is_switched_on_described_and_stopped(api, alice, orders):
     }
     assert state["catalog_url"].endswith(f"/iceberg/{alice['cluster'].public_id}")
     assert (state["rows"], state["last_offsets"], state["lag_records"]) == (0, {}, 0)
+    assert state["dead_letters"] is None  # raw values always "decode"
     assert state["metadata_location"].startswith(
         f"file:///tmp/alice-tables-bucket/{alice['cluster'].public_id}/tables/topics/orders-"
     )
@@ -75,6 +76,7 @@ def test_an_avro_subject_of_the_clusters_registry_is_kept_by_name_and_version(ap
     on = client.put(path, {"schema": {"subject": "payments-value", "version": 1}}, format="json")
     assert on.status_code == 200, on.content
     assert on.json()["schema"] == {"subject": "payments-value", "version": 1}
+    assert on.json()["dead_letters"] == {"table": "payments_dead_letters", "rows": 0}
     bad = client.put(orders, {"schema": {"subject": 3}}, format="json")
     assert bad.status_code == 400
 
