@@ -12,9 +12,11 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from django.test import Client
 
 from tests.agents.security.clients import confluent_config
 from tests.agents.security.conftest import ADMIN_PASSWORD, ADMIN_USER
+from tests.factories import make_api_key
 from virtualclusters.security.models import SaslCredential
 
 pytestmark = [pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
@@ -60,6 +62,18 @@ def test_scram_users_made_over_kafka_log_in_and_show_in_the_console(agent, secur
     assert not _logs_in(a.bootstrap, "bob", "bob-password-1", "PLAIN")  # needs the password
     row = SaslCredential.objects.get(cluster=secure_cluster.cluster, username="bob")
     assert row.scram_sha256["iterations"] == 8192 and not row.scram_sha512 and not row.plain_hash
+    key = make_api_key(secure_cluster.cluster.organization)
+    listed = Client().get(
+        f"/api/v1/clusters/{secure_cluster.cluster.public_id}/sasl-credentials/",
+        HTTP_AUTHORIZATION=f"Bearer {key}",
+    )
+    assert listed.status_code == 200, listed.content
+    users = listed.json()
+    users = users.get("results", users) if isinstance(users, dict) else users
+    assert {u["username"]: u["mechanisms"] for u in users} == {
+        "admin": ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+        "bob": ["SCRAM-SHA-256"],
+    }
 
     described = admin.describe_user_scram_credentials().result(15)
     assert {
