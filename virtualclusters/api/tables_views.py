@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.http import Http404
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -17,8 +17,34 @@ from virtualclusters.tables import topic_tables
 from virtualclusters.tables.models import TopicTable
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "enum": ["raw"]},
+            {
+                "type": "object",
+                "required": ["subject"],
+                "additionalProperties": False,
+                "properties": {
+                    "subject": {"type": "string", "minLength": 1, "maxLength": 255},
+                    "version": {
+                        "oneOf": [
+                            {"type": "string", "enum": ["latest"]},
+                            {"type": "integer", "minimum": 1, "maximum": 2_147_483_647},
+                        ]
+                    },
+                },
+            },
+        ]
+    }
+)
+class TableSchemaField(serializers.JSONField):
+    """ "raw", or a Schema Registry subject and version (a subject or version the registry
+    does not have is a 409: the registry's state, not the request, is wrong)."""
+
+
 class TopicTableRequestSerializer(serializers.Serializer):
-    schema = serializers.JSONField(
+    schema = TableSchemaField(
         help_text='"raw" (key and value as binary) or {"subject": "<subject>", "version": '
         '"latest" | n}: an Avro subject of the cluster\'s Schema Registry, whose fields '
         "become columns."

@@ -145,7 +145,7 @@ def _partition_spec(partition_by: str, kind: str) -> PartitionSpec | None:
 
 def _subject_versions(cluster: VirtualCluster, subject: str) -> list[dict]:
     if not SUBJECT_VERSIONS:
-        raise TopicTableError("schema", "The Schema Registry is not installed.")
+        raise TopicTableError("schema", "The Schema Registry is not installed.", conflict=True)
     return [v for v in SUBJECT_VERSIONS[0](cluster, subject) if not v.get("deleted")]
 
 
@@ -164,20 +164,24 @@ def _schema_kept(cluster: VirtualCluster, schema: object) -> dict:
     found = _version(_subject_versions(cluster, schema["subject"]), schema["subject"], version)
     if found["schema_type"] != "AVRO" or found["references"]:
         raise TopicTableError(
-            "schema", "Only Avro subjects without references can be tables so far."
+            "schema", "Only Avro subjects without references can be tables so far.", conflict=True
         )
     return {"kind": "avro", "subject": schema["subject"], "version": version}
 
 
 def _version(versions: list[dict], subject: str, version: object) -> dict:
     if not versions:
-        raise TopicTableError("schema", f"The Schema Registry has no subject {subject!r}.")
+        raise TopicTableError(
+            "schema", f"The Schema Registry has no subject {subject!r}.", conflict=True
+        )
     if version == "latest":
         return versions[-1]
     for row in versions:
         if row["version"] == version:
             return row
-    raise TopicTableError("schema", f"The subject {subject!r} has no version {version}.")
+    raise TopicTableError(
+        "schema", f"The subject {subject!r} has no version {version}.", conflict=True
+    )
 
 
 def _plan_schema(cluster: VirtualCluster, kept: dict) -> dict:
@@ -228,6 +232,10 @@ def topic_table_enable(
         existing.save(update_fields=["freshness_seconds", "state"])
         return existing
     cluster = topic.cluster
+    try:  # the cluster's bucket must hold tables: its state, not the request (409)
+        catalog.table_root(cluster, NAMESPACE, name)
+    except catalog.CatalogError as exc:
+        raise TopicTableError("table", exc.message, conflict=True) from None
     catalog.namespace_ensure(cluster=cluster, name=NAMESPACE)
     try:
         created = catalog.table_create(

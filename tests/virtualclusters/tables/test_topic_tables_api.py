@@ -27,7 +27,7 @@ def with_bucket(alice) -> None:
 
 def test_a_cluster_without_a_bucket_cannot_have_tables_yet(api, alice, orders):
     answer = api(alice["admin"]).put(orders, {"schema": "raw"}, format="json")
-    assert answer.status_code == 400
+    assert answer.status_code == 409  # the cluster's state, not the request, is wrong
     assert "no bucket" in answer.json()["details"]["table"][0]
 
 
@@ -70,9 +70,11 @@ def test_an_avro_subject_of_the_clusters_registry_is_kept_by_name_and_version(ap
     client = api(alice["admin"])
     path = orders.replace("/orders/", "/payments/")
     unknown = client.put(path, {"schema": {"subject": "nope"}}, format="json")
-    assert unknown.status_code == 400 and "nope" in unknown.json()["details"]["schema"][0]
+    # A subject or version the registry lacks: a conflict with its state (409); a schema
+    # that is no subject at all: a bad value (400).
+    assert unknown.status_code == 409 and "nope" in unknown.json()["details"]["schema"][0]
     no_version = client.put(path, {"schema": {"subject": "payments-value", "version": 2}})
-    assert no_version.status_code == 400
+    assert no_version.status_code == 409
     on = client.put(path, {"schema": {"subject": "payments-value", "version": 1}}, format="json")
     assert on.status_code == 200, on.content
     assert on.json()["schema"] == {"subject": "payments-value", "version": 1}
