@@ -623,15 +623,21 @@ async def _offset_delete(access: Access, ctx, header, body, call) -> dict | None
 # --- ACLs --------------------------------------------------------------------------------
 
 
-async def _describe_scram(access: Access, ctx, header, body, call) -> dict | None:
-    if access.cluster(OP.DESCRIBE):
-        return await call(body)
-    return {
-        "throttle_time_ms": 0,
-        "error_code": CLUSTER_DENIED,
-        "error_message": _MESSAGES[CLUSTER_DENIED],
-        "results": [],
-    }
+def _cluster_describe(listed: str):
+    """DESCRIBE on the cluster, else a top-level CLUSTER_AUTHORIZATION_FAILED with an
+    empty `listed` (DescribeAcls' resources, DescribeUserScramCredentials' results)."""
+
+    async def rule(access: Access, ctx, header, body, call) -> dict | None:
+        if access.cluster(OP.DESCRIBE):
+            return await call(body)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": CLUSTER_DENIED,
+            "error_message": _MESSAGES[CLUSTER_DENIED],
+            listed: [],
+        }
+
+    return rule
 
 
 async def _alter_scram(access: Access, ctx, header, body, call) -> dict | None:
@@ -644,17 +650,6 @@ async def _alter_scram(access: Access, ctx, header, body, call) -> dict | None:
             {"user": u, "error_code": CLUSTER_DENIED, "error_message": _MESSAGES[CLUSTER_DENIED]}
             for u in users
         ],
-    }
-
-
-async def _describe_acls(access: Access, ctx, header, body, call) -> dict | None:
-    if access.cluster(OP.DESCRIBE):
-        return await call(body)
-    return {
-        "throttle_time_ms": 0,
-        "error_code": CLUSTER_DENIED,
-        "error_message": _MESSAGES[CLUSTER_DENIED],
-        "resources": [],
     }
 
 
@@ -765,8 +760,8 @@ RULES: dict[int, Rule] = {
     ApiKey.END_TXN: _txn_write(),
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
-    ApiKey.DESCRIBE_ACLS: _describe_acls,
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_scram,
+    ApiKey.DESCRIBE_ACLS: _cluster_describe("resources"),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster_describe("results"),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
     ApiKey.CREATE_ACLS: _create_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
