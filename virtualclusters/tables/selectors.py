@@ -47,7 +47,7 @@ def due_tables(cluster: VirtualCluster, *, now: datetime) -> list[TopicTable]:
     due = []
     candidates = TopicTable.objects.filter(
         topic__cluster=cluster, state=TopicTable.State.ACTIVE
-    ).select_related("table", "topic", "dead_letters")
+    ).select_related("table", "topic__cluster", "dead_letters")
     for topic_table in candidates:
         last = topic_table.last_appended_at
         if last is not None and last > now - timedelta(seconds=topic_table.freshness_seconds):
