@@ -41,8 +41,10 @@ from virtualclusters.tables.models import TopicTable
 from virtualclusters.tables.selectors import (
     due_tables,
     lag_records,
+    table_behind,
     table_last_offsets,
     table_rows,
+    table_snapshot,
 )
 
 NAMESPACE = "topics"
@@ -273,6 +275,7 @@ def topic_table_state(topic_table: TopicTable) -> dict:
     table = topic_table.table
     offsets = table_last_offsets(table)
     cluster = topic_table.topic.cluster
+    behind = table_behind(topic_table, offsets, now=timezone.now())
     return {
         "state": topic_table.state,
         "catalog_url": catalog_url(cluster),
@@ -287,6 +290,9 @@ def topic_table_state(topic_table: TopicTable) -> dict:
         "rows": table_rows(table),
         "last_offsets": {str(p): o for p, o in sorted(offsets.items())},
         "lag_records": lag_records(topic_table, offsets),
+        "lag_seconds": behind["lag_seconds"],
+        "backfill": behind["backfill"],
+        "snapshot": table_snapshot(table),
         "last_appended_at": topic_table.last_appended_at,
         "last_error": topic_table.last_error,
         "dead_letters": None
