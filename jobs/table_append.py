@@ -24,12 +24,13 @@ its last stable offset, ``aborted``: [partition, producer id, first offset, mark
 offset]}]: records are taken as a read_committed consumer reads them. An Avro table's
 columns are the value's fields (added by name before the first append of a new
 version) and ``kafka``: a struct of partition, offset, timestamp, key and headers.
-With ``maintenance`` ({``retention_ms``: the topic's, ``target_bytes``, ``max_files``})
+With ``maintenance`` ({``retention_ms``: the topic's, ``target_bytes``, ``max_files``,
+``orphan_grace_s``})
 a table and its dead letters are then compacted and their old snapshots expired
 (``jobs/table_maintenance.py``).
 Result: ``tables``: [{``id``, ``appended``, ``rows``, ``last_offsets``, ``files``,
 ``bytes``, ``snapshot_id``, ``conflicts``, ``maintenance``: {``compacted``,
-``expired``, ``deleted``, ``error``?}}] (or {``id``, ``error``}).
+``expired``, ``deleted``, ``orphans``, ``error``?}}] (or {``id``, ``error``}).
 """
 
 from __future__ import annotations
@@ -427,7 +428,7 @@ def maintain_tables(catalog: RestCatalog, spec: dict) -> dict:
     """`maintain` the table and its dead letters after their append (a failure is
     reported, the append stands)."""
     settings = spec["maintenance"]
-    total = {"compacted": 0, "expired": 0, "deleted": 0}
+    total = {"compacted": 0, "expired": 0, "deleted": 0, "orphans": 0}
     try:
         for name in filter(None, (spec["table"], spec.get("dead_letters"))):
             done = maintain(
@@ -436,6 +437,7 @@ def maintain_tables(catalog: RestCatalog, spec: dict) -> dict:
                 now_ms=time.time_ns() // 1_000_000,
                 target_bytes=int(settings["target_bytes"]),
                 max_files=int(settings["max_files"]),
+                orphan_grace_s=float(settings["orphan_grace_s"]),
             )
             total = {k: total[k] + done[k] for k in total}
     except Exception as exc:

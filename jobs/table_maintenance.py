@@ -14,6 +14,12 @@ references them (time travel within the retention).
 Expiry: every snapshot but the current one older than ``retention_ms`` (-1: never) is
 removed through the catalog; then every manifest list, manifest and data file that the
 removed snapshots referenced and the remaining ones do not is deleted.
+
+Orphans: data files (``data/``) and manifests (``metadata/*.avro``) in the table's
+location that no snapshot references and that are older than ``orphan_grace_s`` — what
+an attempt wrote and never committed (a lost race whose cleanup failed, an agent killed
+between its writes and its commit) — are deleted. The grace is the longest a job may run:
+no live attempt can still commit them.
 """
 
 from __future__ import annotations
@@ -22,9 +28,10 @@ import itertools
 import uuid
 from collections import defaultdict
 
+from pyarrow.fs import FileSelector, FileType
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+from pyiceberg.io.pyarrow import ArrowScan, PyArrowFileIO, _dataframe_to_data_files
 from pyiceberg.serializers import ToOutputFile
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.snapshots import Snapshot
@@ -135,10 +142,46 @@ def expire(table: Table, *, retention_ms: int, now_ms: int) -> tuple[int, int]:
     return len(old), len(gone)
 
 
+def orphans_delete(table: Table, *, grace_s: float, now_ms: int) -> int:
+    """Delete the table's data files and manifests no snapshot references, older than
+    the grace; how many."""
+    io = table.io
+    if not isinstance(io, PyArrowFileIO):
+        return 0
+    scheme, netloc, root = PyArrowFileIO.parse_location(table.location())
+    fs = io.fs_by_scheme(scheme, netloc)
+    live = {
+        PyArrowFileIO.parse_location(p)[2]
+        for p in referenced_files(table, table.metadata.snapshots)
+    }
+    found = []
+    for folder, suffix in (("data", ".parquet"), ("metadata", ".avro")):
+        selector = FileSelector(
+            f"{root.rstrip('/')}/{folder}", recursive=True, allow_not_found=True
+        )
+        found += [i for i in fs.get_file_info(selector) if i.path.endswith(suffix)]
+    deleted = 0
+    for info in found:
+        if info.type != FileType.File or info.path in live or info.mtime is None:
+            continue
+        if now_ms - info.mtime.timestamp() * 1000 < grace_s * 1000:
+            continue  # perhaps an attempt still running: it may yet commit it
+        fs.delete_file(info.path)
+        deleted += 1
+    return deleted
+
+
 def maintain(
-    table: Table, *, topic_retention_ms: int, now_ms: int, target_bytes: int, max_files: int
+    table: Table,
+    *,
+    topic_retention_ms: int,
+    now_ms: int,
+    target_bytes: int,
+    max_files: int,
+    orphan_grace_s: float,
 ) -> dict:
     compacted = compact(table, target_bytes=target_bytes, max_files=max_files)
     retention_ms = retention_of(table, topic_retention_ms)
     expired, deleted = expire(table, retention_ms=retention_ms, now_ms=now_ms)
-    return {"compacted": compacted, "expired": expired, "deleted": deleted}
+    orphans = orphans_delete(table, grace_s=orphan_grace_s, now_ms=now_ms)
+    return {"compacted": compacted, "expired": expired, "deleted": deleted, "orphans": orphans}

@@ -3,11 +3,13 @@
 9 appends prove the rule the default of 10 applies after 200), the rows unchanged; the
 replaced files stay while a snapshot within the topic's retention.ms references them,
 and once the snapshots are older than it they are expired and their files leave the
-bucket. Segment files are committed through the real metadata store and the job runs
+bucket, as do files an attempt never committed once no attempt can. Segment files are committed through the real metadata store and the job runs
 in this process's Spark, committing through the catalog on a real web server."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -96,7 +98,21 @@ def test_small_appends_are_compacted_and_expired_snapshots_leave_the_bucket(
     # The topic now keeps records for 1 ms: the next run expires every snapshot but the
     # current one and deletes what only they referenced.
     Topic.objects.filter(pk=topic.pk).update(configs={"retention.ms": "1"})
+    # Files an attempt wrote and never committed: one older than a job may run, deleted;
+    # one that a running attempt may still commit, kept.
+    data = Path(unquote(urlsplit(table.location()).path)) / "data"
+    stale, fresh = data / "00000-0-stale.parquet", data / "00000-0-fresh.parquet"
+    for orphan in (stale, fresh):
+        orphan.write_bytes(b"PAR1 never committed")
+    hours_ago = time.time() - 3 * 3600
+    root = Path(unquote(urlsplit(table.location()).path))
+    for old in [stale, *root.rglob("*.parquet"), *root.rglob("*.avro")]:
+        if old != fresh:  # the table's own files too: referenced, they stay however old
+            os.utime(old, (hours_ago, hours_ago))
     run = produce_and_append(9)
+    assert run.details["orphans_deleted"] == 1, run.details
+    assert fresh.exists() and not stale.exists()
+    fresh.unlink()
     assert run.details["compacted_files"] == 4
     assert run.details["expired_snapshots"] == 12, run.details
     assert run.details["deleted_files"] > 0

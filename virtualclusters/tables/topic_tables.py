@@ -337,6 +337,8 @@ def table_append_begin(run: JobRun) -> Step | dict:
                         "retention_ms": _retention_ms(topic_table),
                         "target_bytes": settings.FLOE_TABLE_TARGET_FILE_BYTES,
                         "max_files": settings.FLOE_TABLE_MAX_SMALL_FILES,
+                        # Files of an attempt that never committed: once no attempt can.
+                        "orphan_grace_s": settings.FLOE_JOB_TIMEOUT_S,
                     },
                 }
             )
@@ -395,6 +397,7 @@ def table_append_continue(run: JobRun, result: dict) -> dict:
         "compacted_files": sum(_maintained(o, "compacted") for o in outcomes),
         "expired_snapshots": sum(_maintained(o, "expired") for o in outcomes),
         "deleted_files": sum(_maintained(o, "deleted") for o in outcomes),
+        "orphans_deleted": sum(_maintained(o, "orphans") for o in outcomes),
         "errors": errors,
     }
     return {
