@@ -25,7 +25,7 @@ offset]}]: records are taken as a read_committed consumer reads them. An Avro ta
 columns are the value's fields (added by name before the first append of a new
 version) and ``kafka``: a struct of partition, offset, timestamp, key and headers.
 With ``maintenance`` ({``retention_ms``: the topic's, ``target_bytes``, ``max_files``,
-``orphan_grace_s``})
+``orphan_grace_s``, ``sweep_s``})
 a table and its dead letters are then compacted and their old snapshots expired
 (``jobs/table_maintenance.py``).
 Result: ``tables``: [{``id``, ``appended``, ``rows``, ``last_offsets``, ``files``,
@@ -438,6 +438,7 @@ def maintain_tables(catalog: RestCatalog, spec: dict) -> dict:
                 target_bytes=int(settings["target_bytes"]),
                 max_files=int(settings["max_files"]),
                 orphan_grace_s=float(settings["orphan_grace_s"]),
+                sweep_s=float(settings.get("sweep_s", 0)),
             )
             total = {k: total[k] + done[k] for k in total}
     except Exception as exc:

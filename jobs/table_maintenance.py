@@ -38,6 +38,7 @@ from pyiceberg.table.snapshots import Snapshot
 
 LAST_OFFSETS = "floe.last-offsets"  # as jobs/table_append.py writes it
 MAX_AGE_PROPERTY = "history.expire.max-snapshot-age-ms"  # Iceberg's own; longer only
+SWEPT_AT = "floe.orphans-swept-at-ms"  # when `orphans_delete` last ran
 
 
 def _write_metadata(table: Table) -> None:
@@ -179,9 +180,26 @@ def maintain(
     target_bytes: int,
     max_files: int,
     orphan_grace_s: float,
+    sweep_s: float = 0,
 ) -> dict:
+    """Compact, expire, delete orphans. Expiry and the orphan sweep read every
+    snapshot's manifests: each waits until there is `sweep_s` of work (snapshots that
+    much past the retention; that long since the last sweep, kept in the table's
+    property `SWEPT_AT`)."""
     compacted = compact(table, target_bytes=target_bytes, max_files=max_files)
     retention_ms = retention_of(table, topic_retention_ms)
-    expired, deleted = expire(table, retention_ms=retention_ms, now_ms=now_ms)
-    orphans = orphans_delete(table, grace_s=orphan_grace_s, now_ms=now_ms)
+    expired = deleted = orphans = 0
+    oldest = min((s.timestamp_ms for s in table.metadata.snapshots), default=now_ms)
+    if retention_ms >= 0 and oldest < now_ms - retention_ms - sweep_s * 1000:
+        expired, deleted = expire(table, retention_ms=retention_ms, now_ms=now_ms)
+    swept = int(table.properties.get(SWEPT_AT, "0"))
+    if now_ms - swept >= sweep_s * 1000:
+        orphans = orphans_delete(table, grace_s=orphan_grace_s, now_ms=now_ms)
+        try:
+            with table.transaction() as transaction:
+                transaction.set_properties({SWEPT_AT: str(now_ms)})
+        except CommitFailedException:
+            pass  # another writer came first: the next run sweeps again
+        else:
+            _write_metadata(table)
     return {"compacted": compacted, "expired": expired, "deleted": deleted, "orphans": orphans}

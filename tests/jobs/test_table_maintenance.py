@@ -57,6 +57,7 @@ def test_small_appends_are_compacted_and_expired_snapshots_leave_the_bucket(
     spark, jobs_settings, live_server, monkeypatch
 ):
     jobs_settings.FLOE_TABLE_MAX_SMALL_FILES = 3
+    jobs_settings.FLOE_TABLE_SWEEP_S = 0  # expiry and the orphan sweep at every append
     cluster, key = make_cluster("maintained", auto_create_topics=False)
     monkeypatch.setattr(driver, "CONTROL_PLANE_URL", live_server.url)
     monkeypatch.setattr(driver, "AGENT_KEY", key)

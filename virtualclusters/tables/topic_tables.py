@@ -339,6 +339,7 @@ def table_append_begin(run: JobRun) -> Step | dict:
                         "max_files": settings.FLOE_TABLE_MAX_SMALL_FILES,
                         # Files of an attempt that never committed: once no attempt can.
                         "orphan_grace_s": settings.FLOE_JOB_TIMEOUT_S,
+                        "sweep_s": settings.FLOE_TABLE_SWEEP_S,
                     },
                 }
             )
