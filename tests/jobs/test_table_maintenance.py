@@ -132,3 +132,12 @@ def test_small_appends_are_compacted_and_expired_snapshots_leave_the_bucket(
         "clicks",
         'SELECT count(*), count(DISTINCT (partition, "offset")) FROM {table}',
     ) == [(30, 30)]
+
+    # Expiry and the sweep read every snapshot's manifests: at most once per
+    # FLOE_TABLE_SWEEP_S — the sweep just ran, so a stale orphan waits for the next.
+    jobs_settings.FLOE_TABLE_SWEEP_S = 3600
+    stale.write_bytes(b"PAR1 never committed")
+    os.utime(stale, (hours_ago, hours_ago))
+    run = produce_and_append(10)
+    assert (run.details["orphans_deleted"], run.details["expired_snapshots"]) == (0, 0)
+    assert stale.exists()
