@@ -7,11 +7,20 @@ keeps the topic as a raw table, and times one ``table_append`` run end to end (p
 the Spark job on ``--master``, default ``local[2]``, reading the runs, writing Parquet
 and committing through the catalog of a real control plane web server → the result
 recorded), after a tiny warm-up append (a long-running jobs agent has paid Spark's
-start-up long ago). Checks the table's row count. Prints one JSON object.
+start-up long ago). Checks the table's row count.
+
+Then, for ``--steady-seconds`` (default 30; 0 skips it), records are written at
+``--rate-mib`` MiB/s (default 5) in segment files of ``--file-bytes`` by a thread of
+this process while the main thread appends as a jobs agent does whenever the table is
+due (``freshness_seconds`` 1, maintenance on): after each append, the table's lag
+(records of the topic not in it, and seconds since the oldest of them was committed)
+and the data files the append added. Checks every record written is in the table at
+the end. Prints one JSON object.
 
     .venv/bin/python bench/tableflow.py [--bytes 134217728] [--master local[2]]
+        [--steady-seconds 30] [--rate-mib 5]
 
-Not yet measured: Avro records, a standalone master, the lag at a steady produce rate.
+Not yet measured: Avro records.
 """
 
 from __future__ import annotations
@@ -21,7 +30,9 @@ import json
 import os
 import random
 import shutil
+import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -38,6 +49,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--file-bytes", type=int, default=1 * MIB, help="ingestion file size")
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--steady-seconds", type=float, default=30.0)
+    parser.add_argument("--rate-mib", type=float, default=5.0, help="steady produce rate")
     parser.add_argument("--keep", action="store_true", help="keep the bucket folder")
     return parser.parse_args()
 
@@ -78,9 +91,11 @@ def main() -> None:
     batch_bytes = args.record_bytes * args.batch_records
     batches_per_file = max(1, args.file_bytes // batch_bytes)
     files = max(1, args.bytes // (batches_per_file * batch_bytes))
-    started = time.perf_counter()
-    ts = int(time.time() * 1000)
-    for n in range(files):
+    file_records = batches_per_file * args.batch_records
+
+    def write_file(n: int) -> None:
+        """One segment file of `batches_per_file` batches, over the partitions."""
+        ts = int(time.time() * 1000)
         chosen = []
         for b in range(batches_per_file):
             records = []
@@ -90,8 +105,12 @@ def main() -> None:
                 records.append(RecordInput(key=f"{n}-{b}-{i}".encode(), value=value, timestamp=ts))
             chosen.append((topic, (n + b) % args.partitions, encode_batch(records)))
         writer.commit(chosen)
+
+    started = time.perf_counter()
+    for n in range(files):
+        write_file(n)
     write_s = time.perf_counter() - started
-    records = files * batches_per_file * args.batch_records
+    records = files * file_records
 
     with control_plane(env) as url:
         driver.CONTROL_PLANE_URL = url
@@ -132,6 +151,15 @@ def main() -> None:
         )
         rows = table.scan().count() if hasattr(table.scan(), "count") else None
         data_files = len(list(table.scan().plan_files()))
+        steady = steady_phase(
+            args, cluster, agent_key, topic, write_file, files, file_records, append
+        )
+        if steady:
+            table = table.refresh()
+            steady["rows_read"] = table.scan().count()
+            steady["data_files_at_end"] = len(list(table.scan().plan_files()))
+            if steady["rows_read"] != records + steady["records_written"]:
+                raise SystemExit(f"steady phase: read {steady['rows_read']} rows, wrote more")
 
     if run.details["appended"] != records or (rows is not None and rows != records):
         raise SystemExit(f"appended {run.details['appended']}, read {rows}, wrote {records}")
@@ -153,11 +181,97 @@ def main() -> None:
                 "mib_per_s_spark_job": round(mib / spark_s, 1),
                 "seconds_first_tiny_append": round(first_s, 2),
                 "seconds_writing_inputs": round(write_s, 2),
+                "steady": steady,
             }
         )
     )
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def steady_phase(
+    args, cluster, agent_key, topic, write_file, first_file, file_records, append
+) -> dict | None:
+    """Files written at the steady rate by a thread while this one appends whenever the
+    table is due; the lag after each append and the files each added."""
+    if args.steady_seconds <= 0:
+        return None
+    from django.db import connection
+    from django.utils import timezone
+
+    from virtualclusters.tables.models import TopicTable
+    from virtualclusters.tables.selectors import lag_records, table_behind, table_last_offsets
+    from virtualclusters.tables.topic_tables import topic_table_enable
+
+    topic_table_enable(topic=topic, schema="raw", freshness_seconds=1)
+    file_seconds = args.file_bytes / (args.rate_mib * MIB)
+    written = [0]
+    stop = threading.Event()
+
+    def produce() -> None:
+        began = time.perf_counter()
+        try:
+            while not stop.is_set():
+                write_file(first_file + written[0])
+                written[0] += 1
+                ahead = began + written[0] * file_seconds - time.perf_counter()
+                if ahead > 0:
+                    stop.wait(ahead)
+        finally:
+            connection.close()
+
+    def lag() -> tuple[int, int]:
+        kept = TopicTable.objects.select_related("table").get(topic=topic)
+        offsets = table_last_offsets(kept.table)
+        behind = table_behind(kept, offsets, now=timezone.now())
+        return lag_records(kept, offsets), behind["lag_seconds"]
+
+    thread = threading.Thread(target=produce, daemon=True)
+    began = time.perf_counter()
+    thread.start()
+    appends: list[dict] = []
+    while time.perf_counter() - began < args.steady_seconds:
+        TopicTable.objects.filter(topic=topic).update(last_appended_at=None)
+        if lag()[0] == 0:
+            time.sleep(0.2)
+            continue
+        run, seconds, _ = append(cluster, agent_key)
+        records_behind, seconds_behind = lag()
+        appends.append(
+            {
+                "seconds": seconds,
+                "appended": run.details["appended"],
+                "files": run.output_files,
+                "compacted": run.details.get("compacted_files", 0),
+                "lag_records": records_behind,
+                "lag_seconds": seconds_behind,
+            }
+        )
+    stop.set()
+    thread.join(60)
+    elapsed = time.perf_counter() - began
+    while lag()[0]:  # the rest, for the count check
+        TopicTable.objects.filter(topic=topic).update(last_appended_at=None)
+        append(cluster, agent_key)
+    produced_mib = written[0] * args.file_bytes / MIB
+
+    def summary(key: str) -> dict:
+        values = [a[key] for a in appends] or [0]
+        return {"median": statistics.median(values), "max": max(values)}
+
+    return {
+        "seconds": round(elapsed, 1),
+        "target_mib_per_s": args.rate_mib,
+        "produced_mib_per_s": round(produced_mib / elapsed, 2),
+        "records_written": written[0] * file_records,
+        "appends": len(appends),
+        "append_seconds": {k: round(v, 2) for k, v in summary("seconds").items()},
+        "records_per_append": summary("appended"),
+        "files_per_append": summary("files"),
+        "files_compacted": sum(a["compacted"] for a in appends),
+        "lag_records_after_append": summary("lag_records"),
+        "lag_seconds_after_append": summary("lag_seconds"),
+    }
 
 
 if __name__ == "__main__":

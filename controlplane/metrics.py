@@ -1,7 +1,8 @@
 """Prometheus metrics of the control plane itself: the web app's requests and latencies,
 the Celery tasks' runs and failures, and the build (the agent API's calls, commits/s and
 fetch-plan latency, are the metadata store's own: `metadata_store.agent_api.metrics`, on
-the same registry). `/metrics` on the web app; the worker serves its own on
+the same registry; the topic tables' lag is read from the database at each scrape:
+`virtualclusters.tables.metrics`). `/metrics` on the web app; the worker serves its own on
 `FLOE_WORKER_METRICS_PORT` when set.
 
 Several web server workers (uvicorn --workers): set `PROMETHEUS_MULTIPROC_DIR` (an empty folder) and each
@@ -64,9 +65,13 @@ class RequestMetricsMiddleware:
 
 def metrics_view(request) -> HttpResponse:
     """The exposition, every worker's when PROMETHEUS_MULTIPROC_DIR is set."""
+    # Imported here: the Celery worker imports this module before the apps are ready.
+    from virtualclusters.tables.metrics import TABLES_REGISTRY
+
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
     else:
         registry = REGISTRY
-    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+    body = generate_latest(registry) + generate_latest(TABLES_REGISTRY)  # read at the scrape
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

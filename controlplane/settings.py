@@ -244,6 +244,13 @@ FLOE_JOB_FAILURE_BACKOFF_S = env_int("FLOE_JOB_FAILURE_BACKOFF_S", 300, minimum=
 FLOE_JOB_HISTORY_DAYS = env_int("FLOE_JOB_HISTORY_DAYS", 14, minimum=1)
 # At most this many bytes of segment runs per topic table in one append.
 FLOE_TABLE_APPEND_MAX_BYTES = env_int("FLOE_TABLE_APPEND_MAX_BYTES", 1024**3, minimum=1024 * 1024)
+# Table maintenance after each append: a partition with more data files than this under
+# the target size is compacted into target-sized files.
+FLOE_TABLE_MAX_SMALL_FILES = env_int("FLOE_TABLE_MAX_SMALL_FILES", 10, minimum=1)
+FLOE_TABLE_TARGET_FILE_BYTES = env_int("FLOE_TABLE_TARGET_FILE_BYTES", 128 * 1024**2, minimum=1024)
+# Snapshot expiry and the sweep of uncommitted files read every snapshot's manifests: at
+# most once per this many seconds per table.
+FLOE_TABLE_SWEEP_S = env_int("FLOE_TABLE_SWEEP_S", 3600, minimum=0)
 CELERY_BEAT_SCHEDULE = {
     f"floe-{kind.replace('_', '-')}-check": {
         "task": "virtualclusters.jobs.tasks.jobs_check",

@@ -24,8 +24,13 @@ its last stable offset, ``aborted``: [partition, producer id, first offset, mark
 offset]}]: records are taken as a read_committed consumer reads them. An Avro table's
 columns are the value's fields (added by name before the first append of a new
 version) and ``kafka``: a struct of partition, offset, timestamp, key and headers.
+With ``maintenance`` ({``retention_ms``: the topic's, ``target_bytes``, ``max_files``,
+``orphan_grace_s``, ``sweep_s``})
+a table and its dead letters are then compacted and their old snapshots expired
+(``jobs/table_maintenance.py``).
 Result: ``tables``: [{``id``, ``appended``, ``rows``, ``last_offsets``, ``files``,
-``bytes``, ``snapshot_id``, ``conflicts``}] (or {``id``, ``error``}).
+``bytes``, ``snapshot_id``, ``conflicts``, ``maintenance``: {``compacted``,
+``expired``, ``deleted``, ``orphans``, ``error``?}}] (or {``id``, ``error``}).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -51,6 +57,7 @@ from core.kafka.records import decode_records
 from jobs.avro_columns import Decoder, value_schema
 from jobs.cli import job_main
 from jobs.segment_io import BatchRef, read_batches, run_at_offsets, store_for
+from jobs.table_maintenance import maintain
 
 RUN_COLUMNS = (
     "partition",
@@ -407,10 +414,36 @@ def run(spark: SparkSession, plan: dict) -> dict:
     results = []
     for spec in plan["tables"]:
         try:
-            results.append(append_table(spark, catalog, plan["bucket_url"], spec))
+            outcome = append_table(spark, catalog, plan["bucket_url"], spec)
         except Exception as exc:  # reported per table: the control plane shows last_error
             results.append({"id": spec["id"], "error": f"{type(exc).__name__}: {exc}"[:2000]})
+            continue
+        if spec.get("maintenance"):
+            outcome["maintenance"] = maintain_tables(catalog, spec)
+        results.append(outcome)
     return {"tables": results}
+
+
+def maintain_tables(catalog: RestCatalog, spec: dict) -> dict:
+    """`maintain` the table and its dead letters after their append (a failure is
+    reported, the append stands)."""
+    settings = spec["maintenance"]
+    total = {"compacted": 0, "expired": 0, "deleted": 0, "orphans": 0}
+    try:
+        for name in filter(None, (spec["table"], spec.get("dead_letters"))):
+            done = maintain(
+                catalog.load_table((spec["namespace"], name)),
+                topic_retention_ms=int(settings["retention_ms"]),
+                now_ms=time.time_ns() // 1_000_000,
+                target_bytes=int(settings["target_bytes"]),
+                max_files=int(settings["max_files"]),
+                orphan_grace_s=float(settings["orphan_grace_s"]),
+                sweep_s=float(settings.get("sweep_s", 0)),
+            )
+            total = {k: total[k] + done[k] for k in total}
+    except Exception as exc:
+        return {**total, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+    return total
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,11 +1,16 @@
 """The control plane's own Prometheus metrics: web requests by view, agent-API calls with
-their latency, Celery task runs, the build."""
+their latency, Celery task runs, the build, and each topic table's lag."""
 
 from __future__ import annotations
 
 import pytest
 
+from metadata_store.clusters import cluster_bucket_claim
+from tests.factories import make_cluster
+from tests.jobs.segments import SegmentWriter, batch
 from tests.metadata_store.conftest import AgentApi
+from virtualclusters.tables.models import TopicTable
+from virtualclusters.tables.topic_tables import topic_table_enable, topic_table_stop
 from virtualclusters.throughput.tasks import throughput_sample_all
 
 pytestmark = pytest.mark.django_db
@@ -26,3 +31,21 @@ def test_metrics_count_requests_agent_calls_tasks_and_the_build(client, alice):
     assert f'floe_celery_task_runs_total{{outcome="success",task="{task}"}}' in text
     assert 'floe_build_info{component="web",version="' in text
     assert "process_cpu_seconds_total" in text  # the process collector
+
+
+def test_metrics_show_each_topic_tables_lag(client, tmp_path):
+    bucket = (tmp_path / "bucket").as_uri()
+    (tmp_path / "bucket").mkdir()
+    cluster, _ = make_cluster("lagging", auto_create_topics=False)
+    cluster_bucket_claim(cluster=cluster, bucket_url=bucket)
+    cluster.refresh_from_db()
+    writer = SegmentWriter(cluster, bucket)
+    topic = writer.topic("orders", partitions=2)
+    writer.commit([(topic, 0, batch([(b"k", b"v")] * 10)), (topic, 1, batch([(b"k", b"v")] * 6))])
+    topic_table_enable(topic=topic, schema="raw")
+    labels = f'{{cluster="{cluster.public_id}",table="topics.orders"}}'
+    text = client.get("/metrics").content.decode()
+    assert f"floe_table_lag_records{labels} 16.0" in text
+    assert f"floe_table_lag_seconds{labels} " in text
+    topic_table_stop(topic_table=TopicTable.objects.get(topic=topic))
+    assert f"floe_table_lag_records{labels}" not in client.get("/metrics").content.decode()

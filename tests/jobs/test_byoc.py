@@ -2,7 +2,8 @@
 against its own bucket (one file://, one s3:// on moto's server), on a standalone Spark
 cluster, while the control plane — this test process, which serves the agent API —
 holds no bucket credentials; and a jobs agent killed mid-run (Spark local[1]) loses its
-lease to another that finishes the run."""
+lease to another that finishes the run — a compaction, and a topic table's append, which
+still holds every record once."""
 
 from __future__ import annotations
 
@@ -17,15 +18,18 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from pyiceberg.catalog.rest import RestCatalog
 
 from core.storage import open_store
-from metadata_store.models import SegmentFile
+from metadata_store.models import SegmentFile, Topic
 from tests.agents.conftest import REPO, AgentProcess, agent_command
-from tests.factories import make_cluster, make_org
+from tests.factories import make_api_key, make_cluster, make_org
 from tests.fixtures_s3 import REGION, create_bucket, moto_s3_server
+from tests.jobs import driver
 from tests.metadata_store.conftest import AgentApi
 from virtualclusters.jobs import services as jobs_services
 from virtualclusters.jobs.models import JobRun
+from virtualclusters.tables.topic_tables import table_append_begin, topic_table_enable
 
 pytestmark = [pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
 
@@ -298,3 +302,57 @@ def test_a_killed_jobs_agent_loses_its_lease_and_another_finishes_the_run(
     run.refresh_from_db()
     assert run.state == "succeeded" and run.details["swapped"] is True
     assert read_all(serving.bootstrap) == before  # nothing lost, nothing doubled
+
+
+def test_a_jobs_agent_killed_mid_append_leaves_every_record_once_in_the_table(
+    byoc_settings, start_agent, tmp_path, live_server, spark, monkeypatch
+):
+    """The jobs agent is SIGKILLed while its append runs; meanwhile the append it was
+    making reaches the catalog (as if its commit got through before it died: this
+    process commits the same plan). The lease expires, a rescuer re-leases the run and
+    appends only what came after; the table holds every record once. (A commit race
+    lost to another attempt is tested in test_table_append.py.)"""
+    bucket = (tmp_path / "bucket").as_uri()
+    (tmp_path / "bucket").mkdir()
+    cluster, key = make_cluster("killed-append", auto_create_topics=False)
+    monkeypatch.setattr(driver, "CONTROL_PLANE_URL", live_server.url)
+    monkeypatch.setattr(driver, "AGENT_KEY", key)
+    serving = start_agent(key, bucket, roles="produce,consume")
+    doomed = start_agent(key, bucket, roles="jobs", extra=["--job-lease-s", "10"])
+    produce(serving.bootstrap, "t")
+    cluster.refresh_from_db()
+    topic = Topic.objects.get(cluster=cluster, name=TOPIC)
+    topic_table_enable(topic=topic, schema="raw", freshness_seconds=1)
+
+    run = jobs_services.job_dispatch(cluster=cluster, kind=JobRun.Kind.TABLE_APPEND)
+    deadline = time.monotonic() + 30
+    while run.state != "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        run.refresh_from_db()
+    assert run.state == "running" and run.lease_agent == doomed.agent_id
+    doomed.kill()  # mid-append: Spark is starting or writing
+    run.cluster = cluster
+    step = table_append_begin(run)
+    assert not isinstance(step, dict)
+    committed = driver.spark_step("table_append", driver._with_agent_parts(step.plan, bucket))
+    assert committed["tables"][0]["appended"] == ROUNDS * 6, committed
+
+    # More records while the run waits for its lease to expire.
+    producer = Producer({"bootstrap.servers": serving.bootstrap})
+    for n in range(10):
+        producer.produce(TOPIC, key=b"late", value=f"late {n}".encode(), partition=n % PARTITIONS)
+    assert producer.flush(20) == 0
+    rescuer = start_agent(key, bucket, roles="jobs", extra=["--job-lease-s", "10"])
+    run = wait_finished(run)
+    assert run.state == "succeeded", run.error
+    assert run.lease_agent == rescuer.agent_id and run.attempts == 2
+    assert run.details["appended"] == 10, run.details
+
+    rest = RestCatalog(
+        "floe",
+        uri=f"{live_server.url}/iceberg/{cluster.public_id}",
+        token=make_api_key(cluster.organization),
+    )
+    rows = rest.load_table(("topics", TOPIC)).scan().to_arrow().to_pylist()
+    got = sorted((r["partition"], r["offset"], r["key"], r["value"]) for r in rows)
+    assert got == [(p, o, k, v) for p, o, k, v, _, _ in read_all(serving.bootstrap)]

@@ -68,6 +68,19 @@ class TopicTableRequestSerializer(serializers.Serializer):
     )
 
 
+class TableSnapshotSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    committed_at = serializers.DateTimeField()
+    operation = serializers.CharField(allow_null=True)
+    files = serializers.IntegerField(help_text="The table's data files.")
+    bytes = serializers.IntegerField(help_text="Their bytes.")
+
+
+class BackfillSerializer(serializers.Serializer):
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+
+
 class TopicTableSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=TopicTable.State.choices)
     catalog_url = serializers.CharField(help_text="The Iceberg REST catalog's base URI.")
@@ -80,6 +93,15 @@ class TopicTableSerializer(serializers.Serializer):
     rows = serializers.IntegerField()
     last_offsets = serializers.DictField(child=serializers.IntegerField())
     lag_records = serializers.IntegerField()
+    lag_seconds = serializers.IntegerField(
+        help_text="Since the oldest record not in the table was committed to the topic."
+    )
+    snapshot = TableSnapshotSerializer(allow_null=True, help_text="The current snapshot.")
+    backfill = BackfillSerializer(
+        allow_null=True,
+        help_text="While records the topic held before the table was switched on are "
+        "missing: how many of them are in.",
+    )
     last_appended_at = serializers.DateTimeField(allow_null=True)
     last_error = serializers.CharField(allow_blank=True)
     dead_letters = serializers.JSONField(

@@ -145,7 +145,8 @@ def topic_detail(request, cluster_id: str, name: str):
 
 
 def _table_context(topic: Topic) -> dict[str, Any]:
-    """The topic's Iceberg table, if it is kept as one: its state and a query to copy."""
+    """The topic's Iceberg table, if it is kept as one: its state (snapshot, lag, files,
+    the first backfill's progress) and queries to copy (PyIceberg, DuckDB)."""
     kept = TopicTable.objects.filter(topic=topic).select_related("table__namespace").first()
     if kept is None:
         return {
@@ -158,7 +159,13 @@ def _table_context(topic: Topic) -> dict[str, Any]:
         f'catalog = RestCatalog("floe", uri="{state["catalog_url"]}", token="<api key>")\n'
         f'catalog.load_table("{state["namespace"]}.{state["table"]}").scan().to_arrow()'
     )
-    return {"table": state, "table_query": query}
+    duckdb = (
+        "INSTALL iceberg; LOAD iceberg;\n"
+        "CREATE SECRET floe (TYPE iceberg, TOKEN '<api key>');\n"
+        f"ATTACH 'floe' AS floe (TYPE iceberg, ENDPOINT '{state['catalog_url']}', SECRET floe);\n"
+        f'SELECT count(*) FROM floe."{state["namespace"]}"."{state["table"]}";'
+    )
+    return {"table": state, "table_query": query, "table_query_duckdb": duckdb}
 
 
 @login_required

@@ -4,9 +4,9 @@ the catalog's metadata document), its lag behind its topic, and which are due.""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
-from metadata_store.models import Partition
+from metadata_store.models import Batch, Partition
 from virtualclusters.models import VirtualCluster
 from virtualclusters.tables.models import IcebergTable, TopicTable
 
@@ -43,11 +43,60 @@ def lag_records(topic_table: TopicTable, offsets: dict[int, int]) -> int:
     return lag
 
 
+def table_snapshot(table: IcebergTable) -> dict | None:
+    """The current snapshot: its id, when it was committed, and the table's data files
+    and their bytes (from its summary)."""
+    metadata = table.metadata
+    current = metadata.get("current-snapshot-id")
+    for snapshot in metadata.get("snapshots") or []:
+        if snapshot.get("snapshot-id") == current:
+            summary = snapshot.get("summary") or {}
+            return {
+                "id": current,
+                "committed_at": datetime.fromtimestamp(snapshot["timestamp-ms"] / 1000, tz=UTC),
+                "operation": summary.get("operation"),
+                "files": int(summary.get("total-data-files") or 0),
+                "bytes": int(summary.get("total-files-size") or 0),
+            }
+    return None
+
+
+def table_behind(topic_table: TopicTable, offsets: dict[int, int], *, now: datetime) -> dict:
+    """How far the table is behind its topic: ``lag_seconds`` (since the oldest record
+    not in the table was committed to the topic; 0 when none is missing) and, while
+    records the topic held before the table was switched on are still missing (its
+    first backfill), ``backfill``: {``done``, ``total``} records."""
+    oldest: datetime | None = None
+    done = missing = 0
+    backfilling = False
+    for partition_id, index, start, end in Partition.objects.filter(
+        topic_id=topic_table.topic_id
+    ).values_list("id", "index", "log_start_offset", "high_watermark"):
+        first = max(start, offsets.get(index, -1) + 1)
+        done += max(0, min(first, end) - start)
+        if first >= end:
+            continue
+        missing += end - first
+        run = (
+            Batch.objects.filter(partition_id=partition_id, last_offset__gte=first)
+            .order_by("last_offset")
+            .values_list("file__created_at", flat=True)
+            .first()
+        )
+        if run is not None:
+            oldest = run if oldest is None else min(oldest, run)
+            backfilling = backfilling or run < topic_table.created_at
+    return {
+        "lag_seconds": 0 if oldest is None else max(0, int((now - oldest).total_seconds())),
+        "backfill": {"done": done, "total": done + missing} if backfilling else None,
+    }
+
+
 def due_tables(cluster: VirtualCluster, *, now: datetime) -> list[TopicTable]:
     due = []
     candidates = TopicTable.objects.filter(
         topic__cluster=cluster, state=TopicTable.State.ACTIVE
-    ).select_related("table", "topic", "dead_letters")
+    ).select_related("table", "topic__cluster", "dead_letters")
     for topic_table in candidates:
         last = topic_table.last_appended_at
         if last is not None and last > now - timedelta(seconds=topic_table.freshness_seconds):

@@ -41,8 +41,10 @@ from virtualclusters.tables.models import TopicTable
 from virtualclusters.tables.selectors import (
     due_tables,
     lag_records,
+    table_behind,
     table_last_offsets,
     table_rows,
+    table_snapshot,
 )
 
 NAMESPACE = "topics"
@@ -281,6 +283,7 @@ def topic_table_state(topic_table: TopicTable) -> dict:
     table = topic_table.table
     offsets = table_last_offsets(table)
     cluster = topic_table.topic.cluster
+    behind = table_behind(topic_table, offsets, now=timezone.now())
     return {
         "state": topic_table.state,
         "catalog_url": catalog_url(cluster),
@@ -295,6 +298,9 @@ def topic_table_state(topic_table: TopicTable) -> dict:
         "rows": table_rows(table),
         "last_offsets": {str(p): o for p, o in sorted(offsets.items())},
         "lag_records": lag_records(topic_table, offsets),
+        "lag_seconds": behind["lag_seconds"],
+        "backfill": behind["backfill"],
+        "snapshot": table_snapshot(table),
         "last_appended_at": topic_table.last_appended_at,
         "last_error": topic_table.last_error,
         "dead_letters": None
@@ -335,6 +341,14 @@ def table_append_begin(run: JobRun) -> Step | dict:
                     "dead_letters": topic_table.dead_letters.name
                     if topic_table.dead_letters is not None
                     else None,
+                    "maintenance": {
+                        "retention_ms": _retention_ms(topic_table),
+                        "target_bytes": settings.FLOE_TABLE_TARGET_FILE_BYTES,
+                        "max_files": settings.FLOE_TABLE_MAX_SMALL_FILES,
+                        # Files of an attempt that never committed: once no attempt can.
+                        "orphan_grace_s": settings.FLOE_JOB_TIMEOUT_S,
+                        "sweep_s": settings.FLOE_TABLE_SWEEP_S,
+                    },
                 }
             )
     if not tables:
@@ -344,6 +358,17 @@ def table_append_begin(run: JobRun) -> Step | dict:
         {"catalog_path": catalog_path(run.cluster), "tables": tables},
         stage="appending",
     )
+
+
+def _maintained(outcome: dict, key: str) -> int:
+    maintenance = outcome.get("maintenance")
+    return int(maintenance.get(key) or 0) if isinstance(maintenance, dict) else 0
+
+
+def _retention_ms(topic_table: TopicTable) -> int:
+    """The topic's retention.ms: how long the table keeps old snapshots (at least)."""
+    topic = topic_table.topic
+    return int(topic.configs.get("retention.ms", topic.cluster.default_retention_ms))
 
 
 def table_append_continue(run: JobRun, result: dict) -> dict:
@@ -362,12 +387,15 @@ def table_append_continue(run: JobRun, result: dict) -> dict:
         if topic_table is None:
             continue
         error = str(outcome.get("error") or "")[:2000]
+        maintenance = outcome.get("maintenance")
+        if isinstance(maintenance, dict) and maintenance.get("error"):
+            errors.append(f"{topic_table.table.name} maintenance: {maintenance['error']}"[:2000])
         if error:
             errors.append(f"{topic_table.table.name}: {error}")
             TopicTable.objects.filter(pk=topic_table.pk).update(last_error=error)
         else:
             TopicTable.objects.filter(pk=topic_table.pk).update(last_error="", last_appended_at=now)
-    if outcomes and len(errors) == len(outcomes):
+    if outcomes and all(o.get("error") for o in outcomes):
         raise RuntimeError("; ".join(errors))  # the run fails (and backs off)
     files = sum(int(o.get("files") or 0) for o in outcomes)
     details = {
@@ -375,6 +403,10 @@ def table_append_continue(run: JobRun, result: dict) -> dict:
         "appended": sum(int(o.get("appended") or 0) for o in outcomes),
         "conflicts": sum(int(o.get("conflicts") or 0) for o in outcomes),
         "dead_lettered": sum(int(o.get("dead") or 0) for o in outcomes),
+        "compacted_files": sum(_maintained(o, "compacted") for o in outcomes),
+        "expired_snapshots": sum(_maintained(o, "expired") for o in outcomes),
+        "deleted_files": sum(_maintained(o, "deleted") for o in outcomes),
+        "orphans_deleted": sum(_maintained(o, "orphans") for o in outcomes),
         "errors": errors,
     }
     return {

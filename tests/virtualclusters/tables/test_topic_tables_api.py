@@ -46,6 +46,7 @@ def test_a_raw_table_is_switched_on_described_and_stopped(api, alice, orders):
     }
     assert state["catalog_url"].endswith(f"/iceberg/{alice['cluster'].public_id}")
     assert (state["rows"], state["last_offsets"], state["lag_records"]) == (0, {}, 0)
+    assert (state["lag_seconds"], state["backfill"], state["snapshot"]) == (0, None, None)
     assert state["dead_letters"] is None  # raw values always "decode"
     assert state["metadata_location"].startswith(
         f"file:///tmp/alice-tables-bucket/{alice['cluster'].public_id}/tables/topics/orders-"
