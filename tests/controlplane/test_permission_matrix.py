@@ -4,6 +4,9 @@ member's key (the console: their session), another organization's owner. What ea
 do comes from ONE table below (the least role an action needs, and what the request
 answers when allowed); an operation or a console URL without a row fails the test.
 
+Each cluster's Iceberg REST catalog (outside the OpenAPI schema) has its own table, CATALOG,
+with the cluster's agent key and another cluster's among the callers.
+
 Each request runs in a savepoint that is rolled back, so every caller meets the same
 organization (a deletion by one does not hide the thing from the next).
 """
@@ -30,6 +33,7 @@ from team.services import api_key_create
 from tenancy.models import Membership
 from tests import factories
 from virtualclusters.security.services import acl_binding, acl_create, sasl_credential_create
+from virtualclusters.tables import catalog_urls
 from virtualclusters.tables.topic_tables import topic_table_enable
 
 pytestmark = pytest.mark.django_db
@@ -215,8 +219,9 @@ def world(db):
     rex = Membership.objects.get(organization=org, user=people["rex"])
     team.member_remove(actor=owner_membership, target=rex)
     bob, bob_org = factories.make_org("bob-co")
-    factories.make_cluster("bob-cluster", org=bob_org)
+    _, bob_agent_key = factories.make_cluster("bob-cluster", org=bob_org)
     keys["other"] = factories.make_api_key(bob_org, role=OWNER, owner=bob)
+    keys["agent"], keys["other agent"] = agent_key, bob_agent_key
     victim_key, _ = api_key_create(
         organization=org, name="victim", role=MEMBER, service_account=True
     )
@@ -236,6 +241,8 @@ def world(db):
         "params": {
             "cluster_id": cluster.public_id,
             "name": "orders",
+            "namespace": "topics",  # the topic table's, made by topic_table_enable
+            "table": "orders",
             "subject": "orders-value",
             "version": "1",
             "acl_id": acl.public_id,
@@ -414,3 +421,64 @@ def expected_in_console(caller: str, row: tuple, names_a_thing: bool) -> int:
     if caller == "removed":  # signed in, but a member of no organization any more
         return without_organization
     return expected(caller, (least, allowed), names_a_thing)
+
+
+# Each cluster's Iceberg REST catalog (/iceberg/<cluster id>/v1/…, outside the OpenAPI
+# schema), by URL name: (the least role that may, the answer when allowed). The cluster's
+# own agent key (its jobs-role agents) may everything an admin may; another cluster's is 404.
+CATALOG = {
+    ("GET", "iceberg-config"): (MEMBER, 200),
+    ("GET", "iceberg-namespaces"): (MEMBER, 200),
+    ("POST", "iceberg-namespaces"): (ADMIN, 200),
+    ("GET", "iceberg-namespace"): (MEMBER, 200),
+    ("DELETE", "iceberg-namespace"): (ADMIN, 409),  # it holds the topic's table
+    ("GET", "iceberg-tables"): (MEMBER, 200),
+    ("POST", "iceberg-tables"): (ADMIN, 200),
+    ("GET", "iceberg-table"): (MEMBER, 200),
+    ("POST", "iceberg-table"): (ADMIN, 200),
+    ("DELETE", "iceberg-table"): (ADMIN, 204),
+}
+CATALOG_BODIES = {
+    ("POST", "iceberg-namespaces"): {"namespace": ["made"]},
+    ("POST", "iceberg-tables"): {"name": "made", "schema": {"type": "struct", "fields": []}},
+    ("POST", "iceberg-table"): {
+        "identifier": {"namespace": ["topics"], "name": "orders"},
+        "requirements": [],
+        "updates": [],
+    },
+}
+
+
+def catalog_operations() -> list[tuple[str, str, list[str]]]:
+    """Every method every catalog URL's view answers: (method, URL name, its parameters)."""
+    return [
+        (method.upper(), pattern.name, list(pattern.pattern.regex.groupindex))
+        for pattern in catalog_urls.urlpatterns
+        for method in pattern.callback.view_class.http_method_names
+        if method not in ("options", "head") and hasattr(pattern.callback.view_class, method)
+    ]
+
+
+def test_every_catalog_operation_answers_each_key_as_the_table_says(world):
+    """Another organization's API key, or another cluster's agent key, finds no catalog."""
+    operations = catalog_operations()
+    assert len(operations) >= 10
+    missing = [(m, name) for m, name, _ in operations if (m, name) not in CATALOG]
+    got, wrong = {}, []
+    for method, name, kwargs in operations:
+        url = reverse(name, kwargs={k: world["params"][k] for k in kwargs})
+        body = CATALOG_BODIES.get((method, name))
+        for caller in (*CALLERS, "agent", "other agent"):
+            client = APIClient(raise_request_exception=False)
+            client.credentials(HTTP_AUTHORIZATION=f"Bearer {world['keys'][caller]}")
+            data = "" if body is None else json.dumps(body)
+            response = once(client.generic, method, url, data, content_type="application/json")
+            got[(method, name, caller)] = response.status_code
+            if (method, name) in CATALOG:
+                least, allowed = CATALOG[(method, name)]
+                want = {"agent": allowed, "other agent": 404, "other": 404}.get(caller)
+                if want is None:
+                    want = expected(caller, (least, allowed), True)
+                if response.status_code != want:
+                    wrong.append((method, name, caller, response.status_code, want))
+    judge("catalog operations", got, missing, wrong)
