@@ -14,7 +14,7 @@ test did not pass. Each test's output is kept in ``<workdir>/logs/<n>.log``, the
 playground's logs in ``<workdir>/playground/logs``.
 
     LIBRDKAFKA_SRC=/path/to/librdkafka make librdkafka-tests
-    .venv/bin/python bench/librdkafka_tests.py --src PATH [--tests 0099,0103] [--timeout 900]
+    .venv/bin/python bench/librdkafka_tests.py --src PATH [--tests 0099,0103] [--timeout 1200]
 
 ``TEST_KAFKA_VERSION`` (the broker version librdkafka's tests assume, which gates their
 sub-tests) defaults to 3.9.0 here, librdkafka's own default being 2.4.0.
@@ -229,7 +229,7 @@ def main() -> int:
     parser.add_argument("--src", default=os.environ.get("LIBRDKAFKA_SRC"))
     parser.add_argument("--list", default=str(LIST), help="the list file (one number a line)")
     parser.add_argument("--tests", default="", help="comma-separated numbers (default: the list)")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds per test")
+    parser.add_argument("--timeout", type=float, default=1200, help="seconds per test")
     parser.add_argument("--workdir", default="", help="logs and data (default: a new temp dir)")
     parser.add_argument("--jobs", type=int, default=2, help="make -j for the build")
     args = parser.parse_args()
