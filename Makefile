@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.floe-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test install system-deps js-deps lint format bench fuzz clean
+.PHONY: run test install system-deps js-deps lint format bench fuzz librdkafka-tests clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -58,6 +58,12 @@ fuzz: install
 	$(BIN)/st run "$${FLOE_URL:-http://127.0.0.1:8000}/api/v1/schema/?format=json" \
 	  -H "Authorization: Bearer $$FLOE_API_KEY" --checks all --max-examples 30 \
 	  --phases examples,coverage,fuzzing,stateful
+
+## librdkafka's own integration tests (bench/librdkafka_tests.txt), one at a time in full
+## mode, against a fresh playground; not part of `make test` (needs librdkafka's source,
+## ~40 minutes): LIBRDKAFKA_SRC=<librdkafka checkout> make librdkafka-tests
+librdkafka-tests: install
+	$(BIN)/python bench/librdkafka_tests.py
 
 clean:
 	rm -rf $(VENV) .floe tests/js/node_modules
