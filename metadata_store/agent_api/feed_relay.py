@@ -1,0 +1,199 @@
+"""The tail feed's relay: every web process listens on ``floe_tail`` and serves its
+clusters' agents the notifications as a long-poll (``tail-feed``, docs/AGENT_API.md).
+
+One connection of its own LISTENs (``metadata_store.tail_feed``: the commits' runs, the
+other changes' partitions, in commit order). Each notification gets the next sequence
+number of the relay's epoch and joins a ring of the last ``RING`` ones; an agent asks for
+what came after the last one it saw, `(epoch, seq)`, and waits at most a few seconds
+for it. The epoch is new whenever the listener (re)connects — notifications sent while
+nobody listened are lost — and whenever the process starts, so an agent whose position
+is not in the ring, or of another epoch (another web process, a restart, a reconnect)
+is told to start again (`reset`): it forgets its tail index and learns the partitions
+anew from their next runs. While the listener is not connected the relay says so
+(`live` false), and agents plan every fetch through the control plane.
+
+The connection is checked every ``CHECK_S`` of silence with a bounded ``SELECT 1``; a
+failure closes it and the relay reconnects after ``RECONNECT_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections import deque
+from typing import Any
+
+import psycopg
+from prometheus_client import Counter, Gauge
+
+from metadata_store import tail_feed
+
+log = logging.getLogger(__name__)
+
+RING = 8192  # notifications kept for agents that come back (of every cluster)
+MAX_ENTRIES = 2000  # per answer; the agent asks again at once
+MAX_WAIT_S = 10.0
+RECONNECT_S = 1.0
+CHECK_S = 5.0
+CONNECT_TIMEOUT_S = 5
+
+NOTES = Counter("floe_tail_feed_notifications_total", "Tail-feed notifications relayed.")
+RESETS = Counter("floe_tail_feed_resets_total", "Tail-feed answers that told an agent to reset.")
+CONNECTED = Gauge("floe_tail_feed_connected", "Whether the tail-feed relay is listening.")
+
+
+class Relay:
+    """The ring of one web process. `run(conninfo)` listens until cancelled;
+    `poll(cluster_id, epoch, after, wait_s, gone)` answers an agent."""
+
+    def __init__(self, ring: int = RING) -> None:
+        self.epoch = ""
+        self.seq = 0
+        self.live = False
+        # (seq, cluster id, entry): seq is contiguous within an epoch.
+        self._ring: deque[tuple[int, int, dict[str, Any]]] = deque(maxlen=ring)
+        self._changed: asyncio.Event | None = None
+
+    def _event(self) -> asyncio.Event:
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        return self._changed
+
+    def _wake(self) -> None:
+        event = self._event()
+        event.set()
+        self._changed = asyncio.Event()
+
+    def restart(self, live: bool) -> None:
+        """A new epoch: what the last one promised cannot be kept."""
+        self.epoch = secrets.token_hex(8)
+        self.seq = 0
+        self._ring.clear()
+        self.live = live
+        CONNECTED.set(1 if live else 0)
+        self._wake()
+
+    def add(self, payload: str) -> None:
+        """One notification, as it arrived."""
+        try:
+            note = tail_feed.parse(payload)
+        except ValueError as exc:  # not ours to serve: lost, so the agents start again
+            log.error("tail feed: %s; starting a new epoch", exc)
+            self.restart(self.live)
+            return
+        entry: dict[str, Any] = {"at_ms": int(time.time() * 1000)}
+        if note.file_key is not None:
+            entry["file_key"] = note.file_key
+            entry["runs"] = [
+                [
+                    r.topic_id,
+                    r.partition,
+                    r.base_offset,
+                    r.last_offset,
+                    r.pos,
+                    r.len,
+                    r.batch_count,
+                    r.open_txn_offset,
+                    r.log_start_offset,
+                ]
+                for r in note.runs
+            ]
+        else:
+            entry["changed"] = [list(c) for c in note.changed]
+        self.seq += 1
+        self._ring.append((self.seq, note.cluster_id, entry))
+        NOTES.inc()
+        self._wake()
+
+    def _after(self, cluster_id: int, after: int) -> list[dict[str, Any]]:
+        if not self._ring:
+            return []
+        first = self._ring[0][0]
+        start = max(0, after + 1 - first)
+        entries = []
+        for i in range(start, len(self._ring)):
+            seq, cluster, entry = self._ring[i]
+            if cluster == cluster_id:
+                entries.append({"seq": seq, **entry})
+                if len(entries) >= MAX_ENTRIES:
+                    break
+        return entries
+
+    def _answer(self, entries: list[dict[str, Any]], *, reset: bool = False) -> dict[str, Any]:
+        seq = entries[-1]["seq"] if len(entries) >= MAX_ENTRIES else self.seq
+        return {
+            "epoch": self.epoch,
+            "seq": seq,
+            "live": self.live,
+            "reset": reset,
+            "now_ms": int(time.time() * 1000),
+            "entries": entries,
+        }
+
+    def poll_now(self, cluster_id: int, epoch: str, after: int) -> dict[str, Any] | None:
+        """The answer to give at once, or None: nothing yet, wait."""
+        if not self.live:
+            return self._answer([], reset=True)
+        first = self._ring[0][0] if self._ring else self.seq + 1
+        if epoch != self.epoch or after > self.seq or after < first - 1:
+            RESETS.inc()
+            return self._answer([], reset=True)
+        entries = self._after(cluster_id, after)
+        if entries:
+            return self._answer(entries)
+        return None
+
+    async def poll(
+        self, cluster_id: int, epoch: str, after: int, wait_s: float, gone: asyncio.Event
+    ) -> dict[str, Any]:
+        """What came after `after` of `epoch` for the cluster, waiting up to `wait_s` for
+        something (the answer then carries the relay's position and no entries)."""
+        deadline = time.monotonic() + min(max(wait_s, 0.0), MAX_WAIT_S)
+        while True:
+            answer = self.poll_now(cluster_id, epoch, after)
+            if answer is not None:
+                return answer
+            # Nothing of this cluster yet: move past what others' notifications used.
+            after = self.seq
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or gone.is_set():
+                return self._answer([])
+            changed = asyncio.ensure_future(self._event().wait())
+            left = asyncio.ensure_future(gone.wait())
+            try:
+                await asyncio.wait(
+                    {changed, left}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                changed.cancel()
+                left.cancel()
+
+    async def run(self, conninfo: str) -> None:
+        """Listen and relay until cancelled, reconnecting after failures."""
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+                )
+                async with conn:
+                    await conn.execute(f"LISTEN {tail_feed.CHANNEL}")
+                    self.restart(live=True)
+                    while True:
+                        got = False
+                        async for note in conn.notifies(timeout=CHECK_S):
+                            got = True
+                            self.add(note.payload)
+                        if not got:
+                            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                                await conn.execute("SELECT 1")
+            except (psycopg.Error, OSError, TimeoutError) as exc:
+                log.warning("tail feed: %s; listening again in %.0f s", exc, RECONNECT_S)
+            finally:
+                if self.live:
+                    self.restart(live=False)
+            await asyncio.sleep(RECONNECT_S)
+
+
+RELAY = Relay()

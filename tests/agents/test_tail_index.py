@@ -1,0 +1,267 @@
+"""The tail index against the metadata store's own plan (issue 28).
+
+The store's notifications are read from a real LISTEN connection, relayed by a real
+relay (``feed_relay.Relay``) and applied by the agent's own ``TailFeed``; each step
+changes the store through its real calls (commits, DeleteRecords, retention, a
+compaction swap, transactions committed and aborted) or the feed (a reconnect loses what
+was in flight). Whenever the index has caught up with the feed, its plan for any request
+is the store's plan for it, or None.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import psycopg
+import pytest
+from django.db import connection, transaction
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from agents import tail_index
+from agents.tail_feed import TailFeed
+from agents.write_path import CommitWatch
+from metadata_store import retention, rewrites, store
+from metadata_store.agent_api.feed_relay import Relay
+from tests.metadata_store.conftest import AgentApi, batch
+from tests.metadata_store.test_transactions import Txn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+PARTITIONS = 2
+_names = itertools.count()
+
+
+class Feed:
+    """The store's notifications → a relay → the agent's feed and index."""
+
+    def __init__(self, cluster_id: int) -> None:
+        self.cluster_id = cluster_id
+        self.relay = Relay()
+        self.relay.restart(live=True)
+        self.feed = TailFeed(None, CommitWatch())  # type: ignore[arg-type]
+        params = connection.get_connection_params()
+        kept = {k: v for k, v in params.items() if isinstance(v, str | int) and v != ""}
+        kept.pop("client_encoding", None)
+        self.listener = psycopg.connect(**kept, autocommit=True)
+        self.listener.add_notify_handler(lambda note: self.relay.add(note.payload))
+        self.listener.execute("LISTEN floe_tail")
+        self.catch_up()  # the agent's first poll: a reset to the relay's position
+
+    def close(self) -> None:
+        self.listener.close()
+
+    def catch_up(self) -> None:
+        """Every notification committed so far reaches the index."""
+        self.listener.execute("SELECT 1")  # delivers what the backend holds
+        while True:
+            answer = self.relay.poll_now(self.cluster_id, self.feed.epoch, self.feed.seq)
+            if answer is None:
+                answer = {"epoch": self.relay.epoch, "seq": self.relay.seq, "live": True}
+                answer.update(reset=False, entries=[], now_ms=0)
+            self.feed.take(answer)
+            if not answer["entries"] and not answer["reset"]:
+                return
+
+
+class World:
+    def __init__(self, api: AgentApi, alice: dict) -> None:
+        self.api, self.alice = api, alice
+        self.cluster = alice["cluster"]
+        self.name = f"t{next(_names)}"
+        self.topic = api.create_topic(self.name, PARTITIONS)
+        self.files = 0
+        self.txn: Txn | None = None
+
+    def commit(self, parts: list[tuple[int, int, int]]) -> None:
+        self.files += 1
+        batches, pos = [], 0
+        for partition, records, length in parts:
+            batches.append(batch(self.topic, partition, records, pos=pos, length=length))
+            pos += length + (7 if records % 2 else 0)  # sometimes a gap: another run
+        key = f"{self.cluster.public_id}/segments/{self.name}-{self.files}.seg"
+        self.api("commit", {"file_key": key, "size": pos + 10, "batches": batches})
+
+    def state(self, partition: int) -> tuple[int, int]:
+        answer = self.plan([(partition, 0, 1)], 1, 0)[0]
+        return answer["log_start_offset"], answer["high_watermark"]
+
+    def delete_records(self, partition: int, fraction: float) -> None:
+        start, high = self.state(partition)
+        offset = start + int((high - start) * fraction)
+        self.api(
+            "delete-records",
+            {"partitions": [{"topic_id": self.topic, "partition": partition, "offset": offset}]},
+        )
+
+    def retention(self, partition: int, fraction: float) -> None:
+        start, high = self.state(partition)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT p.id FROM floe_partition p WHERE p.topic_id = %s AND p.index = %s",
+                [self.topic, partition],
+            )
+            (pid,) = cursor.fetchone()
+        retention.log_start_offsets_advance(moves={pid: start + int((high - start) * fraction)})
+        retention.batches_below_log_start_delete(cluster_id=self.cluster.pk)
+
+    def swap(self) -> None:
+        """A compaction swap of the topic's oldest live level-0 file, placed anew."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT f.id FROM floe_file f WHERE f.cluster_id = %s AND f.level = 0"
+                " AND f.state = 'live' AND f.key LIKE %s ORDER BY f.id LIMIT 1",
+                [self.cluster.pk, f"%/segments/{self.name}-%"],
+            )
+            row = cursor.fetchone()
+        if row is None:
+            return
+        planned = rewrites.batch_pointers([row[0]])
+        key = f"{self.cluster.public_id}/compacted/{self.name}-{row[0]}.seg"
+        placements, pos = [], 0
+        for p in sorted(planned, key=lambda r: (r[0], r[4])):
+            placements.append([p[0], p[4], key, pos, p[7]])
+            pos += p[7]
+        with transaction.atomic():
+            rewrites.compaction_swap(
+                cluster_id=self.cluster.pk,
+                input_file_ids=[row[0]],
+                planned=planned,
+                files=[{"key": key, "size": pos, "batch_count": len(planned)}],
+                placements=placements,
+            )
+
+    def txn_write(self, partition: int) -> None:
+        if self.txn is None:
+            self.txn = Txn(self.api, self.alice, transactional_id=f"{self.name}-tx")
+        if self.txn.add(self.name, partition) == [0]:
+            self.txn.produce(self.topic, partition, 2)
+
+    def txn_end(self, committed: bool) -> None:
+        if self.txn is not None:
+            self.txn.end(committed)
+
+    def request(self, partitions: list[tuple[int, int, int]]) -> list[dict]:
+        return [
+            {"topic_id": self.topic, "partition": p, "offset": o, "max_bytes": m}
+            for p, o, m in partitions
+        ]
+
+    def plan(self, partitions: list[tuple[int, int, int]], total: int, isolation: int):
+        body = {"partitions": self.request(partitions), "max_bytes": total}
+        body["isolation_level"] = isolation
+        return self.api("fetch-plan", body)["partitions"]
+
+
+PART = st.integers(0, PARTITIONS - 1)
+STEP = st.one_of(
+    st.tuples(
+        st.just("commit"),
+        st.lists(st.tuples(PART, st.integers(1, 5), st.integers(20, 200)), min_size=1, max_size=4),
+    ),
+    st.tuples(st.just("delete"), PART, st.floats(0, 1)),
+    st.tuples(st.just("retention"), PART, st.floats(0, 1)),
+    st.tuples(st.just("swap")),
+    st.tuples(st.just("txn_write"), PART),
+    st.tuples(st.just("txn_end"), st.booleans()),
+    st.tuples(st.just("gap")),
+    st.tuples(st.just("check")),
+)
+
+
+def _check(world: World, feed: Feed, answered: list[int]) -> None:
+    """Catch up; then the index's plan of every interesting request is the store's."""
+    feed.catch_up()
+    for partition in range(PARTITIONS):
+        start, high = world.state(partition)
+        held = feed.feed.index.get((world.topic, partition))
+        offsets = {start, high, high + 1, (start + high) // 2}
+        if held is not None:
+            offsets |= {held.first_offset, held.first_offset + 1, held.high_watermark}
+        for offset, max_bytes, isolation in itertools.product(offsets, (1, 150, 10**6), (0, 1)):
+            wanted = [(partition, offset, max_bytes)]
+            mine = feed.feed.plan(world.request(wanted), 10**6, isolation)
+            if mine is not None:
+                answered[0] += 1
+                assert mine == world.plan(wanted, 10**6, isolation), (offset, max_bytes)
+    # Both partitions at their tails, in one request sharing a small budget.
+    tails = [(p, world.state(p)[1] - 1, 100) for p in range(PARTITIONS)]
+    tails = [(p, max(o, world.state(p)[0]), m) for p, o, m in tails]
+    for isolation in (0, 1):
+        mine = feed.feed.plan(world.request(tails), 150, isolation)
+        if mine is not None:
+            answered[0] += 1
+            assert mine == world.plan(tails, 150, isolation)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=st.lists(STEP, min_size=3, max_size=14))
+def test_a_plan_from_the_tail_index_is_the_stores_or_none(alice, steps):
+    world = World(AgentApi(alice["agent_key"]), alice)
+    feed = Feed(alice["cluster"].pk)
+    answered = [0]
+    try:
+        for step in steps:
+            kind = step[0]
+            if kind == "commit":
+                world.commit(step[1])
+            elif kind == "delete":
+                world.delete_records(step[1], step[2])
+            elif kind == "retention":
+                world.retention(step[1], step[2])
+            elif kind == "swap":
+                world.swap()
+            elif kind == "txn_write":
+                world.txn_write(step[1])
+            elif kind == "txn_end":
+                world.txn_end(step[1])
+            elif kind == "gap":
+                feed.listener.execute("SELECT 1")
+                feed.relay.restart(live=True)  # a reconnect: what was in flight is lost
+            else:
+                _check(world, feed, answered)
+        _check(world, feed, answered)
+        event(f"plans from the index: {min(answered[0], 10) // 5 * 5}+")
+    finally:
+        feed.close()
+
+
+def test_the_index_answers_at_the_tail_and_refuses_what_it_does_not_hold(alice):
+    """Not vacuous: after commits the index plans the tail (equal to the store's), and it
+    refuses catch-up below its first run, an offset past its high watermark, a
+    partition it never saw, and everything after the feed was reset or a swap."""
+    world = World(AgentApi(alice["agent_key"]), alice)
+    world.commit([(0, 3, 100)])  # before the feed listens: never held
+    feed = Feed(alice["cluster"].pk)
+    try:
+        world.commit([(0, 2, 100), (1, 2, 50)])
+        world.commit([(0, 4, 100)])
+        feed.catch_up()
+        held = feed.feed.index.get((world.topic, 0))
+        assert held is not None and (held.first_offset, held.high_watermark) == (3, 9)
+        for offset in (3, 5, 9):
+            mine = feed.feed.plan(world.request([(0, offset, 10**6)]), 10**6, 0)
+            assert mine is not None and mine == world.plan([(0, offset, 10**6)], 10**6, 0)
+        assert feed.feed.plan(world.request([(0, 2, 10**6)]), 10**6, 0) is None  # catch-up
+        assert feed.feed.plan(world.request([(0, 10, 10**6)]), 10**6, 0) is None  # past hw
+        both = world.request([(0, 9, 100), (1, 0, 100)])
+        assert feed.feed.plan(both, 10**6, 0) == world.plan([(0, 9, 100), (1, 0, 100)], 10**6, 0)
+        world.swap()
+        feed.catch_up()
+        assert feed.feed.index.get((world.topic, 0)) is None  # the swap dropped it
+        world.commit([(0, 1, 10)])
+        feed.catch_up()
+        assert feed.feed.plan(world.request([(0, 9, 10**6)]), 10**6, 0) is not None
+        feed.relay.restart(live=True)
+        feed.catch_up()
+        assert len(feed.feed.index) == 0
+        assert feed.feed.plan(world.request([(0, 10, 10**6)]), 10**6, 0) is None
+    finally:
+        feed.close()
+
+
+def test_the_agents_plan_limits_are_the_stores():
+    assert tail_index.FETCH_PLAN_MAX_RUNS == store.FETCH_PLAN_MAX_RUNS
