@@ -10,7 +10,8 @@ and learns them again from their next run.
 
 The payloads, one notification each (PostgreSQL's limit is 8000 bytes):
 
-    r <cluster id> <file key>\\n<run>\\n<run>…     runs of one committed file (0013)
+    r <cluster id> <file key>\\n<run>\\n<run>…     runs of one committed file (0013;
+                                                  a run names its partition's row id)
     x <cluster id>\\n<topic id> <index>\\n…         partitions whose plans changed otherwise
 """
 
@@ -53,8 +54,7 @@ def partitions_changed(cluster_id: int | None, partition_ids: Iterable[int]) -> 
 class Run:
     """One run a commit wrote, as the feed carries it."""
 
-    topic_id: str
-    partition: int
+    partition_id: int  # the partition's row id (the relay names its topic and index)
     base_offset: int
     last_offset: int
     pos: int
@@ -84,10 +84,10 @@ def parse(payload: str) -> Note:
         cluster, _, key = rest.partition(" ")
         runs = []
         for line in lines:
-            topic, index, *numbers = line.split(" ")
-            if len(numbers) != 7:
-                raise ValueError(f"a run of {len(numbers) + 2} fields: {line!r}")
-            runs.append(Run(topic, int(index), *map(int, numbers)))
+            numbers = line.split(" ")
+            if len(numbers) != 8:
+                raise ValueError(f"a run of {len(numbers)} fields: {line!r}")
+            runs.append(Run(*map(int, numbers)))
         return Note(int(cluster), key, runs=tuple(runs))
     if kind == "x":
         changed = []

@@ -3,7 +3,8 @@ clusters' agents the notifications as a long-poll (``tail-feed``, docs/AGENT_API
 
 One connection of its own LISTENs (``metadata_store.tail_feed``: the commits' runs, the
 other changes' partitions, in commit order). Each notification gets the next sequence
-number of the relay's epoch and joins a ring of the last ``RING`` ones; an agent asks for
+number of the relay's epoch (its partitions, named by row id, get their topic id and
+index, read once on a second connection) and joins a ring of the last ``RING`` ones; an agent asks for
 what came after the last one it saw, `(epoch, seq)`, and waits at most a few seconds
 for it. The epoch is new whenever the listener (re)connects — notifications sent while
 nobody listened are lost — and whenever the process starts, so an agent whose position
@@ -32,6 +33,8 @@ from metadata_store import tail_feed
 
 log = logging.getLogger(__name__)
 
+NAMES_SQL = 'SELECT id, topic_id, "index" FROM floe_partition WHERE id = ANY(%s)'
+NAMES = 1_000_000  # partitions named at most (then forgotten, and asked again)
 RING = 8192  # notifications kept for agents that come back (of every cluster)
 MAX_ENTRIES = 2000  # per answer; the agent asks again at once
 MAX_WAIT_S = 10.0
@@ -54,6 +57,7 @@ class Relay:
         self.live = False
         # (seq, cluster id, entry): seq is contiguous within an epoch.
         self._ring: deque[tuple[int, int, dict[str, Any]]] = deque(maxlen=ring)
+        self._names: dict[int, tuple[str, int]] = {}  # partition row id -> (topic id, index)
         self._changed: asyncio.Event | None = None
 
     def _event(self) -> asyncio.Event:
@@ -75,21 +79,33 @@ class Relay:
         CONNECTED.set(1 if live else 0)
         self._wake()
 
-    def add(self, payload: str) -> None:
-        """One notification, as it arrived."""
+    def parse(self, payload: str) -> tuple[tail_feed.Note | None, list[int]]:
+        """A notification and the row ids of its partitions this relay cannot name yet
+        (`names` them); None when it does not parse: lost, so the agents start again."""
         try:
             note = tail_feed.parse(payload)
-        except ValueError as exc:  # not ours to serve: lost, so the agents start again
+        except ValueError as exc:
             log.error("tail feed: %s; starting a new epoch", exc)
             self.restart(self.live)
-            return
+            return None, []
+        return note, sorted({r.partition_id for r in note.runs} - self._names.keys())
+
+    def names(self, rows: list[tuple[int, Any, int]]) -> None:
+        """(partition row id, topic id, index) of partitions (row ids never change)."""
+        if len(self._names) > NAMES:
+            self._names.clear()
+        for pid, topic_id, index in rows:
+            self._names[pid] = (str(topic_id), index)
+
+    def add(self, note: tail_feed.Note) -> None:
+        """One notification, in order, its partitions named (runs of partitions that
+        are gone — their topic deleted — are left out)."""
         entry: dict[str, Any] = {"at_ms": int(time.time() * 1000)}
         if note.file_key is not None:
             entry["file_key"] = note.file_key
             entry["runs"] = [
                 [
-                    r.topic_id,
-                    r.partition,
+                    *self._names[r.partition_id],
                     r.base_offset,
                     r.last_offset,
                     r.pos,
@@ -99,6 +115,7 @@ class Relay:
                     r.log_start_offset,
                 ]
                 for r in note.runs
+                if r.partition_id in self._names
             ]
         else:
             entry["changed"] = [list(c) for c in note.changed]
@@ -177,14 +194,22 @@ class Relay:
                 conn = await psycopg.AsyncConnection.connect(
                     conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
                 )
-                async with conn:
+                names = await psycopg.AsyncConnection.connect(
+                    conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+                )
+                async with conn, names:
                     await conn.execute(f"LISTEN {tail_feed.CHANNEL}")
                     self.restart(live=True)
                     while True:
                         got = False
-                        async for note in conn.notifies(timeout=CHECK_S):
+                        async for notification in conn.notifies(timeout=CHECK_S):
                             got = True
-                            self.add(note.payload)
+                            note, unnamed = self.parse(notification.payload)
+                            if unnamed:  # bounded by the statement timeout in conninfo
+                                cursor = await names.execute(NAMES_SQL, [unnamed])
+                                self.names(await cursor.fetchall())
+                            if note is not None:
+                                self.add(note)
                         if not got:
                             async with asyncio.timeout(CONNECT_TIMEOUT_S):
                                 await conn.execute("SELECT 1")

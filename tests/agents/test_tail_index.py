@@ -22,7 +22,7 @@ from agents import tail_index
 from agents.tail_feed import TailFeed
 from agents.write_path import CommitWatch
 from metadata_store import retention, rewrites, store
-from metadata_store.agent_api.feed_relay import Relay
+from metadata_store.agent_api.feed_relay import NAMES_SQL, Relay
 from tests.metadata_store.conftest import AgentApi, batch
 from tests.metadata_store.test_transactions import Txn
 
@@ -43,12 +43,22 @@ class Feed:
         kept = {k: v for k, v in params.items() if isinstance(v, str | int) and v != ""}
         kept.pop("client_encoding", None)
         self.listener = psycopg.connect(**kept, autocommit=True)
-        self.listener.add_notify_handler(lambda note: self.relay.add(note.payload))
+        self.names = psycopg.connect(**kept, autocommit=True)
+        self.listener.add_notify_handler(self.relay_one)
         self.listener.execute("LISTEN floe_tail")
         self.catch_up()  # the agent's first poll: a reset to the relay's position
 
+    def relay_one(self, notification: psycopg.Notify) -> None:
+        """As the relay's loop does (``Relay.run``)."""
+        note, unnamed = self.relay.parse(notification.payload)
+        if unnamed:
+            self.relay.names(self.names.execute(NAMES_SQL, [unnamed]).fetchall())
+        if note is not None:
+            self.relay.add(note)
+
     def close(self) -> None:
         self.listener.close()
+        self.names.close()
 
     def catch_up(self) -> None:
         """Every notification committed so far reaches the index."""
