@@ -191,13 +191,15 @@ class Relay:
         """Listen and relay until cancelled, reconnecting after failures."""
         while True:
             try:
-                conn = await psycopg.AsyncConnection.connect(
-                    conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
-                )
-                names = await psycopg.AsyncConnection.connect(
-                    conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
-                )
-                async with conn, names:
+                # Each connection closes with its block, a cancelled connect's too.
+                async with (
+                    await psycopg.AsyncConnection.connect(
+                        conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+                    ) as conn,
+                    await psycopg.AsyncConnection.connect(
+                        conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+                    ) as names,
+                ):
                     await conn.execute(f"LISTEN {tail_feed.CHANNEL}")
                     self.restart(live=True)
                     while True:

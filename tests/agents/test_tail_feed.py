@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 
 from metadata_store.models import Agent
 from tests.agents.test_confluent_kafka import create_topic
+from tests.agents.test_transactions import txn_producer
 
 pytestmark = [pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
 
@@ -109,9 +110,9 @@ def test_delete_records_under_tailing_consumers(agent, cluster):
     producer.flush(10)
     drain_until([consumer], got, 30)
     admin = AdminClient({"bootstrap.servers": a.bootstrap})
-    from confluent_kafka import TopicPartition as TP
-
-    for future in admin.delete_records([TP("trim", 0, 20)], request_timeout=10).values():
+    for future in admin.delete_records(
+        [TopicPartition("trim", 0, 20)], request_timeout=10
+    ).values():
         future.result(15)
     for i in range(30):
         producer.produce("trim", f"new-{i}".encode(), partition=0)
@@ -135,3 +136,174 @@ def test_delete_records_under_tailing_consumers(agent, cluster):
     late.close()
     assert [o for _, o, _ in seen[0]][:1] == [20]
     assert len(seen[0]) == 40
+
+
+def test_read_committed_tailing_a_transactional_producer_never_sees_aborts_or_open_ones(
+    agent, cluster
+):
+    """Transactions commit and abort while read_committed and read_uncommitted consumers
+    tail: read_committed gets exactly the committed records, never one of an aborted or
+    still-open transaction (the LSO holds it back), read_uncommitted gets everything."""
+    a = agent(cluster.key)
+    create_topic(a.bootstrap, "ledger", partitions=2)
+    committed = tailing(a.bootstrap, "ledger", 2, "read_committed")
+    everything = tailing(a.bootstrap, "ledger", 2, "read_uncommitted")
+    got: list[list] = [[], []]
+    drain([committed, everything], got, 1.0)
+    producer = txn_producer(a.bootstrap, "ledger-writer")
+    plain = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 5})
+    expected_committed, expected_all = [], []
+    for round_ in range(6):
+        producer.begin_transaction()
+        for i in range(6):
+            value = f"t{round_}-{i}".encode()
+            producer.produce("ledger", value, partition=i % 2)
+            expected_all.append(value)
+        producer.flush(10)
+        # Non-transactional records land after the open transaction's first offset.
+        plain.produce("ledger", f"p{round_}".encode(), partition=round_ % 2)
+        plain.flush(10)
+        expected_all.append(f"p{round_}".encode())
+        drain([committed, everything], got, 0.3)
+        # While the transaction is open read_committed sees nothing of it, nor past it.
+        assert not [v for _, _, v in got[0] if v.startswith(f"t{round_}-".encode())]
+        assert not [v for _, _, v in got[0] if v == f"p{round_}".encode()]
+        if round_ % 2:
+            producer.abort_transaction(10)
+        else:
+            producer.commit_transaction(10)
+            expected_committed += [f"t{round_}-{i}".encode() for i in range(6)]
+        expected_committed.append(f"p{round_}".encode())
+    producer.begin_transaction()
+    producer.produce("ledger", b"open", partition=0)
+    producer.flush(10)
+    drain_until([committed, everything], got, len(expected_all) + 1)
+    drain([committed, everything], got, 1.0)
+    values = [v for _, _, v in got[0]]
+    assert sorted(values) == sorted(expected_committed)
+    assert sorted(v for _, _, v in got[1]) == sorted(expected_all + [b"open"])
+    producer.abort_transaction(10)
+    assert plans(a).get("tail_index", 0) > 0
+    committed.close()
+    everything.close()
+
+
+def test_retention_trimming_the_oldest_runs_under_tailing_consumers(agent, cluster):
+    """Retention moves the log start past the oldest runs and drops their index rows
+    while consumers tail: they carry on with every new record, and a consumer that
+    starts after reads from the new log start, never a dropped run."""
+    from metadata_store import retention
+    from metadata_store.models import Partition
+
+    a = agent(cluster.key)
+    create_topic(a.bootstrap, "aging", partitions=1)
+    consumer = tailing(a.bootstrap, "aging", 1)
+    got: list[list] = [[]]
+    producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 5})
+    for i in range(40):
+        producer.produce("aging", f"old-{i}".encode(), partition=0)
+        if i % 10 == 9:
+            producer.flush(10)  # a few runs
+    drain_until([consumer], got, 40)
+    partition = Partition.objects.get(topic__name="aging", index=0)
+    retention.log_start_offsets_advance(moves={partition.pk: 25})
+    assert retention.batches_below_log_start_delete(cluster_id=cluster.cluster.pk)[0] > 0
+    for i in range(20):
+        producer.produce("aging", f"new-{i}".encode(), partition=0)
+    producer.flush(10)
+    drain_until([consumer], got, 60)
+    consumer.close()
+    assert [v for _, _, v in got[0]] == [f"old-{i}".encode() for i in range(40)] + [
+        f"new-{i}".encode() for i in range(20)
+    ]
+    late = Consumer(
+        {
+            "bootstrap.servers": a.bootstrap,
+            "group.id": "late",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    late.assign([TopicPartition("aging", 0, 0)])
+    seen: list[list] = [[]]
+    drain_until([late], seen, 35)
+    late.close()
+    # The first run kept holds offset 25; nothing before the run that holds it.
+    assert seen[0] and seen[0][0][1] >= 20 and seen[0][-1][1] == 59
+    assert {o for _, o, _ in seen[0]} >= set(range(25, 60))
+
+
+def _cut_the_feed(seconds: float) -> int:
+    """Kill the relay's database connections (its LISTEN and its naming connection) for
+    `seconds`, as often as it reconnects; how many were killed."""
+    from django.db import connection
+
+    killed = 0
+    deadline = time.monotonic() + seconds
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                " AND (query LIKE 'LISTEN floe_tail%%' OR query LIKE 'SELECT id, topic_id%%')"
+            )
+            killed += cursor.fetchone()[0]
+            time.sleep(0.2)
+    connection.close()  # this thread's own: the test database is dropped at the end
+    return killed
+
+
+def test_a_feed_cut_for_10s_loses_and_repeats_nothing_and_the_agent_catches_up(agent, cluster):
+    """The relay's database connection is cut for 10 s, again and again as it
+    reconnects, while a producer writes and consumers tail: the agent falls back to the
+    control plane (every record once), and once the feed is back it plans from the
+    tail index again by itself."""
+    import threading
+
+    a = agent(cluster.key)
+    create_topic(a.bootstrap, "cut", partitions=2)
+    consumers = [tailing(a.bootstrap, "cut", 2) for _ in range(2)]
+    got: list[list] = [[], []]
+    drain(consumers, got, 1.0)
+    sent: list[bytes] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 5})
+        i = 0
+        while not stop.is_set():
+            value = f"r{i}".encode()
+            producer.produce("cut", value, partition=i % 2)
+            sent.append(value)
+            i += 1
+            producer.poll(0)
+            time.sleep(0.01)
+        assert producer.flush(20) == 0
+
+    writer = threading.Thread(target=produce)
+    writer.start()
+    cutter_result: list[int] = []
+    cutter = threading.Thread(target=lambda: cutter_result.append(_cut_the_feed(10)))
+    try:
+        drain(consumers, got, 1.0)
+        cutter.start()
+        drain(consumers, got, 10.5)
+        cutter.join()
+        before = plans(a)
+        drain(consumers, got, 4.0)  # the feed is back: the agent plans again
+        after = plans(a)
+    finally:
+        stop.set()
+        writer.join()
+        cutter.join()
+    drain_until(consumers, got, len(sent))
+    for consumer in consumers:
+        consumer.close()
+    assert cutter_result and cutter_result[0] >= 1
+    for out in got:
+        values = [v for _, _, v in out]
+        assert len(values) == len(set(values)) == len(sent)  # every record, once
+        for p in range(2):
+            offsets = [o for part, o, _ in out if part == p]
+            assert offsets == list(range(len(offsets)))
+    assert after.get("tail_index", 0) - before.get("tail_index", 0) > 20, (before, after)
