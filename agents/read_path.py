@@ -13,13 +13,15 @@ partitionLeaderEpoch, none of which the CRC covers — KIP-98).
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import struct
 import time
 from typing import Any
 
 from agents.context import AgentContext
-from agents.control_plane import ControlPlaneError
+from agents.control_plane import ControlPlaneError, ControlPlaneUnavailable
 from agents.metrics import Counter, Histogram, long_poll_waited
 from agents.read_stats import CONSUMED, count_client_bytes
 from agents.tail_feed import PLANS
@@ -115,7 +117,7 @@ async def fill(
             PLANS.inc(1, "control_plane")
             started = time.perf_counter()
             try:
-                planned = (await ctx.client.call("fetch-plan", plan_request))["partitions"]
+                planned = (await _shared_plan(ctx, plan_request))["partitions"]
             except ControlPlaneError as exc:
                 log.warning("fetch-plan failed: %s", exc)
                 for w in wanted:
@@ -142,6 +144,36 @@ async def fill(
         waiting = time.perf_counter()
         await ctx.watch.wait(keys, min(interval, remaining), since=seen)
         long_poll_waited(time.perf_counter() - waiting)
+
+
+# Single flight: a `fetch-plan` call in flight, by its request, that an identical
+# request (consumers of other groups at the same offsets, as after a restart) awaits
+# instead of asking again. Plans are only read, never changed, so they are shared.
+_IN_FLIGHT: dict[tuple[int, str], asyncio.Future[Any]] = {}
+
+
+async def _shared_plan(ctx: AgentContext, plan_request: dict[str, Any]) -> Any:
+    key = (id(ctx.client), json.dumps(plan_request, sort_keys=True, separators=(",", ":")))
+    pending = _IN_FLIGHT.get(key)
+    if pending is not None:
+        return await asyncio.shield(pending)
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    _IN_FLIGHT[key] = future
+    try:
+        plan = await ctx.client.call("fetch-plan", plan_request)
+    except asyncio.CancelledError:  # this Fetch went away; the others did not
+        future.set_exception(ControlPlaneUnavailable("fetch-plan cancelled", outcome_unknown=False))
+        future.exception()  # retrieved: nobody else may be waiting
+        raise
+    except Exception as exc:
+        future.set_exception(exc)
+        future.exception()
+        raise
+    else:
+        future.set_result(plan)
+        return plan
+    finally:
+        del _IN_FLIGHT[key]
 
 
 async def _assemble(

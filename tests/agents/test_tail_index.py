@@ -10,7 +10,9 @@ is the store's plan for it, or None.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+from types import SimpleNamespace
 
 import psycopg
 import pytest
@@ -18,7 +20,7 @@ from django.db import connection, transaction
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from agents import tail_index
+from agents import read_path, tail_index
 from agents.tail_feed import TailFeed
 from agents.write_path import CommitWatch
 from metadata_store import retention, rewrites, store
@@ -275,3 +277,46 @@ def test_the_index_answers_at_the_tail_and_refuses_what_it_does_not_hold(alice):
 
 def test_the_agents_plan_limits_are_the_stores():
     assert tail_index.FETCH_PLAN_MAX_RUNS == store.FETCH_PLAN_MAX_RUNS
+
+
+class _SlowPlans:
+    """A control-plane client whose fetch-plan answers when told to (a unit test's)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = asyncio.Event()
+
+    async def call(self, name: str, body: dict) -> dict:
+        self.calls += 1
+        await self.release.wait()
+        return {"partitions": [{"asked": body["partitions"][0]["offset"]}]}
+
+
+def test_identical_control_plane_plans_in_flight_are_one_call():
+    """Single flight: Fetches asking the same plan while it is out share one call; a
+    different request gets its own, and a cancelled Fetch does not fail the others."""
+
+    async def main() -> None:
+        client = _SlowPlans()
+        ctx = SimpleNamespace(client=client)
+        same = {"partitions": [{"topic_id": "t", "partition": 0, "offset": 5, "max_bytes": 9}]}
+        other = {"partitions": [{"topic_id": "t", "partition": 0, "offset": 6, "max_bytes": 9}]}
+        tasks = [asyncio.ensure_future(read_path._shared_plan(ctx, same)) for _ in range(5)]
+        tasks.append(asyncio.ensure_future(read_path._shared_plan(ctx, other)))
+        await asyncio.sleep(0.01)
+        tasks[1].cancel()  # a follower leaves
+        await asyncio.sleep(0.01)
+        client.release.set()
+        answers = await asyncio.gather(*tasks, return_exceptions=True)
+        assert client.calls == 2
+        assert isinstance(answers[1], asyncio.CancelledError)
+        assert [a["partitions"][0]["asked"] for i, a in enumerate(answers) if i != 1] == [
+            5,
+            5,
+            5,
+            5,
+            6,
+        ]
+        assert not read_path._IN_FLIGHT
+
+    asyncio.run(main())
