@@ -3,8 +3,9 @@ clusters' agents the notifications as a long-poll (``tail-feed``, docs/AGENT_API
 
 One connection of its own LISTENs (``metadata_store.tail_feed``: the commits' runs, the
 other changes' partitions, in commit order). Each notification gets the next sequence
-number of the relay's epoch (its partitions, named by row id, get their topic id and
-index, read once on a second connection) and joins a ring of the last ``RING`` ones; an agent asks for
+number of the relay's epoch and joins a ring (as it came: it is parsed, and its
+partitions — named by row id — get their topic id and index, read once on a second
+connection, when an agent first asks for it) of the last ``RING`` ones; an agent asks for
 what came after the last one it saw, `(epoch, seq)`, and waits at most a few seconds
 for it. The epoch is new whenever the listener (re)connects — notifications sent while
 nobody listened are lost — and whenever the process starts, so an agent whose position
@@ -20,10 +21,13 @@ failure closes it and the relay reconnects after ``RECONNECT_S``.
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import logging
 import secrets
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -47,17 +51,28 @@ RESETS = Counter("floe_tail_feed_resets_total", "Tail-feed answers that told an 
 CONNECTED = Gauge("floe_tail_feed_connected", "Whether the tail-feed relay is listening.")
 
 
+# A ring item: [seq, cluster id, payload, received at (ms), the entry once parsed].
+_Item = list[Any]
+Lookup = Callable[[list[int]], Awaitable[list[tuple[int, Any, int]]]]
+
+
 class Relay:
     """The ring of one web process. `run(conninfo)` listens until cancelled;
-    `poll(cluster_id, epoch, after, wait_s, gone)` answers an agent."""
+    `poll(cluster_id, epoch, after, wait_s, gone)` answers an agent.
 
-    def __init__(self, ring: int = RING) -> None:
+    A notification is kept as it came: only its header is read when it arrives (the
+    relay shares the web process's loop with the commit pipeline, and a busy cluster's
+    commits bring thousands of runs a second), and its runs are parsed — and their
+    partitions named, ``lookup`` (row ids → topic id, index) for those not yet known —
+    once, when an agent first asks for it."""
+
+    def __init__(self, ring: int = RING, lookup: Lookup | None = None) -> None:
         self.epoch = ""
         self.seq = 0
         self.live = False
-        # (seq, cluster id, entry): seq is contiguous within an epoch.
-        self._ring: deque[tuple[int, int, dict[str, Any]]] = deque(maxlen=ring)
+        self._ring: deque[_Item] = deque(maxlen=ring)  # seq is contiguous within an epoch
         self._names: dict[int, tuple[str, int]] = {}  # partition row id -> (topic id, index)
+        self._lookup = lookup
         self._changed: asyncio.Event | None = None
 
     def _event(self) -> asyncio.Event:
@@ -79,16 +94,17 @@ class Relay:
         CONNECTED.set(1 if live else 0)
         self._wake()
 
-    def parse(self, payload: str) -> tuple[tail_feed.Note | None, list[int]]:
-        """A notification and the row ids of its partitions this relay cannot name yet
-        (`names` them); None when it does not parse: lost, so the agents start again."""
-        try:
-            note = tail_feed.parse(payload)
-        except ValueError as exc:
-            log.error("tail feed: %s; starting a new epoch", exc)
-            self.restart(self.live)
-            return None, []
-        return note, sorted({r.partition_id for r in note.runs} - self._names.keys())
+    def add(self, payload: str) -> None:
+        """One notification, in order, as it arrived (its header read: its cluster)."""
+        head = payload.partition("\n")[0].split(" ")
+        if len(head) < 2 or head[0] not in ("r", "x") or not head[1].isdigit():
+            log.error("tail feed: not a notification of ours: %r; a new epoch", payload[:80])
+            self.restart(self.live)  # lost, so the agents start again
+            return
+        self.seq += 1
+        self._ring.append([self.seq, int(head[1]), payload, int(time.time() * 1000), None])
+        NOTES.inc()
+        self._wake()
 
     def names(self, rows: list[tuple[int, Any, int]]) -> None:
         """(partition row id, topic id, index) of partitions (row ids never change)."""
@@ -97,10 +113,10 @@ class Relay:
         for pid, topic_id, index in rows:
             self._names[pid] = (str(topic_id), index)
 
-    def add(self, note: tail_feed.Note) -> None:
-        """One notification, in order, its partitions named (runs of partitions that
-        are gone — their topic deleted — are left out)."""
-        entry: dict[str, Any] = {"at_ms": int(time.time() * 1000)}
+    def _entry(self, note: tail_feed.Note, at_ms: int) -> dict[str, Any]:
+        """What agents get of a note, its partitions named (runs of partitions that are
+        gone — their topic deleted — are left out)."""
+        entry: dict[str, Any] = {"at_ms": at_ms}
         if note.file_key is not None:
             entry["file_key"] = note.file_key
             entry["runs"] = [
@@ -119,24 +135,38 @@ class Relay:
             ]
         else:
             entry["changed"] = [list(c) for c in note.changed]
-        self.seq += 1
-        self._ring.append((self.seq, note.cluster_id, entry))
-        NOTES.inc()
-        self._wake()
+        return entry
 
-    def _after(self, cluster_id: int, after: int) -> list[dict[str, Any]]:
+    async def _after(self, cluster_id: int, after: int) -> list[dict[str, Any]] | None:
+        """The cluster's entries after `after`, parsed and named; None when one could
+        not be (the epoch is then new)."""
         if not self._ring:
             return []
-        first = self._ring[0][0]
-        start = max(0, after + 1 - first)
-        entries = []
-        for i in range(start, len(self._ring)):
-            seq, cluster, entry = self._ring[i]
-            if cluster == cluster_id:
-                entries.append({"seq": seq, **entry})
-                if len(entries) >= MAX_ENTRIES:
-                    break
-        return entries
+        epoch = self.epoch
+        start = max(0, after + 1 - self._ring[0][0])
+        items = [
+            item for item in itertools.islice(self._ring, start, None) if item[1] == cluster_id
+        ]
+        items = items[:MAX_ENTRIES]
+        unparsed = [item for item in items if item[4] is None]
+        if unparsed:
+            notes = []
+            try:
+                notes = [tail_feed.parse(item[2]) for item in unparsed]
+            except ValueError as exc:
+                log.error("tail feed: %s; a new epoch", exc)
+                self.restart(self.live)
+                return None
+            unknown = sorted({r.partition_id for n in notes for r in n.runs} - self._names.keys())
+            if unknown:
+                if self._lookup is None:
+                    raise RuntimeError("the tail feed's relay cannot name partitions")
+                self.names(await self._lookup(unknown))
+                if self.epoch != epoch:  # restarted meanwhile: the items are gone
+                    return None
+            for item, note in zip(unparsed, notes, strict=True):
+                item[4] = self._entry(note, item[3])
+        return [{"seq": item[0], **item[4]} for item in items]
 
     def _answer(self, entries: list[dict[str, Any]], *, reset: bool = False) -> dict[str, Any]:
         seq = entries[-1]["seq"] if len(entries) >= MAX_ENTRIES else self.seq
@@ -149,7 +179,7 @@ class Relay:
             "entries": entries,
         }
 
-    def poll_now(self, cluster_id: int, epoch: str, after: int) -> dict[str, Any] | None:
+    async def poll_now(self, cluster_id: int, epoch: str, after: int) -> dict[str, Any] | None:
         """The answer to give at once, or None: nothing yet, wait."""
         if not self.live:
             return self._answer([], reset=True)
@@ -157,7 +187,10 @@ class Relay:
         if epoch != self.epoch or after > self.seq or after < first - 1:
             RESETS.inc()
             return self._answer([], reset=True)
-        entries = self._after(cluster_id, after)
+        entries = await self._after(cluster_id, after)
+        if entries is None:
+            RESETS.inc()
+            return self._answer([], reset=True)
         if entries:
             return self._answer(entries)
         return None
@@ -169,7 +202,7 @@ class Relay:
         something (the answer then carries the relay's position and no entries)."""
         deadline = time.monotonic() + min(max(wait_s, 0.0), MAX_WAIT_S)
         while True:
-            answer = self.poll_now(cluster_id, epoch, after)
+            answer = await self.poll_now(cluster_id, epoch, after)
             if answer is not None:
                 return answer
             # Nothing of this cluster yet: move past what others' notifications used.
@@ -200,27 +233,34 @@ class Relay:
                         conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
                     ) as names,
                 ):
+                    self._lookup = functools.partial(_lookup, names, asyncio.Lock())
                     await conn.execute(f"LISTEN {tail_feed.CHANNEL}")
                     self.restart(live=True)
                     while True:
                         got = False
                         async for notification in conn.notifies(timeout=CHECK_S):
                             got = True
-                            note, unnamed = self.parse(notification.payload)
-                            if unnamed:  # bounded by the statement timeout in conninfo
-                                cursor = await names.execute(NAMES_SQL, [unnamed])
-                                self.names(await cursor.fetchall())
-                            if note is not None:
-                                self.add(note)
+                            self.add(notification.payload)
                         if not got:
                             async with asyncio.timeout(CONNECT_TIMEOUT_S):
                                 await conn.execute("SELECT 1")
             except (psycopg.Error, OSError, TimeoutError) as exc:
                 log.warning("tail feed: %s; listening again in %.0f s", exc, RECONNECT_S)
             finally:
+                self._lookup = None
                 if self.live:
                     self.restart(live=False)
             await asyncio.sleep(RECONNECT_S)
+
+
+async def _lookup(
+    names: psycopg.AsyncConnection[Any], lock: asyncio.Lock, pids: list[int]
+) -> list[tuple[int, Any, int]]:
+    """(row id, topic id, index) of these partitions, one query at a time on `names`
+    (bounded by the agent API's statement timeout in its connection string)."""
+    async with lock:
+        cursor = await names.execute(NAMES_SQL, [pids])
+        return await cursor.fetchall()
 
 
 RELAY = Relay()

@@ -38,7 +38,7 @@ class Feed:
 
     def __init__(self, cluster_id: int) -> None:
         self.cluster_id = cluster_id
-        self.relay = Relay()
+        self.relay = Relay(lookup=self.lookup)
         self.relay.restart(live=True)
         self.feed = TailFeed(None, CommitWatch())  # type: ignore[arg-type]
         params = connection.get_connection_params()
@@ -46,17 +46,13 @@ class Feed:
         kept.pop("client_encoding", None)
         self.listener = psycopg.connect(**kept, autocommit=True)
         self.names = psycopg.connect(**kept, autocommit=True)
-        self.listener.add_notify_handler(self.relay_one)
+        self.listener.add_notify_handler(lambda note: self.relay.add(note.payload))
         self.listener.execute("LISTEN floe_tail")
         self.catch_up()  # the agent's first poll: a reset to the relay's position
 
-    def relay_one(self, notification: psycopg.Notify) -> None:
-        """As the relay's loop does (``Relay.run``)."""
-        note, unnamed = self.relay.parse(notification.payload)
-        if unnamed:
-            self.relay.names(self.names.execute(NAMES_SQL, [unnamed]).fetchall())
-        if note is not None:
-            self.relay.add(note)
+    async def lookup(self, pids: list[int]) -> list:
+        """As the relay's own (``Relay.run``)."""
+        return self.names.execute(NAMES_SQL, [pids]).fetchall()
 
     def close(self) -> None:
         self.listener.close()
@@ -66,7 +62,9 @@ class Feed:
         """Every notification committed so far reaches the index."""
         self.listener.execute("SELECT 1")  # delivers what the backend holds
         while True:
-            answer = self.relay.poll_now(self.cluster_id, self.feed.epoch, self.feed.seq)
+            answer = asyncio.run(
+                self.relay.poll_now(self.cluster_id, self.feed.epoch, self.feed.seq)
+            )
             if answer is None:
                 answer = {"epoch": self.relay.epoch, "seq": self.relay.seq, "live": True}
                 answer.update(reset=False, entries=[], now_ms=0)
