@@ -43,7 +43,7 @@ format: install
 ## such as a Spark master or the fault suite's world start once).
 TEST_WORKERS ?= 2
 test: install system-deps js-deps lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 run: install
 	@command -v java >/dev/null || echo "note: Java 17+ is not installed; Spark jobs (compaction, retention) will not run until it is."

@@ -71,7 +71,9 @@ class ControlPlaneClient:
     def __init__(
         self, base_url: str, agent_key: str, *, timeout_s: float = DEFAULT_TIMEOUT_S
     ) -> None:
-        self.base_url = base_url.rstrip("/") + "/agent/v1/"
+        self.root_url = base_url.rstrip("/")
+        self.base_url = self.root_url + "/agent/v1/"
+        self.agent_key = agent_key  # also the jobs' token for the cluster's Iceberg catalog
         self._headers = {
             "Authorization": f"Bearer {agent_key}",
             "Content-Type": "application/json",

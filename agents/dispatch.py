@@ -89,6 +89,11 @@ HANDLERS: dict[int, tuple[Handler, int]] = {
     ApiKey.CREATE_ACLS: (acl_handlers.handle_create_acls, 0),
     ApiKey.DESCRIBE_ACLS: (acl_handlers.handle_describe_acls, 0),
     ApiKey.DELETE_ACLS: (acl_handlers.handle_delete_acls, 0),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (
+        acl_handlers.handle_describe_user_scram_credentials,
+        0,
+    ),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (acl_handlers.handle_alter_user_scram_credentials, 0),
 }
 
 REQUESTS_TOTAL = Counter(

@@ -26,6 +26,31 @@ _STEPS = Counter(
 )
 
 
+_TABLE_RECORDS = Counter(
+    "floe_table_appended_records_total", "Records the table_append job added to topic tables."
+)
+_TABLE_BYTES = Counter(
+    "floe_table_appended_bytes_total", "Parquet bytes the table_append job added to topic tables."
+)
+_TABLE_DEAD = Counter(
+    "floe_table_dead_letters_total",
+    "Records whose value did not decode, appended to their table's dead-letter table.",
+)
+_TABLE_CONFLICTS = Counter(
+    "floe_table_commit_conflicts_total",
+    "Topic-table commits that lost a race to another writer and were redone.",
+)
+
+
+def _count_table_append(result: dict[str, Any] | None) -> None:
+    for table in (result or {}).get("tables") or []:
+        if isinstance(table, dict):
+            _TABLE_RECORDS.inc(float(table.get("appended") or 0))
+            _TABLE_BYTES.inc(float(table.get("bytes") or 0))
+            _TABLE_CONFLICTS.inc(float(table.get("conflicts") or 0))
+            _TABLE_DEAD.inc(float(table.get("dead") or 0))
+
+
 def _bytes_total(step: dict[str, Any]) -> int:
     """The bytes a step reads, when its plan says (compaction's batches carry lengths)."""
     batches = step.get("plan", {}).get("batches") or []
@@ -95,6 +120,10 @@ class JobRunner:
         from jobs.runner import run_job  # pyspark: only agents with the jobs role load it
 
         plan = {**step["plan"], "bucket_url": self.bucket_url}
+        if isinstance(plan.get("catalog_path"), str):
+            # The cluster's Iceberg catalog, reached with this agent's own key.
+            plan["catalog_url"] = self.client.root_url + plan["catalog_path"]
+            plan["catalog_token"] = self.client.agent_key
         return run_job(step["job"], plan, mode="inprocess", master=self.spark_master)
 
     async def execute(self, run: dict[str, Any]) -> None:
@@ -109,6 +138,8 @@ class JobRunner:
             try:
                 result = await loop.run_in_executor(self._spark, self._run_step, step)
                 _STEPS.inc(1, "ok")
+                if step["job"] == "table_append":
+                    _count_table_append(result)
             except Exception as exc:
                 log.exception("job run %s: step %s failed", run["id"], step["job"])
                 error = f"{type(exc).__name__}: {exc}"

@@ -11,16 +11,19 @@ a file:// bucket, then:
    ids round-robin for `--seconds` (default 5); requests/s and p99 latency;
 3. produce: 1 KiB values framed with a registered id, as fast as one confluent-kafka
    producer goes for `--seconds`, to a topic with `confluent.value.schema.validation`
-   on and to one with it off (same shape: 4 partitions), alternated `--rounds` times
-   (default 3); MiB/s of each (best and median run), and the agent's CPU seconds per
-   MiB produced (from /proc: what a shared machine's load changes least). The cost of
-   validation is given both ways: `validation_cost_percent` (best MiB/s, off vs on)
-   and `validation_cpu_cost_percent` (agent CPU per MiB, on vs off).
+   on and to one with it off (same shape: 4 partitions; `--compression` sets the
+   producer's compression.type, none by default), in `--rounds` rounds (default 5),
+   each round one run of each, the order flipped every round (off-on, on-off…): MiB/s
+   of each run, and the agent's CPU seconds per MiB produced (from /proc: what a shared
+   machine's load changes least). The cost of validation is the median over the rounds
+   of each round's pair: `validation_cost_percent` (MiB/s, off vs on) and
+   `validation_cpu_cost_percent` (agent CPU per MiB, on vs off); a round compares two
+   runs a few seconds apart, so the machine's drifting load moves both alike.
 
 Prints one JSON object.
 
     .venv/bin/python bench/schema_registry.py [--schemas 300] [--threads 4] [--seconds 5] \
-        [--rounds 3]
+        [--rounds 5] [--compression none]
 """
 
 from __future__ import annotations
@@ -138,13 +141,13 @@ def cpu_seconds(pid: int) -> float:
 
 
 def _produce_flat_out(
-    bootstrap: str, topic: str, value: bytes, seconds: float, agent_pid: int
+    bootstrap: str, topic: str, value: bytes, seconds: float, agent_pid: int, compression: str
 ) -> tuple[float, float]:
     """(MiB/s, agent CPU seconds per MiB) of one producer sending `value` as fast as it
     can for `seconds`."""
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
-         "queue.buffering.max.kbytes": 256 * 1024}
+         "queue.buffering.max.kbytes": 256 * 1024, "compression.type": compression}
     )  # fmt: skip
     failed: list = []
 
@@ -170,7 +173,9 @@ def _produce_flat_out(
     return round(mib / elapsed, 2), round(cpu / mib, 5)
 
 
-def bench_produce(bootstrap: str, port: int, seconds: float, rounds: int, agent_pid: int) -> dict:
+def bench_produce(
+    bootstrap: str, port: int, seconds: float, rounds: int, agent_pid: int, compression: str
+) -> dict:
     topics = {"validated": {"confluent.value.schema.validation": "true"}, "unvalidated": {}}
     admin = AdminClient({"bootstrap.servers": bootstrap})
     created = admin.create_topics([NewTopic(t, 4, 1, config=c) for t, c in topics.items()])
@@ -184,21 +189,38 @@ def bench_produce(bootstrap: str, port: int, seconds: float, rounds: int, agent_
     results: dict = {
         topic: {"runs_mib_per_s": [], "runs_agent_cpu_s_per_mib": []} for topic in topics
     }
-    # Alternated: a shared machine's load drifts.
-    for _ in range(rounds):
-        for topic in ("unvalidated", "validated"):
-            rate, cpu = _produce_flat_out(bootstrap, topic, values[topic], seconds, agent_pid)
+    # Paired and alternated: a shared machine's load drifts; flipping the order each round
+    # keeps whatever the first run of a round pays (or leaves to the second) off one side.
+    for n in range(rounds):
+        order = ("unvalidated", "validated") if n % 2 == 0 else ("validated", "unvalidated")
+        for topic in order:
+            rate, cpu = _produce_flat_out(
+                bootstrap, topic, values[topic], seconds, agent_pid, compression
+            )
             results[topic]["runs_mib_per_s"].append(rate)
             results[topic]["runs_agent_cpu_s_per_mib"].append(cpu)
     for topic in topics:
-        results[topic]["mib_per_s"] = max(results[topic]["runs_mib_per_s"])
         results[topic]["median_mib_per_s"] = statistics.median(results[topic]["runs_mib_per_s"])
-        results[topic]["agent_cpu_s_per_mib"] = min(results[topic]["runs_agent_cpu_s_per_mib"])
-    on, off = results["validated"]["mib_per_s"], results["unvalidated"]["mib_per_s"]
-    results["validation_cost_percent"] = round(100 * (off - on) / off, 1)
-    cpu_on = results["validated"]["agent_cpu_s_per_mib"]
-    cpu_off = results["unvalidated"]["agent_cpu_s_per_mib"]
-    results["validation_cpu_cost_percent"] = round(100 * (cpu_on - cpu_off) / cpu_on, 1)
+        results[topic]["median_agent_cpu_s_per_mib"] = statistics.median(
+            results[topic]["runs_agent_cpu_s_per_mib"]
+        )
+    on, off = results["validated"], results["unvalidated"]
+    pairs = range(rounds)
+    rate_costs = [
+        100 * (off["runs_mib_per_s"][n] - on["runs_mib_per_s"][n]) / off["runs_mib_per_s"][n]
+        for n in pairs
+    ]
+    cpu_costs = [
+        100
+        * (on["runs_agent_cpu_s_per_mib"][n] - off["runs_agent_cpu_s_per_mib"][n])
+        / on["runs_agent_cpu_s_per_mib"][n]
+        for n in pairs
+    ]
+    results["compression"] = compression
+    results["rounds_validation_cost_percent"] = [round(c, 1) for c in rate_costs]
+    results["validation_cost_percent"] = round(statistics.median(rate_costs), 1)
+    results["rounds_validation_cpu_cost_percent"] = [round(c, 1) for c in cpu_costs]
+    results["validation_cpu_cost_percent"] = round(statistics.median(cpu_costs), 1)
     return results
 
 
@@ -207,13 +229,17 @@ def main() -> None:
     parser.add_argument("--schemas", type=int, default=300)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"]
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="floe-bench-registry-") as tmp:
         data_dir = Path(tmp)
         bucket = data_dir / "bucket"
         bucket.mkdir()
-        env = bench_env(data_dir, "floe_bench_registry")
+        # FLOE_BENCH_DATABASE: a name of its own where benchmarks share one server.
+        env = bench_env(data_dir, os.environ.get("FLOE_BENCH_DATABASE", "floe_bench_registry"))
         django_setup(env)
         from tests.factories import make_cluster
 
@@ -225,7 +251,9 @@ def main() -> None:
                     f"http://127.0.0.1:{port}", args.schemas, args.threads
                 )
                 lookups = bench_lookups(port, ids, args.threads, args.seconds)
-                produce = bench_produce(bootstrap, port, args.seconds, args.rounds, agent.pid)
+                produce = bench_produce(
+                    bootstrap, port, args.seconds, args.rounds, agent.pid, args.compression
+                )
             finally:
                 agent.terminate()
                 agent.wait(15)

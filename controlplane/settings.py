@@ -242,6 +242,8 @@ FLOE_JOB_TIMEOUT_S = env_int("FLOE_JOB_TIMEOUT_S", 2 * 3600, minimum=60)
 FLOE_JOB_FAILURE_BACKOFF_S = env_int("FLOE_JOB_FAILURE_BACKOFF_S", 300, minimum=0)
 # Finished runs, and rows of files deleted from the bucket, are forgotten after this.
 FLOE_JOB_HISTORY_DAYS = env_int("FLOE_JOB_HISTORY_DAYS", 14, minimum=1)
+# At most this many bytes of segment runs per topic table in one append.
+FLOE_TABLE_APPEND_MAX_BYTES = env_int("FLOE_TABLE_APPEND_MAX_BYTES", 1024**3, minimum=1024 * 1024)
 CELERY_BEAT_SCHEDULE = {
     f"floe-{kind.replace('_', '-')}-check": {
         "task": "virtualclusters.jobs.tasks.jobs_check",
@@ -253,6 +255,8 @@ CELERY_BEAT_SCHEDULE = {
         ("retention", 300),
         ("key_compaction", 600),
         ("orphan_cleanup", 3600),
+        # Each topic table waits its own freshness_seconds between appends.
+        ("table_append", 10),
     )
 }
 # Billing: the meters run every FLOE_BILLING_METER_S (files younger than

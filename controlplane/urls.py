@@ -1,4 +1,4 @@
-"""Root URLs: the console, the REST API, the agent API, health."""
+"""Root URLs: the console, the REST API, the agent API, the Iceberg catalogs, health."""
 
 from django.http import HttpResponse
 from django.urls import include, path
@@ -15,5 +15,6 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("api/v1/", include("controlplane.api.urls")),
     path("agent/v1/", include("controlplane.agent_urls")),
+    path("iceberg/", include("virtualclusters.tables.catalog_urls")),
     path("", include("controlplane.console_urls")),
 ]

@@ -26,6 +26,7 @@ JOBS = {
     "key_compaction": "jobs.key_compaction",
     "retention": "jobs.retention",
     "orphan_cleanup": "jobs.orphan_cleanup",
+    "table_append": "jobs.table_append",
 }
 MODES = ("inprocess", "subprocess")
 _CHECKOUT = Path(__file__).resolve().parent.parent

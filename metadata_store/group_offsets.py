@@ -12,6 +12,7 @@ from datetime import datetime
 from django.db import transaction
 
 from core.kafka.errors import ErrorCode
+from core.offset_metadata import metadata_bytes, stored_fields
 from metadata_store.clusters import VirtualCluster
 from metadata_store.group_leases import group_commit_check
 from metadata_store.models import GroupOffset, Partition, TransactionOffset
@@ -77,7 +78,7 @@ def group_offsets_commit(
                     partition_id=pid,
                     committed_offset=int(o["offset"]),
                     leader_epoch=int(o.get("leader_epoch", -1)),
-                    metadata=str(o.get("metadata") or ""),
+                    metadata=metadata_bytes(o),
                 )
             )
     if rows:
@@ -125,7 +126,7 @@ def group_offsets_fetch(
                 "partition": key[1],
                 "offset": o.committed_offset if o else -1,
                 "leader_epoch": o.leader_epoch if o else -1,
-                "metadata": o.metadata if o else "",
+                **stored_fields(o.metadata if o else b""),
                 "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT) if key in unstable else 0,
             }
         )

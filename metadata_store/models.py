@@ -228,7 +228,7 @@ class TransactionOffset(models.Model):
     partition = models.ForeignKey(Partition, on_delete=models.CASCADE, db_constraint=False)
     committed_offset = models.BigIntegerField()
     leader_epoch = models.IntegerField(default=-1)
-    metadata = models.TextField(blank=True, default="")
+    metadata = models.BinaryField(blank=True, default=b"")  # Kafka's string, NUL and all
 
     class Meta:
         db_table = "floe_txn_offset"
@@ -267,7 +267,7 @@ class GroupOffset(models.Model):
     partition = models.ForeignKey(Partition, on_delete=models.CASCADE)
     committed_offset = models.BigIntegerField()
     leader_epoch = models.IntegerField(default=-1)
-    metadata = models.TextField(blank=True, default="")
+    metadata = models.BinaryField(blank=True, default=b"")  # Kafka's string, NUL and all
     committed_at = models.DateTimeField(auto_now=True)
 
     class Meta:

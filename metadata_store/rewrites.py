@@ -283,3 +283,62 @@ def _files_release(cursor: CursorWrapper, file_ids: list[int]) -> int:
         [sorted(set(file_ids))],
     )
     return int(cursor.rowcount)
+
+
+def runs_after(topic_id: str, starts: dict[int, int], *, max_bytes: int) -> list[Row]:
+    """The index rows (partition runs) of a topic that hold offsets at or past each
+    partition's start (`starts`: partition index → first offset wanted; a partition not
+    named starts at its log start), in offset order per partition, cut after
+    `max_bytes` in all: (partition, base_offset, last_offset, file_key, position,
+    length, rewrite). A topic table's append reads them (``jobs/table_append.py``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT p.index, b.base_offset, b.last_offset, f.key, b.position, b.length,"
+            " f.level = 0,"
+            " sum(b.length) OVER (ORDER BY p.index, b.last_offset) - b.length"
+            " FROM floe_batch b JOIN floe_file f ON f.id = b.file_id"
+            " JOIN floe_partition p ON p.id = b.partition_id"
+            " LEFT JOIN unnest(%s::int[], %s::bigint[]) AS s(idx, start) ON s.idx = p.index"
+            " WHERE p.topic_id = %s::uuid"
+            " AND b.last_offset >= greatest(coalesce(s.start, 0), p.log_start_offset)"
+            " ORDER BY p.index, b.last_offset",
+            [list(starts), list(starts.values()), topic_id],
+        )
+        rows = cursor.fetchall()
+    # Always at least one run: a run larger than max_bytes still makes progress.
+    return [tuple(row[:7]) for row in rows if row[7] < max_bytes or row is rows[0]]
+
+
+def stable_bounds(
+    topic_id: str, starts: dict[int, int]
+) -> tuple[dict[int, int], list[list[int]], dict[int, list[int]]]:
+    """What a table append may take of a topic, as a read_committed consumer would:
+    per partition index its last stable offset (the first offset of its oldest open
+    transaction, else its high watermark: offsets below it are decided); the aborted
+    transactions [partition index, producer id, first offset, marker offset] whose
+    records are skipped; and per partition the offsets of transaction markers at or past
+    its start (`starts`): rows, not file bytes, so no run holds them."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT p.index, coalesce((SELECT min(tp.first_offset) FROM floe_txn_partition tp"
+            "  WHERE tp.partition_id = p.id), p.high_watermark)"
+            " FROM floe_partition p WHERE p.topic_id = %s::uuid",
+            [topic_id],
+        )
+        stable = {int(index): int(offset) for index, offset in cursor.fetchall()}
+        cursor.execute(
+            "SELECT p.index, m.producer_id, coalesce(m.first_offset, 0), m.marker_offset,"
+            " m.committed"
+            " FROM floe_txn_marker m JOIN floe_partition p ON p.id = m.partition_id"
+            " LEFT JOIN unnest(%s::int[], %s::bigint[]) AS s(idx, start) ON s.idx = p.index"
+            " WHERE p.topic_id = %s::uuid AND m.marker_offset >= coalesce(s.start, 0)"
+            " ORDER BY p.index, m.marker_offset",
+            [list(starts), list(starts.values()), topic_id],
+        )
+        aborted: list[list[int]] = []
+        markers: dict[int, list[int]] = {}
+        for index, producer_id, first, marker, committed in cursor.fetchall():
+            markers.setdefault(index, []).append(marker)
+            if not committed:
+                aborted.append([index, producer_id, first, marker])
+        return stable, aborted, markers

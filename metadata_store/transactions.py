@@ -23,6 +23,7 @@ from typing import Any
 from django.db import transaction
 
 from core.kafka.errors import ErrorCode
+from core.offset_metadata import metadata_bytes
 from metadata_store import tail_feed
 from metadata_store.store import JSON, Cursor, _cursor, one_row
 
@@ -205,7 +206,7 @@ def txn_offset_commit(
             cursor.execute(
                 "INSERT INTO floe_txn_offset AS o (producer_id, group_id, partition_id,"
                 " committed_offset, leader_epoch, metadata)"
-                " SELECT %s, %s, * FROM unnest(%s::bigint[], %s::bigint[], %s::int[], %s::text[])"
+                " SELECT %s, %s, * FROM unnest(%s::bigint[], %s::bigint[], %s::int[], %s::bytea[])"
                 " ON CONFLICT (producer_id, group_id, partition_id) DO UPDATE SET"
                 " committed_offset = EXCLUDED.committed_offset,"
                 " leader_epoch = EXCLUDED.leader_epoch, metadata = EXCLUDED.metadata",
@@ -215,7 +216,7 @@ def txn_offset_commit(
                     [ids[(o["topic"], o["partition"])] for o in known],
                     [o["offset"] for o in known],
                     [o.get("leader_epoch", -1) for o in known],
-                    [o.get("metadata") or "" for o in known],
+                    [metadata_bytes(o) for o in known],
                 ],
             )
         return [0 if p in ids else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for p in pairs]
@@ -228,18 +229,22 @@ def txn_end(
     producer_id: int,
     producer_epoch: int,
     committed: bool,
-) -> int:
-    """EndTxn: commit or abort the open transaction; the error code (0 when done)."""
+) -> tuple[int, list[JSON]]:
+    """EndTxn: commit or abort the open transaction. The error code (0 when done) and the
+    partitions whose high watermark and last stable offset it moved ({"topic_id",
+    "partition"}: an agent's cache of their offsets is stale from now on)."""
     with _cursor() as cursor:
         txn = _row(cursor, cluster_id, transactional_id)
     error = _check(txn, producer_id, producer_epoch)
     if error or txn is None:
-        return error
+        return error, []
     return _end(cluster_id, txn.id, producer_epoch, committed=committed)
 
 
 @transaction.atomic
-def _end(cluster_id: int, txn_id: int, epoch: int | None, *, committed: bool) -> int:
+def _end(
+    cluster_id: int, txn_id: int, epoch: int | None, *, committed: bool
+) -> tuple[int, list[JSON]]:
     """Write the markers, settle the group offsets, close the transaction — one database
     transaction. `epoch` None: the control plane aborts (timeout, or a new instance's
     InitProducerId), which also bumps the epoch and so fences the old producer."""
@@ -249,19 +254,22 @@ def _end(cluster_id: int, txn_id: int, epoch: int | None, *, committed: bool) ->
         )
         parts = sorted(row[0] for row in cursor.fetchall())
         cursor.execute(
-            "SELECT id FROM floe_partition WHERE id = ANY(%s) ORDER BY id FOR UPDATE", [parts]
+            "SELECT id, topic_id::text, index FROM floe_partition WHERE id = ANY(%s)"
+            " ORDER BY id FOR UPDATE",
+            [parts],
         )
+        moved = [{"topic_id": row[1], "partition": row[2]} for row in cursor.fetchall()]
         cursor.execute(
             "SELECT epoch, txn_state FROM floe_producer_id WHERE id = %s FOR UPDATE", [txn_id]
         )
         current_epoch, state = one_row(cursor)
         if epoch is not None and epoch != current_epoch:
-            return ErrorCode.PRODUCER_FENCED
+            return ErrorCode.PRODUCER_FENCED, []
         if state != "ongoing":
             done = "complete_commit" if committed else "complete_abort"
             if state == done or (state == "empty" and not committed):
-                return 0  # a retry of this EndTxn, or nothing to abort
-            return ErrorCode.INVALID_TXN_STATE
+                return 0, []  # a retry of this EndTxn, or nothing to abort
+            return ErrorCode.INVALID_TXN_STATE, []
         # KIP-98 markers: one offset each in every partition the transaction wrote to. An
         # abort marker keeps the transaction's first offset (the aborted-transactions list).
         cursor.execute(
@@ -300,7 +308,7 @@ def _end(cluster_id: int, txn_id: int, epoch: int | None, *, committed: bool) ->
                 txn_id,
             ],
         )
-    return 0
+    return 0, moved
 
 
 def txn_abort_expired(*, cluster_id: int | None = None) -> int:

@@ -12,3 +12,16 @@ class SchemaRegistryConfig(AppConfig):
         from virtualclusters.browsing.agent_api import ANSWER_CHECKS
 
         ANSWER_CHECKS[KIND] = texts_check
+
+        # Topic tables read an Avro subject's versions through this (no app imports this one).
+        from schema_registry.selectors import subject_versions
+        from virtualclusters.tables.topic_tables import SUBJECT_VERSIONS
+
+        def _versions(cluster, subject: str) -> list[dict]:
+            return list(
+                subject_versions(cluster=cluster, subject=subject, deleted=False, missing_ok=True)[
+                    "versions"
+                ]
+            )
+
+        SUBJECT_VERSIONS[:] = [_versions]

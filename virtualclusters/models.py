@@ -22,6 +22,11 @@ from metadata_store.clusters import (  # noqa: E402,F401
 from virtualclusters.groups.models import GroupReport  # noqa: E402,F401
 from virtualclusters.jobs.models import JobRun  # noqa: E402,F401
 from virtualclusters.security.models import Acl, SaslCredential  # noqa: E402,F401
+from virtualclusters.tables.models import (  # noqa: E402,F401
+    IcebergNamespace,
+    IcebergTable,
+    TopicTable,
+)
 from virtualclusters.throughput.models import (  # noqa: E402,F401
     GroupLagSample,
     ThroughputSample,

@@ -1,5 +1,7 @@
 """CreateAcls, DescribeAcls and DeleteAcls: Kafka's wire numbers ↔ the control plane's
-`acls/*` calls, which speak names (`"topic"`, `"prefixed"`, `"read"`, `"allow"`).
+`acls/*` calls, which speak names (`"topic"`, `"prefixed"`, `"read"`, `"allow"`); and the
+SCRAM credential APIs (KIP-554) ↔ `sasl/scram-describe`, `sasl/scram-alter`: the
+cluster's SASL users, as the console shows them.
 
 Who may call them is decided in `authorization` (ALTER / DESCRIBE on the cluster). This
 agent's ACL cache is invalidated after a change so its next request sees it; other agents
@@ -8,6 +10,7 @@ see it within their refresh period.
 
 from __future__ import annotations
 
+import base64
 from enum import IntEnum
 from typing import Any
 
@@ -129,3 +132,84 @@ async def handle_delete_acls(ctx: AgentContext, header, body: dict[str, Any]) ->
                 }
             )
     return {"throttle_time_ms": 0, "filter_results": results}
+
+
+# -- SCRAM credentials (KIP-554) -----------------------------------------------------------
+
+SCRAM_MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+_MECHANISM_NUMBERS = {name: number for number, name in SCRAM_MECHANISMS.items()}
+
+
+def _mechanism(number: int) -> str:
+    return SCRAM_MECHANISMS.get(number, f"unknown mechanism {number}")  # refused per user
+
+
+async def handle_describe_user_scram_credentials(
+    ctx: AgentContext, header, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Kafka DescribeUserScramCredentials: the cluster's SASL users' SCRAM mechanisms."""
+    users = body.get("users")
+    names = None if not users else [u["name"] for u in users]
+    answer = await ctx.client.call("sasl/scram-describe", {"users": names})
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "results": [
+            {
+                "user": r["user"],
+                "error_code": r["error_code"],
+                "error_message": r.get("error_message"),
+                "credential_infos": [
+                    {
+                        "mechanism": _MECHANISM_NUMBERS.get(i["mechanism"], 0),
+                        "iterations": i["iterations"],
+                    }
+                    for i in r.get("credential_infos") or ()
+                ],
+            }
+            for r in answer["results"]
+        ],
+    }
+
+
+async def handle_alter_user_scram_credentials(
+    ctx: AgentContext, header, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Kafka AlterUserScramCredentials: the client's salted passwords become the users'
+    SCRAM verifiers (the password itself never travels); this agent's logins see the
+    change at once, other agents' within their credential cache's lifetime."""
+    answer = await ctx.client.call(
+        "sasl/scram-alter",
+        {
+            "deletions": [
+                {"name": d["name"], "mechanism": _mechanism(d["mechanism"])}
+                for d in body["deletions"]
+            ],
+            "upsertions": [
+                {
+                    "name": u["name"],
+                    "mechanism": _mechanism(u["mechanism"]),
+                    "iterations": u["iterations"],
+                    "salt": base64.b64encode(u["salt"]).decode("ascii"),
+                    "salted_password": base64.b64encode(u["salted_password"]).decode("ascii"),
+                }
+                for u in body["upsertions"]
+            ],
+        },
+    )
+    cache = current_session().security.credentials
+    if cache is not None:
+        for result in answer["results"]:
+            cache.forget(result["user"])
+    return {
+        "throttle_time_ms": 0,
+        "results": [
+            {
+                "user": r["user"],
+                "error_code": r["error_code"],
+                "error_message": r.get("error_message"),
+            }
+            for r in answer["results"]
+        ],
+    }

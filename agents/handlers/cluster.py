@@ -16,10 +16,12 @@ from agents.context import AgentContext
 from agents.control_plane import ControlPlaneUnavailable
 from agents.groups.ring import Peer
 from agents.handlers.transactions import fenced_error
+from agents.security.access import authorized_operations
 from agents.topics import TopicInfo
 from agents.zone_routing import client_zone, partition_leaders
 from core.kafka.errors import ErrorCode
 from core.kafka.types import ZERO_UUID
+from core.security.acl import CLUSTER_NAME, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -128,14 +130,30 @@ async def handle_metadata(ctx: AgentContext, header, body: dict[str, Any]) -> di
     except ControlPlaneUnavailable as exc:
         log.warning("Metadata: control plane unavailable (%s); answering from the cache", exc)
         entries = _last_known_entries(ctx, body, header.api_version, brokers)
+    if body.get("include_topic_authorized_operations"):
+        named = [e["name"] for e in entries if not e["error_code"] and e["name"]]
+        allowed = await authorized_operations(ctx, ResourceType.TOPIC, named)
+        for entry in entries:
+            if entry["name"] in allowed and not entry["error_code"]:
+                entry["topic_authorized_operations"] = allowed[entry["name"]]
     return {
         "throttle_time_ms": 0,
         "brokers": [_broker_entry(p) for p in brokers],
         "cluster_id": ctx.cluster_id,
         "controller_id": brokers[0].node_id,
         "topics": entries,
-        "cluster_authorized_operations": _OPERATIONS_OMITTED,
+        "cluster_authorized_operations": await _cluster_operations(
+            ctx, body.get("include_cluster_authorized_operations")
+        ),
     }
+
+
+async def _cluster_operations(ctx: AgentContext, asked: bool | None) -> int:
+    """The cluster's authorized-operations bit field, when the client asked for it."""
+    if not asked:
+        return _OPERATIONS_OMITTED
+    allowed = await authorized_operations(ctx, ResourceType.CLUSTER, [CLUSTER_NAME])
+    return allowed[CLUSTER_NAME]
 
 
 def _lists_all(body: dict[str, Any], api_version: int) -> bool:
@@ -224,7 +242,9 @@ async def handle_describe_cluster(
             }
             for p in brokers
         ],
-        "cluster_authorized_operations": _OPERATIONS_OMITTED,
+        "cluster_authorized_operations": await _cluster_operations(
+            ctx, body.get("include_cluster_authorized_operations")
+        ),
     }
     if body.get("endpoint_type", 1) != 1:  # KIP-919: controllers are not reachable here
         answer.update(

@@ -14,6 +14,7 @@ from agents.groups.state import GroupState
 from core.kafka import ApiKey
 from core.kafka.consumer_protocol import PROTOCOL_TYPE
 from core.kafka.errors import ErrorCode
+from core.offset_metadata import metadata_fields, metadata_text
 
 # Kafka's offset.metadata.max.bytes.
 MAX_OFFSET_METADATA_BYTES = 4096
@@ -75,7 +76,7 @@ async def handle_offset_commit(ctx: AgentContext, header, body: dict[str, Any]) 
                         "partition": key[1],
                         "offset": p["committed_offset"],
                         "leader_epoch": p.get("committed_leader_epoch", -1),
-                        "metadata": metadata or "",
+                        **metadata_fields(metadata),
                     }
                 )
         if offsets:
@@ -94,10 +95,17 @@ async def handle_offset_commit(ctx: AgentContext, header, body: dict[str, Any]) 
                 answer = await ctx.client.call(
                     "offsets/commit", {"group_id": group_id, "offsets": offsets, **fence}
                 )
-            except ControlPlaneError:
-                # Retriable: the client commits again (to us or the next coordinator).
+            except ControlPlaneError as exc:
+                # Retriable: the client commits again (to us or the next coordinator) —
+                # unless the control plane refused the request itself: then trying again
+                # cannot help, and the client is told so once.
+                code = (
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE
+                    if exc.retriable
+                    else ErrorCode.INVALID_REQUEST
+                )
                 for o in offsets:
-                    errors[(o["topic"], o["partition"])] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                    errors[(o["topic"], o["partition"])] = code
             else:
                 for item in answer["offsets"]:
                     if item["error_code"]:
@@ -115,7 +123,7 @@ def _partition_entry(index: int, found: dict | None, error: int = 0) -> dict[str
         "partition_index": index,
         "committed_offset": found["offset"] if found else -1,
         "committed_leader_epoch": found.get("leader_epoch", -1) if found else -1,
-        "metadata": found.get("metadata", "") if found else "",
+        "metadata": metadata_text(found) if found else "",
         "error_code": int(found.get("error_code", 0) if found else error),
     }
 

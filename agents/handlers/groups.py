@@ -19,13 +19,14 @@ from agents.groups.coordinator import JoinRequest, join_error, sync_error
 from agents.groups.ring import GROUP_KEY, TRANSACTION_KEY
 from agents.groups.state import GroupState
 from agents.handlers import group_offsets
+from agents.security.access import authorized_operations
 from agents.zone_routing import client_zone
 from core.kafka import ApiKey
 from core.kafka.errors import ErrorCode
+from core.security.acl import ResourceType
 
 _OPERATIONS_OMITTED = -(2**31)  # KIP-430
 # KIP-430: what a caller may do to a group — READ (3), DELETE (6), DESCRIBE (8).
-_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 # -- FindCoordinator ---------------------------------------------------------------------
@@ -206,9 +207,7 @@ def _described(group_id: str, state: str, protocol_type: str, operations: int) -
 
 async def handle_describe_groups(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
     """Kafka DescribeGroups v0–5: members with metadata and assignments once Stable."""
-    operations = (
-        _GROUP_OPERATIONS if body.get("include_authorized_operations") else _OPERATIONS_OMITTED
-    )
+    operations = _OPERATIONS_OMITTED
     described: dict[str, dict] = {}
     not_in_memory = []
     for group_id in body["groups"]:
@@ -258,11 +257,18 @@ async def handle_describe_groups(ctx: AgentContext, header, body: dict[str, Any]
                 )
             else:
                 described[group_id] = _described(group_id, "Dead", "", operations)
+    if body.get("include_authorized_operations"):
+        allowed = await authorized_operations(ctx, ResourceType.GROUP, list(described))
+        for group_id, entry in described.items():
+            entry["authorized_operations"] = allowed[group_id]
     return {"throttle_time_ms": 0, "groups": [described[g] for g in body["groups"]]}
 
 
+CLASSIC_GROUP_TYPE = "classic"
+
+
 async def handle_list_groups(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
-    """Kafka ListGroups v0–4: the groups this agent coordinates for the client — those
+    """Kafka ListGroups v0–5: the groups this agent coordinates for the client — those
     whose lease it holds, and those the metadata store knows whose last reporting
     coordinator (or, with none live, rendezvous choice) is this agent. Clients ask every
     broker of the Metadata answer and merge, so each group is listed by one agent; for a
@@ -295,11 +301,20 @@ async def handle_list_groups(ctx: AgentContext, header, body: dict[str, Any]) ->
         if ring.front(group.group_id, zone, owner=ring.me).agent_id == me:
             listed[group.group_id] = (group.protocol_type or "", group.state.value)
     wanted = {s.lower() for s in body.get("states_filter") or ()}
+    # KIP-848's group types: every group here speaks the classic protocol.
+    types = {t.lower() for t in body.get("types_filter") or ()}
+    if types and CLASSIC_GROUP_TYPE not in types:
+        listed = {}
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
         "groups": [
-            {"group_id": group_id, "protocol_type": protocol_type, "group_state": state}
+            {
+                "group_id": group_id,
+                "protocol_type": protocol_type,
+                "group_state": state,
+                "group_type": CLASSIC_GROUP_TYPE,
+            }
             for group_id, (protocol_type, state) in sorted(listed.items())
             if not wanted or state.lower() in wanted
         ],

@@ -289,6 +289,13 @@ async def handle_delete_records(ctx: AgentContext, header, body: dict[str, Any])
             entry["low_watermark"] = answer.get("low_watermark", -1)
         return entry
 
+    def known(p: dict[str, Any], info: TopicInfo) -> dict[str, Any] | None:
+        # -1 is the high watermark (delete everything); anything lower names no offset
+        # (librdkafka sends OFFSET_INVALID, -1001, for a partition left as it is).
+        if p["offset"] < -1:
+            return {"error_code": ErrorCode.OFFSET_OUT_OF_RANGE, "low_watermark": -1}
+        return None
+
     return await _per_partition(
         ctx,
         body["topics"],
@@ -297,4 +304,5 @@ async def handle_delete_records(ctx: AgentContext, header, body: dict[str, Any])
         call="delete-records",
         query_for=query_for,
         entry_for=entry_for,
+        known=known,
     )

@@ -13,23 +13,47 @@ from core.kafka.errors import ErrorCode
 from core.kafka.types import ZERO_UUID
 
 
+def _assigned_partitions(topic: dict[str, Any]) -> tuple[int, int, str | None]:
+    """A CreateTopics entry's (partition count, replication factor, error message). With
+    replica assignments, Kafka's checks: the counts left at -1, partitions 0..n-1, each
+    with the same number of distinct broker ids. Placement itself means nothing here (no
+    broker owns a partition), as the replication factor means nothing: the count is kept,
+    the brokers ignored."""
+    assignments = topic.get("assignments") or []
+    if not assignments:
+        return topic["num_partitions"], topic["replication_factor"], None
+    if topic["num_partitions"] != -1 or topic["replication_factor"] != -1:
+        return 0, 0, "both a partition count or replication factor and replica assignments were set"
+    if sorted(a["partition_index"] for a in assignments) != list(range(len(assignments))):
+        return 0, 0, "replica assignments must name partitions 0 to n-1, each once"
+    sizes = {len(a["broker_ids"]) for a in assignments}
+    if (
+        len(sizes) != 1
+        or 0 in sizes
+        or any(len(set(a["broker_ids"])) != len(a["broker_ids"]) for a in assignments)
+        or any(b < 0 for a in assignments for b in a["broker_ids"])
+    ):
+        return 0, 0, "each partition needs the same number of distinct, non-negative broker ids"
+    return len(assignments), -1, None
+
+
 async def handle_create_topics(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
-    """Kafka CreateTopics. Replica assignments are meaningless here (no brokers own
-    partitions) and are rejected as Kafka rejects bad ones."""
+    """Kafka CreateTopics. Replica assignments are checked as Kafka checks them and give
+    the partition count; where they place replicas means nothing here."""
     requests = []
     early: dict[int, tuple[int, str]] = {}
     for position, topic in enumerate(body["topics"]):
-        if topic.get("assignments"):
-            early[position] = (
-                ErrorCode.INVALID_REQUEST,
-                "manual replica assignments are not supported: partitions have no home broker",
-            )
+        partitions, replication, problem = _assigned_partitions(topic)
+        if problem is not None:
+            invalid = topic["num_partitions"] != -1 or topic["replication_factor"] != -1
+            error = ErrorCode.INVALID_REQUEST if invalid else ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            early[position] = (error, problem)
             continue
         requests.append(
             {
                 "name": topic["name"],
-                "num_partitions": topic["num_partitions"],
-                "replication_factor": topic["replication_factor"],
+                "num_partitions": partitions,
+                "replication_factor": replication,
                 "configs": {c["name"]: c["value"] for c in topic.get("configs") or []},
             }
         )

@@ -14,6 +14,7 @@ from typing import Any
 from agents.context import AgentContext
 from core.kafka import ApiKey, RequestHeader
 from core.kafka.errors import ErrorCode
+from core.offset_metadata import metadata_fields
 
 TXN_APIS = frozenset(
     {
@@ -157,7 +158,7 @@ async def handle_txn_offset_commit(ctx: AgentContext, header, body: dict) -> dic
             "partition": p["partition_index"],
             "offset": p["committed_offset"],
             "leader_epoch": p.get("committed_leader_epoch", -1),
-            "metadata": p.get("committed_metadata"),
+            **metadata_fields(p.get("committed_metadata")),
         }
         for t in body["topics"]
         for p in t["partitions"]
@@ -203,6 +204,12 @@ async def handle_end_txn(ctx: AgentContext, header, body: dict) -> dict:
             "committed": body["committed"],
         },
     )
+    # The markers moved these partitions' high watermark and last stable offset: what
+    # this agent learned of them is stale (ListOffsets right after commit_transaction
+    # returns must see the transaction's records as stable, as Kafka's does).
+    for moved in answer.get("partitions") or ():
+        if isinstance(moved, dict) and isinstance(moved.get("partition"), int):
+            ctx.offsets.forget(str(moved.get("topic_id")), moved["partition"])
     return {"throttle_time_ms": 0, "error_code": fenced_error(answer["error_code"], header, 2)}
 
 

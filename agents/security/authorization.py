@@ -31,11 +31,12 @@ from typing import Any
 from agents.context import AgentContext
 from agents.handlers import transactions
 from agents.handlers.errors import CloseConnection, error_response
-from agents.security.session import CURRENT_SESSION, Session
+from agents.security.access import Access
+from agents.security.session import CURRENT_SESSION
 from core.kafka import ApiKey, RequestHeader
 from core.kafka.errors import ErrorCode
 from core.kafka.types import ZERO_UUID
-from core.security.acl import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
+from core.security.acl import AclOperation, Authorizer, ResourceType
 
 Handler = Callable[[AgentContext, RequestHeader, dict[str, Any]], Awaitable[dict | None]]
 Call = Callable[[dict[str, Any]], Awaitable[dict | None]]
@@ -47,9 +48,6 @@ OPEN_APIS = frozenset(
         ApiKey.SASL_AUTHENTICATE,
         ApiKey.DESCRIBE_CLUSTER,  # Kafka checks nothing unless authorized operations are asked
     }
-)
-READ_ONLY_OPERATIONS = frozenset(
-    {AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS}
 )
 
 OP = AclOperation
@@ -66,41 +64,6 @@ _MESSAGES: dict[int, str] = {
     TXN_DENIED: "Transactional Id authorization failed.",
 }
 _RESOURCE_TOPIC, _RESOURCE_BROKER, _RESOURCE_BROKER_LOGGER = 2, 4, 8  # config resource types
-
-
-class Access:
-    """What the current session may do (authorizer None: ACLs are off)."""
-
-    def __init__(self, session: Session, authorizer: Authorizer | None) -> None:
-        self.session = session
-        self.authorizer = authorizer
-
-    def allows(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
-        session = self.session
-        if session.read_only and operation not in READ_ONLY_OPERATIONS:
-            return False
-        if self.authorizer is None:
-            return True
-        return self.authorizer.allows(
-            session.principal, session.peer_host, operation, resource_type, name
-        )
-
-    def topic(self, operation: AclOperation, name: str | None) -> bool:
-        """Topic access; an unresolvable topic (None) goes to the handler, which says so."""
-        return name is None or self.allows(operation, TOPIC, name)
-
-    def cluster(self, operation: AclOperation) -> bool:
-        return self.allows(operation, CLUSTER, CLUSTER_NAME)
-
-    def any_resource(self, operation: AclOperation, resource_type: ResourceType) -> bool:
-        session = self.session
-        if session.read_only and operation not in READ_ONLY_OPERATIONS:
-            return False
-        if self.authorizer is None:
-            return True
-        return self.authorizer.allows_any(
-            session.principal, session.peer_host, operation, resource_type
-        )
 
 
 async def authorized_call(
@@ -660,14 +623,33 @@ async def _offset_delete(access: Access, ctx, header, body, call) -> dict | None
 # --- ACLs --------------------------------------------------------------------------------
 
 
-async def _describe_acls(access: Access, ctx, header, body, call) -> dict | None:
-    if access.cluster(OP.DESCRIBE):
+def _cluster_describe(listed: str):
+    """DESCRIBE on the cluster, else a top-level CLUSTER_AUTHORIZATION_FAILED with an
+    empty `listed` (DescribeAcls' resources, DescribeUserScramCredentials' results)."""
+
+    async def rule(access: Access, ctx, header, body, call) -> dict | None:
+        if access.cluster(OP.DESCRIBE):
+            return await call(body)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": CLUSTER_DENIED,
+            "error_message": _MESSAGES[CLUSTER_DENIED],
+            listed: [],
+        }
+
+    return rule
+
+
+async def _alter_scram(access: Access, ctx, header, body, call) -> dict | None:
+    if access.cluster(OP.ALTER):
         return await call(body)
+    users = dict.fromkeys(i["name"] for i in [*body["deletions"], *body["upsertions"]])
     return {
         "throttle_time_ms": 0,
-        "error_code": CLUSTER_DENIED,
-        "error_message": _MESSAGES[CLUSTER_DENIED],
-        "resources": [],
+        "results": [
+            {"user": u, "error_code": CLUSTER_DENIED, "error_message": _MESSAGES[CLUSTER_DENIED]}
+            for u in users
+        ],
     }
 
 
@@ -778,7 +760,9 @@ RULES: dict[int, Rule] = {
     ApiKey.END_TXN: _txn_write(),
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
-    ApiKey.DESCRIBE_ACLS: _describe_acls,
+    ApiKey.DESCRIBE_ACLS: _cluster_describe("resources"),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster_describe("results"),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
     ApiKey.CREATE_ACLS: _create_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
 }

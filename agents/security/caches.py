@@ -44,6 +44,10 @@ class CredentialCache:
         self._entries: dict[str, tuple[float, Credential | None]] = {}
         self._inflight: dict[str, asyncio.Future] = {}
 
+    def forget(self, username: str) -> None:
+        """Ask the control plane again at the next login (this agent changed the user)."""
+        self._entries.pop(username, None)
+
     async def get(self, username: str) -> Credential | None:
         entry = self._entries.get(username)
         if entry and entry[0] > time.monotonic():

@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from team.api import views
 from virtualclusters.api import agents as vc_agents
 from virtualclusters.api import groups as vc_groups
-from virtualclusters.api import jobs_views
+from virtualclusters.api import jobs_views, tables_views
 from virtualclusters.api import views as vc
 
 urlpatterns = [
@@ -67,6 +67,11 @@ urlpatterns = [
         "clusters/<str:cluster_id>/topics/<str:name>/",
         vc.TopicDetailView.as_view(),
         name="api-topic",
+    ),
+    path(
+        "clusters/<str:cluster_id>/topics/<str:name>/table/",
+        tables_views.TopicTableView.as_view(),
+        name="api-topic-table",
     ),
     path(
         "clusters/<str:cluster_id>/throughput/",

@@ -61,7 +61,7 @@ _SENTINEL_RECORD = (
     + _SENTINEL_KEY
     + bytes([1, 0])
 )
-_READER_PADDING = bytes(16)
+_READER_TAIL = _SENTINEL_RECORD + bytes(16)  # the sentinel, then zeros for overreads
 _MAGIC_OFFSET = 16
 _CRC_OFFSET = 17
 _ATTRIBUTES_OFFSET = 21  # the CRC covers from here to the end of the batch
@@ -366,13 +366,7 @@ def distinct_prefixes(batch: BufferLike, *, size: int, key: bool) -> dict[bytes 
     head = bytearray(view[:RECORD_BATCH_OVERHEAD])
     head[_ATTRIBUTES_OFFSET + 1] &= ~_COMPRESSION_MASK & 0xFF  # handed uncompressed
     _INT32.pack_into(head, _RECORD_COUNT_OFFSET, count + 1)  # and the sentinel
-    payload = view[RECORD_BATCH_OVERHEAD:total]
-    records = (
-        payload
-        if header.compression == COMPRESSION_NONE
-        else _decompress(header.compression, payload)
-    )
-    buffer = b"".join((head, records, _SENTINEL_RECORD, _READER_PADDING))
+    buffer = _reader_input(head, header.compression, view[RECORD_BATCH_OVERHEAD:total])
     found: dict[bytes | None, int]
     try:
         reader = _COMPILED_BATCH(buffer)
@@ -395,6 +389,32 @@ def distinct_prefixes(batch: BufferLike, *, size: int, key: bool) -> dict[bytes 
     return found
 
 
+def _reader_input(head: bytearray, codec: int, payload: memoryview) -> bytes | memoryview:
+    """What `distinct_prefixes` hands aiokafka's reader: `head`, the records uncompressed,
+    then the sentinel record and the padding. Compressed records are decompressed straight
+    into this thread's scratch buffer, after room for the head, where the codec can: no
+    allocation and no copy of the records (8-15 % of the cost of a gzip, LZ4 or zstd
+    batch of 1 KiB records)."""
+    if codec == COMPRESSION_NONE:
+        return b"".join((head, payload, _READER_TAIL))
+    into = _DECOMPRESS_INTO.get(codec)
+    if into is not None:
+        scratch = _scratch()
+        try:
+            size = into(payload, memoryview(scratch)[RECORD_BATCH_OVERHEAD:])
+        except cramjam.DecompressionError:
+            pass  # larger than the buffer, or corrupt: `_decompress` tells which
+        else:
+            end = RECORD_BATCH_OVERHEAD + size + len(_READER_TAIL)
+            if end <= len(scratch):
+                scratch[:RECORD_BATCH_OVERHEAD] = head
+                scratch[end - len(_READER_TAIL) : end] = _READER_TAIL
+                return memoryview(scratch)[:end]
+    records = _decompress(codec, payload)
+    _scratch(RECORD_BATCH_OVERHEAD + len(records) + len(_READER_TAIL))  # fits next time
+    return b"".join((head, records, _READER_TAIL))
+
+
 def _python_prefixes(batch: BufferLike, *, size: int, key: bool) -> dict[bytes | None, int]:
     """`distinct_prefixes` in Python, where aiokafka's compiled reader is missing: the
     deltas skipped unread, no allocation for a record whose prefix repeats the last."""
@@ -413,11 +433,14 @@ def _python_prefixes(batch: BufferLike, *, size: int, key: bool) -> dict[bytes |
             at += 1
             while data[at] > 0x7F:  # the offset delta: skipped
                 at += 1
-            length, at = _read_varint(data, at + 1, record_end)  # the key's
-            if not key:
-                length, at = _read_varint(data, at + max(length, 0), record_end)  # the value's
-            if at + max(length, 0) > record_end:
-                raise CorruptRecord(f"record {index}'s key or value runs past its end")
+            key_length, key_at = _read_varint(data, at + 1, record_end)
+            length, at = _read_varint(data, key_at + max(key_length, 0), record_end)  # value's
+            if min(key_length, length) < -1 or at + max(length, 0) > record_end:
+                raise CorruptRecord(
+                    f"record {index}'s key or value length is invalid or runs past its end"
+                )
+            if key:
+                length, at = key_length, key_at
             pos = record_end
             if length >= size:
                 if last is not None and data.startswith(last, at):
@@ -453,10 +476,11 @@ def uncompressed_size(batch: BufferLike, header: BatchHeader) -> int:
     return RECORD_BATCH_OVERHEAD + declared
 
 
-# Decompressing into one reused buffer (per thread) only to measure: no allocation and
-# no copy per batch — 30 % faster than `_decompress` for librdkafka's LZ4 frames, which
-# declare no content size. A larger output falls back to `_decompress` (which also names
-# a corrupt payload), and the buffer grows to fit it, up to a bound.
+# Decompressing into one reused buffer (per thread), to measure or to hand the records to
+# `distinct_prefixes`' reader: no allocation and no copy per batch — 30 % faster than
+# `_decompress` for librdkafka's LZ4 frames, which declare no content size. A larger
+# output falls back to `_decompress` (which also names a corrupt payload), and the
+# buffer grows to fit it, up to a bound.
 _SCRATCH = threading.local()
 _SCRATCH_BYTES = 2 << 20  # a producer batch is 1 MiB by default (librdkafka, Java)
 _SCRATCH_MAX_BYTES = 16 << 20
@@ -467,20 +491,24 @@ _DECOMPRESS_INTO = {
 }
 
 
+def _scratch(size: int = 0) -> bytearray:
+    """This thread's reused buffer, first grown to `size` bytes (up to a bound) if smaller."""
+    scratch = getattr(_SCRATCH, "buffer", None)
+    if scratch is None or len(scratch) < size <= _SCRATCH_MAX_BYTES:
+        scratch = _SCRATCH.buffer = bytearray(max(size, _SCRATCH_BYTES))
+    return scratch
+
+
 def _measured_size(codec: int, payload: memoryview) -> int:
     into = _DECOMPRESS_INTO.get(codec)
     if into is None:  # snappy: its own framing, decompressed as it is read
         return len(_decompress(codec, payload))
-    scratch = getattr(_SCRATCH, "buffer", None)
-    if scratch is None:
-        scratch = _SCRATCH.buffer = bytearray(_SCRATCH_BYTES)
     try:
-        return into(payload, scratch)
+        return into(payload, _scratch())
     except cramjam.DecompressionError:
         pass  # larger than the buffer, or corrupt: `_decompress` tells which
     size = len(_decompress(codec, payload))
-    if len(scratch) < size <= _SCRATCH_MAX_BYTES:
-        _SCRATCH.buffer = bytearray(size)
+    _scratch(size)
     return size
 
 

@@ -68,6 +68,22 @@ def scram_credential(
         raise ValueError(f"iterations must be {MIN_ITERATIONS}..{MAX_ITERATIONS}")
     salt = salt or os.urandom(SALT_BYTES)
     salted = hashlib.pbkdf2_hmac(hash_name, password.encode("utf-8"), salt, iterations)
+    return scram_verifier(mechanism, salted, salt, iterations)
+
+
+def scram_verifier(
+    mechanism: str, salted_password: bytes, salt: bytes, iterations: int
+) -> dict[str, object]:
+    """The verifier from a SaltedPassword a client computed itself (KIP-554's
+    AlterUserScramCredentials sends that, never the password)."""
+    hash_name = MECHANISMS[mechanism]
+    if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+        raise ValueError(f"iterations must be {MIN_ITERATIONS}..{MAX_ITERATIONS}")
+    if not salt or len(salted_password) != hashlib.new(hash_name).digest_size:
+        raise ValueError(
+            f"a {mechanism} salted password has {hashlib.new(hash_name).digest_size} bytes and a salt"
+        )
+    salted = salted_password
     client_key = _hmac(hash_name, salted, b"Client Key")
     return {
         "salt": _b64(salt),

@@ -7,6 +7,7 @@ s3://bucket?region=&endpoint=&prefix= AWS S3 or an S3-compatible store
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from core.storage.base import ObjectInfo, ObjectNotFound, ObjectStore, StorageError
@@ -21,6 +22,7 @@ __all__ = [
     "ObjectStore",
     "StorageError",
     "open_store",
+    "object_location",
 ]
 
 _S3_PARAMS = frozenset({"region", "endpoint", "prefix"})
@@ -51,6 +53,28 @@ def open_store(url: str) -> ObjectStore:
     if not scheme:
         raise ValueError(f"bucket URL {url!r} has no scheme (use file://, mem:// or s3://)")
     raise ValueError(f"unsupported bucket URL scheme {scheme!r} (use file://, mem:// or s3://)")
+
+
+def object_location(url: str, key: str) -> tuple[str, dict[str, str]]:
+    """Where the object `key` of the bucket at `url` is for other engines (Iceberg's
+    FileIO: ``file:///abs/dir/key``, ``s3://bucket/prefix/key``) and the FileIO
+    properties that reach it (endpoint and region, never credentials: each reader brings
+    its own). Only parses the URL: nothing is opened."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    key = key.strip("/")
+    if scheme == "file":
+        root = unquote(parts.path).rstrip("/")
+        return Path(root, *key.split("/")).as_uri(), {}
+    if scheme == "s3":
+        params = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        prefix = (params.get("prefix") or unquote(parts.path)).strip("/")
+        path = f"{prefix}/{key}" if prefix else key
+        properties = {"s3.region": params.get("region") or "us-east-1"}
+        if params.get("endpoint"):
+            properties["s3.endpoint"] = params["endpoint"]
+        return f"s3://{parts.netloc}/{path}", properties
+    raise ValueError(f"objects of a {scheme or 'scheme-less'}:// bucket have no shared location")
 
 
 def _open_s3(url: str, bucket: str, path: str, query: str) -> ObjectStore:

@@ -285,6 +285,9 @@ class OffsetCommit(_Body, frozen=True):
     offset: Annotated[int, Meta(ge=-1, le=2**63 - 1)]
     leader_epoch: INT32 = -1
     metadata: Annotated[str, Meta(max_length=100_000)] | None = None
+    # The metadata as bytes (base64 in JSON) when it holds what a JSON string here may
+    # not: a NUL. Given, it wins over `metadata`.
+    metadata_b64: Annotated[bytes, Meta(max_length=100_000)] | None = None
 
 
 class OffsetsCommitRequest(_Body, frozen=True):
@@ -456,6 +459,28 @@ class TxnListRequest(_Body, frozen=True):
 
 class SaslCredentialRequest(_Body, frozen=True):
     username: SHORT
+
+
+class ScramCredentialsDescribeRequest(_Body, frozen=True):
+    users: Items[SHORT] | None = None  # None: every user
+
+
+class ScramDeletion(_Body, frozen=True):
+    name: SHORT
+    mechanism: SHORT  # "SCRAM-SHA-256" | "SCRAM-SHA-512"; others are answered per user
+
+
+class ScramUpsertion(_Body, frozen=True):
+    name: SHORT
+    mechanism: SHORT
+    iterations: Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
+    salt: Annotated[bytes, Meta(max_length=1024)]  # base64 in JSON
+    salted_password: Annotated[bytes, Meta(max_length=1024)]
+
+
+class ScramCredentialsAlterRequest(_Body, frozen=True):
+    deletions: Items[ScramDeletion] = []
+    upsertions: Items[ScramUpsertion] = []
 
 
 class AclsListRequest(_Body, frozen=True):

@@ -288,8 +288,8 @@ def txn_offset_commit(cluster: VirtualCluster, body: schemas.TxnOffsetCommitRequ
 
 @endpoint(schemas.TxnEndRequest)
 def txn_end(cluster: VirtualCluster, body: schemas.TxnEndRequest) -> Answer:
-    error = transactions.txn_end(**_txn(cluster, body), committed=body.committed)
-    return {"error_code": int(error)}
+    error, moved = transactions.txn_end(**_txn(cluster, body), committed=body.committed)
+    return {"error_code": int(error), "partitions": moved}
 
 
 @endpoint(schemas.TxnDescribeRequest)

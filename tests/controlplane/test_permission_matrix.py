@@ -30,6 +30,7 @@ from team.services import api_key_create
 from tenancy.models import Membership
 from tests import factories
 from virtualclusters.security.services import acl_binding, acl_create, sasl_credential_create
+from virtualclusters.tables.topic_tables import topic_table_enable
 
 pytestmark = pytest.mark.django_db
 
@@ -102,6 +103,9 @@ MATRIX = {
     ("GET", "/api/v1/clusters/{cluster_id}/topics/{name}/"): (MEMBER, 200),
     ("PATCH", "/api/v1/clusters/{cluster_id}/topics/{name}/"): (ADMIN, 200),
     ("GET", "/api/v1/clusters/{cluster_id}/topics/{name}/records/"): (MEMBER, 409),
+    ("DELETE", "/api/v1/clusters/{cluster_id}/topics/{name}/table/"): (ADMIN, 204),
+    ("GET", "/api/v1/clusters/{cluster_id}/topics/{name}/table/"): (MEMBER, 200),
+    ("PUT", "/api/v1/clusters/{cluster_id}/topics/{name}/table/"): (ADMIN, 200),
     ("POST", "/api/v1/invitations/"): (ADMIN, 201),
     ("GET", "/api/v1/members/"): (MEMBER, 200),
     ("DELETE", "/api/v1/members/{email}/"): (ADMIN, 204),
@@ -177,7 +181,10 @@ def world(db):
     """Alice's organization with everything the paths name; its people; Bob's."""
     alice, org = factories.make_org("alice-co")
     cluster, agent_key = factories.make_cluster("alice-cluster", org=org)
-    topic_create(cluster=cluster, name="orders", num_partitions=1)
+    orders = topic_create(cluster=cluster, name="orders", num_partitions=1)
+    cluster.bucket_url = "file:///tmp/alice-co-bucket"  # no object is written there
+    cluster.save(update_fields=["bucket_url"])
+    topic_table_enable(topic=orders, schema="raw")
     schema_register(
         cluster=cluster, subject="orders-value", fingerprint="a" * 64, schema_type="AVRO",
         references=[], checked_latest=0,
@@ -269,6 +276,7 @@ BODIES = {
     ("POST", "/api/v1/clusters/{cluster_id}/sasl-credentials/"): {"username": "made"},
     ("POST", "/api/v1/clusters/{cluster_id}/topics/"): {"name": "made"},
     ("PATCH", "/api/v1/clusters/{cluster_id}/topics/{name}/"): {"configs": {}},
+    ("PUT", "/api/v1/clusters/{cluster_id}/topics/{name}/table/"): {"schema": "raw"},
     ("POST", "/api/v1/invitations/"): {"email": "made@example.com", "role": "member"},
     ("PATCH", "/api/v1/members/{email}/"): {"role": "admin"},
     ("POST", "console-api-key-create"): {"name": "made", "role": "member"},

@@ -23,6 +23,10 @@ from virtualclusters.jobs.services import job_run_advance, job_run_start
 log = logging.getLogger(__name__)
 
 BUCKET_URL: str | None = None
+# Where steps that talk to the control plane (the table append's catalog) reach it, and
+# the agent key they do it with: what a jobs-role agent adds to those plans.
+CONTROL_PLANE_URL: str | None = None
+AGENT_KEY: str | None = None
 SPARK_MASTER = "local[1]"
 SPARK_MODE = "inprocess"
 
@@ -38,6 +42,16 @@ def spark_step(name: str, plan: dict) -> dict:
     )
 
 
+def _with_agent_parts(plan: dict, bucket: str) -> dict:
+    plan = {**plan, "bucket_url": bucket}
+    if "catalog_path" in plan:
+        if not CONTROL_PLANE_URL or not AGENT_KEY:
+            raise ValueError("this step calls the catalog: set CONTROL_PLANE_URL and AGENT_KEY")
+        plan["catalog_url"] = CONTROL_PLANE_URL.rstrip("/") + plan["catalog_path"]
+        plan["catalog_token"] = AGENT_KEY
+    return plan
+
+
 def job_run_execute(*, run_id: int, bucket_url: str | None = None) -> JobRun | None:
     """Run a queued job to its end in this process; None if it was not queued."""
     run = job_run_start(run_id=run_id)
@@ -49,7 +63,7 @@ def job_run_execute(*, run_id: int, bucket_url: str | None = None) -> JobRun | N
     advance = job_run_advance(run=run)
     while advance.step is not None:
         try:
-            result = spark_step(advance.step.job, {**advance.step.plan, "bucket_url": bucket})
+            result = spark_step(advance.step.job, _with_agent_parts(advance.step.plan, bucket))
         except Exception as exc:
             log.exception("job run %s (%s) failed", run.public_id, run.kind)
             advance = job_run_advance(run=run, error=f"{type(exc).__name__}: {exc}")

@@ -138,7 +138,7 @@ def test_key_compaction_drops_aborted_transactions_and_keeps_their_markers(write
         is_transactional=True,
     )
     assert writer.commit([(topic, 0, aborted)]) == [1]
-    assert transactions.txn_end(**ids, committed=False) == 0  # its marker: offset 2
+    assert transactions.txn_end(**ids, committed=False)[0] == 0  # its marker: offset 2
     writer.commit([(topic, 0, batch([(b"other", b"v")], timestamp=old))])  # offset 3
 
     key_compact(tenant)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from metadata_store import store
@@ -137,6 +139,28 @@ def test_group_offsets_round_trip(agent_api, orders):
         "offsets/fetch", {"group_id": "g", "partitions": [{"topic": "orders", "partition": 1}]}
     )
     assert missing["offsets"][0]["offset"] == -1
+
+
+def test_offset_metadata_with_a_nul_is_kept_byte_for_byte(agent_api, orders):
+    """Kafka's metadata is any string: one with a NUL travels as base64 and comes back so;
+    without one it stays plain text both ways."""
+    odd = "before\x00after\x01 é"
+    encoded = base64.b64encode(odd.encode()).decode()
+    agent_api(
+        "offsets/commit",
+        {
+            "group_id": "nul",
+            "offsets": [
+                {"topic": "orders", "partition": 0, "offset": 3, "metadata_b64": encoded},
+                {"topic": "orders", "partition": 1, "offset": 4, "metadata": "plain"},
+            ],
+        },
+    )
+    fetched = agent_api("offsets/fetch", {"group_id": "nul", "partitions": None})["offsets"]
+    assert [(o["offset"], o.get("metadata"), o.get("metadata_b64")) for o in fetched] == [
+        (3, None, encoded),
+        (4, "plain", None),
+    ]
 
 
 def test_topic_admin_with_kafka_errors(agent_api):

@@ -29,6 +29,11 @@ PUBLIC_DETAILS = (
     "files_deleted",
     "orphans_deleted",
     "orphan_bytes_deleted",
+    "tables",
+    "appended",
+    "conflicts",
+    "dead_lettered",
+    "errors",
 )
 
 

@@ -13,8 +13,6 @@ from virtualclusters.security.services import (
     USERNAME_RULE,
 )
 
-MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-
 
 class SaslCredentialSerializer(serializers.ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
@@ -27,7 +25,7 @@ class SaslCredentialSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_mechanisms(self, credential: SaslCredential) -> list[str]:
-        return MECHANISMS
+        return credential.mechanisms
 
 
 class SaslCredentialCreateSerializer(StrictSerializer):

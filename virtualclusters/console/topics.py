@@ -22,6 +22,8 @@ from metadata_store.topic_configs import MAX_PARTITIONS, effective_configs
 from metadata_store.topics import TopicError, topic_configs_alter, topic_create, topic_delete
 from virtualclusters.console.lookup import cluster_or_404
 from virtualclusters.record_browser import BrowseNotFound, BrowseUnavailable, records_browse
+from virtualclusters.tables.models import TopicTable
+from virtualclusters.tables.topic_tables import topic_table_state
 
 FORMATS = ("auto", "json", "text", "hex")
 DEFAULT_LIMIT = 20
@@ -137,8 +139,26 @@ def topic_detail(request, cluster_id: str, name: str):
         "records": records,
         "problem": problem,
         "agent": (browsed or {}).get("agent"),
+        **_table_context(topic),
     }
     return render(request, "console/topic.html", context, status=status)
+
+
+def _table_context(topic: Topic) -> dict[str, Any]:
+    """The topic's Iceberg table, if it is kept as one: its state and a query to copy."""
+    kept = TopicTable.objects.filter(topic=topic).select_related("table__namespace").first()
+    if kept is None:
+        return {
+            "table": None,
+            "table_put": f"/api/v1/clusters/{topic.cluster.public_id}/topics/{topic.name}/table/",
+        }
+    state = topic_table_state(kept)
+    query = (
+        "from pyiceberg.catalog.rest import RestCatalog\n"
+        f'catalog = RestCatalog("floe", uri="{state["catalog_url"]}", token="<api key>")\n'
+        f'catalog.load_table("{state["namespace"]}.{state["table"]}").scan().to_arrow()'
+    )
+    return {"table": state, "table_query": query}
 
 
 @login_required

@@ -1,4 +1,5 @@
-"""Runs of the background jobs (compaction, retention, orphan cleanup, key compaction)."""
+"""Runs of the background jobs (compaction, retention, orphan cleanup, key compaction,
+topic tables' appends)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class JobRun(models.Model):
         RETENTION = "retention"
         ORPHAN_CLEANUP = "orphan_cleanup"
         KEY_COMPACTION = "key_compaction"
+        TABLE_APPEND = "table_append"
 
     class State(models.TextChoices):
         QUEUED = "queued"

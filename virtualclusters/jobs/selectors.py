@@ -19,6 +19,7 @@ from metadata_store.rewrites import KeyCompactionPlan
 from metadata_store.topic_configs import TOPIC_CONFIGS
 from virtualclusters.jobs.models import JobRun
 from virtualclusters.models import VirtualCluster
+from virtualclusters.tables.selectors import table_append_due
 
 Kind = JobRun.Kind
 
@@ -282,6 +283,8 @@ def job_due(cluster: VirtualCluster, kind: str, *, now: datetime) -> bool:
         return orphan_cleanup_due(cluster)
     if kind == Kind.KEY_COMPACTION:
         return bool(key_compaction_dirty(cluster))
+    if kind == Kind.TABLE_APPEND:
+        return table_append_due(cluster, now=now)
     raise ValueError(f"unknown job kind {kind!r}")
 
 

@@ -7,7 +7,8 @@ Spark job of ``jobs/`` and its plan; kept on the run for the compare-and-swap) â
 agent runs it on its own bucket and reports â†’ `job_run_advance` applies the result
 (compaction: one compare-and-swap transaction) and answers the next step or none; the
 outcome lands on the `JobRun`. What each kind plans and applies: ``compaction``
-(compaction and key compaction), ``retention``, ``orphans``; what they share: ``steps``.
+(compaction and key compaction), ``retention``, ``orphans``, and topic tables' appends
+(``virtualclusters.tables.topic_tables``); what they share: ``steps``.
 The control plane never runs a Spark job itself (tests and benchmarks drive the same
 steps in their own process: ``tests/jobs/driver.py``).
 """
@@ -28,6 +29,7 @@ from virtualclusters.jobs import compaction, orphans, retention, selectors
 from virtualclusters.jobs.models import JobRun
 from virtualclusters.jobs.steps import Step, details_update, output_root, outputs_of
 from virtualclusters.models import VirtualCluster
+from virtualclusters.tables import topic_tables
 
 log = logging.getLogger(__name__)
 
@@ -182,10 +184,12 @@ _BEGIN = {
     Kind.KEY_COMPACTION: compaction.key_compaction_begin,
     Kind.RETENTION: retention.retention_begin,
     Kind.ORPHAN_CLEANUP: orphans.orphan_cleanup_begin,
+    Kind.TABLE_APPEND: topic_tables.table_append_begin,
 }
 _CONTINUE = {
     Kind.COMPACTION: compaction.compaction_continue,
     Kind.KEY_COMPACTION: compaction.key_compaction_continue,
     Kind.RETENTION: retention.retention_continue,
     Kind.ORPHAN_CLEANUP: orphans.orphan_cleanup_continue,
+    Kind.TABLE_APPEND: topic_tables.table_append_continue,
 }

@@ -17,13 +17,21 @@ from celery import shared_task
 from virtualclusters.jobs import services as jobs_services
 from virtualclusters.jobs.models import JobRun
 from virtualclusters.models import VirtualCluster
+from virtualclusters.tables.models import TopicTable
 
 
 @shared_task(ignore_result=True)
 def jobs_check(kind: str) -> None:
     """Beat's entry point: check every cluster for work of `kind`."""
     JobRun.Kind(kind)  # refuse unknown kinds here, not once per cluster
-    for cluster_id in VirtualCluster.objects.values_list("id", flat=True).iterator():
+    clusters = VirtualCluster.objects.all()
+    if kind == JobRun.Kind.TABLE_APPEND:  # checked often: only clusters that keep tables
+        clusters = clusters.filter(
+            pk__in=TopicTable.objects.filter(state=TopicTable.State.ACTIVE).values(
+                "topic__cluster_id"
+            )
+        )
+    for cluster_id in clusters.values_list("id", flat=True).iterator():
         cluster_job_check.delay(cluster_id, kind)
 
 

@@ -29,6 +29,32 @@ def sasl_credential(cluster: VirtualCluster, body: schemas.SaslCredentialRequest
     return services.sasl_credential_for_agent(cluster, body.username)
 
 
+@endpoint(schemas.ScramCredentialsDescribeRequest)
+def scram_credentials_describe(
+    cluster: VirtualCluster, body: schemas.ScramCredentialsDescribeRequest
+) -> dict:
+    users = None if body.users is None else list(body.users)
+    return {"results": services.scram_credentials_describe(cluster, users)}
+
+
+@endpoint(schemas.ScramCredentialsAlterRequest)
+def scram_credentials_alter(
+    cluster: VirtualCluster, body: schemas.ScramCredentialsAlterRequest
+) -> dict:
+    deletions = [{"name": d.name, "mechanism": d.mechanism} for d in body.deletions]
+    upsertions = [
+        {
+            "name": u.name,
+            "mechanism": u.mechanism,
+            "iterations": u.iterations,
+            "salt": u.salt,
+            "salted_password": u.salted_password,
+        }
+        for u in body.upsertions
+    ]
+    return {"results": services.scram_credentials_alter(cluster, deletions, upsertions)}
+
+
 @endpoint(schemas.AclsListRequest)
 def acls_list(cluster: VirtualCluster, body: schemas.AclsListRequest) -> dict:
     version = services.acl_version(cluster)

@@ -6,6 +6,8 @@ from virtualclusters.security import agent_api as s
 
 urlpatterns = [
     path("sasl/credential", s.sasl_credential),
+    path("sasl/scram-describe", s.scram_credentials_describe),
+    path("sasl/scram-alter", s.scram_credentials_alter),
     path("acls/list", s.acls_list),
     path("acls/create", s.acls_create),
     path("acls/describe", s.acls_describe),

@@ -67,6 +67,18 @@ class SaslCredential(models.Model):
     def __str__(self) -> str:
         return f"{self.username} ({self.public_id})"
 
+    @property
+    def mechanisms(self) -> list[str]:
+        """The mechanisms this user can log in with: all three for a user made with a
+        password here; only the SCRAM ones it was given for a user made over Kafka's
+        AlterUserScramCredentials (PLAIN needs the password, which never came)."""
+        held = (
+            ("PLAIN", self.plain_hash),
+            ("SCRAM-SHA-256", self.scram_sha256),
+            ("SCRAM-SHA-512", self.scram_sha512),
+        )
+        return [name for name, verifier in held if verifier]
+
 
 class Acl(models.Model):
     """One ACL binding: `principal` from `host` is allowed/denied `operation` on resources."""

@@ -15,8 +15,9 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Max
 
+from core.kafka.errors import ErrorCode
 from core.security.acl import AclBinding, AclFilter
-from core.security.scram import plain_hash, scram_credential
+from core.security.scram import plain_hash, scram_credential, scram_verifier
 from tenancy.errors import conflict
 from virtualclusters.models import VirtualCluster
 from virtualclusters.security.models import Acl, SaslCredential
@@ -92,7 +93,8 @@ def sasl_credential_delete(*, credential: SaslCredential) -> None:
 
 
 def sasl_credential_for_agent(cluster: VirtualCluster, username: str) -> dict:
-    """What an agent needs to check a login of ``username``: verifiers, never a password."""
+    """What an agent needs to check a login of ``username``: verifiers, never a password
+    (a mechanism the user has no verifier for is left out: its logins fail)."""
     credential = SaslCredential.objects.filter(cluster=cluster, username=username).first()
     if credential is None:
         return {"found": False}
@@ -102,11 +104,116 @@ def sasl_credential_for_agent(cluster: VirtualCluster, username: str) -> dict:
         "superuser": credential.superuser,
         "read_only": credential.read_only,
         "plain": credential.plain_hash,
-        "scram": {
-            "SCRAM-SHA-256": credential.scram_sha256,
-            "SCRAM-SHA-512": credential.scram_sha512,
-        },
+        "scram": _verifiers(credential),
     }
+
+
+# --- SCRAM credentials over the Kafka protocol (KIP-554) ----------------------------------
+
+SCRAM_FIELDS = {"SCRAM-SHA-256": "scram_sha256", "SCRAM-SHA-512": "scram_sha512"}
+
+
+def _verifiers(credential: SaslCredential) -> dict[str, dict]:
+    found = {m: getattr(credential, field) for m, field in SCRAM_FIELDS.items()}
+    return {m: verifier for m, verifier in found.items() if verifier}
+
+
+def _result(user: str, error: int = 0, message: str | None = None, **more) -> dict:
+    return {"user": user, "error_code": int(error), "error_message": message, **more}
+
+
+def scram_credentials_describe(cluster: VirtualCluster, users: list[str] | None) -> list[dict]:
+    """DescribeUserScramCredentials: each user's SCRAM mechanisms and iterations — every
+    user that has any when `users` is None, else the named ones (RESOURCE_NOT_FOUND for
+    one without, DUPLICATE_RESOURCE for a name asked twice)."""
+    rows = SaslCredential.objects.filter(cluster=cluster).order_by("username")
+    if users is not None:
+        rows = rows.filter(username__in=users)
+    known = {c.username: _verifiers(c) for c in rows}
+    infos = {
+        name: [{"mechanism": m, "iterations": int(v["iterations"])} for m, v in verifiers.items()]
+        for name, verifiers in known.items()
+    }
+    if users is None:
+        return [_result(name, credential_infos=i) for name, i in infos.items() if i]
+    results = []
+    for name in dict.fromkeys(users):
+        if users.count(name) > 1:
+            results.append(_result(name, ErrorCode.DUPLICATE_RESOURCE, "the user was named twice"))
+        elif not infos.get(name):
+            results.append(
+                _result(name, ErrorCode.RESOURCE_NOT_FOUND, "the user has no SCRAM credential")
+            )
+        else:
+            results.append(_result(name, credential_infos=infos[name]))
+    return results
+
+
+def _alteration_problem(item: dict, twice: bool) -> tuple[int, str] | None:
+    if twice:
+        return ErrorCode.DUPLICATE_RESOURCE, "a credential cannot be altered twice in one request"
+    if item["mechanism"] not in SCRAM_FIELDS:
+        return ErrorCode.UNSUPPORTED_SASL_MECHANISM, "the mechanism is not SCRAM-SHA-256/512"
+    if not USERNAME.fullmatch(item["name"]):
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, f"a username is {USERNAME_RULE}"
+    if "iterations" in item:
+        try:
+            item["verifier"] = scram_verifier(
+                item["mechanism"], item["salted_password"], item["salt"], item["iterations"]
+            )
+        except ValueError as exc:
+            return ErrorCode.UNACCEPTABLE_CREDENTIAL, str(exc)
+    return None
+
+
+@transaction.atomic
+def scram_credentials_alter(
+    cluster: VirtualCluster, deletions: list[dict], upsertions: list[dict]
+) -> list[dict]:
+    """AlterUserScramCredentials: one result per user, in order of first mention. A user
+    with any refused alteration gets none of them; a user created here has only the SCRAM
+    mechanisms given (PLAIN needs the password, which never comes); a user left with no
+    credential at all is deleted."""
+    items = [*deletions, *upsertions]
+    seen = [(i["name"], i["mechanism"]) for i in items]
+    problems: dict[str, tuple[int, str]] = {}
+    for item, key in zip(items, seen, strict=True):
+        problem = _alteration_problem(item, seen.count(key) > 1)
+        if problem is not None:
+            problems.setdefault(item["name"], problem)
+    names = list(dict.fromkeys(i["name"] for i in items))
+    rows = {
+        c.username: c
+        for c in SaslCredential.objects.select_for_update().filter(
+            cluster=cluster, username__in=names
+        )
+    }
+    for item in deletions:
+        row = rows.get(item["name"])
+        if item["name"] not in problems and (
+            row is None or not _verifiers(row).get(item["mechanism"])
+        ):
+            problems[item["name"]] = (ErrorCode.RESOURCE_NOT_FOUND, "no such SCRAM credential")
+    changed: set[str] = set()
+    for item in items:
+        name = item["name"]
+        if name in problems:
+            continue
+        row = rows.get(name)
+        if row is None:
+            row = rows[name] = SaslCredential(
+                cluster=cluster, username=name, plain_hash="", scram_sha256={}, scram_sha512={}
+            )
+        setattr(row, SCRAM_FIELDS[item["mechanism"]], item.get("verifier") or {})
+        changed.add(name)
+    for name in sorted(changed):
+        row = rows[name]
+        if not row.plain_hash and not _verifiers(row):
+            if row.pk is not None:
+                row.delete()
+        else:
+            row.save()
+    return [_result(name, *problems.get(name, (0, None))) for name in names]
 
 
 # --- ACLs --------------------------------------------------------------------------------

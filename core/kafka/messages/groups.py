@@ -364,13 +364,16 @@ LIST_GROUPS = Api(
     ApiKey.LIST_GROUPS,
     request=Message(
         "ListGroupsRequest",
-        valid="0-4",
+        valid="0-5",
         flexible="3+",
-        fields=(F("states_filter", Array(String), "4+"),),
+        fields=(
+            F("states_filter", Array(String), "4+"),
+            F("types_filter", Array(String), "5+"),  # KIP-848: classic, consumer…
+        ),
     ),
     response=Message(
         "ListGroupsResponse",
-        valid="0-4",
+        valid="0-5",
         flexible="3+",
         fields=(
             F("throttle_time_ms", Int32, "1+"),
@@ -379,6 +382,7 @@ LIST_GROUPS = Api(
                 F("group_id", String),
                 F("protocol_type", String),
                 F("group_state", String, "4+"),
+                F("group_type", String, "5+", default="classic"),
             ))),
         ),
     ),

@@ -1,4 +1,5 @@
-"""Security APIs: SaslHandshake, SaslAuthenticate, DescribeAcls, CreateAcls, DeleteAcls.
+"""Security APIs: SaslHandshake, SaslAuthenticate, DescribeAcls, CreateAcls, DeleteAcls,
+DescribeUserScramCredentials, AlterUserScramCredentials.
 
 Facts from Kafka's ``common/message/*.json``, written by hand (see core.py).
 """
@@ -168,4 +169,75 @@ DELETE_ACLS = Api(
     ),
 )  # fmt: skip
 
-APIS = (SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS)
+# KIP-554: SCRAM credentials managed over the Kafka protocol. Mechanism 1 is
+# SCRAM-SHA-256, 2 SCRAM-SHA-512; the client sends the salted password, never the password.
+DESCRIBE_USER_SCRAM_CREDENTIALS = Api(
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+    request=Message(
+        "DescribeUserScramCredentialsRequest",
+        valid="0",
+        flexible="0+",
+        fields=(F("users", Array(Struct(F("name", String))), nullable="0+"),),
+    ),
+    response=Message(
+        "DescribeUserScramCredentialsResponse",
+        valid="0",
+        flexible="0+",
+        fields=(
+            F("throttle_time_ms", Int32),
+            F("error_code", Int16),
+            F("error_message", String, nullable="0+", default=None),
+            F("results", Array(Struct(
+                F("user", String),
+                F("error_code", Int16),
+                F("error_message", String, nullable="0+", default=None),
+                F("credential_infos", Array(Struct(
+                    F("mechanism", Int8),
+                    F("iterations", Int32),
+                ))),
+            ))),
+        ),
+    ),
+)  # fmt: skip
+
+ALTER_USER_SCRAM_CREDENTIALS = Api(
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    request=Message(
+        "AlterUserScramCredentialsRequest",
+        valid="0",
+        flexible="0+",
+        fields=(
+            F("deletions", Array(Struct(F("name", String), F("mechanism", Int8)))),
+            F("upsertions", Array(Struct(
+                F("name", String),
+                F("mechanism", Int8),
+                F("iterations", Int32),
+                F("salt", Bytes),
+                F("salted_password", Bytes),
+            ))),
+        ),
+    ),
+    response=Message(
+        "AlterUserScramCredentialsResponse",
+        valid="0",
+        flexible="0+",
+        fields=(
+            F("throttle_time_ms", Int32),
+            F("results", Array(Struct(
+                F("user", String),
+                F("error_code", Int16),
+                F("error_message", String, nullable="0+", default=None),
+            ))),
+        ),
+    ),
+)  # fmt: skip
+
+APIS = (
+    SASL_HANDSHAKE,
+    SASL_AUTHENTICATE,
+    DESCRIBE_ACLS,
+    CREATE_ACLS,
+    DELETE_ACLS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ALTER_USER_SCRAM_CREDENTIALS,
+)

@@ -77,3 +77,26 @@ def test_a_framing_is_asked_about_once_then_cached():
     assert check(validator, ("value",), batch, batch) is None
     assert check(validator, ("value",), batch) is None
     assert registry.calls == [7]
+
+
+def test_a_garbled_batch_is_refused_with_a_message_not_an_exception():
+    validator = SchemaValidator(Registry())  # type: ignore[arg-type]
+    batch = bytearray(encode_batch([RecordInput(value=framed(7), timestamp=1)] * 2))
+    batch[61] = 0x7E  # the first record's length: 63 bytes, more than the batch holds
+    index, why = check(validator, ("value",), bytes(batch))
+    assert index == 0 and "corrupt" in why
+    short = bytes(encode_batch([RecordInput(value=framed(7), timestamp=1)])[:40])
+    index, why = check(validator, ("value",), short)
+    assert index == 0 and "truncated record batch" in why
+
+
+def test_a_value_shorter_than_a_framing_is_named():
+    validator = SchemaValidator(Registry())  # type: ignore[arg-type]
+    batch = encode_batch(
+        [RecordInput(value=framed(7), timestamp=1), RecordInput(value=b"\x00\x00", timestamp=1)]
+    )
+    assert check(validator, ("value",), batch) == (
+        1,
+        "the record's value is not in the schema registry's wire format "
+        "(magic byte 0 and a schema id)",
+    )

@@ -153,6 +153,56 @@ def test_metadata_lists_only_describable_topics(agent, acl_cluster):
     }
 
 
+def test_authorized_operations_are_what_the_principals_acls_allow(agent, acl_cluster):
+    """KIP-430, as librdkafka's 0081 checks it: READ on a topic answers READ and DESCRIBE
+    (implied); the superuser gets every operation of the topic, the cluster and a group."""
+    from confluent_kafka import TopicCollection
+
+    password = acl_cluster.user("auditor")
+    a = agent(acl_cluster.key, extra=SASL)
+    seed_topic(a.bootstrap, "audited", count=0)
+    create_acls(
+        a.bootstrap,
+        [
+            allow("User:auditor", AclOperation.READ, name="audited"),
+            allow("User:auditor", AclOperation.DESCRIBE, ResourceType.GROUP, name="auditors"),
+        ],
+    )
+    auditor = AdminClient(confluent_config(a.bootstrap, "auditor", password))
+    admin = admin_client(a.bootstrap)
+
+    def topic_ops(client) -> set:
+        futures = client.describe_topics(
+            TopicCollection(["audited"]), include_authorized_operations=True
+        )
+        return set(futures["audited"].result(15).authorized_operations)
+
+    def group_ops(client) -> set:
+        futures = client.describe_consumer_groups(["auditors"], include_authorized_operations=True)
+        return set(futures["auditors"].result(15).authorized_operations)
+
+    assert topic_ops(auditor) == {AclOperation.READ, AclOperation.DESCRIBE}
+    assert group_ops(auditor) == {AclOperation.DESCRIBE}
+    assert auditor.describe_cluster(include_authorized_operations=True).result(
+        15
+    ).authorized_operations in (None, [])
+    every_topic_operation = {
+        AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE,
+        AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    }  # fmt: skip
+    assert topic_ops(admin) == every_topic_operation
+    assert group_ops(admin) == {AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE}
+    assert (
+        len(
+            admin.describe_cluster(include_authorized_operations=True)
+            .result(15)
+            .authorized_operations
+        )
+        == 7
+    )
+
+
 def test_writes_need_write_and_deny_wins(agent, acl_cluster):
     password = acl_cluster.user("writer")
     a = agent(acl_cluster.key, extra=SASL)

@@ -15,8 +15,10 @@ from confluent_kafka import Producer
 from playwright.sync_api import expect
 from rest_framework.test import APIClient
 
+from metadata_store.models import Topic
 from tests.agents.conftest import agent, bucket_url  # noqa: F401 - fixtures
 from tests.factories import PASSWORD, make_api_key, make_cluster, make_org
+from virtualclusters.tables.topic_tables import topic_table_enable
 from virtualclusters.throughput.services import throughput_sample
 
 pytestmark = [pytest.mark.browser, pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
@@ -92,6 +94,23 @@ def test_the_message_browser_says_when_no_agent_is_connected(page, screenshots):
     for width in (1366, 375):
         page.set_viewport_size({"width": width, "height": 800})
         page.screenshot(path=screenshots / f"topic-no-agent-{width}.png", full_page=True)
+        _fits(page)
+    # Kept as an Iceberg table: its state and a query to copy, on a phone too.
+    cluster.bucket_url = "file:///tmp/quiet-bucket"  # nothing is written there
+    cluster.save(update_fields=["bucket_url"])
+    topic_table_enable(topic=Topic.objects.get(cluster=cluster, name="quiet"), schema="raw")
+    page.reload()
+    expect(page.locator("#table-state")).to_contain_text("topics.quiet · active · 0 rows")
+    expect(page.locator("#table-query")).to_contain_text(f"/iceberg/{cluster.public_id}")
+    for width in (1366, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.screenshot(path=screenshots / f"topic-table-{width}.png", full_page=True)
+        _fits(page)
+
+
+def _fits(page) -> None:
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"{page.url} is {overflow}px wider than the screen"
 
 
 def test_the_message_browser_shows_a_produced_record_with_key_and_headers(

@@ -5,6 +5,8 @@ through the Python walker that stands in where it is missing."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -136,3 +138,92 @@ def test_damaged_records_are_corrupt_or_read_never_anything_else(data):
         distinct_prefixes(bytes(batch), size=5, key=data.draw(st.booleans()))
     except CorruptRecord:
         pass
+
+
+CLIENT_FIXTURES = Path(__file__).parent / "records" / "fixtures"
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in CLIENT_FIXTURES.glob("*.bin")))
+def test_it_reads_what_real_clients_wrote_compressed_or_not(name):
+    batch = (CLIENT_FIXTURES / f"{name}.bin").read_bytes()
+    for key in (True, False):
+        assert distinct_prefixes(batch, size=5, key=key) == expected(batch, key=key)
+    assert distinct_prefixes(batch, size=5, key=True)[None] == 6  # the one null key
+
+
+def test_a_control_batch_is_read_like_any_other():
+    # A transaction marker: key = version 0, type 1 (commit); value = version, epoch.
+    marker = RecordInput(key=b"\x00\x00\x00\x01", value=b"\x00\x00\x00\x00\x00\x05", timestamp=1)
+    batch = encode_batch([marker], is_control=True, is_transactional=True, producer_id=3)
+    assert distinct_prefixes(batch, size=5, key=True) == {b"\x00\x00\x00\x01": 0}
+    assert distinct_prefixes(batch, size=5, key=False) == {b"\x00\x00\x00\x00\x00": 0}
+
+
+def test_null_empty_and_short_values_are_told_apart():
+    batch = encode_batch(
+        [RecordInput(value=v, timestamp=1) for v in (None, b"", b"\x00", b"\x00\x00\x00\x00")]
+        + [RecordInput(value=None, timestamp=1)]
+    )
+    assert distinct_prefixes(batch, size=5, key=False) == {
+        None: 0,
+        b"": 1,
+        b"\x00": 2,
+        b"\x00\x00\x00\x00": 3,
+    }
+
+
+def _with_records(records: bytes, count: int) -> bytes:
+    """A batch whose records are exactly these bytes (its CRC left stale: not ours to check)."""
+    head = bytearray(encode_batch([RecordInput(value=b"x", timestamp=1)])[:61])
+    head[8:12] = (61 - 12 + len(records)).to_bytes(4, "big")
+    head[57:61] = count.to_bytes(4, "big", signed=True)
+    return bytes(head) + records
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        b"\xff" * 11 + b"\x01",  # a record length of more than ten varint bytes
+        b"\x03",  # a negative record length (-2)
+        bytes([2 * 7, 0, 0, 0, 1, 5, 0, 0]),  # a value length of -3
+        bytes([2 * 7, 0, 0, 0, 1, 2 * 9, 0, 0]),  # a value longer than its record
+        bytes([2 * 7, 0, 0x80, 0x80, 0x80]),  # a record ending inside a varint
+        b"\x80",  # the batch ending inside the first record's length
+    ],
+)
+@pytest.mark.parametrize("key", [True, False])
+def test_garbled_records_are_corrupt(records, key):
+    with pytest.raises(CorruptRecord):
+        distinct_prefixes(_with_records(records, 1), size=5, key=key)
+
+
+@pytest.mark.parametrize("count", [0, 2, -1])
+def test_a_record_count_the_records_do_not_fill_is_corrupt(count):
+    good = encode_batch([RecordInput(value=FRAMED, timestamp=1)])
+    with pytest.raises(CorruptRecord):
+        distinct_prefixes(_with_records(good[61:], count), size=5, key=False)
+
+
+@pytest.mark.parametrize("cut", [1, 20, 60])
+def test_a_header_cut_short_is_corrupt(cut):
+    batch = encode_batch([RecordInput(value=FRAMED, timestamp=1)])
+    with pytest.raises(CorruptRecord):
+        distinct_prefixes(batch[: 61 - cut], size=5, key=False)
+
+
+def test_compressed_records_that_do_not_decompress_are_corrupt():
+    batch = bytearray(encode_batch([RecordInput(value=FRAMED * 50, timestamp=1)], compression=3))
+    batch[70:80] = bytes(10)
+    with pytest.raises(CorruptRecord, match="cannot decompress lz4"):
+        distinct_prefixes(bytes(batch), size=5, key=False)
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_batches_read_one_after_another_through_the_reused_buffer(codec):
+    # Decompressed into one reused buffer: a batch larger than it (3 MiB) makes it grow,
+    # and a smaller one after it is not read past its own records.
+    big = [RecordInput(value=FRAMED + b"b" * 3000, timestamp=n) for n in range(1000)]
+    small = [RecordInput(value=b"plain", timestamp=1), RecordInput(value=None, timestamp=2)]
+    for records in (big, small, big, small):
+        batch = encode_batch(records, compression=codec)
+        assert distinct_prefixes(batch, size=5, key=False) == expected(batch, key=False)

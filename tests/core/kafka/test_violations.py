@@ -40,10 +40,19 @@ def _produce_v9() -> bytes:
 
 
 def test_bytes_after_a_complete_body_are_refused():
-    with pytest.raises(InvalidRequest) as excinfo:
-        decode_request(_produce_v9() + b"\x00")
-    assert excinfo.value.header == RequestHeader(ApiKey.PRODUCE, 9, 5, "client")
-    assert excinfo.value.error_code == ErrorCode.INVALID_REQUEST
+    for extra in (b"\x01", b"\x00\x07", b"\x00" * 3 + b"\xff"):
+        with pytest.raises(InvalidRequest) as excinfo:
+            decode_request(_produce_v9() + extra)
+        assert excinfo.value.header == RequestHeader(ApiKey.PRODUCE, 9, 5, "client")
+        assert excinfo.value.error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_empty_tag_buffers_after_a_flexible_body_are_tolerated():
+    """librdkafka's AlterUserScramCredentials writes the request's empty tag buffer twice;
+    Kafka's parser ignores what follows a request, so zero bytes there are let through."""
+    header, body = decode_request(_produce_v9() + b"\x00\x00")
+    assert header == RequestHeader(ApiKey.PRODUCE, 9, 5, "client")
+    assert body == decode_request(_produce_v9())[1]
 
 
 def test_every_truncation_of_a_body_is_refused_with_its_header():

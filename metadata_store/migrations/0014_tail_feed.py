@@ -86,6 +86,6 @@ NEW = _edit(
 
 
 class Migration(migrations.Migration):
-    dependencies = [("metadata_store", "0012_clusters_from_virtualclusters")]
+    dependencies = [("metadata_store", "0013_offset_metadata_bytes")]
 
     operations = [migrations.RunSQL(NEW, reverse_sql=OLD)]
