@@ -1,7 +1,7 @@
 """The tail feed's notifications (issue 28; docs/ARCHITECTURE.md "The tail feed").
 
 ``floe_commit_files`` announces every index run it writes on the ``floe_tail`` channel,
-in the commit's own transaction (migration 0013). Every other change of what a fetch plan
+in the commit's own transaction (migration 0014). Every other change of what a fetch plan
 says about a partition — its log start moving (retention, DeleteRecords), its runs
 rewritten (compaction swaps), a transaction's markers, the topic's deletion — announces
 the partitions it changed here, in its transaction too, so that a listener sees the
@@ -10,14 +10,15 @@ and learns them again from their next run.
 
 The payloads, one notification each (PostgreSQL's limit is 8000 bytes):
 
-    r <cluster id> <file key>\\n<run>\\n<run>…     runs of one committed file (0013;
-                                                  a run names its partition's row id)
+    r <cluster id>\\nf <file key>\\n<run>\\n<run>…\\nf <file key>\\n<run>…
+                      the runs of one commit's files (0014: a run names its partition's
+                      row id), one notification a commit unless it would pass 8000 bytes
     x <cluster id>\\n<topic id> <index>\\n…         partitions whose plans changed otherwise
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from django.db import connection
@@ -66,13 +67,17 @@ class Run:
 
 @dataclass(frozen=True, slots=True)
 class Note:
-    """A parsed notification: the runs of one file (`file_key` set), or the partitions
-    (topic id, index) whose plans changed otherwise."""
+    """A parsed notification: the runs of a commit's files ((file key, runs) in commit
+    order), or the partitions (topic id, index) whose plans changed otherwise."""
 
     cluster_id: int
-    file_key: str | None
-    runs: tuple[Run, ...] = ()
+    files: tuple[tuple[str, tuple[Run, ...]], ...] = ()
     changed: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def runs(self) -> Iterator[Run]:
+        for _, runs in self.files:
+            yield from runs
 
 
 def parse(payload: str) -> Note:
@@ -81,18 +86,22 @@ def parse(payload: str) -> Note:
     kind, _, rest = head.partition(" ")
     lines = body.split("\n") if body else []
     if kind == "r":
-        cluster, _, key = rest.partition(" ")
-        runs = []
+        files: list[tuple[str, list[Run]]] = []
         for line in lines:
+            if line.startswith("f "):
+                files.append((line[2:], []))
+                continue
             numbers = line.split(" ")
             if len(numbers) != 8:
                 raise ValueError(f"a run of {len(numbers)} fields: {line!r}")
-            runs.append(Run(*map(int, numbers)))
-        return Note(int(cluster), key, runs=tuple(runs))
+            if not files:
+                raise ValueError(f"a run before its file: {line!r}")
+            files[-1][1].append(Run(*map(int, numbers)))
+        return Note(int(rest), files=tuple((key, tuple(runs)) for key, runs in files))
     if kind == "x":
         changed = []
         for line in lines:
             topic, index = line.split(" ")
             changed.append((topic, int(index)))
-        return Note(int(rest), None, changed=tuple(changed))
+        return Note(int(rest), changed=tuple(changed))
     raise ValueError(f"not a tail-feed notification: {head!r}")

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 NAMES_SQL = 'SELECT id, topic_id, "index" FROM floe_partition WHERE id = ANY(%s)'
 NAMES = 1_000_000  # partitions named at most (then forgotten, and asked again)
 RING = 8192  # notifications kept for agents that come back (of every cluster)
-MAX_ENTRIES = 2000  # per answer; the agent asks again at once
+MAX_ENTRIES = 2000  # notifications per answer; the agent asks again at once
 MAX_WAIT_S = 10.0
 RECONNECT_S = 1.0
 CHECK_S = 5.0
@@ -51,7 +51,7 @@ RESETS = Counter("floe_tail_feed_resets_total", "Tail-feed answers that told an 
 CONNECTED = Gauge("floe_tail_feed_connected", "Whether the tail-feed relay is listening.")
 
 
-# A ring item: [seq, cluster id, payload, received at (ms), the entry once parsed].
+# A ring item: [seq, cluster id, payload, received at (ms), its entries once parsed].
 _Item = list[Any]
 Lookup = Callable[[list[int]], Awaitable[list[tuple[int, Any, int]]]]
 
@@ -113,40 +113,47 @@ class Relay:
         for pid, topic_id, index in rows:
             self._names[pid] = (str(topic_id), index)
 
-    def _entry(self, note: tail_feed.Note, at_ms: int) -> dict[str, Any]:
-        """What agents get of a note, its partitions named (runs of partitions that are
-        gone — their topic deleted — are left out)."""
-        entry: dict[str, Any] = {"at_ms": at_ms}
-        if note.file_key is not None:
-            entry["file_key"] = note.file_key
-            entry["runs"] = [
-                [
-                    *self._names[r.partition_id],
-                    r.base_offset,
-                    r.last_offset,
-                    r.pos,
-                    r.len,
-                    r.batch_count,
-                    r.open_txn_offset,
-                    r.log_start_offset,
-                ]
-                for r in note.runs
-                if r.partition_id in self._names
-            ]
-        else:
-            entry["changed"] = [list(c) for c in note.changed]
-        return entry
+    def _entries(self, note: tail_feed.Note, seq: int, at_ms: int) -> list[dict[str, Any]]:
+        """What agents get of a note — an entry per file of a commit, its partitions named
+        (runs of partitions that are gone — their topic deleted — are left out), or one of
+        the partitions changed otherwise."""
+        if not note.files:
+            return [{"seq": seq, "at_ms": at_ms, "changed": [list(c) for c in note.changed]}]
+        return [
+            {
+                "seq": seq,
+                "at_ms": at_ms,
+                "file_key": file_key,
+                "runs": [
+                    [
+                        *self._names[r.partition_id],
+                        r.base_offset,
+                        r.last_offset,
+                        r.pos,
+                        r.len,
+                        r.batch_count,
+                        r.open_txn_offset,
+                        r.log_start_offset,
+                    ]
+                    for r in runs
+                    if r.partition_id in self._names
+                ],
+            }
+            for file_key, runs in note.files
+        ]
 
-    async def _after(self, cluster_id: int, after: int) -> list[dict[str, Any]] | None:
-        """The cluster's entries after `after`, parsed and named; None when one could
-        not be (the epoch is then new)."""
+    async def _after(self, cluster_id: int, after: int) -> tuple[list[dict[str, Any]], int] | None:
+        """The cluster's entries after `after`, parsed and named, of at most
+        ``MAX_ENTRIES`` notifications, and the position they bring the agent to; None
+        when one could not be parsed (the epoch is then new)."""
         if not self._ring:
-            return []
+            return [], self.seq
         epoch = self.epoch
         start = max(0, after + 1 - self._ring[0][0])
         items = [
             item for item in itertools.islice(self._ring, start, None) if item[1] == cluster_id
         ]
+        seq = items[MAX_ENTRIES - 1][0] if len(items) > MAX_ENTRIES else self.seq
         items = items[:MAX_ENTRIES]
         unparsed = [item for item in items if item[4] is None]
         if unparsed:
@@ -165,14 +172,15 @@ class Relay:
                 if self.epoch != epoch:  # restarted meanwhile: the items are gone
                     return None
             for item, note in zip(unparsed, notes, strict=True):
-                item[4] = self._entry(note, item[3])
-        return [{"seq": item[0], **item[4]} for item in items]
+                item[4] = self._entries(note, item[0], item[3])
+        return [entry for item in items for entry in item[4]], seq
 
-    def _answer(self, entries: list[dict[str, Any]], *, reset: bool = False) -> dict[str, Any]:
-        seq = entries[-1]["seq"] if len(entries) >= MAX_ENTRIES else self.seq
+    def _answer(
+        self, entries: list[dict[str, Any]], seq: int | None = None, *, reset: bool = False
+    ) -> dict[str, Any]:
         return {
             "epoch": self.epoch,
-            "seq": seq,
+            "seq": self.seq if seq is None else seq,
             "live": self.live,
             "reset": reset,
             "now_ms": int(time.time() * 1000),
@@ -187,12 +195,13 @@ class Relay:
         if epoch != self.epoch or after > self.seq or after < first - 1:
             RESETS.inc()
             return self._answer([], reset=True)
-        entries = await self._after(cluster_id, after)
-        if entries is None:
+        found = await self._after(cluster_id, after)
+        if found is None:
             RESETS.inc()
             return self._answer([], reset=True)
+        entries, seq = found
         if entries:
-            return self._answer(entries)
+            return self._answer(entries, seq)
         return None
 
     async def poll(

@@ -7,13 +7,20 @@ transaction's notifications when it commits, in commit order — and no trigger 
 per-row trigger on floe_batch or floe_partition that notified cost the commit path 10-25 %
 (``bench/metadata_commit.py --seconds 8 --committers 8``).
 
-One ``pg_notify('floe_tail', …)`` per file of the group and 40 of its runs (PostgreSQL's
-limit is 8000 bytes: a key is at most 512 bytes, a line at most 159):
+One ``pg_notify('floe_tail', …)`` per commit transaction (a group of agents' file
+commits): each notification wakes the relay's backend and the web process's loop, and the feed
+with one per file cost the commit path ~10-20 %. It is split only where it would pass
+PostgreSQL's 8000 bytes (a key is at most 512 characters, a run's line at most 159 bytes: a
+note's runs are counted to 7800 bytes less twice its longest key's section head, and a
+file split between two notes has its key in both):
 
-    r <cluster id> <file key>
+    r <cluster id>
+    f <file key>
     <partition row id> <base offset> <last offset> <position> <length> <batch count>
         <first offset of the oldest open transaction, -1: none> <log start>
     …                                                   (one line per run, in run order)
+    f <file key>                                        (the group's next file)
+    …
 
 Partitions are named by their row ids, the cheapest to write (the relay, which reads a
 partition's topic and index once, names them for the agents): measured on 100-batch
@@ -37,8 +44,8 @@ OLD = (
 
 NOTIFY = r"""
     -- The tail feed: each run written, with what a plan needs, after the partitions'
-    -- open transactions took their first offsets (migration 0013); one notification
-    -- per file and ~7000 bytes of its runs.
+    -- open transactions took their first offsets (migration 0014); one notification
+    -- per commit, split only where it would pass PostgreSQL's 8000 bytes.
     IF cardinality(accepted) > 0 THEN
         -- (Open transactions are rare: the LSO's lookup only where a partition has one.)
         IF EXISTS (SELECT 1 FROM floe_txn_partition tp
@@ -52,21 +59,33 @@ NOTIFY = r"""
         ELSE
             lso_part := '{}'; lso_off := '{}';
         END IF;
+        -- Bytes of the notes: a run's line counts its bytes, a file's section head the
+        -- longest head's (so a note of limit + a line + a head + "r <cluster>" < 8000).
+        SELECT max(octet_length(fk.key)) + 3, 7800 - 2 * (max(octet_length(fk.key)) + 3)
+          INTO note_head, note_limit FROM unnest(p_keys) AS fk(key);
         SELECT count(pg_notify('floe_tail', z.note)) INTO v_rows
-          FROM (SELECT 'r ' || p_cluster || ' ' || p_keys[x.f] || E'\n'
-                       || string_agg(x.line, E'\n' ORDER BY x.run) AS note
-                  FROM (SELECT u.run, run_file[u.run] AS f,
-                               concat_ws(' ', p_part[min(u.j)], min(bases[u.j]),
-                                         max(bases[u.j] + p_count[u.j] - 1), min(p_pos[u.j]),
-                                         sum(p_len[u.j]), sum(p_nbatch[u.j]),
-                                         coalesce(lso_off[array_position(lso_part,
-                                                                          p_part[min(u.j)])],
-                                                  -1),
-                                         lsos[place[min(u.j)]]) AS line
-                          FROM unnest(accepted, run_of) AS u(j, run)
-                         GROUP BY u.run) x
-                 GROUP BY x.f, (x.run - 1) / 40
-                 ORDER BY x.f, min(x.run)) z;
+          FROM (SELECT 'r ' || p_cluster || string_agg(s.section, '' ORDER BY s.f) AS note
+                  FROM (SELECT y.chunk, y.f,
+                               E'\nf ' || p_keys[y.f] || E'\n'
+                               || string_agg(y.line, E'\n' ORDER BY y.run) AS section
+                          FROM (SELECT x.f, x.run, x.line,
+                                       (sum(octet_length(x.line) + 1)
+                                          OVER (ORDER BY x.f, x.run) + x.f * note_head - 1)
+                                         / note_limit AS chunk
+                                  FROM (SELECT u.run, run_file[u.run] AS f,
+                                               concat_ws(' ', p_part[min(u.j)], min(bases[u.j]),
+                                                         max(bases[u.j] + p_count[u.j] - 1),
+                                                         min(p_pos[u.j]), sum(p_len[u.j]),
+                                                         sum(p_nbatch[u.j]),
+                                                         coalesce(lso_off[array_position(
+                                                                    lso_part, p_part[min(u.j)])],
+                                                                  -1),
+                                                         lsos[place[min(u.j)]]) AS line
+                                          FROM unnest(accepted, run_of) AS u(j, run)
+                                         GROUP BY u.run) x) y
+                         GROUP BY y.chunk, y.f) s
+                 GROUP BY s.chunk
+                 ORDER BY s.chunk) z;
     END IF;
 
     -- The files last:"""
@@ -74,14 +93,15 @@ NOTIFY = r"""
 
 def _edit(text: str, old: str, new: str) -> str:
     if text.count(old) != 1:
-        raise RuntimeError(f"migration 0013: {old!r} is not in floe_commit_files once")
+        raise RuntimeError(f"migration 0014: {old!r} is not in floe_commit_files once")
     return text.replace(old, new)
 
 
 NEW = _edit(
     _edit(OLD, "\n    -- The files last:", NOTIFY),
     "    v_rows int;\nBEGIN",
-    "    v_rows int;\n    lso_part bigint[]; lso_off bigint[];  -- open transactions' first offsets\nBEGIN",
+    "    v_rows int;\n    lso_part bigint[]; lso_off bigint[];  -- open transactions' first offsets\n"
+    "    note_head int; note_limit int;  -- the notes' bytes\nBEGIN",
 )
 
 

@@ -14,6 +14,7 @@ import asyncio
 import itertools
 from types import SimpleNamespace
 
+import msgspec
 import psycopg
 import pytest
 from django.db import connection, transaction
@@ -23,7 +24,8 @@ from hypothesis import strategies as st
 from agents import read_path, tail_index
 from agents.tail_feed import TailFeed
 from agents.write_path import CommitWatch
-from metadata_store import retention, rewrites, store
+from metadata_store import retention, rewrites, store, tail_feed
+from metadata_store.agent_api import schemas
 from metadata_store.agent_api.feed_relay import NAMES_SQL, Relay
 from tests.metadata_store.conftest import AgentApi, batch
 from tests.metadata_store.test_transactions import Txn
@@ -318,3 +320,96 @@ def test_identical_control_plane_plans_in_flight_are_one_call():
         assert not read_path._IN_FLIGHT
 
     asyncio.run(main())
+
+
+def _group_commit(world: World, files: list[tuple[str, list[tuple[int, int]]]]) -> None:
+    """One group of commits — one floe_commit_files, one transaction — as the web server
+    makes of agents' commits: (file key, [(partition, records)]) each batch its own run
+    (the partitions alternate)."""
+    commits = []
+    for key, parts in files:
+        batches, pos = [], 0
+        for partition, records in parts:
+            batches.append(
+                msgspec.convert(
+                    batch(world.topic, partition, records, pos=pos, length=50), schemas.CommitBatch
+                )
+            )
+            pos += 50
+        ids = store.partition_ids(world.cluster.pk, batches)
+        commits.append(store.file_commit_prepare(file_key=key, size=pos, batches=batches, ids=ids))
+    with connection.cursor() as cursor:
+        cursor.execute(store.COMMIT_SQL, store.commit_params(world.cluster.pk, commits))
+        rows = store.commit_rows(commits, cursor.fetchall())
+    assert all(not any(errors or []) for errors, *_ in rows), rows
+
+
+def _notes(feed: Feed, act) -> list[str]:
+    """The payloads `act` brings on the channel."""
+    payloads: list[str] = []
+    feed.listener.add_notify_handler(lambda note: payloads.append(note.payload))
+    act()
+    feed.listener.execute("SELECT 1")  # delivers what the backend holds
+    return payloads
+
+
+def test_a_commit_of_several_files_is_one_notification(alice):
+    """Three files of one group commit: one notification, each file's key once before its
+    runs, in commit order — and the index plans the tail from it as the store does."""
+    world = World(AgentApi(alice["agent_key"]), alice)
+    feed = Feed(alice["cluster"].pk)
+    try:
+        keys = [f"{world.cluster.public_id}/segments/{world.name}-g{i}.seg" for i in range(3)]
+        files = [(keys[0], [(0, 2), (1, 3)]), (keys[1], [(1, 1)]), (keys[2], [(0, 4), (1, 2)])]
+        payloads = _notes(feed, lambda: _group_commit(world, files))
+        assert len(payloads) == 1
+        note = tail_feed.parse(payloads[0])
+        assert [key for key, _ in note.files] == keys
+        assert [len(runs) for _, runs in note.files] == [2, 1, 2]
+        assert payloads[0].count(keys[1]) == 1
+        feed.catch_up()
+        assert feed.feed.index.get((world.topic, 0)) is not None
+        for partition, offset in ((0, 2), (0, 5), (1, 3), (1, 5)):
+            wanted = [(partition, offset, 10**6)]
+            mine = feed.feed.plan(world.request(wanted), 10**6, 0)
+            assert mine is not None and mine == world.plan(wanted, 10**6, 0), wanted
+    finally:
+        feed.close()
+
+
+@pytest.mark.parametrize("key_chars", ["k", "é"])  # keys of 1 and 2 bytes a character
+def test_a_commit_past_8000_bytes_is_split_below_it(alice, key_chars):
+    """A group of long-keyed files with many runs passes PostgreSQL's 8000 bytes: its
+    notifications each stay below it (else the commit fails), hold every run in commit
+    order (a file split between two repeats its key) and are few — not one per file."""
+    world = World(AgentApi(alice["agent_key"]), alice)
+    feed = Feed(alice["cluster"].pk)
+    try:
+        prefix = f"{world.cluster.public_id}/segments/{world.name}-"
+        keys = [(prefix + f"{i:03d}-").ljust(500, key_chars) for i in range(12)]
+        runs = 30  # alternating partitions: every batch its own run
+        files = [(key, [(j % 2, 1 + j % 3) for j in range(runs)]) for key in keys]
+        payloads = _notes(feed, lambda: _group_commit(world, files))
+        sizes = [len(p.encode()) for p in payloads]
+        assert max(sizes) < 8000
+        assert 1 < len(payloads) <= sum(sizes) // 5000 + 1, sizes
+        notes = [tail_feed.parse(p) for p in payloads]
+        got: list[tuple[str, int]] = []
+        for note in notes:
+            for key, file_runs in note.files:
+                assert file_runs, "a file's key with no runs"
+                got.extend((key, r.base_offset) for r in file_runs)
+        assert [key for key, _ in got] == [key for key in keys for _ in range(runs)]
+        for partition in (0, 1):
+            bases = [
+                base
+                for (key, base), j in zip(got, itertools.cycle(range(runs)))
+                if j % 2 == partition
+            ]
+            assert bases == sorted(bases) and len(set(bases)) == len(bases)
+        feed.catch_up()
+        high = world.state(0)[1]
+        mine = feed.feed.plan(world.request([(0, high - 1, 10**6)]), 10**6, 0)
+        assert mine is not None and mine == world.plan([(0, high - 1, 10**6)], 10**6, 0)
+    finally:
+        feed.close()
