@@ -14,6 +14,7 @@ from agents.groups.ring import Peer
 from agents.partition_offsets import PartitionOffsets
 from agents.peers.client import PeerClient
 from agents.schema_registry.validation import SchemaValidator
+from agents.tail_feed import TailFeed
 from agents.topics import TopicCache
 from agents.write_path import CommitWatch, SegmentWriter
 from agents.zone_cache import ZoneCache
@@ -44,6 +45,7 @@ class AgentContext:
     peer_secret: str | None = None  # signs the peer channel; from the heartbeat answer
     peers: PeerClient | None = None  # the channel to the cluster's other agents
     schema_validator: SchemaValidator | None = None  # confluent.*.schema.validation topics
+    tail: TailFeed | None = None  # the tail feed and its index (fetches at the tail)
     _coalesced: dict[str, CoalescedCalls] = field(default_factory=dict)
 
     def coalesced(self, call: str) -> CoalescedCalls:

@@ -1,7 +1,8 @@
-"""The read path behind Fetch (``handlers/fetch.py``): one `fetch-plan` call for all
-requested partitions, byte ranges read through the chunk cache, each batch's baseOffset
-rewritten to its assigned offset, and a long poll that wakes on this agent's commits or
-on a periodic re-plan.
+"""The read path behind Fetch (``handlers/fetch.py``): one plan for all requested
+partitions — from the tail index when it holds them all (``tail_feed``, issue 28), else
+one `fetch-plan` call —, byte ranges read through the chunk cache, each batch's
+baseOffset rewritten to its assigned offset, and a long poll that wakes on this agent's
+commits and the tail feed's runs (or, without a live feed, on a periodic re-plan).
 
 The plan names partition runs (one index row: a partition's consecutive batches in one
 file); each run is walked batch by batch (``core.segment.run_batches``). Batches are not
@@ -12,15 +13,18 @@ partitionLeaderEpoch, none of which the CRC covers — KIP-98).
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import struct
 import time
 from typing import Any
 
 from agents.context import AgentContext
-from agents.control_plane import ControlPlaneError
+from agents.control_plane import ControlPlaneError, ControlPlaneUnavailable
 from agents.metrics import Counter, Histogram, long_poll_waited
 from agents.read_stats import CONSUMED, count_client_bytes
+from agents.tail_feed import PLANS
 from agents.topics import TopicInfo
 from core.kafka.errors import ErrorCode
 from core.kafka.records import RecordInput, encode_batch
@@ -28,8 +32,10 @@ from core.segment import run_batches
 
 log = logging.getLogger(__name__)
 
-# Other agents' commits are not announced to us, so a waiting fetch re-plans this often.
+# Without the tail feed other agents' commits are not announced to us, so a waiting fetch
+# re-plans this often; with it, every commit is (the longer bound is only a safety net).
 REPLAN_INTERVAL_S = 0.1
+FED_REPLAN_INTERVAL_S = 1.0
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 _LEADER_EPOCH = 0  # Floe has no leader changes; Metadata says epoch 0 too
 _MARKER_KEY = struct.Struct(">hh")  # version, type
@@ -97,20 +103,30 @@ async def fill(
         "isolation_level": 1 if body.get("isolation_level") == 1 else 0,
     }
     keys = [(w.info.topic_id_str, w.partition) for w in wanted]
+    tail = ctx.tail
     while True:
         seen = ctx.watch.snapshot(keys)
-        started = time.perf_counter()
-        try:
-            plan = await ctx.client.call("fetch-plan", plan_request)
-        except ControlPlaneError as exc:
-            log.warning("fetch-plan failed: %s", exc)
-            for w in wanted:
-                w.answer["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-            return
-        finally:
-            _PLAN_SECONDS.observe(time.perf_counter() - started)
+        planned = None
+        if tail is not None:
+            planned = tail.plan(
+                plan_request["partitions"], max_bytes, plan_request["isolation_level"]
+            )
+        if planned is not None:
+            PLANS.inc(1, "tail_index")
+        else:
+            PLANS.inc(1, "control_plane")
+            started = time.perf_counter()
+            try:
+                planned = (await _shared_plan(ctx, plan_request))["partitions"]
+            except ControlPlaneError as exc:
+                log.warning("fetch-plan failed: %s", exc)
+                for w in wanted:
+                    w.answer["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                return
+            finally:
+                _PLAN_SECONDS.observe(time.perf_counter() - started)
         total, errors = await _assemble(
-            ctx, wanted, plan["partitions"], max_bytes, plan_request["isolation_level"] == 1
+            ctx, wanted, planned, max_bytes, plan_request["isolation_level"] == 1
         )
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0:
@@ -121,11 +137,43 @@ async def fill(
                     if w.sent_bytes:
                         CONSUMED.add(w.info.topic_id_str, w.sent_bytes, w.sent_records)
             return
-        # Wake at once when this agent commits to one of the partitions; otherwise look
-        # again shortly, since another agent may have committed.
+        # Wake at once when this agent commits to one of the partitions, or the tail feed
+        # brings a run of one (any agent's commit); without a live feed, look again
+        # shortly, since another agent may have committed.
+        interval = FED_REPLAN_INTERVAL_S if tail is not None and tail.live else REPLAN_INTERVAL_S
         waiting = time.perf_counter()
-        await ctx.watch.wait(keys, min(REPLAN_INTERVAL_S, remaining), since=seen)
+        await ctx.watch.wait(keys, min(interval, remaining), since=seen)
         long_poll_waited(time.perf_counter() - waiting)
+
+
+# Single flight: a `fetch-plan` call in flight, by its request, that an identical
+# request (consumers of other groups at the same offsets, as after a restart) awaits
+# instead of asking again. Plans are only read, never changed, so they are shared.
+_IN_FLIGHT: dict[tuple[int, str], asyncio.Future[Any]] = {}
+
+
+async def _shared_plan(ctx: AgentContext, plan_request: dict[str, Any]) -> Any:
+    key = (id(ctx.client), json.dumps(plan_request, sort_keys=True, separators=(",", ":")))
+    pending = _IN_FLIGHT.get(key)
+    if pending is not None:
+        return await asyncio.shield(pending)
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    _IN_FLIGHT[key] = future
+    try:
+        plan = await ctx.client.call("fetch-plan", plan_request)
+    except asyncio.CancelledError:  # this Fetch went away; the others did not
+        future.set_exception(ControlPlaneUnavailable("fetch-plan cancelled", outcome_unknown=False))
+        future.exception()  # retrieved: nobody else may be waiting
+        raise
+    except Exception as exc:
+        future.set_exception(exc)
+        future.exception()
+        raise
+    else:
+        future.set_result(plan)
+        return plan
+    finally:
+        del _IN_FLIGHT[key]
 
 
 async def _assemble(

@@ -47,6 +47,7 @@ from agents.schema_registry.validation import SchemaValidator
 from agents.security.session import Security
 from agents.security.tls import TlsConfigError
 from agents.server import KafkaServer
+from agents.tail_feed import TailFeed
 from agents.topics import TopicCache
 from agents.write_path import CommitWatch, SegmentWriter
 from agents.zone_cache import ChunkRing, ZoneCache
@@ -127,7 +128,10 @@ class AgentRuntime:
             "version": AGENT_VERSION,
             "roles": list(self.config.roles),
             "bucket_url": self.config.bucket_url,
-            "stats": heartbeat_stats(),
+            "stats": {
+                **heartbeat_stats(),
+                **(self.ctx.tail.stats() if self.ctx and self.ctx.tail else {}),
+            },
         }
 
     async def _register(self, port: int) -> dict[str, Any]:
@@ -232,6 +236,7 @@ class AgentRuntime:
         server: KafkaServer | None = None
         heartbeat: asyncio.Task | None = None
         lag_watch: asyncio.Task | None = None
+        tail_feed: asyncio.Task | None = None
         jobs: asyncio.Task | None = None
         browse_polls: asyncio.Task | None = None
         job_runner: JobRunner | None = None
@@ -339,6 +344,9 @@ class AgentRuntime:
             http_port = self.http_port
             heartbeat = asyncio.get_running_loop().create_task(self._heartbeat_loop(port))
             lag_watch = asyncio.get_running_loop().create_task(_watch_loop_lag())
+            if CLIENT_ROLES & set(config.roles):  # an agent that serves Fetch
+                ctx.tail = TailFeed(self.client, watch)
+                tail_feed = asyncio.get_running_loop().create_task(ctx.tail.run_forever())
             browsing = BrowseChannel(
                 self.client,
                 agent_id=config.agent_id,
@@ -379,7 +387,7 @@ class AgentRuntime:
             await ctx.groups.close()
             await server.close_connections()
         finally:
-            for task in (heartbeat, lag_watch, jobs, browse_polls):
+            for task in (heartbeat, lag_watch, jobs, browse_polls, tail_feed):
                 if task is not None:
                     task.cancel()
             if job_runner is not None:

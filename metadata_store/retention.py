@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from metadata_store import tail_feed
 from metadata_store.rewrites import files_release
 
 
@@ -75,6 +76,7 @@ def log_start_offsets_advance(*, moves: dict[int, int]) -> None:
             " FROM unnest(%s::bigint[], %s::bigint[]) AS u(id, start) WHERE p.id = u.id",
             [list(moves), list(moves.values())],
         )
+    tail_feed.partitions_changed(None, moves)
 
 
 @transaction.atomic

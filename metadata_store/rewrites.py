@@ -16,6 +16,7 @@ from typing import Any
 from django.db import connection
 from django.db.backends.utils import CursorWrapper
 
+from metadata_store import tail_feed
 from metadata_store.models import SegmentFile
 from metadata_store.store import JSON, Row
 
@@ -149,6 +150,7 @@ def compaction_swap(
         )
         if cursor.rowcount != len(moves):
             raise RuntimeError(f"repointed {cursor.rowcount} of {len(moves)} locked batches")
+        tail_feed.partitions_changed(cluster_id, {k[0] for k in current})
         _files_release(cursor, [*input_file_ids, *file_ids.values()])
 
 
@@ -215,6 +217,7 @@ def key_compaction_swap(
             raise RuntimeError(
                 f"changed {updated}+{cursor.rowcount} of {len(placements)} locked batches"
             )
+        tail_feed.partitions_changed(cluster_id, {k[0] for k in current})
         _files_release(cursor, [*sources, *file_ids.values()])
 
 

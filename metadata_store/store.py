@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from psycopg.rows import TupleRow
 
 from core.kafka.errors import ErrorCode
+from metadata_store import tail_feed
 
 FETCH_PLAN_MAX_RUNS = 128  # per partition and call; the client simply fetches again
 MARKER_BYTES = 78  # a commit or abort marker's control batch, for the byte budgets
@@ -545,6 +546,7 @@ def records_delete(*, cluster_id: int, partitions: list[JSON]) -> list[JSON]:
                 [part.log_start_offset, part.id],
             )
             answer["low_watermark"] = part.log_start_offset
+    tail_feed.partitions_changed(cluster_id, [r.id for r in rows.values()])
     return answers
 
 

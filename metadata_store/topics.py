@@ -11,6 +11,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from core.kafka.errors import ErrorCode
+from metadata_store import tail_feed
 from metadata_store.clusters import VirtualCluster
 from metadata_store.models import Partition, Topic
 from metadata_store.store import JSON
@@ -85,6 +86,7 @@ def topic_create(
 @transaction.atomic
 def topic_delete(*, topic: Topic) -> None:
     """Delete a topic and its metadata; its files are left for the cleanup jobs."""
+    tail_feed.partitions_changed(topic.cluster_id, topic.partitions.values_list("id", flat=True))
     topic.delete()
 
 

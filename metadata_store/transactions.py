@@ -24,6 +24,7 @@ from django.db import transaction
 
 from core.kafka.errors import ErrorCode
 from core.offset_metadata import metadata_bytes
+from metadata_store import tail_feed
 from metadata_store.store import JSON, Cursor, _cursor, one_row
 
 MAX_TIMEOUT_MS = 15 * 60 * 1000  # Kafka's transaction.max.timeout.ms default
@@ -297,6 +298,7 @@ def _end(
             )
         cursor.execute("DELETE FROM floe_txn_offset WHERE producer_id = %s", [txn_id])
         cursor.execute("DELETE FROM floe_txn_partition WHERE producer_id = %s", [txn_id])
+        tail_feed.partitions_changed(cluster_id, parts)  # the markers, the LSO moving
         cursor.execute(
             "UPDATE floe_producer_id SET txn_state = %s, txn_started_at = NULL,"
             " epoch = CASE WHEN %s THEN epoch ELSE epoch + 1 END WHERE id = %s",

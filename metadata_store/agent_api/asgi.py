@@ -43,7 +43,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from psycopg_pool import AsyncConnectionPool
 
 from metadata_store import store
-from metadata_store.agent_api import endpoint, key_changes, schemas, views
+from metadata_store.agent_api import endpoint, feed_relay, key_changes, schemas, views
 from metadata_store.clusters import VirtualCluster
 from metadata_store.commit_pipeline import CommitPipeline
 
@@ -157,6 +157,7 @@ class AgentApi:
         )
         self._pool: AsyncConnectionPool | None = None
         self._listener: asyncio.Task[None] | None = None
+        self._relay: asyncio.Task[None] | None = None
         self.pipeline = CommitPipeline(self._commit_files)
         self._stopping: asyncio.Event | None = None
 
@@ -178,6 +179,7 @@ class AgentApi:
                 self.settle()
                 self._end_long_polls_on_exit()
                 self._listener = asyncio.create_task(key_changes.listen(_conninfo()))
+                self._relay = asyncio.create_task(feed_relay.RELAY.run(_conninfo()))
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self.close()
@@ -226,11 +228,12 @@ class AgentApi:
     async def close(self) -> None:
         """Close the commit pool, the key-change listener and every thread's Django
         connection (the server stops)."""
-        if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
-            self._listener = None
+        for task in (self._listener, self._relay):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._listener = self._relay = None
         if self._pool is not None:
             await self._pool.close()
             self._pool = None

@@ -94,6 +94,14 @@ class FetchPlanRequest(_Body, frozen=True):
     isolation_level: ISOLATION = 0
 
 
+class TailFeedRequest(_Body, frozen=True):
+    """The tail feed's long-poll: what came after `after` of `epoch` ("": none yet)."""
+
+    epoch: Annotated[str, Meta(max_length=32)] = ""
+    after: Annotated[int, Meta(ge=0, le=2**62)] = 0
+    wait_ms: Annotated[int, Meta(ge=0, le=10_000)] = 5_000
+
+
 class ListOffsetsPartition(_Body, frozen=True):
     topic_id: uuid.UUID
     partition: PARTITION
@@ -149,6 +157,13 @@ class AgentReadStats(_Body, frozen=True):
         dict[uuid.UUID, Annotated[list[COUNT], Meta(min_length=2, max_length=2)]],
         Meta(max_length=2000),
     ] = {}
+    # Fetch plans from the tail index and from fetch-plan calls; what the index holds;
+    # the tail feed's lag (docs/AGENT_API.md "tail-feed").
+    tail_plans: COUNT = 0
+    control_plane_plans: COUNT = 0
+    tail_index_partitions: COUNT = 0
+    tail_index_runs: COUNT = 0
+    tail_feed_lag_ms: COUNT = 0
 
 
 class HeartbeatRequest(_Body, frozen=True):

@@ -9,6 +9,7 @@ urlpatterns = [
     path("heartbeat", a.heartbeat),
     path("commit", a.commit),
     path("fetch-plan", a.fetch_plan),
+    path("tail-feed", a.tail_feed),
     path("list-offsets", a.list_offsets),
     path("delete-records", a.delete_records),
     path("init-producer-id", a.init_producer_id),

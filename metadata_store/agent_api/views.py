@@ -7,11 +7,13 @@ carry no browsable or schema needs (``endpoint`` authenticates and validates).
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 from django.core.exceptions import ValidationError
 
 from metadata_store import store, transactions
-from metadata_store.agent_api import schemas
+from metadata_store.agent_api import feed_relay, schemas
 from metadata_store.agent_api.endpoint import Answer, CallRefused, endpoint
 from metadata_store.agent_api.schemas import as_dict, as_dicts
 from metadata_store.agent_api.topics import (
@@ -82,6 +84,25 @@ def fetch_plan(cluster: VirtualCluster, body: schemas.FetchPlanRequest) -> Answe
             isolation_level=body.isolation_level,
         )
     }
+
+
+@endpoint(schemas.TailFeedRequest)
+def tail_feed(cluster: VirtualCluster, body: schemas.TailFeedRequest) -> Answer:
+    """Without the web server's event loop (a plain Django server) there is no relay:
+    the feed is not live, and agents plan every fetch through ``fetch-plan``."""
+    return {"epoch": "", "seq": 0, "live": False, "reset": True, "entries": []}
+
+
+async def tail_feed_on_loop(
+    cluster: VirtualCluster, body: schemas.TailFeedRequest, gone: asyncio.Event
+) -> Answer:
+    """The long-poll on the web server's loop (``feed_relay``)."""
+    return await feed_relay.RELAY.poll(
+        cluster.pk, body.epoch, body.after, body.wait_ms / 1000, gone
+    )
+
+
+tail_feed.on_loop = tail_feed_on_loop
 
 
 @endpoint(schemas.ListOffsetsRequest)

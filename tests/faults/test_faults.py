@@ -141,3 +141,82 @@ def test_a_clean_restart_of_everything(world, outcomes):
         world.start_everything()
 
     _run(world, outcomes, "clean-restart-everything", inject)
+
+
+def _tail_plans(agent) -> float:
+    """Fetches the agent planned from its tail index so far (its /metrics)."""
+    import re
+    import urllib.request
+
+    with urllib.request.urlopen(agent.http_url + "/metrics", timeout=5) as response:
+        text = response.read().decode()
+    found = re.search(r'floe_fetch_plans_total\{source="tail_index"\} (\S+)', text)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_tailing_consumers_through_a_web_server_restart_and_a_frozen_feed(world, outcomes):
+    """Issue 28: consumers tail (planned by the agents' tail index) while the web server
+    is killed and restarted (the relay's epoch changes) and then the agents' link to the
+    control plane is frozen for 10 s (the feed is cut): every acknowledged record reaches
+    them once, and afterwards the agents plan from their tail index again by themselves."""
+    import threading
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    got: list[tuple[int, int, bytes]] = []
+    stop = threading.Event()
+    topic = "tail-feed-through-faults"
+
+    def tail() -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": world.bootstrap,
+                "group.id": "tailing",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 500,
+                "log_level": 0,
+            }
+        )
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        try:
+            while not stop.is_set():
+                for msg in consumer.consume(500, 0.2):
+                    if not msg.error():
+                        got.append((msg.partition(), msg.offset(), msg.value()))
+        finally:
+            consumer.close()
+
+    def inject():
+        world.web.kill()
+        world.web.start()
+        time.sleep(3)
+        world.cp_proxy.freeze()
+        time.sleep(10)
+        world.cp_proxy.thaw()
+
+    tailer = threading.Thread(target=tail)
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": world.bootstrap, "log_level": 0})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    tailer.start()
+    try:
+        with Probe(world.bootstrap, topic) as probe:
+            assert probe.wait_acked(20, 30), "the probe did not get going"
+            inject()
+            probe.fault_ended()
+            assert probe.wait_acked(20, 60)
+            before = sum(_tail_plans(a) for a in world.agents)
+            assert probe.wait_acked(100, 60)
+            after = sum(_tail_plans(a) for a in world.agents)
+        acked = {b"%d" % s for s in probe.acked_at}
+        deadline = time.monotonic() + 30
+        while not acked <= {v for _, _, v in got} and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        tailer.join(30)
+    at = [(p, o) for p, o, _ in got]
+    assert len(at) == len(set(at)), "a record reached the tailing consumer twice"
+    assert acked <= {v for _, _, v in got}, len(acked - {v for _, _, v in got})
+    assert after > before, (before, after)  # planned from the tail index again

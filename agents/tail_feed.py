@@ -1,0 +1,134 @@
+"""The agent's end of the tail feed (docs/AGENT_API.md "tail-feed"): a long-poll of the
+control plane that keeps the tail index (``tail_index``) current and wakes the Fetches
+waiting on the partitions it brings.
+
+The feed is trusted only while it is heard from: an answer at least every
+``STALE_S`` (the relay answers within ``WAIT_MS`` even when nothing happened). An error,
+a `reset` (this agent's position fell out of the relay's ring, or another epoch: another
+web process, a restart, a reconnect to the database) or a relay that is not live drops
+every entry, and until the feed is heard from again every Fetch is planned by the control
+plane. Nothing here waits unbounded: each poll is one call of at most ``CALL_TIMEOUT_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from agents.control_plane import ControlPlaneClient, ControlPlaneError
+from agents.metrics import Counter, Gauge
+from agents.tail_index import TailIndex
+from agents.write_path import CommitWatch
+
+log = logging.getLogger(__name__)
+
+WAIT_MS = 5_000
+CALL_TIMEOUT_S = WAIT_MS / 1000 + 3.0
+STALE_S = CALL_TIMEOUT_S
+RETRY_S = 1.0
+
+PLANS = Counter(
+    "floe_fetch_plans_total",
+    "Fetch plans, by where they came from (tail_index, control_plane).",
+    ("source",),
+)
+FEED_RESETS = Counter(
+    "floe_tail_feed_resets_total", "Times the tail index was dropped (reset, error, not live)."
+)
+FEED_LAG = Gauge(
+    "floe_tail_feed_lag_seconds",
+    "From the relay's receipt of the last notification to this agent applying it.",
+)
+INDEX_PARTITIONS = Gauge("floe_tail_index_partitions", "Partitions the tail index holds.")
+INDEX_RUNS = Gauge("floe_tail_index_runs", "Runs the tail index holds.")
+
+
+class TailFeed:
+    """`await feed.run_forever()`; `feed.plan(...)` while `feed.live`."""
+
+    def __init__(self, client: ControlPlaneClient, watch: CommitWatch) -> None:
+        self.client = client
+        self.watch = watch
+        self.index = TailIndex()
+        self.epoch = ""
+        self.seq = 0
+        self._live = False
+        self._heard = 0.0
+        self.lag_s = 0.0
+
+    @property
+    def live(self) -> bool:
+        return self._live and time.monotonic() - self._heard < STALE_S
+
+    def plan(
+        self, partitions: list[dict[str, Any]], max_bytes: int, isolation_level: int
+    ) -> list[dict[str, Any]] | None:
+        """The index's plan, or None (not live, or it refuses)."""
+        if not self.live:
+            return None
+        return self.index.plan(partitions, max_bytes, isolation_level)
+
+    def _reset(self) -> None:
+        if self.index.runs or len(self.index):
+            FEED_RESETS.inc()
+        self.watch.notify(self.index.clear())
+        self._gauges()
+
+    def _gauges(self) -> None:
+        INDEX_PARTITIONS.set(len(self.index))
+        INDEX_RUNS.set(self.index.runs)
+
+    def take(self, answer: dict[str, Any]) -> None:
+        """One answer of the relay."""
+        if answer.get("reset") or answer.get("epoch") != self.epoch or not answer.get("live"):
+            self._reset()
+        self.epoch = str(answer.get("epoch", ""))
+        self.seq = int(answer.get("seq", 0))
+        self._live = bool(answer.get("live")) and bool(self.epoch)
+        self._heard = time.monotonic()
+        entries = answer.get("entries") or []
+        if entries:
+            self.watch.notify(self.index.apply(entries))
+            self.lag_s = max(0.0, time.time() - entries[-1]["at_ms"] / 1000)
+            FEED_LAG.set(self.lag_s)
+            self._gauges()
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                answer = await self.client.call(
+                    "tail-feed",
+                    {"epoch": self.epoch, "after": self.seq, "wait_ms": WAIT_MS},
+                    timeout_s=CALL_TIMEOUT_S,
+                )
+            except (ControlPlaneError, ValueError, KeyError) as exc:
+                if self._live:
+                    log.warning("tail feed: %s; fetches are planned by the control plane", exc)
+                self._live = False
+                self.epoch = ""
+                self._reset()
+                await asyncio.sleep(RETRY_S)
+                continue
+            try:
+                self.take(answer)
+            except (ValueError, KeyError, TypeError) as exc:  # an answer that does not fit
+                log.error("tail feed: a bad answer (%s); starting again", exc)
+                self._live = False
+                self.epoch = ""
+                self._reset()
+                await asyncio.sleep(RETRY_S)
+                continue
+            if not self._live:
+                await asyncio.sleep(RETRY_S)
+
+    def stats(self) -> dict[str, int]:
+        """The heartbeat's counters (docs/AGENT_API.md)."""
+        return {
+            "tail_plans": int(PLANS.value("tail_index")),
+            "control_plane_plans": int(PLANS.value("control_plane")),
+            "tail_index_partitions": len(self.index),
+            "tail_index_runs": self.index.runs,
+            "tail_feed_lag_ms": int(self.lag_s * 1000),
+        }

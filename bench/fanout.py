@@ -1,0 +1,188 @@
+"""Fan-out at the tail: what N tailing consumers cost the control plane (issue 28).
+
+Starts a control plane (uvicorn, database `floe_bench_fanout`) and `--agents` agents
+(file:// bucket, 250 ms flushes). For each consumer count (`--consumers`, default
+1,10,50,200): that many confluent-kafka consumers, each in its own group, assigned every
+partition of a 12-partition topic at its end and spread over the agents, then a paced
+producer (`--rate` records/s of 1 KiB, default 500, for `--seconds`, default 15, to the
+first agent) whose records carry their send time. Prints one JSON line per count:
+agent-API calls by kind during the run (the control plane's `/metrics`), plans from the
+agents' tail index and from the control plane (the agents' `/metrics`), end-to-end
+latency p50/p99 (send → a consumer's poll), and the fewest and most records a consumer
+got (every consumer should get every record once).
+
+    .venv/bin/python bench/fanout.py [--consumers 1,10,50,200] [--seconds 15] [--agents 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import struct
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from common import bench_env, control_plane, django_setup, percentile
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from zones import Agent
+
+PARTITIONS = 12
+VALUE_BYTES = 1024
+TOPIC = "fanout"
+STAMP = struct.Struct(">dq")  # send time (epoch seconds), sequence number
+
+
+def api_calls(url: str) -> dict[str, float]:
+    """The control plane's agent-API calls so far, by call (every outcome)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    calls: dict[str, float] = {}
+    for call, value in re.findall(r'floe_agent_api_calls_total\{call="([^"]+)"[^}]*\} (\S+)', text):
+        calls[call] = calls.get(call, 0.0) + float(value)
+    return calls
+
+
+class Tail:
+    """One consumer in its own group, at the end of every partition."""
+
+    def __init__(self, bootstrap: str, index: int) -> None:
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"fanout-{index}-{time.monotonic_ns()}",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 500,
+                "queued.max.messages.kbytes": 4096,
+            }
+        )
+        self.consumer.assign([TopicPartition(TOPIC, p, OFFSET_END) for p in range(PARTITIONS)])
+        self.seen: set[int] = set()
+        self.duplicates = 0
+        self.latencies: list[float] = []
+
+    def poll(self, sample: int) -> int:
+        got = 0
+        for msg in self.consumer.consume(1000, 0):
+            if msg.error():
+                continue
+            sent, seq = STAMP.unpack_from(msg.value())
+            if seq in self.seen:
+                self.duplicates += 1
+                continue
+            self.seen.add(seq)
+            if seq % sample == 0:
+                self.latencies.append(time.time() - sent)
+            got += 1
+        return got
+
+    def ready(self) -> bool:
+        """Every partition has a position (the consumer found the end)."""
+        positions = self.consumer.position([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+        return all(tp.offset >= 0 for tp in positions)
+
+
+def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
+    tails = [Tail(agents[i % len(agents)].bootstrap, i) for i in range(consumers)]
+    stop = threading.Event()
+    sample = max(1, consumers // 10)  # latency of ~10 consumers' worth of records
+
+    def poll_loop(mine: list[Tail]) -> None:
+        while not stop.is_set():
+            if not sum(t.poll(sample) for t in mine):
+                time.sleep(0.005)
+
+    threads = [threading.Thread(target=poll_loop, args=(tails[i::4],)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 60
+    while not all(t.ready() for t in tails) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)  # every consumer waits at the tail
+    calls_before = api_calls(url)
+    plans_before = {s: sum(a.metric("floe_fetch_plans_total", source=s) for a in agents)
+                    for s in ("tail_index", "control_plane")}  # fmt: skip
+    producer = Producer({"bootstrap.servers": agents[0].bootstrap, "linger.ms": 5})
+    padding = b"x" * (VALUE_BYTES - STAMP.size)
+    total = int(args.rate * args.seconds)
+    started = time.monotonic()
+    for seq in range(total):
+        due = started + seq / args.rate
+        wait = due - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        producer.produce(TOPIC, STAMP.pack(time.time(), seq) + padding, partition=seq % PARTITIONS)
+        producer.poll(0)
+    producer.flush(30)
+    deadline = time.monotonic() + 30
+    while min(len(t.seen) for t in tails) < total and time.monotonic() < deadline:
+        time.sleep(0.1)
+    calls_after = api_calls(url)
+    plans_after = {s: sum(a.metric("floe_fetch_plans_total", source=s) for a in agents)
+                   for s in ("tail_index", "control_plane")}  # fmt: skip
+    stop.set()
+    for thread in threads:
+        thread.join()
+    latencies = [x for t in tails for x in t.latencies]
+    for t in tails:
+        t.consumer.close()
+    calls = {k: int(calls_after.get(k, 0) - calls_before.get(k, 0)) for k in calls_after}
+    return {
+        "consumers": consumers,
+        "agents": len(agents),
+        "records_sent": total,
+        "records_per_consumer_min": min(len(t.seen) for t in tails),
+        "records_per_consumer_max": max(len(t.seen) for t in tails),
+        "duplicates": sum(t.duplicates for t in tails),
+        "fetch_plan_calls": calls.get("fetch_plan", 0),
+        "commit_calls": calls.get("commit", 0),
+        "agent_api_calls": {k: v for k, v in sorted(calls.items()) if v},
+        "plans_from_tail_index": int(plans_after["tail_index"] - plans_before["tail_index"]),
+        "plans_from_control_plane": int(
+            plans_after["control_plane"] - plans_before["control_plane"]
+        ),
+        "e2e_p50_ms": round(percentile(latencies, 50) * 1000, 1),
+        "e2e_p99_ms": round(percentile(latencies, 99) * 1000, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--consumers", default="1,10,50,200")
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--rate", type=float, default=500.0, help="records/s of 1 KiB")
+    parser.add_argument("--agents", type=int, default=1)
+    args = parser.parse_args()
+    data_dir = Path(tempfile.mkdtemp(prefix="floe-bench-fanout-"))
+    env = bench_env(data_dir, database="floe_bench_fanout")
+    django_setup(env)
+    from tests.factories import make_cluster
+
+    with control_plane(env) as url:
+        _, key = make_cluster("bench-fanout", max_flush_age_ms=250)
+        bucket = data_dir / "bucket"
+        bucket.mkdir()
+        agents = [
+            Agent(url, key, bucket.as_uri(), "z", data_dir / f"agent-{i}.log")
+            for i in range(args.agents)
+        ]
+        try:
+            admin = AdminClient({"bootstrap.servers": agents[0].bootstrap})
+            topic = NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=3)
+            for future in admin.create_topics([topic], operation_timeout=10).values():
+                future.result(15)
+            for count in [int(c) for c in args.consumers.split(",")]:
+                print(json.dumps(run(url, agents, count, args)), flush=True)
+        finally:
+            for agent in agents:
+                agent.stop()
+    print(f"logs in {data_dir}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,415 @@
+"""The tail index against the metadata store's own plan (issue 28).
+
+The store's notifications are read from a real LISTEN connection, relayed by a real
+relay (``feed_relay.Relay``) and applied by the agent's own ``TailFeed``; each step
+changes the store through its real calls (commits, DeleteRecords, retention, a
+compaction swap, transactions committed and aborted) or the feed (a reconnect loses what
+was in flight). Whenever the index has caught up with the feed, its plan for any request
+is the store's plan for it, or None.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from types import SimpleNamespace
+
+import msgspec
+import psycopg
+import pytest
+from django.db import connection, transaction
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from agents import read_path, tail_index
+from agents.tail_feed import TailFeed
+from agents.write_path import CommitWatch
+from metadata_store import retention, rewrites, store, tail_feed
+from metadata_store.agent_api import schemas
+from metadata_store.agent_api.feed_relay import NAMES_SQL, Relay
+from tests.metadata_store.conftest import AgentApi, batch
+from tests.metadata_store.test_transactions import Txn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+PARTITIONS = 2
+_names = itertools.count()
+
+
+class Feed:
+    """The store's notifications → a relay → the agent's feed and index."""
+
+    def __init__(self, cluster_id: int) -> None:
+        self.cluster_id = cluster_id
+        self.relay = Relay(lookup=self.lookup)
+        self.relay.restart(live=True)
+        self.feed = TailFeed(None, CommitWatch())  # type: ignore[arg-type]
+        params = connection.get_connection_params()
+        kept = {k: v for k, v in params.items() if isinstance(v, str | int) and v != ""}
+        kept.pop("client_encoding", None)
+        self.listener = psycopg.connect(**kept, autocommit=True)
+        self.names = psycopg.connect(**kept, autocommit=True)
+        self.listener.add_notify_handler(lambda note: self.relay.add(note.payload))
+        self.listener.execute("LISTEN floe_tail")
+        self.catch_up()  # the agent's first poll: a reset to the relay's position
+
+    async def lookup(self, pids: list[int]) -> list:
+        """As the relay's own (``Relay.run``)."""
+        return self.names.execute(NAMES_SQL, [pids]).fetchall()
+
+    def close(self) -> None:
+        self.listener.close()
+        self.names.close()
+
+    def catch_up(self) -> None:
+        """Every notification committed so far reaches the index."""
+        self.listener.execute("SELECT 1")  # delivers what the backend holds
+        while True:
+            answer = asyncio.run(
+                self.relay.poll_now(self.cluster_id, self.feed.epoch, self.feed.seq)
+            )
+            if answer is None:
+                answer = {"epoch": self.relay.epoch, "seq": self.relay.seq, "live": True}
+                answer.update(reset=False, entries=[], now_ms=0)
+            self.feed.take(answer)
+            if not answer["entries"] and not answer["reset"]:
+                return
+
+
+class World:
+    def __init__(self, api: AgentApi, alice: dict) -> None:
+        self.api, self.alice = api, alice
+        self.cluster = alice["cluster"]
+        self.name = f"t{next(_names)}"
+        self.topic = api.create_topic(self.name, PARTITIONS)
+        self.files = 0
+        self.txn: Txn | None = None
+
+    def commit(self, parts: list[tuple[int, int, int]]) -> None:
+        self.files += 1
+        batches, pos = [], 0
+        for partition, records, length in parts:
+            batches.append(batch(self.topic, partition, records, pos=pos, length=length))
+            pos += length + (7 if records % 2 else 0)  # sometimes a gap: another run
+        key = f"{self.cluster.public_id}/segments/{self.name}-{self.files}.seg"
+        self.api("commit", {"file_key": key, "size": pos + 10, "batches": batches})
+
+    def state(self, partition: int) -> tuple[int, int]:
+        answer = self.plan([(partition, 0, 1)], 1, 0)[0]
+        return answer["log_start_offset"], answer["high_watermark"]
+
+    def delete_records(self, partition: int, fraction: float) -> None:
+        start, high = self.state(partition)
+        offset = start + int((high - start) * fraction)
+        self.api(
+            "delete-records",
+            {"partitions": [{"topic_id": self.topic, "partition": partition, "offset": offset}]},
+        )
+
+    def retention(self, partition: int, fraction: float) -> None:
+        start, high = self.state(partition)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT p.id FROM floe_partition p WHERE p.topic_id = %s AND p.index = %s",
+                [self.topic, partition],
+            )
+            (pid,) = cursor.fetchone()
+        retention.log_start_offsets_advance(moves={pid: start + int((high - start) * fraction)})
+        retention.batches_below_log_start_delete(cluster_id=self.cluster.pk)
+
+    def swap(self) -> None:
+        """A compaction swap of the topic's oldest live level-0 file, placed anew."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT f.id FROM floe_file f WHERE f.cluster_id = %s AND f.level = 0"
+                " AND f.state = 'live' AND f.key LIKE %s ORDER BY f.id LIMIT 1",
+                [self.cluster.pk, f"%/segments/{self.name}-%"],
+            )
+            row = cursor.fetchone()
+        if row is None:
+            return
+        planned = rewrites.batch_pointers([row[0]])
+        key = f"{self.cluster.public_id}/compacted/{self.name}-{row[0]}.seg"
+        placements, pos = [], 0
+        for p in sorted(planned, key=lambda r: (r[0], r[4])):
+            placements.append([p[0], p[4], key, pos, p[7]])
+            pos += p[7]
+        with transaction.atomic():
+            rewrites.compaction_swap(
+                cluster_id=self.cluster.pk,
+                input_file_ids=[row[0]],
+                planned=planned,
+                files=[{"key": key, "size": pos, "batch_count": len(planned)}],
+                placements=placements,
+            )
+
+    def txn_write(self, partition: int) -> None:
+        if self.txn is None:
+            self.txn = Txn(self.api, self.alice, transactional_id=f"{self.name}-tx")
+        if self.txn.add(self.name, partition) == [0]:
+            self.txn.produce(self.topic, partition, 2)
+
+    def txn_end(self, committed: bool) -> None:
+        if self.txn is not None:
+            self.txn.end(committed)
+
+    def request(self, partitions: list[tuple[int, int, int]]) -> list[dict]:
+        return [
+            {"topic_id": self.topic, "partition": p, "offset": o, "max_bytes": m}
+            for p, o, m in partitions
+        ]
+
+    def plan(self, partitions: list[tuple[int, int, int]], total: int, isolation: int):
+        body = {"partitions": self.request(partitions), "max_bytes": total}
+        body["isolation_level"] = isolation
+        return self.api("fetch-plan", body)["partitions"]
+
+
+PART = st.integers(0, PARTITIONS - 1)
+STEP = st.one_of(
+    st.tuples(
+        st.just("commit"),
+        st.lists(st.tuples(PART, st.integers(1, 5), st.integers(20, 200)), min_size=1, max_size=4),
+    ),
+    st.tuples(st.just("delete"), PART, st.floats(0, 1)),
+    st.tuples(st.just("retention"), PART, st.floats(0, 1)),
+    st.tuples(st.just("swap")),
+    st.tuples(st.just("txn_write"), PART),
+    st.tuples(st.just("txn_end"), st.booleans()),
+    st.tuples(st.just("gap")),
+    st.tuples(st.just("check")),
+)
+
+
+def _check(world: World, feed: Feed, answered: list[int]) -> None:
+    """Catch up; then the index's plan of every interesting request is the store's."""
+    feed.catch_up()
+    for partition in range(PARTITIONS):
+        start, high = world.state(partition)
+        held = feed.feed.index.get((world.topic, partition))
+        offsets = {start, high, high + 1, (start + high) // 2}
+        if held is not None:
+            offsets |= {held.first_offset, held.first_offset + 1, held.high_watermark}
+        for offset, max_bytes, isolation in itertools.product(offsets, (1, 150, 10**6), (0, 1)):
+            wanted = [(partition, offset, max_bytes)]
+            mine = feed.feed.plan(world.request(wanted), 10**6, isolation)
+            if mine is not None:
+                answered[0] += 1
+                assert mine == world.plan(wanted, 10**6, isolation), (offset, max_bytes)
+    # Both partitions at their tails, in one request sharing a small budget.
+    tails = [(p, world.state(p)[1] - 1, 100) for p in range(PARTITIONS)]
+    tails = [(p, max(o, world.state(p)[0]), m) for p, o, m in tails]
+    for isolation in (0, 1):
+        mine = feed.feed.plan(world.request(tails), 150, isolation)
+        if mine is not None:
+            answered[0] += 1
+            assert mine == world.plan(tails, 150, isolation)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=st.lists(STEP, min_size=3, max_size=14))
+def test_a_plan_from_the_tail_index_is_the_stores_or_none(alice, steps):
+    world = World(AgentApi(alice["agent_key"]), alice)
+    feed = Feed(alice["cluster"].pk)
+    answered = [0]
+    try:
+        for step in steps:
+            kind = step[0]
+            if kind == "commit":
+                world.commit(step[1])
+            elif kind == "delete":
+                world.delete_records(step[1], step[2])
+            elif kind == "retention":
+                world.retention(step[1], step[2])
+            elif kind == "swap":
+                world.swap()
+            elif kind == "txn_write":
+                world.txn_write(step[1])
+            elif kind == "txn_end":
+                world.txn_end(step[1])
+            elif kind == "gap":
+                feed.listener.execute("SELECT 1")
+                feed.relay.restart(live=True)  # a reconnect: what was in flight is lost
+            else:
+                _check(world, feed, answered)
+        _check(world, feed, answered)
+        event(f"plans from the index: {min(answered[0], 10) // 5 * 5}+")
+    finally:
+        feed.close()
+
+
+def test_the_index_answers_at_the_tail_and_refuses_what_it_does_not_hold(alice):
+    """Not vacuous: after commits the index plans the tail (equal to the store's), and it
+    refuses catch-up below its first run, an offset past its high watermark, a
+    partition it never saw, and everything after the feed was reset or a swap."""
+    world = World(AgentApi(alice["agent_key"]), alice)
+    world.commit([(0, 3, 100)])  # before the feed listens: never held
+    feed = Feed(alice["cluster"].pk)
+    try:
+        world.commit([(0, 2, 100), (1, 2, 50)])
+        world.commit([(0, 4, 100)])
+        feed.catch_up()
+        held = feed.feed.index.get((world.topic, 0))
+        assert held is not None and (held.first_offset, held.high_watermark) == (3, 9)
+        for offset in (3, 5, 9):
+            mine = feed.feed.plan(world.request([(0, offset, 10**6)]), 10**6, 0)
+            assert mine is not None and mine == world.plan([(0, offset, 10**6)], 10**6, 0)
+        assert feed.feed.plan(world.request([(0, 2, 10**6)]), 10**6, 0) is None  # catch-up
+        assert feed.feed.plan(world.request([(0, 10, 10**6)]), 10**6, 0) is None  # past hw
+        both = world.request([(0, 9, 100), (1, 0, 100)])
+        assert feed.feed.plan(both, 10**6, 0) == world.plan([(0, 9, 100), (1, 0, 100)], 10**6, 0)
+        world.swap()
+        feed.catch_up()
+        assert feed.feed.index.get((world.topic, 0)) is None  # the swap dropped it
+        world.commit([(0, 1, 10)])
+        feed.catch_up()
+        assert feed.feed.plan(world.request([(0, 9, 10**6)]), 10**6, 0) is not None
+        feed.relay.restart(live=True)
+        feed.catch_up()
+        assert len(feed.feed.index) == 0
+        assert feed.feed.plan(world.request([(0, 10, 10**6)]), 10**6, 0) is None
+    finally:
+        feed.close()
+
+
+def test_the_agents_plan_limits_are_the_stores():
+    assert tail_index.FETCH_PLAN_MAX_RUNS == store.FETCH_PLAN_MAX_RUNS
+
+
+class _SlowPlans:
+    """A control-plane client whose fetch-plan answers when told to (a unit test's)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = asyncio.Event()
+
+    async def call(self, name: str, body: dict) -> dict:
+        self.calls += 1
+        await self.release.wait()
+        return {"partitions": [{"asked": body["partitions"][0]["offset"]}]}
+
+
+def test_identical_control_plane_plans_in_flight_are_one_call():
+    """Single flight: Fetches asking the same plan while it is out share one call; a
+    different request gets its own, and a cancelled Fetch does not fail the others."""
+
+    async def main() -> None:
+        client = _SlowPlans()
+        ctx = SimpleNamespace(client=client)
+        same = {"partitions": [{"topic_id": "t", "partition": 0, "offset": 5, "max_bytes": 9}]}
+        other = {"partitions": [{"topic_id": "t", "partition": 0, "offset": 6, "max_bytes": 9}]}
+        tasks = [asyncio.ensure_future(read_path._shared_plan(ctx, same)) for _ in range(5)]
+        tasks.append(asyncio.ensure_future(read_path._shared_plan(ctx, other)))
+        await asyncio.sleep(0.01)
+        tasks[1].cancel()  # a follower leaves
+        await asyncio.sleep(0.01)
+        client.release.set()
+        answers = await asyncio.gather(*tasks, return_exceptions=True)
+        assert client.calls == 2
+        assert isinstance(answers[1], asyncio.CancelledError)
+        assert [a["partitions"][0]["asked"] for i, a in enumerate(answers) if i != 1] == [
+            5,
+            5,
+            5,
+            5,
+            6,
+        ]
+        assert not read_path._IN_FLIGHT
+
+    asyncio.run(main())
+
+
+def _group_commit(world: World, files: list[tuple[str, list[tuple[int, int]]]]) -> None:
+    """One group of commits — one floe_commit_files, one transaction — as the web server
+    makes of agents' commits: (file key, [(partition, records)]) each batch its own run
+    (the partitions alternate)."""
+    commits = []
+    for key, parts in files:
+        batches, pos = [], 0
+        for partition, records in parts:
+            batches.append(
+                msgspec.convert(
+                    batch(world.topic, partition, records, pos=pos, length=50), schemas.CommitBatch
+                )
+            )
+            pos += 50
+        ids = store.partition_ids(world.cluster.pk, batches)
+        commits.append(store.file_commit_prepare(file_key=key, size=pos, batches=batches, ids=ids))
+    with connection.cursor() as cursor:
+        cursor.execute(store.COMMIT_SQL, store.commit_params(world.cluster.pk, commits))
+        rows = store.commit_rows(commits, cursor.fetchall())
+    assert all(not any(errors or []) for errors, *_ in rows), rows
+
+
+def _notes(feed: Feed, act) -> list[str]:
+    """The payloads `act` brings on the channel."""
+    payloads: list[str] = []
+    feed.listener.add_notify_handler(lambda note: payloads.append(note.payload))
+    act()
+    feed.listener.execute("SELECT 1")  # delivers what the backend holds
+    return payloads
+
+
+def test_a_commit_of_several_files_is_one_notification(alice):
+    """Three files of one group commit: one notification, each file's key once before its
+    runs, in commit order — and the index plans the tail from it as the store does."""
+    world = World(AgentApi(alice["agent_key"]), alice)
+    feed = Feed(alice["cluster"].pk)
+    try:
+        keys = [f"{world.cluster.public_id}/segments/{world.name}-g{i}.seg" for i in range(3)]
+        files = [(keys[0], [(0, 2), (1, 3)]), (keys[1], [(1, 1)]), (keys[2], [(0, 4), (1, 2)])]
+        payloads = _notes(feed, lambda: _group_commit(world, files))
+        assert len(payloads) == 1
+        note = tail_feed.parse(payloads[0])
+        assert [key for key, _ in note.files] == keys
+        assert [len(runs) for _, runs in note.files] == [2, 1, 2]
+        assert payloads[0].count(keys[1]) == 1
+        feed.catch_up()
+        assert feed.feed.index.get((world.topic, 0)) is not None
+        for partition, offset in ((0, 2), (0, 5), (1, 3), (1, 5)):
+            wanted = [(partition, offset, 10**6)]
+            mine = feed.feed.plan(world.request(wanted), 10**6, 0)
+            assert mine is not None and mine == world.plan(wanted, 10**6, 0), wanted
+    finally:
+        feed.close()
+
+
+@pytest.mark.parametrize("key_chars", ["k", "é"])  # keys of 1 and 2 bytes a character
+def test_a_commit_past_8000_bytes_is_split_below_it(alice, key_chars):
+    """A group of long-keyed files with many runs passes PostgreSQL's 8000 bytes: its
+    notifications each stay below it (else the commit fails), hold every run in commit
+    order (a file split between two repeats its key) and are few — not one per file."""
+    world = World(AgentApi(alice["agent_key"]), alice)
+    feed = Feed(alice["cluster"].pk)
+    try:
+        prefix = f"{world.cluster.public_id}/segments/{world.name}-"
+        keys = [(prefix + f"{i:03d}-").ljust(500, key_chars) for i in range(12)]
+        runs = 30  # alternating partitions: every batch its own run
+        files = [(key, [(j % 2, 1 + j % 3) for j in range(runs)]) for key in keys]
+        payloads = _notes(feed, lambda: _group_commit(world, files))
+        sizes = [len(p.encode()) for p in payloads]
+        assert max(sizes) < 8000
+        assert 1 < len(payloads) <= sum(sizes) // 5000 + 1, sizes
+        notes = [tail_feed.parse(p) for p in payloads]
+        got: list[tuple[str, int]] = []
+        for note in notes:
+            for key, file_runs in note.files:
+                assert file_runs, "a file's key with no runs"
+                got.extend((key, r.base_offset) for r in file_runs)
+        assert [key for key, _ in got] == [key for key in keys for _ in range(runs)]
+        for partition in (0, 1):
+            bases = [
+                base
+                for (key, base), j in zip(got, itertools.cycle(range(runs)))
+                if j % 2 == partition
+            ]
+            assert bases == sorted(bases) and len(set(bases)) == len(bases)
+        feed.catch_up()
+        high = world.state(0)[1]
+        mine = feed.feed.plan(world.request([(0, high - 1, 10**6)]), 10**6, 0)
+        assert mine is not None and mine == world.plan([(0, high - 1, 10**6)], 10**6, 0)
+    finally:
+        feed.close()
