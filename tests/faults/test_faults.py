@@ -201,7 +201,10 @@ def test_tailing_consumers_through_a_web_server_restart_and_a_frozen_feed(world,
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     tailer.start()
     try:
-        with Probe(world.bootstrap, topic) as probe:
+        # A plain producer: this test is about the tail feed. An idempotent one under this
+        # combined fault once hit librdkafka's fatal OUT_OF_ORDER_SEQUENCE_NUMBER (1 clean
+        # CI run of 3) — an idempotence defect of its own, open, not this test's subject.
+        with Probe(world.bootstrap, topic, idempotent=False) as probe:
             assert probe.wait_acked(20, 30), "the probe did not get going"
             inject()
             probe.fault_ended()
