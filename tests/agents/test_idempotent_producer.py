@@ -73,3 +73,62 @@ def test_a_request_that_waits_before_it_is_appended_keeps_its_place(agent, clust
         assert [m.value() for m in got] == [b"0", b"1", b"2"]
     finally:
         proxy.close()
+
+
+def test_pipelined_small_batches_over_several_partitions_are_written_once_in_order(agent, cluster):
+    """librdkafka keeps up to five requests of a partition in flight while fewer than five
+    of its records are: with batches of one or two records it pipelines. Every record is
+    then stored once, in the order sent, in each partition — the agent appends and commits
+    a connection's requests in order and the store takes each batch right after the one
+    before."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    a = agent(cluster.key)
+    topic, partitions, per_partition = "pipelined", 4, 300
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    most_in_flight = [0]  # records of a partition in flight, at most
+    errors: list = []
+    delivered: list = []
+
+    def stats(text: str) -> None:
+        # Records in flight per partition: more than a batch holds is several requests.
+        for p in json.loads(text)["topics"].get(topic, {}).get("partitions", {}).values():
+            most_in_flight[0] = max(most_in_flight[0], p["msgs_inflight"])
+
+    producer = Producer(
+        {
+            "bootstrap.servers": a.bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 1,
+            "batch.num.messages": 2,
+            "message.timeout.ms": 60000,
+            "statistics.interval.ms": 100,
+            "stats_cb": stats,
+            "error_cb": lambda err: errors.append(err),
+        }
+    )
+    for n in range(per_partition):
+        for p in range(partitions):
+            producer.produce(
+                topic,
+                value=b"%d:%d" % (p, n),
+                partition=p,
+                on_delivery=lambda err, msg: delivered.append(err or msg.value()),
+            )
+        producer.poll(0)
+        if n % 25 == 0:
+            producer.poll(0.02)  # a little at a time: small batches, several in flight
+    assert producer.flush(60) == 0
+    assert not errors, errors[:3]
+    assert len(delivered) == partitions * per_partition
+    assert all(isinstance(d, bytes) for d in delivered), [
+        d for d in delivered if not isinstance(d, bytes)
+    ][:3]
+    assert most_in_flight[0] > 2, "librdkafka never had two requests of a partition in flight"
+
+    got = confluent_consume(a.bootstrap, topic, list(range(partitions)), partitions * per_partition)
+    for p in range(partitions):
+        values = [m.value() for m in got if m.partition() == p]
+        assert values == [b"%d:%d" % (p, n) for n in range(per_partition)], p
