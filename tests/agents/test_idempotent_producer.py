@@ -18,6 +18,21 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka]
 TOPIC_CACHE_FRESH_S = 5.0  # agents.topics.TopicCache's default ttl_s
 
 
+def _idempotent_producer(bootstrap: str, errors: list, **config):
+    """An idempotent confluent-kafka producer whose client-level errors go to `errors`."""
+    from confluent_kafka import Producer
+
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "message.timeout.ms": 60000,
+            "error_cb": lambda err: errors.append(err),
+            **config,
+        }
+    )
+
+
 def test_a_request_that_waits_before_it_is_appended_keeps_its_place(agent, cluster, live_server):
     """A produce request that waits for its topic (the agent's cache went stale and the
     by-name lookup is slow) while a later request of the same connection finds the topic
@@ -25,7 +40,6 @@ def test_a_request_that_waits_before_it_is_appended_keeps_its_place(agent, clust
     batch is committed first, is refused OUT_OF_ORDER_SEQUENCE_NUMBER, and librdkafka,
     which has just had the earlier one acknowledged, stops for good ("sequence
     desynchronization with broker")."""
-    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient
 
     slow_names = threading.Event()
@@ -40,15 +54,7 @@ def test_a_request_that_waits_before_it_is_appended_keeps_its_place(agent, clust
         a = agent(cluster.key, control_plane_url=proxy.url)
         delivered: list = []
         errors: list = []
-        producer = Producer(
-            {
-                "bootstrap.servers": a.bootstrap,
-                "enable.idempotence": True,
-                "linger.ms": 0,
-                "message.timeout.ms": 60000,
-                "error_cb": lambda err: errors.append(err),
-            }
-        )
+        producer = _idempotent_producer(a.bootstrap, errors, **{"linger.ms": 0})
 
         def done(err, msg) -> None:
             delivered.append(err or msg.value())
@@ -81,7 +87,6 @@ def test_pipelined_small_batches_over_several_partitions_are_written_once_in_ord
     then stored once, in the order sent, in each partition — the agent appends and commits
     a connection's requests in order and the store takes each batch right after the one
     before."""
-    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     a = agent(cluster.key)
@@ -97,17 +102,11 @@ def test_pipelined_small_batches_over_several_partitions_are_written_once_in_ord
         for p in json.loads(text)["topics"].get(topic, {}).get("partitions", {}).values():
             most_in_flight[0] = max(most_in_flight[0], p["msgs_inflight"])
 
-    producer = Producer(
-        {
-            "bootstrap.servers": a.bootstrap,
-            "enable.idempotence": True,
-            "linger.ms": 1,
-            "batch.num.messages": 2,
-            "message.timeout.ms": 60000,
-            "statistics.interval.ms": 100,
-            "stats_cb": stats,
-            "error_cb": lambda err: errors.append(err),
-        }
+    producer = _idempotent_producer(
+        a.bootstrap,
+        errors,
+        **{"linger.ms": 1, "batch.num.messages": 2, "statistics.interval.ms": 100},
+        stats_cb=stats,
     )
     for n in range(per_partition):
         for p in range(partitions):
