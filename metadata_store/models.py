@@ -27,6 +27,9 @@ class Topic(models.Model):
     partition_count = models.PositiveIntegerField()
     configs = models.JSONField(default=dict, blank=True)  # overrides only
     created_at = models.DateTimeField(auto_now_add=True)
+    # The public id of the migration mirroring this topic from another Kafka ("": none):
+    # clients may read it but not produce to it (docs/ARCHITECTURE.md "Migration").
+    mirrored_by = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         db_table = "floe_topic"
@@ -40,6 +43,9 @@ class Partition(models.Model):
     index = models.IntegerField()
     high_watermark = models.BigIntegerField(default=0)
     log_start_offset = models.BigIntegerField(default=0)
+    # Under a migration (its topic's `mirrored_by`): only mirrored commits move the high
+    # watermark (``metadata_store.mirroring``; a trigger of migration 0016 refuses others).
+    mirrored = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         db_table = "floe_partition"

@@ -81,6 +81,56 @@ class CommitRequest(_Body, frozen=True):
     batches: Annotated[list[CommitBatch], Meta(max_length=MAX_COMMIT_BATCHES)]
 
 
+class MirrorBatch(_Body, frozen=True):
+    """One source batch of a mirrored segment file (or several side by side, contiguous
+    in offsets), at the source's offsets (docs/AGENT_API.md "mirror/commit")."""
+
+    topic_id: uuid.UUID
+    partition: PARTITION
+    base_offset: OFFSET
+    last_offset: OFFSET
+    records: Annotated[int, Meta(ge=1, le=2**31 - 1)]
+    pos: BYTES
+    len: Annotated[int, Meta(gt=0, le=2**31 - 1)]
+    max_ts: INT64 = -1
+    batch_count: Annotated[int, Meta(ge=1, le=2**31 - 1)] = 1
+
+
+class MirrorLogStart(_Body, frozen=True):
+    topic_id: uuid.UUID
+    partition: PARTITION
+    offset: OFFSET
+
+
+class MirrorCommitRequest(_Body, frozen=True):
+    """A mirrored file (`file_key` None: only log start offsets to follow)."""
+
+    file_key: Annotated[str, Meta(min_length=1, max_length=512)] | None = None
+    size: BYTES = 0
+    batches: Annotated[list[MirrorBatch], Meta(max_length=MAX_COMMIT_BATCHES)] = []
+    log_starts: Items[MirrorLogStart] = []
+
+
+def validate_mirror_commit(request: MirrorCommitRequest, *, cluster_prefix: str) -> None:
+    """What the types cannot say: the file is the cluster's and holds its batches, in file
+    order without overlaps, each spanning at least its records. `BadBody` names it."""
+    if request.file_key is None:
+        if request.batches:
+            raise BadBody("$.batches: batches need a file_key")
+        return
+    if not request.file_key.startswith(cluster_prefix) or ".." in request.file_key:
+        raise BadBody(f"file_key must be a path under '{cluster_prefix}'")
+    end_of_previous = 0
+    for i, b in enumerate(request.batches):
+        if b.pos < end_of_previous or b.pos + b.len > request.size:
+            raise BadBody(f"$.batches[{i}]: bytes {b.pos}..{b.pos + b.len} out of file order")
+        if b.last_offset - b.base_offset + 1 < b.records:
+            raise BadBody(
+                f"$.batches[{i}]: offsets {b.base_offset}..{b.last_offset} hold fewer than its records"
+            )
+        end_of_previous = b.pos + b.len
+
+
 class FetchPartition(_Body, omit_defaults=True, frozen=True):
     topic_id: uuid.UUID
     partition: PARTITION

@@ -29,6 +29,7 @@ def _topic_json(topic: Topic) -> JSON:
         "topic_id": str(topic.id),
         "partitions": topic.partition_count,
         "configs": topic.configs,
+        "mirrored_by": topic.mirrored_by,  # a migration's id: read-only until its cutover
     }
 
 

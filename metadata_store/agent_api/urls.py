@@ -8,6 +8,7 @@ urlpatterns = [
     path("register", a.register),
     path("heartbeat", a.heartbeat),
     path("commit", a.commit),
+    path("mirror/commit", a.mirror_commit),
     path("fetch-plan", a.fetch_plan),
     path("tail-feed", a.tail_feed),
     path("list-offsets", a.list_offsets),

@@ -12,7 +12,7 @@ import asyncio
 import msgspec
 from django.core.exceptions import ValidationError
 
-from metadata_store import store, transactions
+from metadata_store import mirroring, store, transactions
 from metadata_store.agent_api import feed_relay, schemas
 from metadata_store.agent_api.endpoint import Answer, CallRefused, endpoint
 from metadata_store.agent_api.schemas import as_dict, as_dicts
@@ -73,6 +73,18 @@ def commit(cluster: VirtualCluster, body: schemas.CommitRequest) -> Answer:
         cluster_id=cluster.pk, file_key=body.file_key, size=body.size, batches=body.batches
     )
     return {"batches": results}
+
+
+@endpoint(schemas.MirrorCommitRequest)
+def mirror_commit(cluster: VirtualCluster, body: schemas.MirrorCommitRequest) -> Answer:
+    schemas.validate_mirror_commit(body, cluster_prefix=cluster.public_id + "/")
+    return mirroring.mirrored_file_commit(
+        cluster_id=cluster.pk,
+        file_key=body.file_key,
+        size=body.size,
+        batches=[mirroring.MirroredBatch(**msgspec.structs.asdict(b)) for b in body.batches],
+        log_starts=[mirroring.LogStart(**msgspec.structs.asdict(s)) for s in body.log_starts],
+    )
 
 
 @endpoint(schemas.FetchPlanRequest)
