@@ -35,6 +35,9 @@ class TopicInfo:
     partitions: int
     configs: dict[str, Any] = field(default_factory=dict)
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    # The migration mirroring the topic from another Kafka ("": none): read-only until
+    # its cutover (docs/ARCHITECTURE.md "Migration").
+    mirrored_by: str = ""
 
     @property
     def topic_id_str(self) -> str:
@@ -54,6 +57,7 @@ def topic_from_json(item: dict[str, Any]) -> TopicInfo:
         partitions=int(item["partitions"]),
         configs=dict(configs),
         max_message_bytes=max_bytes,
+        mirrored_by=str(item.get("mirrored_by") or ""),
     )
 
 

@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import psycopg
 from django.db import transaction
 
 from core.kafka.errors import ErrorCode
@@ -35,6 +36,8 @@ from metadata_store import tail_feed
 from metadata_store.models import Partition, Topic
 from metadata_store.store import JSON, Cursor, _cursor, _partition_id_map
 
+# What migration 0016's trigger says when a normal commit meets a mirrored partition.
+_TRIGGER_MESSAGE = "is mirrored by a migration"
 _NOTE_BYTES = 7800  # a notification's runs, under PostgreSQL's 8000 bytes with its head
 
 
@@ -69,6 +72,18 @@ def topic_mirroring_set(*, topic: Topic, migration_id: str) -> None:
     Topic.objects.filter(pk=topic.pk).update(mirrored_by=migration_id)
     Partition.objects.filter(topic=topic).update(mirrored=bool(migration_id))
     topic.mirrored_by = migration_id
+
+
+def refused_as_mirrored(exc: BaseException, batches: int) -> list[JSON] | None:
+    """A normal commit's answer when migration 0016's trigger refused it (an agent whose
+    topic metadata did not yet say the topic is mirrored): every batch POLICY_VIOLATION,
+    nothing kept. None for any other failure."""
+    if not isinstance(exc, psycopg.errors.CheckViolation):
+        return None
+    if _TRIGGER_MESSAGE not in (exc.diag.message_primary or ""):
+        return None
+    refused = {"error_code": int(ErrorCode.POLICY_VIOLATION), "base_offset": -1}
+    return [dict(refused, log_start_offset=-1) for _ in range(batches)]
 
 
 def _stored_answer(cursor: Cursor, cluster_id: int, file_key: str) -> list[JSON] | None:

@@ -2,8 +2,8 @@
 ``metadata_store.clusters``, re-exported here), and this app's own models.
 
 The metadata store's tables (topics, partitions, files, the batch index…) are the
-``metadata_store`` app's; SASL users and ACLs, group reports and job runs are models of
-this app that live in its ``security``, ``groups`` and ``jobs`` packages.
+``metadata_store`` app's; SASL users and ACLs, group reports, job runs and migrations are models of
+this app that live in its ``security``, ``groups``, ``jobs`` and ``mirror`` packages.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from metadata_store.clusters import (  # noqa: E402,F401
 # module). They name VirtualCluster by string, so none of them imports this module.
 from virtualclusters.groups.models import GroupReport  # noqa: E402,F401
 from virtualclusters.jobs.models import JobRun  # noqa: E402,F401
+from virtualclusters.mirror.models import Migration, MigrationTopic  # noqa: E402,F401
 from virtualclusters.security.models import Acl, SaslCredential  # noqa: E402,F401
 from virtualclusters.tables.models import (  # noqa: E402,F401
     IcebergNamespace,

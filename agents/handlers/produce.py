@@ -32,6 +32,14 @@ QUOTA_THROTTLE_MS = 1000
 QUOTA_EXCEEDED_MESSAGE = "the organization's plan caps this month's writes and the cap is reached"
 
 
+def mirrored_message(info: TopicInfo) -> str:
+    """Why produce to a mirrored topic is refused (Produce v8+ carries the message)."""
+    return (
+        f"topic {info.name!r} is mirrored by migration {info.mirrored_by}: read-only"
+        " until its cutover"
+    )
+
+
 def _partition_result(index: int, error: int = 0, message: str | None = None) -> dict[str, Any]:
     return {
         "index": index,
@@ -109,6 +117,10 @@ async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dic
             partition_results.append(result)
             if info is None or not 0 <= index < info.partitions:
                 result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if info.mirrored_by:  # issue 30: a mirrored topic is read-only until its cutover
+                result["error_code"] = ErrorCode.POLICY_VIOLATION
+                result["error_message"] = mirrored_message(info)
                 continue
             records = partition["records"]
             if not records:

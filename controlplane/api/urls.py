@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from team.api import views
 from virtualclusters.api import agents as vc_agents
 from virtualclusters.api import groups as vc_groups
-from virtualclusters.api import jobs_views, tables_views
+from virtualclusters.api import jobs_views, migrations_views, tables_views
 from virtualclusters.api import views as vc
 
 urlpatterns = [
@@ -97,6 +97,21 @@ urlpatterns = [
         "clusters/<str:cluster_id>/job-runs/",
         jobs_views.JobRunListView.as_view(),
         name="api-job-runs",
+    ),
+    path(
+        "clusters/<str:cluster_id>/migrations/",
+        migrations_views.MigrationListView.as_view(),
+        name="api-migrations",
+    ),
+    path(
+        "clusters/<str:cluster_id>/migrations/<str:migration_id>/",
+        migrations_views.MigrationDetailView.as_view(),
+        name="api-migration",
+    ),
+    path(
+        "clusters/<str:cluster_id>/migrations/<str:migration_id>/cutover/",
+        migrations_views.MigrationCutoverView.as_view(),
+        name="api-migration-cutover",
     ),
     path("", include("virtualclusters.api.security_urls")),
     path("", include("schema_registry.api.urls")),

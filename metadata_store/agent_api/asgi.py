@@ -42,7 +42,7 @@ from django.db import DatabaseError, connections
 from django.urls import URLPattern, URLResolver, get_resolver
 from psycopg_pool import AsyncConnectionPool
 
-from metadata_store import store
+from metadata_store import mirroring, store
 from metadata_store.agent_api import endpoint, feed_relay, key_changes, schemas, views
 from metadata_store.clusters import VirtualCluster
 from metadata_store.commit_pipeline import CommitPipeline
@@ -372,6 +372,9 @@ class AgentApi:
             row = await self.pipeline.commit(cluster.pk, commit)
             answer = {"batches": store.batch_answers(*row)}
         except Exception as exc:  # noqa: BLE001 - every failure is a short JSON answer
+            refused = mirroring.refused_as_mirrored(exc, len(request.batches))
+            if refused is not None:
+                return 200, {"batches": refused}
             vanished = await loop.run_in_executor(
                 self._threads, _in_thread, endpoint.cluster_vanished, exc, cluster.pk
             )

@@ -246,6 +246,54 @@ class JobLeaseRequest(_Body, frozen=True):
     lease_s: LEASE_S = 120
 
 
+class MigrationLeaseRequest(_Body, frozen=True):
+    agent_id: AGENT_ID
+    lease_s: LEASE_S = 60
+
+
+class MigrationPartitionState(_Body, frozen=True):
+    """A mirrored partition as the copier sees it (the destination's offsets are the
+    store's own)."""
+
+    partition: PARTITION
+    source_log_start: Annotated[int, Meta(ge=-1, le=2**63 - 1)] = -1
+    source_end_offset: Annotated[int, Meta(ge=-1, le=2**63 - 1)] = -1
+    bytes_copied: COUNT = 0
+    error: Annotated[str, Meta(max_length=1000)] = ""
+
+
+class MigrationTopicState(_Body, frozen=True):
+    name: NAME
+    partitions: Items[MigrationPartitionState] = []
+    error: Annotated[str, Meta(max_length=1000)] = ""
+
+
+class MigrationReportRequest(_Body, frozen=True):
+    migration_id: RUN_ID
+    lease: TOKEN
+    lease_s: LEASE_S = 60
+    waiting_for: Annotated[str, Meta(max_length=1000)] = ""
+    topics: Items[MigrationTopicState] = []
+    # Per group: {"state", "error", "partitions": [{topic, partition, source_offset,
+    # copied_offset}]} (shown as reported).
+    groups: Annotated[dict[str, Any], Meta(max_length=10_000)] = {}
+
+
+class MirrorTopicCreateRequest(_Body, frozen=True):
+    migration_id: RUN_ID
+    lease: TOKEN
+    name: NAME
+    partitions: Annotated[int, Meta(ge=1, le=100_000)]
+    configs: Annotated[dict[str, str], Meta(max_length=1000)] = {}
+
+
+class MirrorGroupOffsetsRequest(_Body, frozen=True):
+    migration_id: RUN_ID
+    lease: TOKEN
+    group_id: SHORT
+    offsets: Items[OffsetCommit]
+
+
 class JobProgress(_Body, omit_defaults=True, frozen=True):
     stage: Annotated[str, Meta(max_length=64)] = ""
     bytes_done: COUNT = 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import msgspec
+import psycopg
 from django.core.exceptions import ValidationError
 
 from metadata_store import mirroring, store, transactions
@@ -69,9 +70,15 @@ def heartbeat(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> Answer
 @endpoint(schemas.CommitRequest)
 def commit(cluster: VirtualCluster, body: schemas.CommitRequest) -> Answer:
     schemas.validate_commit(body, cluster_prefix=cluster.public_id + "/")
-    results = store.file_commit(
-        cluster_id=cluster.pk, file_key=body.file_key, size=body.size, batches=body.batches
-    )
+    try:
+        results = store.file_commit(
+            cluster_id=cluster.pk, file_key=body.file_key, size=body.size, batches=body.batches
+        )
+    except psycopg.errors.CheckViolation as exc:
+        refused = mirroring.refused_as_mirrored(exc, len(body.batches))
+        if refused is None:
+            raise
+        results = refused
     return {"batches": results}
 
 

@@ -70,3 +70,43 @@ def kafkajs(script: str, env: dict, timeout: float = 60.0) -> dict:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def raw_produce(bootstrap: str, topic: str, partition: int, value: bytes) -> tuple[int, str | None]:
+    """One record produced with Produce v8 (aiokafka's low-level client, which librdkafka
+    does not do: it keeps the broker's error message to itself); (error code, message)."""
+    import asyncio
+
+    from aiokafka.client import AIOKafkaClient
+    from aiokafka.protocol.api import Request
+    from aiokafka.protocol.produce import ProduceRequest, ProduceRequest_v8, ProduceResponse_v8
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+    from aiokafka.structs import TopicPartition
+
+    class ProduceV8(Request[ProduceRequest_v8]):  # aiokafka's ProduceRequest stops at v7
+        API_KEY = 0
+        build = ProduceRequest.build
+        __init__ = ProduceRequest.__init__
+
+    async def run() -> tuple[int, str | None]:
+        client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=15_000)
+        await client.bootstrap()
+        try:
+            await client._metadata_update(client.cluster, [topic])
+            leader = client.cluster.leader_for_partition(TopicPartition(topic, partition))
+            builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 100)
+            builder.append(0, int(time.time() * 1000), b"k", value, [])
+            request = ProduceV8(
+                transactional_id=None,
+                required_acks=-1,
+                timeout=10_000,
+                topics=[(topic, [(partition, bytes(builder.build()))])],
+            )
+            response = await client.send(leader, request)
+            assert isinstance(response, ProduceResponse_v8), type(response)
+            (_, parts) = response.topics[0]
+            return parts[0][1], parts[0][-1]
+        finally:
+            await client.close()
+
+    return asyncio.run(asyncio.wait_for(run(), 30))

@@ -26,12 +26,15 @@ from rest_framework.test import APIClient
 
 from billing.services import invoice_issue
 from controlplane import console_urls
+from metadata_store.mirroring import topic_mirroring_set
 from metadata_store.topics import topic_create
 from schema_registry.services import schema_register
 from team import members as team
 from team.services import api_key_create
 from tenancy.models import Membership
 from tests import factories
+from virtualclusters.mirror.models import MigrationTopic
+from virtualclusters.mirror.services import migration_create
 from virtualclusters.security.services import acl_binding, acl_create, sasl_credential_create
 from virtualclusters.tables import catalog_urls
 from virtualclusters.tables.topic_tables import topic_table_enable
@@ -80,6 +83,11 @@ MATRIX = {
     ("DELETE", "/api/v1/clusters/{cluster_id}/groups/{group_id}/"): (ADMIN, 404),
     ("GET", "/api/v1/clusters/{cluster_id}/groups/{group_id}/"): (MEMBER, 404),
     ("GET", "/api/v1/clusters/{cluster_id}/job-runs/"): (MEMBER, 200),
+    ("GET", "/api/v1/clusters/{cluster_id}/migrations/"): (MEMBER, 200),
+    ("POST", "/api/v1/clusters/{cluster_id}/migrations/"): (ADMIN, 201),
+    ("GET", "/api/v1/clusters/{cluster_id}/migrations/{migration_id}/"): (MEMBER, 200),
+    ("DELETE", "/api/v1/clusters/{cluster_id}/migrations/{migration_id}/"): (ADMIN, 204),
+    ("POST", "/api/v1/clusters/{cluster_id}/migrations/{migration_id}/cutover/"): (ADMIN, 200),
     ("GET", "/api/v1/clusters/{cluster_id}/schemas/config/"): (MEMBER, 200),
     ("PUT", "/api/v1/clusters/{cluster_id}/schemas/config/"): (ADMIN, 200),
     ("GET", "/api/v1/clusters/{cluster_id}/schemas/subjects/"): (MEMBER, 200),
@@ -201,6 +209,10 @@ def world(db):
              "operation": "read"}
         ),
     )  # fmt: skip
+    migration = migration_create(cluster=cluster, source_bootstrap="127.0.0.1:9092", topics="moved")
+    moved = topic_create(cluster=cluster, name="moved", num_partitions=1)
+    MigrationTopic.objects.create(migration=migration, name="moved", topic=moved)
+    topic_mirroring_set(topic=moved, migration_id=migration.public_id)
     invoice = invoice_issue(organization=org, month_start=datetime(2026, 10, 1, tzinfo=UTC))
     people = {}
     for name, role in [("ada", ADMIN), ("mo", MEMBER), ("rex", ADMIN), ("eve", MEMBER)]:
@@ -254,6 +266,7 @@ def world(db):
             "token": link.rsplit("/", 1)[1],
             "api_key_id": victim_key.public_id,
             "agent_key_id": cluster.agent_keys.get().public_id,
+            "migration_id": migration.public_id,
         },
     }
 
@@ -282,6 +295,13 @@ BODIES = {
     ("PATCH", "/api/v1/clusters/{cluster_id}/config/"): {"default_partitions": 2},
     ("POST", "/api/v1/clusters/{cluster_id}/sasl-credentials/"): {"username": "made"},
     ("POST", "/api/v1/clusters/{cluster_id}/topics/"): {"name": "made"},
+    ("POST", "/api/v1/clusters/{cluster_id}/migrations/"): {
+        "source_bootstrap": "127.0.0.1:9092",
+        "topics": "made-.*",
+    },
+    ("POST", "/api/v1/clusters/{cluster_id}/migrations/{migration_id}/cutover/"): {
+        "topics": ["moved"]
+    },
     ("PATCH", "/api/v1/clusters/{cluster_id}/topics/{name}/"): {"configs": {}},
     ("PUT", "/api/v1/clusters/{cluster_id}/topics/{name}/table/"): {"schema": "raw"},
     ("POST", "/api/v1/invitations/"): {"email": "made@example.com", "role": "member"},

@@ -1,0 +1,258 @@
+"""Migrations from another Kafka (issue 30): the REST API (create, list, detail, cutover,
+stop), the sealed source password, the copier's agent-API calls (lease, topic creation,
+reports, group offsets) and the other tenant seeing none of it."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.kafka.errors import ErrorCode
+from metadata_store.models import GroupOffset, Partition, Topic
+from tests.metadata_store.conftest import AgentApi
+from virtualclusters.mirror.models import Migration
+
+pytestmark = pytest.mark.django_db
+
+BODY = {
+    "source_bootstrap": "127.0.0.1:29092",
+    "source_security": {
+        "protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "username": "mover",
+        "password": "s3cret-source-password",
+    },
+    "topics": "orders|payments",
+    "groups": "billing-.*",
+}
+
+
+def _url(cluster, *rest: str) -> str:
+    return "/".join(["/api/v1/clusters", cluster.public_id, "migrations", *rest]) + "/"
+
+
+def _create(api, alice, body=BODY) -> dict:
+    response = api(alice["admin"]).post(_url(alice["cluster"]), body, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def _leased(alice) -> tuple[AgentApi, dict]:
+    agent = AgentApi(alice["agent_key"])
+    leased = agent("migrations/lease", {"agent_id": "agt-jobs"})["migration"]
+    assert leased is not None
+    return agent, leased
+
+
+def test_it_creates_a_migration_and_never_shows_the_password(api, alice):
+    created = _create(api, alice)
+    assert created["state"] == "running" and created["id"].startswith("mig_")
+    assert created["source_security"] == {
+        "protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "username": "mover",
+    }
+    row = Migration.objects.get(public_id=created["id"])
+    assert "s3cret" not in row.source_password_sealed
+    listed = api(alice["reader"]).get(_url(alice["cluster"])).json()
+    assert [m["id"] for m in listed] == [created["id"]]
+    detail = api(alice["reader"]).get(_url(alice["cluster"], created["id"])).content
+    assert b"s3cret" not in detail
+
+
+def test_it_refuses_bad_regexes_protocols_and_readers(api, alice):
+    client = api(alice["admin"])
+    for bad in (
+        {**BODY, "topics": "orders("},
+        {**BODY, "groups": "[a-"},
+        {**BODY, "source_security": {"protocol": "SASL_SSL", "username": "x"}},
+        {**BODY, "source_security": {"protocol": "GOPHER"}},
+        {"topics": "x"},
+    ):
+        response = client.post(_url(alice["cluster"]), bad, format="json")
+        assert response.status_code == 400, (bad, response.content)
+    response = api(alice["reader"]).post(_url(alice["cluster"]), BODY, format="json")
+    assert response.status_code == 403
+
+
+def test_another_organization_gets_404_everywhere(api, alice, bob):
+    created = _create(api, alice)
+    bob_client = api(bob["admin"])
+    cluster = alice["cluster"]
+    assert bob_client.get(_url(cluster)).status_code == 404
+    assert bob_client.post(_url(cluster), BODY, format="json").status_code == 404
+    assert bob_client.get(_url(cluster, created["id"])).status_code == 404
+    assert bob_client.delete(_url(cluster, created["id"])).status_code == 404
+    response = bob_client.post(
+        _url(cluster, created["id"], "cutover"), {"topics": ["orders"]}, format="json"
+    )
+    assert response.status_code == 404
+    # Bob's own cluster does not know Alice's migration either, nor do his agents.
+    assert bob_client.get(_url(bob["cluster"], created["id"])).status_code == 404
+    assert AgentApi(bob["agent_key"])("migrations/lease", {"agent_id": "a"}) == {"migration": None}
+    assert Migration.objects.get(public_id=created["id"]).state == "running"
+
+
+def test_the_copier_leases_it_with_the_password_and_creates_mirrored_topics(api, alice):
+    created = _create(api, alice)
+    agent, leased = _leased(alice)
+    assert leased["id"] == created["id"]
+    assert leased["source"]["security"]["password"] == "s3cret-source-password"
+    assert leased["topics"] == "orders|payments"
+    # Nobody else leases it while the lease lasts.
+    assert agent("migrations/lease", {"agent_id": "agt-other"}) == {"migration": None}
+    answer = agent(
+        "migrations/topic",
+        {
+            "migration_id": leased["id"],
+            "lease": leased["lease"],
+            "name": "orders",
+            "partitions": 3,
+            "configs": {"cleanup.policy": "compact", "retention.ms": "86400000"},
+        },
+    )
+    assert answer["state"] == "mirroring" and answer["error"] == ""
+    topic = Topic.objects.get(cluster=alice["cluster"], name="orders")
+    assert topic.partition_count == 3 and topic.mirrored_by == created["id"]
+    assert topic.configs["cleanup.policy"] == "compact"
+    assert set(Partition.objects.filter(topic=topic).values_list("mirrored", flat=True)) == {True}
+    listed = agent("topics/list", {"names": ["orders"]})["topics"][0]
+    assert listed["mirrored_by"] == created["id"]
+
+
+def test_a_topic_written_in_floe_is_not_adopted(api, alice):
+    _create(api, alice)
+    agent, leased = _leased(alice)
+    topic_id = agent.create_topic("payments", 1)
+    agent(
+        "commit",
+        {
+            "file_key": f"{alice['cluster'].public_id}/seg-1",
+            "size": 100,
+            "batches": [{"topic_id": topic_id, "partition": 0, "pos": 0, "len": 100, "records": 1}],
+        },
+    )
+    answer = agent(
+        "migrations/topic",
+        {
+            "migration_id": leased["id"],
+            "lease": leased["lease"],
+            "name": "payments",
+            "partitions": 1,
+        },
+    )
+    assert answer["state"] == "failed" and "written in Floe" in answer["error"]
+    assert Topic.objects.get(pk=topic_id).mirrored_by == ""
+
+
+def test_reports_show_per_partition_state_and_a_lost_lease_is_refused(api, alice):
+    created = _create(api, alice)
+    agent, leased = _leased(alice)
+    ids = {"migration_id": leased["id"], "lease": leased["lease"]}
+    agent("migrations/topic", {**ids, "name": "orders", "partitions": 2})
+    topic = Topic.objects.get(cluster=alice["cluster"], name="orders")
+    agent(
+        "mirror/commit",
+        {
+            "file_key": f"{alice['cluster'].public_id}/mirror/f1",
+            "size": 100,
+            "batches": [
+                {
+                    "topic_id": str(topic.id),
+                    "partition": 0,
+                    "base_offset": 10,
+                    "last_offset": 39,
+                    "records": 30,
+                    "pos": 0,
+                    "len": 100,
+                }
+            ],
+            "log_starts": [{"topic_id": str(topic.id), "partition": 0, "offset": 10}],
+        },
+    )
+    answer = agent(
+        "migrations/report",
+        {
+            **ids,
+            "waiting_for": "",
+            "topics": [
+                {
+                    "name": "orders",
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "source_log_start": 10,
+                            "source_end_offset": 50,
+                            "bytes_copied": 100,
+                        },
+                        {"partition": 1, "source_log_start": 0, "source_end_offset": 0},
+                    ],
+                }
+            ],
+            "groups": {"billing-a": {"state": "copied", "partitions": []}},
+        },
+    )
+    assert answer == {"cut_over": [], "mirroring": {"orders": str(topic.id)}}
+    detail = api(alice["reader"]).get(_url(alice["cluster"], created["id"])).json()
+    (orders,) = detail["topics"]
+    assert orders["partitions"][0] == {
+        "partition": 0,
+        "source_log_start": 10,
+        "source_end_offset": 50,
+        "destination_log_start": 10,
+        "destination_end_offset": 40,
+        "records_behind": 10,
+        "bytes_copied": 100,
+        "error": "",
+    }
+    assert orders["partitions"][1]["records_behind"] == 0
+    assert detail["groups"] == {"billing-a": {"state": "copied", "partitions": []}}
+    response = agent.raw("migrations/report", {**ids, "lease": "f" * 32})
+    assert response.status_code == 409
+
+
+def test_cutover_makes_named_topics_writable_and_stop_releases_the_rest(api, alice):
+    created = _create(api, alice)
+    agent, leased = _leased(alice)
+    ids = {"migration_id": leased["id"], "lease": leased["lease"]}
+    for name in ("orders", "payments"):
+        agent("migrations/topic", {**ids, "name": name, "partitions": 1})
+    client = api(alice["admin"])
+    response = client.post(
+        _url(alice["cluster"], created["id"], "cutover"), {"topics": ["nope"]}, format="json"
+    )
+    assert response.status_code == 400
+    response = client.post(
+        _url(alice["cluster"], created["id"], "cutover"), {"topics": ["orders"]}, format="json"
+    )
+    assert response.status_code == 200
+    states = {t["name"]: t["state"] for t in response.json()["topics"]}
+    assert states == {"orders": "cut_over", "payments": "mirroring"}
+    assert Topic.objects.get(name="orders").mirrored_by == ""
+    assert agent("migrations/report", ids)["cut_over"] == ["orders"]
+    # A cut-over topic is never mirrored again.
+    assert agent("migrations/topic", {**ids, "name": "orders", "partitions": 1})["state"] == (
+        "cut_over"
+    )
+    assert client.delete(_url(alice["cluster"], created["id"])).status_code == 204
+    assert Topic.objects.get(name="payments").mirrored_by == ""
+    assert not Partition.objects.filter(mirrored=True).exists()
+    assert agent.raw("migrations/report", ids).status_code == 409
+    assert agent("migrations/lease", {"agent_id": "agt-jobs"}) == {"migration": None}
+
+
+def test_group_offsets_are_copied_only_while_the_group_is_empty_in_floe(api, alice):
+    _create(api, alice)
+    agent, leased = _leased(alice)
+    ids = {"migration_id": leased["id"], "lease": leased["lease"]}
+    agent("migrations/topic", {**ids, "name": "orders", "partitions": 1})
+    offsets = [{"topic": "orders", "partition": 0, "offset": 42, "metadata": "m"}]
+    answer = agent("migrations/group-offsets", {**ids, "group_id": "billing-a", "offsets": offsets})
+    assert answer == {"error_code": 0}
+    assert GroupOffset.objects.get(group_id="billing-a").committed_offset == 42
+    # A coordinator holds the group in Floe: never overwritten.
+    agent("register", {"agent_id": "agt-1", "host": "127.0.0.1", "port": 9092})
+    agent("groups/leases", {"agent_id": "agt-1", "acquire": ["billing-a"], "ttl_ms": 30_000})
+    offsets[0]["offset"] = 50
+    answer = agent("migrations/group-offsets", {**ids, "group_id": "billing-a", "offsets": offsets})
+    assert answer == {"error_code": ErrorCode.NOT_COORDINATOR}
+    assert GroupOffset.objects.get(group_id="billing-a").committed_offset == 42

@@ -1,0 +1,102 @@
+"""Agent API calls of a migration's copier (docs/AGENT_API.md "migrations/…"): lease a
+running migration of the agent key's cluster, create the mirrored topics, report the
+copier's state (renewing the lease), copy consumer-group offsets. The data itself goes
+to the bucket and is committed by ``mirror/commit`` (the metadata store's). Thin
+adapters over `services`."""
+
+from __future__ import annotations
+
+import msgspec
+
+from metadata_store.agent_api import schemas
+from metadata_store.agent_api.endpoint import CallRefused, endpoint
+from metadata_store.agent_api.schemas import as_dicts
+from tenancy.sealed import SealBroken
+from virtualclusters.mirror import services
+from virtualclusters.models import VirtualCluster
+
+
+def _lost(exc: services.LeaseLost) -> CallRefused:
+    return CallRefused(409, str(exc))
+
+
+@endpoint(schemas.MigrationLeaseRequest)
+def migrations_lease(cluster: VirtualCluster, body: schemas.MigrationLeaseRequest) -> dict:
+    migration = services.migration_lease(
+        cluster=cluster, agent_id=body.agent_id, lease_s=body.lease_s
+    )
+    if migration is None:
+        return {"migration": None}
+    try:
+        source = services.migration_source(migration)
+    except SealBroken as exc:
+        source = {"bootstrap": migration.source_bootstrap, "security": {}, "error": str(exc)}
+    return {
+        "migration": {
+            "id": migration.public_id,
+            "lease": migration.lease_token,
+            "source": source,
+            "topics": migration.topics_regex,
+            "groups": migration.groups_regex,
+            "start_from_now": migration.start_from_now,
+        }
+    }
+
+
+@endpoint(schemas.MigrationReportRequest)
+def migrations_report(cluster: VirtualCluster, body: schemas.MigrationReportRequest) -> dict:
+    try:
+        return services.migration_report(
+            cluster=cluster,
+            migration_id=body.migration_id,
+            token=body.lease,
+            lease_s=body.lease_s,
+            waiting_for=body.waiting_for,
+            topics=[
+                services.TopicReport(
+                    t.name, [msgspec.to_builtins(p) for p in t.partitions], t.error
+                )
+                for t in body.topics
+            ],
+            groups=body.groups,
+        )
+    except services.LeaseLost as exc:
+        raise _lost(exc) from None
+
+
+@endpoint(schemas.MirrorTopicCreateRequest)
+def migrations_topic(cluster: VirtualCluster, body: schemas.MirrorTopicCreateRequest) -> dict:
+    try:
+        row = services.mirror_topic_create(
+            cluster=cluster,
+            migration_id=body.migration_id,
+            token=body.lease,
+            name=body.name,
+            partitions=body.partitions,
+            configs=body.configs,
+        )
+    except services.LeaseLost as exc:
+        raise _lost(exc) from None
+    return {
+        "name": row.name,
+        "state": row.state,
+        "topic_id": str(row.topic_id) if row.topic_id is not None else None,
+        "error": row.error,
+    }
+
+
+@endpoint(schemas.MirrorGroupOffsetsRequest)
+def migrations_group_offsets(
+    cluster: VirtualCluster, body: schemas.MirrorGroupOffsetsRequest
+) -> dict:
+    try:
+        code = services.mirror_group_offsets(
+            cluster=cluster,
+            migration_id=body.migration_id,
+            token=body.lease,
+            group_id=body.group_id,
+            offsets=as_dicts(body.offsets),
+        )
+    except services.LeaseLost as exc:
+        raise _lost(exc) from None
+    return {"error_code": int(code)}

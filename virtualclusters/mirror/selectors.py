@@ -1,0 +1,72 @@
+"""Reads of migrations: a migration with its topics, partitions and groups, as the REST
+API and the console show it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from metadata_store.models import Partition
+from virtualclusters.mirror.models import Migration, MigrationTopic
+
+
+def _partitions(row: MigrationTopic, floe: dict[int, tuple[int, int]]) -> list[dict[str, Any]]:
+    """Each partition: the copier's view of the source, the store's of the destination."""
+    reported = {int(p.get("partition", -1)): p for p in row.partitions}
+    indexes = sorted(set(reported) | set(floe))
+    answers = []
+    for index in indexes:
+        source = reported.get(index, {})
+        start, end = floe.get(index, (0, 0))
+        source_end = int(source.get("source_end_offset", -1))
+        answers.append(
+            {
+                "partition": index,
+                "source_log_start": int(source.get("source_log_start", -1)),
+                "source_end_offset": source_end,
+                "destination_log_start": start,
+                "destination_end_offset": end,
+                "records_behind": max(0, source_end - end) if source_end >= 0 else None,
+                "bytes_copied": int(source.get("bytes_copied", 0)),
+                "error": str(source.get("error", "")),
+            }
+        )
+    return answers
+
+
+def migration_detail(migration: Migration) -> dict[str, Any]:
+    """The migration's fields with `topics` (each with its partitions) and `groups`."""
+    rows = list(MigrationTopic.objects.filter(migration=migration).order_by("name"))
+    offsets: dict[Any, dict[int, tuple[int, int]]] = {}
+    for topic_id, index, start, end in Partition.objects.filter(
+        topic_id__in=[r.topic_id for r in rows if r.topic_id is not None]
+    ).values_list("topic_id", "index", "log_start_offset", "high_watermark"):
+        offsets.setdefault(topic_id, {})[index] = (start, end)
+    detail = {
+        field: getattr(migration, field)
+        for field in (
+            "public_id",
+            "state",
+            "source_bootstrap",
+            "source_security",
+            "topics_regex",
+            "groups_regex",
+            "start_from_now",
+            "created_at",
+            "stopped_at",
+            "lease_agent",
+            "waiting_for",
+            "reported_at",
+            "groups",
+        )
+    }
+    detail["topics"] = [
+        {
+            "name": r.name,
+            "state": r.state,
+            "error": r.error,
+            "cut_over_at": r.cut_over_at,
+            "partitions": _partitions(r, offsets.get(r.topic_id, {})),
+        }
+        for r in rows
+    ]
+    return detail
