@@ -36,6 +36,7 @@ from agents.groups.ring import Peer, node_id_for
 from agents.http_server import build_app, start_http_on
 from agents.job_runner import JobRunner
 from agents.metrics import Counter, Gauge, Histogram
+from agents.migration_copier import MigrationCopier
 from agents.partition_offsets import PartitionOffsets
 from agents.peers.client import PeerClient
 from agents.peers.server import add_peer_routes
@@ -238,6 +239,7 @@ class AgentRuntime:
         lag_watch: asyncio.Task | None = None
         tail_feed: asyncio.Task | None = None
         jobs: asyncio.Task | None = None
+        migrations: asyncio.Task | None = None
         browse_polls: asyncio.Task | None = None
         job_runner: JobRunner | None = None
         try:
@@ -364,6 +366,14 @@ class AgentRuntime:
                     lease_s=config.job_lease_s,
                 )
                 jobs = asyncio.get_running_loop().create_task(job_runner.run_forever())
+                # Migrations from another Kafka (issue 30): copied beside the Spark jobs.
+                copier = MigrationCopier(
+                    self.client,
+                    open_store(config.bucket_url),
+                    agent_id=config.agent_id,
+                    cluster_id=cluster_id,
+                )
+                migrations = asyncio.get_running_loop().create_task(copier.run_forever())
             _UP_SINCE.set(time.time())
             log.info("metrics and health on http://%s:%d/", config.host, http_port)
             print(
@@ -387,7 +397,7 @@ class AgentRuntime:
             await ctx.groups.close()
             await server.close_connections()
         finally:
-            for task in (heartbeat, lag_watch, jobs, browse_polls, tail_feed):
+            for task in (heartbeat, lag_watch, jobs, migrations, browse_polls, tail_feed):
                 if task is not None:
                     task.cancel()
             if job_runner is not None:

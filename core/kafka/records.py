@@ -226,6 +226,20 @@ def iter_batches(buf: BufferLike) -> Iterator[tuple[int, int, BatchHeader]]:
         pos += total
 
 
+def whole_batches_length(buf: BufferLike) -> int:
+    """The bytes of `buf` up to the end of its last whole batch: a Fetch response's records
+    may end with a partial batch (KIP-74 cuts at the size limit), which a consumer drops."""
+    end = len(buf)
+    pos = 0
+    while end - pos >= LOG_OVERHEAD:
+        _, batch_length = _PREFIX.unpack_from(buf, pos)
+        total = batch_length + LOG_OVERHEAD
+        if total < RECORD_BATCH_OVERHEAD or pos + total > end:
+            break
+        pos += total
+    return pos
+
+
 def validate_batches(
     buf: BufferLike, *, max_batch_bytes: int
 ) -> list[tuple[int, int, BatchHeader]]:

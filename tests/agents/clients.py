@@ -110,3 +110,37 @@ def raw_produce(bootstrap: str, topic: str, partition: int, value: bytes) -> tup
             await client.close()
 
     return asyncio.run(asyncio.wait_for(run(), 30))
+
+
+def fetch_watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
+    """Each partition's (log start offset, high watermark) as a Fetch (v5+) answers them —
+    not ListOffsets, whose "latest" Tansu 0.6 answers with a lower offset than its Fetch's
+    high watermark. Raises if a partition answers an error."""
+    import asyncio
+
+    from aiokafka.client import AIOKafkaClient
+    from aiokafka.protocol.fetch import FetchRequest
+    from aiokafka.structs import TopicPartition
+
+    from agents.migration_copier import response_dict
+
+    async def run() -> dict[int, tuple[int, int]]:
+        client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=15_000)
+        await client.bootstrap()
+        try:
+            await client._metadata_update(client.cluster, [topic])
+            out: dict[int, tuple[int, int]] = {}
+            for p in range(partitions):
+                leader = client.cluster.leader_for_partition(TopicPartition(topic, p))
+                # (Tansu 0.6 answers a Fetch with no wait with no topics at all.)
+                request = FetchRequest(100, 0, 1, 0, [(topic, [(p, 0, 1)])])
+                response = response_dict(await client.send(leader, request))
+                answer = response["topics"][0]["partitions"][0]
+                if answer["error_code"] not in (0, 1):  # 1: offset 0 below the log start
+                    raise RuntimeError(f"{topic}-{p}: error {answer['error_code']}")
+                out[p] = (answer["log_start_offset"], answer["highwater_offset"])
+            return out
+        finally:
+            await client.close()
+
+    return asyncio.run(asyncio.wait_for(run(), 30))

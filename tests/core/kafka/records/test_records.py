@@ -371,3 +371,14 @@ def test_decode_wants_exactly_one_whole_batch():
         decode_records(GOLDEN_BATCH + GOLDEN_BATCH)
     with pytest.raises(CorruptRecord):
         decode_records(b"")
+
+
+def test_whole_batches_length_drops_a_partial_trailing_batch():
+    first = encode_batch(GOLDEN_INPUT)
+    second = encode_batch([RecordInput(timestamp=T0, value=b"x" * 300)], base_offset=7)
+    both = first + second
+    assert records.whole_batches_length(both) == len(both)
+    assert records.whole_batches_length(both[:-1]) == len(first)
+    assert records.whole_batches_length(both[: len(first) + 5]) == len(first)
+    assert records.whole_batches_length(first[:11]) == 0
+    assert records.whole_batches_length(b"") == 0

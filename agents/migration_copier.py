@@ -1,0 +1,594 @@
+"""The migration copier (issue 30; docs/ARCHITECTURE.md "Migration"): a jobs-role agent
+leases a migration of its cluster and mirrors the source Kafka's topics into it, every
+batch at its source offsets, through this agent's own bucket — the data never passes
+through the control plane.
+
+The source is read with aiokafka's low-level client (`AIOKafkaClient.send` of Fetch,
+Metadata and DescribeConfigs requests), not a consumer: a Fetch answer carries the
+partition's record batches as the source stored them (compressed as the producer sent
+them, transaction control batches included) with its high watermark and log start
+offset, and the copier writes those bytes unchanged into a segment file
+(`core.segment.SegmentBuilder`, the write path's format), PUTs it and commits it with
+``mirror/commit`` at the batches' own offsets. A consumer would decode and re-encode
+every record and hide the offsets' gaps.
+
+Each partition's copy goes on from the destination's high watermark, read from the
+metadata store at start (and after every restart or lost lease): a batch is committed
+only at or after it, so a copier that restarts, or two that overlap, never duplicate and
+never skip. A source that cannot be reached is retried with a growing pause while the
+lease is kept; `waiting_for` says so in the migration's state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import secrets
+import ssl
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlPlaneRejected
+from agents.metrics import Counter
+from core.kafka.records import batch_crc_ok, iter_batches, whole_batches_length
+from core.segment import SegmentBuilder
+from core.storage import ObjectStore
+
+log = logging.getLogger(__name__)
+
+SOURCE_TIMEOUT_MS = 15_000
+FETCH_WAIT_MS = 500
+PARTITION_FETCH_BYTES = 1 << 20
+MAX_PARTITION_FETCH_BYTES = 64 << 20  # a source batch bigger than this stops its partition
+FETCH_BYTES = 16 << 20
+DISCOVER_S = 10.0  # new source topics (and partitions) are looked for this often
+REPORT_S = 2.0
+# Topic configs copied from the source when set there (not its defaults).
+COPIED_CONFIGS = frozenset(
+    {
+        "cleanup.policy",
+        "compression.type",
+        "delete.retention.ms",
+        "max.compaction.lag.ms",
+        "max.message.bytes",
+        "message.timestamp.type",
+        "min.cleanable.dirty.ratio",
+        "min.compaction.lag.ms",
+        "retention.bytes",
+        "retention.ms",
+        "segment.bytes",
+        "segment.ms",
+    }
+)
+_DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs v1+: a config set on the topic itself
+
+_COPIED_BYTES = Counter(
+    "floe_migration_copied_bytes_total", "Record-batch bytes a migration copied from its source."
+)
+_COPIED_BATCHES = Counter(
+    "floe_migration_copied_batches_total", "Record batches a migration copied from its source."
+)
+
+
+class LeaseLost(Exception):
+    """The control plane refused the lease: another agent copies, or the migration stopped."""
+
+
+class SourceError(Exception):
+    """The source answered something the copier cannot use."""
+
+
+@dataclass
+class MirroredPartition:
+    topic: str
+    index: int
+    topic_id: str
+    next_offset: int  # the destination's high watermark: the next batch starts at or after
+    source_log_start: int = -1
+    source_end: int = -1
+    bytes_copied: int = 0
+    error: str = ""
+    fetch_bytes: int = PARTITION_FETCH_BYTES
+    dest_log_start: int = 0
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "partition": self.index,
+            "source_log_start": self.source_log_start,
+            "source_end_offset": self.source_end,
+            "bytes_copied": self.bytes_copied,
+            "error": self.error[:1000],
+        }
+
+
+@dataclass
+class _Migration:
+    id: str
+    lease: str
+    source: dict[str, Any]
+    topics: re.Pattern[str]
+    start_from_now: bool
+    partitions: dict[tuple[str, int], MirroredPartition] = field(default_factory=dict)
+    topic_errors: dict[str, str] = field(default_factory=dict)
+    cut_over: set[str] = field(default_factory=set)
+    waiting_for: str = ""
+    metadata: Any = None  # the source's ClusterMetadata (aiokafka), refreshed on discovery
+    by_id: dict[tuple[str, int], MirroredPartition] = field(default_factory=dict)
+
+    def leader(self, part: MirroredPartition) -> int | None:
+        from aiokafka.structs import TopicPartition  # type: ignore[import-untyped]
+
+        if self.metadata is None:
+            return None
+        leader = self.metadata.leader_for_partition(TopicPartition(part.topic, part.index))
+        return leader if leader is not None and leader >= 0 else None
+
+
+def response_dict(response: Any) -> dict[str, Any]:
+    """An aiokafka response as nested dicts by field name — as its `to_object()`, which
+    fails on a null array (a Fetch answer's `aborted_transactions` is null when a broker,
+    Floe among them, has none)."""
+
+    def convert(schema: Any, value: Any) -> Any:
+        names = getattr(schema, "names", None)
+        if names is not None:
+            if not isinstance(value, tuple | list):  # the response itself: attributes
+                value = [getattr(value, n) for n in names]
+            return {n: convert(t, v) for n, t, v in zip(names, schema.fields, value)}
+        inner = getattr(schema, "array_of", None)
+        if inner is not None:
+            return [convert(inner, v) for v in value or ()]
+        return value
+
+    answer: dict[str, Any] = convert(response.SCHEMA, response)
+    return answer
+
+
+def source_client_options(source: dict[str, Any]) -> dict[str, Any]:
+    """aiokafka client options for a migration's source (bootstrap and security)."""
+    security = source.get("security") or {}
+    protocol = str(security.get("protocol") or "PLAINTEXT")
+    options: dict[str, Any] = {
+        "bootstrap_servers": source["bootstrap"],
+        "security_protocol": protocol,
+        "request_timeout_ms": SOURCE_TIMEOUT_MS,
+        "client_id": "floe-migration",
+    }
+    if protocol.startswith("SASL"):
+        options["sasl_mechanism"] = security.get("sasl_mechanism") or "PLAIN"
+        options["sasl_plain_username"] = security.get("username")
+        options["sasl_plain_password"] = security.get("password")
+    if protocol.endswith("SSL"):
+        context = ssl.create_default_context()
+        if security.get("ca"):
+            context.load_verify_locations(cadata=security["ca"])
+        options["ssl_context"] = context
+    return options
+
+
+class MigrationCopier:
+    """`await copier.run_forever()`: lease a migration of the cluster, mirror it while the
+    lease holds, then look for one again."""
+
+    def __init__(
+        self,
+        client: ControlPlaneClient,
+        store: ObjectStore,
+        *,
+        agent_id: str,
+        cluster_id: str,
+        lease_s: int = 30,
+        poll_s: float = 2.0,
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.agent_id = agent_id
+        self.cluster_id = cluster_id
+        self.lease_s = lease_s
+        self.poll_s = poll_s
+        self._boot = secrets.token_hex(4)
+        self._sequence = 0
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                answer = await self.client.call(
+                    "migrations/lease",
+                    {"agent_id": self.agent_id, "lease_s": self.lease_s},
+                    timeout_s=30,
+                )
+            except ControlPlaneError as exc:
+                log.warning("migrations/lease failed: %s", exc)
+                answer = {}
+            leased = answer.get("migration")
+            if not leased:
+                await asyncio.sleep(self.poll_s)
+                continue
+            migration = _Migration(
+                id=leased["id"],
+                lease=leased["lease"],
+                source=leased["source"],
+                topics=re.compile(leased["topics"]),
+                start_from_now=bool(leased.get("start_from_now")),
+            )
+            log.info("migration %s: leased, source %s", migration.id, migration.source["bootstrap"])
+            try:
+                await self.mirror(migration)
+            except LeaseLost as exc:
+                log.info("migration %s: %s", migration.id, exc)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("migration %s: the copier failed", migration.id)
+                await asyncio.sleep(self.poll_s)
+
+    async def mirror(self, migration: _Migration) -> None:
+        """Copy until the lease is lost (raises `LeaseLost`)."""
+        reporting = asyncio.get_running_loop().create_task(self._report_loop(migration))
+        copying = asyncio.get_running_loop().create_task(self._copy_loop(migration))
+        try:
+            done, _ = await asyncio.wait({reporting, copying}, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
+        finally:
+            for task in (reporting, copying):
+                task.cancel()
+            await asyncio.gather(reporting, copying, return_exceptions=True)
+
+    # --- the control plane -----------------------------------------------------------
+
+    async def _call(self, migration: _Migration, name: str, body: dict[str, Any]) -> Any:
+        try:
+            return await self.client.call(
+                name, {"migration_id": migration.id, "lease": migration.lease, **body}
+            )
+        except ControlPlaneRejected as exc:
+            if "409" in str(exc) or "not leased" in str(exc):
+                raise LeaseLost(str(exc)) from None
+            raise
+
+    async def _report_loop(self, migration: _Migration) -> None:
+        while True:
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for part in migration.partitions.values():
+                topics.setdefault(part.topic, []).append(part.state())
+            for name in migration.topic_errors:
+                topics.setdefault(name, [])
+            body = {
+                "lease_s": self.lease_s,
+                "waiting_for": migration.waiting_for,
+                "topics": [
+                    {"name": n, "partitions": p, "error": migration.topic_errors.get(n, "")}
+                    for n, p in topics.items()
+                ],
+            }
+            try:
+                answer = await self._call(migration, "migrations/report", body)
+                migration.cut_over = set(answer.get("cut_over") or ())
+                for key in [k for k in migration.partitions if k[0] in migration.cut_over]:
+                    part = migration.partitions.pop(key)
+                    migration.by_id.pop((part.topic_id, part.index), None)
+            except ControlPlaneError as exc:
+                log.warning("migration %s: report failed: %s", migration.id, exc)
+            await asyncio.sleep(REPORT_S)
+
+    # --- copying --------------------------------------------------------------------
+
+    async def _copy_loop(self, migration: _Migration) -> None:
+        from aiokafka.client import AIOKafkaClient  # type: ignore[import-untyped]
+
+        delay = 1.0
+        while True:
+            source = AIOKafkaClient(**source_client_options(migration.source))
+            try:
+                await asyncio.wait_for(source.bootstrap(), SOURCE_TIMEOUT_MS / 1000)
+                migration.waiting_for = ""
+                delay = 1.0
+                discovered = 0.0
+                while True:
+                    if time.monotonic() - discovered > DISCOVER_S:
+                        await self._discover(migration, source)
+                        discovered = time.monotonic()
+                    if not await self._copy_round(migration, source):
+                        await asyncio.sleep(0.2)  # nothing new anywhere: no busy loop
+            except (LeaseLost, asyncio.CancelledError):
+                raise
+            except Exception as exc:  # the source (or our bucket) failed: wait, reconnect
+                migration.waiting_for = (
+                    f"the source at {migration.source['bootstrap']}: {type(exc).__name__}: {exc}"
+                )
+                log.warning("migration %s: %s; retrying in %.0fs", migration.id, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 15.0)
+            finally:
+                await source.close()
+
+    async def _discover(self, migration: _Migration, source: Any) -> None:
+        """Mirror the source topics the regex names that are not mirrored yet."""
+        cluster = await asyncio.wait_for(source.fetch_all_metadata(), SOURCE_TIMEOUT_MS / 1000)
+        migration.metadata = cluster
+        known = {topic for topic, _ in migration.partitions}
+        log.debug("migration %s: source topics %s", migration.id, sorted(cluster.topics()))
+        for name in sorted(cluster.topics()):
+            if name in known or name in migration.cut_over or name.startswith("__"):
+                continue
+            if not migration.topics.fullmatch(name):
+                continue
+            partitions = sorted(cluster.partitions_for_topic(name) or ())
+            if not partitions:
+                continue
+            configs = await self._source_configs(source, name)
+            answer = await self._call(
+                migration,
+                "migrations/topic",
+                {"name": name, "partitions": len(partitions), "configs": configs},
+            )
+            if answer.get("state") != "mirroring" or not answer.get("topic_id"):
+                if answer.get("state") == "cut_over":
+                    migration.cut_over.add(name)
+                else:
+                    migration.topic_errors[name] = answer.get("error") or answer.get("state", "")
+                continue
+            migration.topic_errors.pop(name, None)
+            log.info(
+                "migration %s: mirroring %s (%d partitions)", migration.id, name, len(partitions)
+            )
+            await self._add_partitions(migration, source, name, answer["topic_id"], partitions)
+
+    async def _source_configs(self, source: Any, name: str) -> dict[str, str]:
+        """The topic's configs set on the source (DescribeConfigs), those Floe keeps."""
+        from aiokafka.protocol.admin import DescribeConfigsRequest  # type: ignore[import-untyped]
+
+        node = source.get_random_node()
+        try:
+            response = await source.send(
+                node, DescribeConfigsRequest([(2, name, None)], include_synonyms=False)
+            )
+        except Exception as exc:  # a source without DescribeConfigs: the defaults
+            log.warning("DescribeConfigs of %s failed on the source: %s", name, exc)
+            return {}
+        configs: dict[str, str] = {}
+        for resource in response_dict(response).get("resources", []):
+            for entry in resource.get("config_entries", []):
+                source_kind = entry.get("config_source")
+                is_default = entry.get("is_default", source_kind != _DYNAMIC_TOPIC_CONFIG)
+                if entry["config_names"] in COPIED_CONFIGS and not is_default:
+                    if entry.get("config_value") is not None:
+                        configs[entry["config_names"]] = str(entry["config_value"])
+        return configs
+
+    async def _add_partitions(
+        self, migration: _Migration, source: Any, name: str, topic_id: str, indexes: list[int]
+    ) -> None:
+        """Start each partition where the destination ends (its high watermark)."""
+        answer = await self.client.call(
+            "list-offsets",
+            {
+                "partitions": [
+                    {"topic_id": topic_id, "partition": i, "timestamp": -1} for i in indexes
+                ]
+            },
+        )
+        for item in answer["partitions"]:
+            if item.get("error_code"):
+                raise SourceError(f"the destination's partition {name}-{item['partition']}: {item}")
+            part = MirroredPartition(name, item["partition"], topic_id, item["high_watermark"])
+            part.dest_log_start = item.get("log_start_offset", 0)
+            migration.partitions[(name, part.index)] = part
+            migration.by_id[(topic_id, part.index)] = part
+        if migration.start_from_now:
+            # Only partitions never copied to: from the source's end on.
+            fresh = [
+                p for p in migration.partitions.values() if p.topic == name and p.next_offset == 0
+            ]
+            if fresh:
+                await self._fetch(migration, source, fresh, probe=True)
+                await self._commit(
+                    migration,
+                    None,
+                    SegmentBuilder(),
+                    [(p, p.source_end) for p in fresh if p.source_end > 0],
+                )
+
+    async def _copy_round(self, migration: _Migration, source: Any) -> bool:
+        """One Fetch per source broker for its partitions, each answer one segment file and
+        one commit; whether anything was copied."""
+        by_leader: dict[int, list[MirroredPartition]] = {}
+        for part in list(migration.partitions.values()):
+            if part.topic in migration.cut_over:
+                continue
+            leader = migration.leader(part)
+            if leader is None:
+                migration.metadata = await source.fetch_all_metadata()
+                continue
+            by_leader.setdefault(leader, []).append(part)
+        if not by_leader:
+            await asyncio.sleep(0.5)
+            return False
+        copied = await asyncio.gather(
+            *(
+                self._copy_from(migration, source, leader, parts)
+                for leader, parts in by_leader.items()
+            )
+        )
+        return any(copied)
+
+    async def _fetch(
+        self,
+        migration: _Migration,
+        source: Any,
+        parts: list[MirroredPartition],
+        *,
+        probe: bool = False,
+    ) -> list[tuple[MirroredPartition, bytes]]:
+        """Fetch `parts` from their leader; (partition, whole batches) for those with data."""
+        from aiokafka.protocol.fetch import FetchRequest  # type: ignore[import-untyped]
+
+        topics: dict[str, list[tuple[int, int, int]]] = {}
+        for p in parts:
+            offset = (
+                max(p.next_offset, p.source_log_start) if not probe else max(p.source_log_start, 0)
+            )
+            topics.setdefault(p.topic, []).append((p.index, offset, 1 if probe else p.fetch_bytes))
+        leader = migration.leader(parts[0])
+        request = FetchRequest(
+            # (Tansu 0.6 answers a Fetch with no wait with no topics at all.)
+            100 if probe else FETCH_WAIT_MS,
+            1,
+            FETCH_BYTES,
+            0,
+            list(topics.items()),
+        )
+        response = await asyncio.wait_for(source.send(leader, request), SOURCE_TIMEOUT_MS / 1000)
+        by_key = {(p.topic, p.index): p for p in parts}
+        out: list[tuple[MirroredPartition, bytes]] = []
+        stale = False
+        for topic in response_dict(response)["topics"]:
+            for answer in topic["partitions"]:
+                # (aiokafka names a Fetch answer's topic "topics", a ListOffsets one's "topic")
+                part = by_key.get((topic.get("topics", topic.get("topic")), answer["partition"]))
+                if part is None:
+                    continue
+                code = answer["error_code"]
+                if code == 1:  # OFFSET_OUT_OF_RANGE: the source's log start passed us
+                    await self._source_log_start(migration, source, part)
+                    continue
+                if code in (3, 6, 74, 75):  # unknown partition, not leader, fenced/unknown epoch
+                    stale = True
+                    part.error = f"source error {code}"
+                    continue
+                if code:
+                    part.error = f"source error {code}"
+                    continue
+                part.error = ""
+                part.source_end = answer["highwater_offset"]
+                part.source_log_start = answer.get("log_start_offset", part.source_log_start)
+                records = answer.get("message_set") or answer.get("records") or b""
+                if probe or not records:
+                    continue
+                whole = whole_batches_length(records)
+                if whole == 0:
+                    if (
+                        len(records) >= part.fetch_bytes
+                        and part.fetch_bytes < MAX_PARTITION_FETCH_BYTES
+                    ):
+                        part.fetch_bytes *= 2  # a batch bigger than we asked for
+                    else:
+                        part.error = "the source answered a partial or corrupt batch"
+                    continue
+                out.append((part, records[:whole]))
+        if stale:
+            migration.metadata = await source.fetch_all_metadata()
+        return out
+
+    async def _source_log_start(
+        self, migration: _Migration, source: Any, part: MirroredPartition
+    ) -> None:
+        """The source partition's log start offset (ListOffsets earliest)."""
+        from aiokafka.protocol.offset import OffsetRequest  # type: ignore[import-untyped]
+
+        leader = migration.leader(part)
+        response = await asyncio.wait_for(
+            source.send(leader, OffsetRequest(-1, 0, [(part.topic, [(part.index, -2)])])),
+            SOURCE_TIMEOUT_MS / 1000,
+        )
+        for topic in response_dict(response)["topics"]:
+            for answer in topic["partitions"]:
+                if not answer["error_code"]:
+                    part.source_log_start = answer["offset"]
+
+    async def _copy_from(
+        self, migration: _Migration, source: Any, leader: int, parts: list[MirroredPartition]
+    ) -> bool:
+        fetched = await self._fetch(migration, source, parts)
+        segment = SegmentBuilder()
+        batches: list[dict[str, Any]] = []
+        for part, data in fetched:
+            for pos, length, header in iter_batches(data):
+                if header.last_offset < part.next_offset:
+                    continue  # the destination has it (a batch the source answered again)
+                batch = memoryview(data)[pos : pos + length]
+                if not batch_crc_ok(batch, header):
+                    part.error = f"batch at source offset {header.base_offset} fails its CRC"
+                    break
+                entry = segment.append(
+                    topic_id=uuid.UUID(part.topic_id),
+                    partition=part.index,
+                    batch=batch,
+                    header=header,
+                )
+                batches.append(
+                    {
+                        "topic_id": part.topic_id,
+                        "partition": part.index,
+                        "base_offset": header.base_offset,
+                        "last_offset": header.last_offset,
+                        "records": max(1, header.record_count),
+                        "pos": entry.position,
+                        "len": entry.length,
+                        "max_ts": header.max_timestamp,
+                    }
+                )
+        # The source's log start, followed forward: up to what this commit copies (the
+        # batch holding it is copied first), or past everything when the source
+        # partition holds nothing beyond it.
+        ends: dict[tuple[str, int], int] = {}
+        for b in batches:
+            ends[(b["topic_id"], b["partition"])] = b["last_offset"] + 1
+        starts = []
+        for p in parts:
+            end = ends.get((p.topic_id, p.index), p.next_offset)
+            start = p.source_log_start
+            if start > p.dest_log_start and (start <= end or start >= p.source_end >= 0):
+                starts.append((p, start))
+        if not batches and not starts:
+            return False
+        await self._commit(migration, batches, segment, starts)
+        return bool(batches)
+
+    async def _commit(
+        self,
+        migration: _Migration,
+        batches: list[dict[str, Any]] | None,
+        segment: SegmentBuilder,
+        starts: list[tuple[MirroredPartition, int]],
+    ) -> None:
+        """PUT the segment (if any batch) and commit it at the batches' offsets."""
+        body: dict[str, Any] = {
+            "log_starts": [
+                {"topic_id": p.topic_id, "partition": p.index, "offset": s} for p, s in starts
+            ]
+        }
+        if batches:
+            key = self._object_key(migration)
+            data = segment.finish()
+            await asyncio.get_running_loop().run_in_executor(None, self.store.put, key, data)
+            body.update(file_key=key, size=len(data), batches=batches)
+        answer = await self.client.call("mirror/commit", body, timeout_s=60)
+        for item in answer.get("partitions", []):
+            part = migration.by_id.get((item["topic_id"], item["partition"]))
+            if part is not None:
+                part.next_offset = item["high_watermark"]
+                part.dest_log_start = item["log_start_offset"]
+        for batch, result in zip(batches or [], answer.get("batches", [])):
+            part = migration.by_id.get((batch["topic_id"], batch["partition"]))
+            if part is None:
+                continue
+            if result["error_code"]:
+                part.error = f"commit refused: error {result['error_code']}"
+            else:
+                part.bytes_copied += batch["len"]
+                _COPIED_BYTES.inc(batch["len"])
+                _COPIED_BATCHES.inc(1)
+
+    def _object_key(self, migration: _Migration) -> str:
+        now = datetime.now(UTC)
+        self._sequence += 1
+        name = (
+            f"{int(now.timestamp() * 1000):013d}-{self.agent_id}-{self._boot}-{self._sequence:06d}"
+        )
+        return f"{self.cluster_id}/mirror/{migration.id}/{now:%Y/%m/%d}/{name}.seg"
