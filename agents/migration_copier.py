@@ -47,6 +47,7 @@ MAX_PARTITION_FETCH_BYTES = 64 << 20  # a source batch bigger than this stops it
 FETCH_BYTES = 16 << 20
 DISCOVER_S = 10.0  # new source topics (and partitions) are looked for this often
 REPORT_S = 2.0
+GROUPS_S = 5.0  # the source's group offsets are copied this often
 # Topic configs copied from the source when set there (not its defaults).
 COPIED_CONFIGS = frozenset(
     {
@@ -116,6 +117,8 @@ class _Migration:
     topic_errors: dict[str, str] = field(default_factory=dict)
     cut_over: set[str] = field(default_factory=set)
     waiting_for: str = ""
+    groups: re.Pattern[str] | None = None
+    group_states: dict[str, dict[str, Any]] = field(default_factory=dict)
     metadata: Any = None  # the source's ClusterMetadata (aiokafka), refreshed on discovery
     by_id: dict[tuple[str, int], MirroredPartition] = field(default_factory=dict)
 
@@ -214,6 +217,7 @@ class MigrationCopier:
                 source=leased["source"],
                 topics=re.compile(leased["topics"]),
                 start_from_now=bool(leased.get("start_from_now")),
+                groups=re.compile(leased["groups"]) if leased.get("groups") else None,
             )
             log.info("migration %s: leased, source %s", migration.id, migration.source["bootstrap"])
             try:
@@ -261,6 +265,7 @@ class MigrationCopier:
             body = {
                 "lease_s": self.lease_s,
                 "waiting_for": migration.waiting_for,
+                "groups": migration.group_states,
                 "topics": [
                     {"name": n, "partitions": p, "error": migration.topic_errors.get(n, "")}
                     for n, p in topics.items()
@@ -288,11 +293,14 @@ class MigrationCopier:
                 await asyncio.wait_for(source.bootstrap(), SOURCE_TIMEOUT_MS / 1000)
                 migration.waiting_for = ""
                 delay = 1.0
-                discovered = 0.0
+                discovered = grouped = 0.0
                 while True:
                     if time.monotonic() - discovered > DISCOVER_S:
                         await self._discover(migration, source)
                         discovered = time.monotonic()
+                    if migration.groups is not None and time.monotonic() - grouped > GROUPS_S:
+                        await self._copy_groups(migration, source)
+                        grouped = time.monotonic()
                     if not await self._copy_round(migration, source):
                         await asyncio.sleep(0.2)  # nothing new anywhere: no busy loop
             except (LeaseLost, asyncio.CancelledError):
@@ -338,6 +346,77 @@ class MigrationCopier:
                 "migration %s: mirroring %s (%d partitions)", migration.id, name, len(partitions)
             )
             await self._add_partitions(migration, source, name, answer["topic_id"], partitions)
+
+    async def _copy_groups(self, migration: _Migration, source: Any) -> None:
+        """The committed offsets of the source's groups the regex names, for the mirrored
+        partitions, each stored in Floe while the group is empty there — a partition only
+        once the mirror holds its offset (a consumer moved over must find it)."""
+        from aiokafka.protocol.admin import ListGroupsRequest  # type: ignore[import-untyped]
+        from aiokafka.protocol.commit import OffsetFetchRequest  # type: ignore[import-untyped]
+
+        assert migration.groups is not None
+        names: set[str] = set()
+        for broker in migration.metadata.brokers() if migration.metadata else ():
+            response = await asyncio.wait_for(
+                source.send(broker.nodeId, ListGroupsRequest()), SOURCE_TIMEOUT_MS / 1000
+            )
+            for group in response_dict(response).get("groups", []):
+                if migration.groups.fullmatch(group["group"]):
+                    names.add(group["group"])
+        topics: dict[str, list[int]] = {}
+        for part in migration.partitions.values():
+            topics.setdefault(part.topic, []).append(part.index)
+        if not topics:
+            return
+        for name in sorted(names):
+            coordinator = await asyncio.wait_for(
+                source.coordinator_lookup(0, name), SOURCE_TIMEOUT_MS / 1000
+            )
+            response = response_dict(
+                await asyncio.wait_for(
+                    source.send(coordinator, OffsetFetchRequest(name, sorted(topics.items()))),
+                    SOURCE_TIMEOUT_MS / 1000,
+                )
+            )
+            offsets, shown = [], []
+            for topic in response.get("topics", []):
+                for answer in topic["partitions"]:
+                    part = migration.partitions.get((topic["topic"], answer["partition"]))
+                    offset = answer["offset"]
+                    if part is None or answer["error_code"] or offset < 0:
+                        continue
+                    ready = offset <= part.next_offset
+                    shown.append(
+                        {
+                            "topic": part.topic,
+                            "partition": part.index,
+                            "source_offset": offset,
+                            "copied_offset": offset if ready else None,
+                        }
+                    )
+                    if ready:
+                        offsets.append(
+                            {
+                                "topic": part.topic,
+                                "partition": part.index,
+                                "offset": offset,
+                                "metadata": answer.get("metadata") or "",
+                            }
+                        )
+            state, error = "copied", ""
+            if offsets:
+                answer = await self._call(
+                    migration,
+                    "migrations/group-offsets",
+                    {"group_id": name, "offsets": offsets},
+                )
+                if answer.get("error_code"):
+                    state, error = "active in Floe: not overwritten", ""
+                    for item in shown:
+                        item["copied_offset"] = None
+            if any(item["copied_offset"] is None for item in shown) and state == "copied":
+                state = "waiting for the copy to reach its offsets"
+            migration.group_states[name] = {"state": state, "error": error, "partitions": shown}
 
     async def _source_configs(self, source: Any, name: str) -> dict[str, str]:
         """The topic's configs set on the source (DescribeConfigs), those Floe keeps."""

@@ -126,6 +126,9 @@ def _wait_caught_up(source: str, floe: str) -> dict[str, dict[int, tuple[int, in
 def test_a_tansu_cluster_migrates_with_every_offset_kept(agent, cluster, tansu):
     _create_topics(tansu.bootstrap)
     _produce(tansu.bootstrap, 0, RECORDS_BEFORE)
+    # A consumer group stopped mid-topic on the source; another the regex leaves out.
+    _commit_group(tansu.bootstrap, "billing-1", "payments", {0: 120, 2: 250})
+    _commit_group(tansu.bootstrap, "other", "payments", {0: 10})
     floe = agent(cluster.key)  # every role, the copier's (jobs) too
     api = APIClient()
     api.credentials(
@@ -134,7 +137,11 @@ def test_a_tansu_cluster_migrates_with_every_offset_kept(agent, cluster, tansu):
     url = f"/api/v1/clusters/{cluster.public_id}/migrations/"
     created = api.post(
         url,
-        {"source_bootstrap": tansu.bootstrap, "topics": "orders|payments|clicks"},
+        {
+            "source_bootstrap": tansu.bootstrap,
+            "topics": "orders|payments|clicks",
+            "groups": "billing-.*",
+        },
         format="json",
     )
     assert created.status_code == 201, created.content
@@ -163,7 +170,26 @@ def test_a_tansu_cluster_migrates_with_every_offset_kept(agent, cluster, tansu):
             tansu.bootstrap, topic, partitions, stops
         ), topic
 
-    detail = api.get(f"{url}{migration}/").json()
+    # The group's offsets, copied while it is empty in Floe (every few seconds).
+    deadline = time.monotonic() + 30
+    while (detail := api.get(f"{url}{migration}/").json())["groups"].get("billing-1", {}).get(
+        "state"
+    ) != "copied":
+        assert time.monotonic() < deadline, detail["groups"]
+        time.sleep(0.5)
+    assert set(detail["groups"]) == {"billing-1"}  # the regex
+    assert sorted(
+        (p["partition"], p["source_offset"], p["copied_offset"])
+        for p in detail["groups"]["billing-1"]["partitions"]
+    ) == [(0, 120, 120), (2, 250, 250)]
+    # Its consumer moves over: it reads exactly what follows its offsets, none twice.
+    stops = {p: ends["payments"][p][1] for p in (0, 2)}
+    source_records = _read_all(tansu.bootstrap, "payments", 3, {**stops, 1: 0})
+    moved = _read_group(floe.bootstrap, "billing-1", "payments", stops)
+    assert moved[0] == [r[:4] for r in source_records[0] if r[0] >= 120]
+    assert moved[2] == [r[:4] for r in source_records[2] if r[0] >= 250]
+    assert 1 not in moved  # no committed offset: the "error" reset, nothing read
+
     states = {t["name"]: t for t in detail["topics"]}
     assert set(states) == set(TOPICS)
     clicks = states["clicks"]["partitions"]
@@ -189,3 +215,102 @@ def test_a_tansu_cluster_migrates_with_every_offset_kept(agent, cluster, tansu):
     assert fetch_watermarks(floe.bootstrap, "payments", 3)[1] == (0, next_offset + 1)
     # The other topics are still mirrored.
     assert raw_produce(floe.bootstrap, "orders", 0, b"x")[0] == KafkaError.POLICY_VIOLATION
+
+
+def _commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
+        )
+    finally:
+        consumer.close()
+
+
+def _read_group(bootstrap: str, group: str, topic: str, ends: dict[int, int]) -> dict:
+    """What a consumer of `group` subscribed to `topic` reads: until each partition of
+    `ends` reaches its end, then one more second (anything read twice would show). A
+    partition without a committed offset answers the "error" reset policy's error and
+    reads nothing."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "error",  # a missing committed offset fails, never guesses
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    consumer.subscribe([topic])
+    got: dict[int, list] = {}
+    deadline, settle = time.monotonic() + 60, None
+    try:
+        while time.monotonic() < deadline and (settle is None or time.monotonic() < settle):
+            message = consumer.poll(0.2)
+            if message is not None and message.error():
+                assert message.error().code() == KafkaError._AUTO_OFFSET_RESET, message.error()
+            elif message is not None:
+                got.setdefault(message.partition(), []).append(
+                    (message.offset(), message.key(), message.value(), message.headers())
+                )
+            reached = all(got.get(p) and got[p][-1][0] + 1 >= e for p, e in ends.items())
+            if reached and settle is None:
+                settle = time.monotonic() + 1.0
+    finally:
+        consumer.close()
+    assert settle is not None, f"read {[(p, len(v)) for p, v in got.items()]}, ends {ends}"
+    return got
+
+
+def test_a_floe_cluster_with_deleted_records_migrates(agent, cluster):
+    """Another Floe cluster as the source (Tansu 0.6's memory storage panics on
+    DeleteRecords): a log start raised inside a batch, a partition deleted whole."""
+    source_cluster, source_key = factories.make_cluster("source", org=cluster.cluster.organization)
+    source = agent(source_key)
+    topic, partitions = "events", 3
+    admin = AdminClient({"bootstrap.servers": source.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
+    producer = Producer({"bootstrap.servers": source.bootstrap, "linger.ms": 20})
+    for i in range(900):
+        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % partitions)
+    assert producer.flush(30) == 0
+    # DeleteRecords on the source: partition 0 from inside a batch, partition 1 whole.
+    deleted = admin.delete_records([TopicPartition(topic, 0, 57), TopicPartition(topic, 1, 300)])
+    for future in deleted.values():
+        future.result(15)
+    source_marks = fetch_watermarks(source.bootstrap, topic, partitions)
+    assert source_marks[0][0] == 57 and source_marks[1] == (300, 300), source_marks
+
+    floe = agent(cluster.key)
+    del source_cluster
+    api = APIClient()
+    api.credentials(
+        HTTP_AUTHORIZATION=f"Bearer {factories.make_api_key(cluster.cluster.organization)}"
+    )
+    url = f"/api/v1/clusters/{cluster.public_id}/migrations/"
+    created = api.post(
+        url,
+        {"source_bootstrap": source.bootstrap, "topics": topic},
+        format="json",
+    )
+    assert created.status_code == 201, created.content
+    migration = created.json()["id"]
+    for i in range(900, 1200):  # producing goes on
+        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % partitions)
+    assert producer.flush(30) == 0
+
+    deadline = time.monotonic() + 60
+    while True:
+        detail = api.get(f"{url}{migration}/").json()
+        mirrored = [t["state"] for t in detail["topics"]] == ["mirroring"]
+        want = fetch_watermarks(source.bootstrap, topic, partitions)
+        have = fetch_watermarks(floe.bootstrap, topic, partitions) if mirrored else {}
+        if have == want:
+            break
+        assert time.monotonic() < deadline, (want, have, detail)
+        time.sleep(0.5)
+    assert want[0][0] == 57 and want[1] == (300, 400) and want[2] == (0, 400)
+    ends = {p: want[p][1] for p in range(partitions)}
+    assert _read_all(floe.bootstrap, topic, partitions, ends) == _read_all(
+        source.bootstrap, topic, partitions, ends
+    )

@@ -5,9 +5,10 @@ reports, group offsets) and the other tenant seeing none of it."""
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from core.kafka.errors import ErrorCode
-from metadata_store.models import GroupOffset, Partition, Topic
+from metadata_store.models import GroupLease, GroupOffset, Partition, Topic
 from tests.metadata_store.conftest import AgentApi
 from virtualclusters.mirror.models import Migration
 
@@ -253,6 +254,11 @@ def test_group_offsets_are_copied_only_while_the_group_is_empty_in_floe(api, ali
     agent("register", {"agent_id": "agt-1", "host": "127.0.0.1", "port": 9092})
     agent("groups/leases", {"agent_id": "agt-1", "acquire": ["billing-a"], "ttl_ms": 30_000})
     offsets[0]["offset"] = 50
+    answer = agent("migrations/group-offsets", {**ids, "group_id": "billing-a", "offsets": offsets})
+    assert answer == {"error_code": ErrorCode.NOT_COORDINATOR}
+    assert GroupOffset.objects.get(group_id="billing-a").committed_offset == 42
+    # … nor once it is empty again: a group used in Floe is Floe's.
+    GroupLease.objects.filter(group_id="billing-a").update(expires_at=timezone.now())
     answer = agent("migrations/group-offsets", {**ids, "group_id": "billing-a", "offsets": offsets})
     assert answer == {"error_code": ErrorCode.NOT_COORDINATOR}
     assert GroupOffset.objects.get(group_id="billing-a").committed_offset == 42

@@ -23,7 +23,7 @@ from django.utils import timezone
 from core.kafka.errors import ErrorCode
 from metadata_store.group_offsets import group_offsets_commit
 from metadata_store.mirroring import topic_mirroring_set
-from metadata_store.models import Partition, Topic
+from metadata_store.models import GroupLease, Partition, Topic
 from metadata_store.topics import TopicError, topic_create
 from tenancy.sealed import secret_open, secret_seal
 from virtualclusters.mirror.models import Migration, MigrationTopic
@@ -312,11 +312,14 @@ def mirror_group_offsets(
     group_id: str,
     offsets: list[dict[str, Any]],
 ) -> ErrorCode:
-    """The source group's committed offsets, stored only while the group is empty in
-    Floe (no coordinator holds it with members: ``group_commit_check``); a group active
-    in Floe is never overwritten — its error code is the answer."""
+    """The source group's committed offsets, stored only while no Floe coordinator has
+    ever held the group: a group a consumer used in Floe (the lease row outlives its
+    holders) is never overwritten, even once it is empty again — NOT_COORDINATOR. The
+    commit itself checks again in its transaction (``group_commit_check``)."""
     with transaction.atomic():
         _leased(cluster, migration_id, token)
+        if GroupLease.objects.filter(cluster=cluster, group_id=group_id).exists():
+            return ErrorCode.NOT_COORDINATOR
         answer = group_offsets_commit(cluster, group_id, offsets)
     codes = {int(o.get("error_code", 0)) for o in answer["offsets"]}
     codes.discard(0)
