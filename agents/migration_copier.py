@@ -381,15 +381,15 @@ class MigrationCopier:
             offsets, shown = [], []
             for topic in response.get("topics", []):
                 for answer in topic["partitions"]:
-                    part = migration.partitions.get((topic["topic"], answer["partition"]))
+                    mirrored = migration.partitions.get((topic["topic"], answer["partition"]))
                     offset = answer["offset"]
-                    if part is None or answer["error_code"] or offset < 0:
+                    if mirrored is None or answer["error_code"] or offset < 0:
                         continue
-                    ready = offset <= part.next_offset
+                    ready = offset <= mirrored.next_offset
                     shown.append(
                         {
-                            "topic": part.topic,
-                            "partition": part.index,
+                            "topic": mirrored.topic,
+                            "partition": mirrored.index,
                             "source_offset": offset,
                             "copied_offset": offset if ready else None,
                         }
@@ -397,8 +397,8 @@ class MigrationCopier:
                     if ready:
                         offsets.append(
                             {
-                                "topic": part.topic,
-                                "partition": part.index,
+                                "topic": mirrored.topic,
+                                "partition": mirrored.index,
                                 "offset": offset,
                                 "metadata": answer.get("metadata") or "",
                             }
@@ -420,7 +420,7 @@ class MigrationCopier:
 
     async def _source_configs(self, source: Any, name: str) -> dict[str, str]:
         """The topic's configs set on the source (DescribeConfigs), those Floe keeps."""
-        from aiokafka.protocol.admin import DescribeConfigsRequest  # type: ignore[import-untyped]
+        from aiokafka.protocol.admin import DescribeConfigsRequest
 
         node = source.get_random_node()
         try:
