@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from rest_framework.test import APIClient
 
+from metadata_store.models import Partition
 from tests import factories
 from tests.agents.clients import fetch_watermarks, raw_produce
 from tests.agents.tansu import Tansu
@@ -314,3 +315,71 @@ def test_a_floe_cluster_with_deleted_records_migrates(agent, cluster):
     assert _read_all(floe.bootstrap, topic, partitions, ends) == _read_all(
         source.bootstrap, topic, partitions, ends
     )
+
+
+def test_a_killed_copier_and_a_stopped_source_lose_and_repeat_nothing(agent, cluster, tansu):
+    """The jobs agent SIGKILLed mid-copy, another takes the lease when it runs out; then
+    the source stops answering for 15 s (SIGSTOP) and comes back: every partition's
+    records still equal the source's — none lost, none twice, none reordered."""
+    topic, partitions, count = "clicks", 12, 30_000
+    admin = AdminClient({"bootstrap.servers": tansu.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
+    producer = Producer({"bootstrap.servers": tansu.bootstrap, "linger.ms": 20})
+    for i in range(count):  # ~30 MiB: a copy of several rounds
+        producer.produce(topic, key=b"k%d" % i, value=b"%07d" % i * 128, partition=i % 12)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+
+    first = agent(cluster.key)
+    api = APIClient()
+    api.credentials(
+        HTTP_AUTHORIZATION=f"Bearer {factories.make_api_key(cluster.cluster.organization)}"
+    )
+    url = f"/api/v1/clusters/{cluster.public_id}/migrations/"
+    created = api.post(url, {"source_bootstrap": tansu.bootstrap, "topics": topic}, format="json")
+    migration = created.json()["id"]
+    deadline = time.monotonic() + 60
+    while not Partition.objects.filter(topic__name=topic, high_watermark__gt=0).exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    first.kill()  # mid-copy
+    copied = sum(
+        Partition.objects.filter(topic__name=topic).values_list("high_watermark", flat=True)
+    )
+    assert 0 < copied < count, copied
+
+    second = agent(cluster.key)
+    for i in range(count, count + 1200):  # the source goes on meanwhile
+        producer.produce(topic, key=b"k%d" % i, value=b"%07d" % i * 128, partition=i % 12)
+    assert producer.flush(30) == 0
+    deadline = time.monotonic() + 60  # the dead agent's lease runs out (30 s)
+    while api.get(f"{url}{migration}/").json()["lease_agent"] != second.agent_id:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    tansu.pause()
+    try:
+        deadline = time.monotonic() + 30
+        while not api.get(f"{url}{migration}/").json()["waiting_for"]:
+            assert time.monotonic() < deadline, "the copier never said it waits for the source"
+            time.sleep(0.5)
+        time.sleep(max(0.0, 15 - (30 - (deadline - time.monotonic()))))
+    finally:
+        tansu.resume()
+
+    deadline = time.monotonic() + 120
+    while True:
+        want = fetch_watermarks(tansu.bootstrap, topic, partitions)
+        have = fetch_watermarks(second.bootstrap, topic, partitions)
+        if have == want:
+            break
+        assert time.monotonic() < deadline, (want, have)
+        time.sleep(0.5)
+    assert sum(end for _, end in want.values()) == count + 1200
+    ends = {p: want[p][1] for p in range(partitions)}
+    assert _read_all(second.bootstrap, topic, partitions, ends) == _read_all(
+        tansu.bootstrap, topic, partitions, ends
+    )
+    deadline = time.monotonic() + 10  # the copier reports every 2 s
+    while (waiting := api.get(f"{url}{migration}/").json()["waiting_for"]) != "":
+        assert time.monotonic() < deadline, waiting
+        time.sleep(0.5)
