@@ -47,7 +47,10 @@ MAX_PARTITION_FETCH_BYTES = 64 << 20  # a source batch bigger than this stops it
 FETCH_BYTES = 16 << 20
 DISCOVER_S = 10.0  # new source topics (and partitions) are looked for this often
 REPORT_S = 2.0
-GROUPS_S = 5.0  # the source's group offsets are copied this often
+GROUPS_S = 5.0
+MAX_MIGRATIONS = (
+    8  # migrations one agent mirrors at once  # the source's group offsets are copied this often
+)
 # Topic configs copied from the source when set there (not its defaults).
 COPIED_CONFIGS = frozenset(
     {
@@ -197,38 +200,52 @@ class MigrationCopier:
         self._sequence = 0
 
     async def run_forever(self) -> None:
-        while True:
-            try:
-                answer = await self.client.call(
-                    "migrations/lease",
-                    {"agent_id": self.agent_id, "lease_s": self.lease_s},
-                    timeout_s=30,
+        """Lease every running migration nobody holds (up to `MAX_MIGRATIONS` at once),
+        each mirrored by its own task until its lease is lost."""
+        running: dict[str, asyncio.Task[None]] = {}
+        try:
+            while True:
+                for done in [m for m, task in running.items() if task.done()]:
+                    del running[done]
+                leased = None
+                if len(running) < MAX_MIGRATIONS:
+                    try:
+                        answer = await self.client.call(
+                            "migrations/lease",
+                            {"agent_id": self.agent_id, "lease_s": self.lease_s},
+                            timeout_s=30,
+                        )
+                        leased = answer.get("migration")
+                    except ControlPlaneError as exc:
+                        log.warning("migrations/lease failed: %s", exc)
+                if not leased:
+                    await asyncio.sleep(self.poll_s)
+                    continue
+                migration = _Migration(
+                    id=leased["id"],
+                    lease=leased["lease"],
+                    source=leased["source"],
+                    topics=re.compile(leased["topics"]),
+                    start_from_now=bool(leased.get("start_from_now")),
+                    groups=re.compile(leased["groups"]) if leased.get("groups") else None,
                 )
-            except ControlPlaneError as exc:
-                log.warning("migrations/lease failed: %s", exc)
-                answer = {}
-            leased = answer.get("migration")
-            if not leased:
-                await asyncio.sleep(self.poll_s)
-                continue
-            migration = _Migration(
-                id=leased["id"],
-                lease=leased["lease"],
-                source=leased["source"],
-                topics=re.compile(leased["topics"]),
-                start_from_now=bool(leased.get("start_from_now")),
-                groups=re.compile(leased["groups"]) if leased.get("groups") else None,
-            )
-            log.info("migration %s: leased, source %s", migration.id, migration.source["bootstrap"])
-            try:
-                await self.mirror(migration)
-            except LeaseLost as exc:
-                log.info("migration %s: %s", migration.id, exc)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("migration %s: the copier failed", migration.id)
-                await asyncio.sleep(self.poll_s)
+                log.info(
+                    "migration %s: leased, source %s", migration.id, migration.source["bootstrap"]
+                )
+                running[migration.id] = asyncio.get_running_loop().create_task(
+                    self._mirror_logged(migration)
+                )
+        finally:
+            for task in running.values():
+                task.cancel()
+
+    async def _mirror_logged(self, migration: _Migration) -> None:
+        try:
+            await self.mirror(migration)
+        except LeaseLost as exc:
+            log.info("migration %s: %s", migration.id, exc)
+        except Exception:
+            log.exception("migration %s: the copier failed", migration.id)
 
     async def mirror(self, migration: _Migration) -> None:
         """Copy until the lease is lost (raises `LeaseLost`)."""

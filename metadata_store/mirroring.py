@@ -74,14 +74,16 @@ def topic_mirroring_set(*, topic: Topic, migration_id: str) -> None:
     topic.mirrored_by = migration_id
 
 
-def refused_as_mirrored(exc: BaseException, batches: int) -> list[JSON] | None:
-    """A normal commit's answer when migration 0016's trigger refused it (an agent whose
-    topic metadata did not yet say the topic is mirrored): every batch POLICY_VIOLATION,
-    nothing kept. None for any other failure."""
-    if not isinstance(exc, psycopg.errors.CheckViolation):
-        return None
-    if _TRIGGER_MESSAGE not in (exc.diag.message_primary or ""):
-        return None
+def refused_as_mirrored(exc: BaseException) -> bool:
+    """Whether migration 0016's trigger refused a normal commit (an agent whose topic
+    metadata did not yet say the topic is mirrored); its answer is `mirrored_refusal`."""
+    return isinstance(exc, psycopg.errors.CheckViolation) and _TRIGGER_MESSAGE in (
+        exc.diag.message_primary or ""
+    )
+
+
+def mirrored_refusal(batches: int) -> list[JSON]:
+    """A refused normal commit's answer: every batch POLICY_VIOLATION, nothing kept."""
     refused = {"error_code": int(ErrorCode.POLICY_VIOLATION), "base_offset": -1}
     return [dict(refused, log_start_offset=-1) for _ in range(batches)]
 

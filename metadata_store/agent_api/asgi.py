@@ -372,9 +372,8 @@ class AgentApi:
             row = await self.pipeline.commit(cluster.pk, commit)
             answer = {"batches": store.batch_answers(*row)}
         except Exception as exc:  # noqa: BLE001 - every failure is a short JSON answer
-            refused = mirroring.refused_as_mirrored(exc, len(request.batches))
-            if refused is not None:
-                return 200, {"batches": refused}
+            if mirroring.refused_as_mirrored(exc):  # (only a commit statement raises it)
+                return 200, {"batches": mirroring.mirrored_refusal(len(request.batches))}
             vanished = await loop.run_in_executor(
                 self._threads, _in_thread, endpoint.cluster_vanished, exc, cluster.pk
             )

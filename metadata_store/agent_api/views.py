@@ -75,10 +75,9 @@ def commit(cluster: VirtualCluster, body: schemas.CommitRequest) -> Answer:
             cluster_id=cluster.pk, file_key=body.file_key, size=body.size, batches=body.batches
         )
     except psycopg.errors.CheckViolation as exc:
-        refused = mirroring.refused_as_mirrored(exc, len(body.batches))
-        if refused is None:
+        if not mirroring.refused_as_mirrored(exc):
             raise
-        results = refused
+        results = mirroring.mirrored_refusal(len(body.batches))
     return {"batches": results}
 
 
