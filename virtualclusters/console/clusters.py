@@ -22,6 +22,7 @@ from virtualclusters.console.forms import (
     ClusterRenameForm,
 )
 from virtualclusters.console.lookup import cluster_or_404
+from virtualclusters.mirror import selectors as mirror_selectors
 from virtualclusters.models import VirtualCluster
 
 
@@ -68,6 +69,7 @@ def render_cluster_page(request, cluster: VirtualCluster, **context):
         "bootstrap": ",".join(bootstrap),
         "agent_command": agent_command("<agent key>"),
         "topics": selectors.topics_with_stats(cluster),
+        "migrations": mirror_selectors.migrations_shown(cluster),
         "agent_keys": cluster.agent_keys.order_by(ACTIVE_FIRST, "-created_at"),
         "live_agents": live_agents(cluster).count(),
         "config_form": ClusterConfigForm(initial=ClusterConfigForm.initial_for(cluster)),

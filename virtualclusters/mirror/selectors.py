@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import models
+
 from metadata_store.models import Partition
 from virtualclusters.mirror.models import Migration, MigrationTopic
 
@@ -70,3 +72,21 @@ def migration_detail(migration: Migration) -> dict[str, Any]:
         for r in rows
     ]
     return detail
+
+
+def migrations_shown(cluster: Any, *, limit: int = 5) -> list[dict[str, Any]]:
+    """The cluster page's migrations: running ones first, then the latest stopped, each
+    with its topics (and their totals of records behind and bytes copied)."""
+    rows = Migration.objects.filter(cluster=cluster).order_by(
+        models.Case(models.When(state=Migration.State.RUNNING, then=0), default=1), "-id"
+    )[:limit]
+    shown = []
+    for migration in rows:
+        detail = migration_detail(migration)
+        for topic in detail["topics"]:
+            behind = [p["records_behind"] for p in topic["partitions"]]
+            topic["records_behind"] = None if None in behind else sum(behind)
+            topic["bytes_copied"] = sum(p["bytes_copied"] for p in topic["partitions"])
+            topic["errors"] = [p["error"] for p in topic["partitions"] if p["error"]]
+        shown.append(detail)
+    return shown
