@@ -481,8 +481,14 @@ class MigrationCopier:
             fresh = [
                 p for p in migration.partitions.values() if p.topic == name and p.next_offset == 0
             ]
+            by_leader: dict[int | None, list[MirroredPartition]] = {}
+            for part in fresh:
+                by_leader.setdefault(migration.leader(part), []).append(part)
+            for leader, parts in by_leader.items():
+                if leader is None:
+                    raise SourceError(f"no leader for {name} on the source")
+                await self._fetch(migration, source, parts, probe=True)
             if fresh:
-                await self._fetch(migration, source, fresh, probe=True)
                 await self._commit(
                     migration,
                     None,

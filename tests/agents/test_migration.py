@@ -124,6 +124,18 @@ def _wait_caught_up(source: str, floe: str) -> dict[str, dict[int, tuple[int, in
         time.sleep(0.5)
 
 
+def _migrate(cluster, body: dict) -> tuple[APIClient, str, str]:
+    """A migration into `cluster` through the REST API: (client, migrations URL, its id)."""
+    api = APIClient()
+    api.credentials(
+        HTTP_AUTHORIZATION=f"Bearer {factories.make_api_key(cluster.cluster.organization)}"
+    )
+    url = f"/api/v1/clusters/{cluster.public_id}/migrations/"
+    created = api.post(url, body, format="json")
+    assert created.status_code == 201, created.content
+    return api, url, created.json()["id"]
+
+
 def test_a_tansu_cluster_migrates_with_every_offset_kept(agent, cluster, tansu):
     _create_topics(tansu.bootstrap)
     _produce(tansu.bootstrap, 0, RECORDS_BEFORE)
@@ -131,22 +143,14 @@ def test_a_tansu_cluster_migrates_with_every_offset_kept(agent, cluster, tansu):
     _commit_group(tansu.bootstrap, "billing-1", "payments", {0: 120, 2: 250})
     _commit_group(tansu.bootstrap, "other", "payments", {0: 10})
     floe = agent(cluster.key)  # every role, the copier's (jobs) too
-    api = APIClient()
-    api.credentials(
-        HTTP_AUTHORIZATION=f"Bearer {factories.make_api_key(cluster.cluster.organization)}"
-    )
-    url = f"/api/v1/clusters/{cluster.public_id}/migrations/"
-    created = api.post(
-        url,
+    api, url, migration = _migrate(
+        cluster,
         {
             "source_bootstrap": tansu.bootstrap,
             "topics": "orders|payments|clicks",
             "groups": "billing-.*",
         },
-        format="json",
     )
-    assert created.status_code == 201, created.content
-    migration = created.json()["id"]
 
     producing = threading.Thread(
         target=_produce, args=(tansu.bootstrap, RECORDS_BEFORE, RECORDS_DURING)
@@ -266,7 +270,7 @@ def _read_group(bootstrap: str, group: str, topic: str, ends: dict[int, int]) ->
 def test_a_floe_cluster_with_deleted_records_migrates(agent, cluster):
     """Another Floe cluster as the source (Tansu 0.6's memory storage panics on
     DeleteRecords): a log start raised inside a batch, a partition deleted whole."""
-    source_cluster, source_key = factories.make_cluster("source", org=cluster.cluster.organization)
+    _, source_key = factories.make_cluster("source", org=cluster.cluster.organization)
     source = agent(source_key)
     topic, partitions = "events", 3
     admin = AdminClient({"bootstrap.servers": source.bootstrap})
@@ -283,19 +287,7 @@ def test_a_floe_cluster_with_deleted_records_migrates(agent, cluster):
     assert source_marks[0][0] == 57 and source_marks[1] == (300, 300), source_marks
 
     floe = agent(cluster.key)
-    del source_cluster
-    api = APIClient()
-    api.credentials(
-        HTTP_AUTHORIZATION=f"Bearer {factories.make_api_key(cluster.cluster.organization)}"
-    )
-    url = f"/api/v1/clusters/{cluster.public_id}/migrations/"
-    created = api.post(
-        url,
-        {"source_bootstrap": source.bootstrap, "topics": topic},
-        format="json",
-    )
-    assert created.status_code == 201, created.content
-    migration = created.json()["id"]
+    api, url, migration = _migrate(cluster, {"source_bootstrap": source.bootstrap, "topics": topic})
     for i in range(900, 1200):  # producing goes on
         producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % partitions)
     assert producer.flush(30) == 0
@@ -331,13 +323,7 @@ def test_a_killed_copier_and_a_stopped_source_lose_and_repeat_nothing(agent, clu
     assert producer.flush(60) == 0
 
     first = agent(cluster.key)
-    api = APIClient()
-    api.credentials(
-        HTTP_AUTHORIZATION=f"Bearer {factories.make_api_key(cluster.cluster.organization)}"
-    )
-    url = f"/api/v1/clusters/{cluster.public_id}/migrations/"
-    created = api.post(url, {"source_bootstrap": tansu.bootstrap, "topics": topic}, format="json")
-    migration = created.json()["id"]
+    api, url, migration = _migrate(cluster, {"source_bootstrap": tansu.bootstrap, "topics": topic})
     deadline = time.monotonic() + 60
     while not Partition.objects.filter(topic__name=topic, high_watermark__gt=0).exists():
         assert time.monotonic() < deadline
@@ -383,3 +369,33 @@ def test_a_killed_copier_and_a_stopped_source_lose_and_repeat_nothing(agent, clu
     while (waiting := api.get(f"{url}{migration}/").json()["waiting_for"]) != "":
         assert time.monotonic() < deadline, waiting
         time.sleep(0.5)
+
+
+def test_start_from_now_copies_only_what_comes_after(agent, cluster, tansu):
+    topic = "later"
+    admin = AdminClient({"bootstrap.servers": tansu.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(15)
+    producer = Producer({"bootstrap.servers": tansu.bootstrap, "linger.ms": 5})
+    for i in range(200):
+        producer.produce(topic, key=b"old", value=b"%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    floe = agent(cluster.key)
+    api, url, migration = _migrate(
+        cluster, {"source_bootstrap": tansu.bootstrap, "topics": topic, "start_from_now": True}
+    )
+    deadline = time.monotonic() + 30
+    while Partition.objects.filter(topic__name=topic, log_start_offset=100).count() < 2:
+        assert time.monotonic() < deadline, api.get(f"{url}{migration}/").json()
+        time.sleep(0.2)
+    for i in range(60):
+        producer.produce(topic, key=b"new", value=b"%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    deadline = time.monotonic() + 30
+    while (have := fetch_watermarks(floe.bootstrap, topic, 2)) != {0: (100, 130), 1: (100, 130)}:
+        assert time.monotonic() < deadline, have
+        time.sleep(0.2)
+    ends = {0: 130, 1: 130}
+    source = _read_all(tansu.bootstrap, topic, 2, ends)
+    assert _read_all(floe.bootstrap, topic, 2, ends) == {
+        p: [r for r in records if r[0] >= 100] for p, records in source.items()
+    }

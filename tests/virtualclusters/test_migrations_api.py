@@ -65,7 +65,7 @@ def test_it_refuses_bad_regexes_protocols_and_readers(api, alice):
     for bad in (
         {**BODY, "topics": "orders("},
         {**BODY, "groups": "[a-"},
-        {**BODY, "source_security": {"protocol": "SASL_SSL", "username": "x"}},
+        {**BODY, "source_security": {"protocol": "SASL_SSL", "sasl_mechanism": "GSSAPI"}},
         {**BODY, "source_security": {"protocol": "GOPHER"}},
         {"topics": "x"},
     ):
@@ -115,6 +115,11 @@ def test_the_copier_leases_it_with_the_password_and_creates_mirrored_topics(api,
     topic = Topic.objects.get(cluster=alice["cluster"], name="orders")
     assert topic.partition_count == 3 and topic.mirrored_by == created["id"]
     assert topic.configs["cleanup.policy"] == "compact"
+    # Another migration of a topic this one mirrors: a conflict.
+    again = api(alice["admin"]).post(
+        _url(alice["cluster"]), {**BODY, "topics": "ord.*"}, format="json"
+    )
+    assert again.status_code == 409 and "mirrored by a running migration" in again.content.decode()
     assert set(Partition.objects.filter(topic=topic).values_list("mirrored", flat=True)) == {True}
     listed = agent("topics/list", {"names": ["orders"]})["topics"][0]
     assert listed["mirrored_by"] == created["id"]

@@ -3,24 +3,34 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from tenancy.api.pagination import PAGE_PARAMETERS
+from tenancy.api.strict import StrictSerializer
 from tenancy.api.views import created
+from tenancy.errors import conflict
 from virtualclusters.api.views import ClusterScopedView
 from virtualclusters.mirror import selectors, services
 from virtualclusters.mirror.models import Migration
 
 
-class SourceSecuritySerializer(serializers.Serializer):
+@extend_schema_field({"type": "string", "format": "regex", "maxLength": 1000})
+class RegexField(serializers.CharField):
+    """A Python regular expression (`re`), matched against whole names."""
+
+
+class SourceSecuritySerializer(StrictSerializer):
     protocol = serializers.ChoiceField(
         choices=services.SECURITY_PROTOCOLS, required=False, default="PLAINTEXT"
     )
     sasl_mechanism = serializers.ChoiceField(
-        choices=services.SASL_MECHANISMS, required=False, allow_blank=True
+        choices=services.SASL_MECHANISMS,
+        required=False,
+        allow_blank=True,
+        help_text="With a SASL protocol; PLAIN when left out.",
     )
     username = serializers.CharField(required=False, allow_blank=True, max_length=255)
     password = serializers.CharField(
@@ -35,13 +45,13 @@ class SourceSecuritySerializer(serializers.Serializer):
     )
 
 
-class MigrationCreateSerializer(serializers.Serializer):
+class MigrationCreateSerializer(StrictSerializer):
     source_bootstrap = serializers.CharField(
         max_length=1024, help_text="host:port[,host:port…] of the source Kafka."
     )
     source_security = SourceSecuritySerializer(required=False)
-    topics = serializers.CharField(max_length=1000, help_text="A regex of whole topic names.")
-    groups = serializers.CharField(
+    topics = RegexField(max_length=1000, help_text="A regex of whole topic names.")
+    groups = RegexField(
         max_length=1000, required=False, allow_blank=True, help_text="A regex of group ids."
     )
     start_from_now = serializers.BooleanField(
@@ -92,13 +102,15 @@ class MigrationDetailSerializer(MigrationSerializer):
     )
 
 
-class MigrationCutoverSerializer(serializers.Serializer):
+class MigrationCutoverSerializer(StrictSerializer):
     topics = serializers.ListField(
         child=serializers.CharField(max_length=249), min_length=1, max_length=10_000
     )
 
 
 def _invalid(exc: services.MigrationInvalid) -> ValidationError:
+    if exc.conflict:
+        return conflict(exc.field, exc.message)
     return ValidationError({exc.field: [exc.message]})
 
 

@@ -41,10 +41,11 @@ class LeaseLost(Exception):
 class MigrationInvalid(Exception):
     """A migration's settings that cannot work: `field` and a message for the user."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, *, conflict: bool = False) -> None:
         super().__init__(message)
         self.field = field
         self.message = message
+        self.conflict = conflict  # with what exists (a topic mirrored), not a bad value
 
 
 def _regex(field: str, text: str) -> str:
@@ -75,13 +76,13 @@ def migration_create(
         raise MigrationInvalid("source_security", f"protocol must be one of {SECURITY_PROTOCOLS}")
     security["protocol"] = protocol
     if protocol.startswith("SASL"):
-        mechanism = str(security.get("sasl_mechanism") or "").upper()
+        # (Credentials the source refuses show in the migration's state, as any failure
+        # to reach it.)
+        mechanism = str(security.get("sasl_mechanism") or "PLAIN").upper()
         if mechanism not in SASL_MECHANISMS:
             raise MigrationInvalid(
                 "source_security", f"sasl_mechanism must be one of {SASL_MECHANISMS}"
             )
-        if not security.get("username"):
-            raise MigrationInvalid("source_security", "SASL needs a username")
         security["sasl_mechanism"] = mechanism
     _regex("topics", topics)
     for name in MigrationTopic.objects.filter(
@@ -90,7 +91,9 @@ def migration_create(
         state=MigrationTopic.State.MIRRORING,
     ).values_list("name", flat=True):
         if re.fullmatch(topics, name):
-            raise MigrationInvalid("topics", f"topic {name!r} is mirrored by a running migration")
+            raise MigrationInvalid(
+                "topics", f"topic {name!r} is mirrored by a running migration", conflict=True
+            )
     return Migration.objects.create(
         cluster=cluster,
         source_bootstrap=source_bootstrap,
