@@ -108,7 +108,8 @@ class MigrationCutoverSerializer(StrictSerializer):
     )
 
 
-def _invalid(exc: services.MigrationInvalid) -> ValidationError:
+def _invalid(exc: services.MigrationInvalid) -> Exception:
+    """A 400 naming the field, or a 409 for a conflict with what exists."""
     if exc.conflict:
         return conflict(exc.field, exc.message)
     return ValidationError({exc.field: [exc.message]})
