@@ -8,6 +8,7 @@ error naming the migration; after the cutover it is accepted at the next offset.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -25,8 +26,11 @@ from virtualclusters.mirror.models import MigrationTopic
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 TOPICS = {"orders": 1, "payments": 3, "clicks": 12}
-RECORDS_BEFORE = 3_000  # per test, over the three topics
-RECORDS_DURING = 1_500
+# Over the three topics; FLOE_MIGRATION_RECORDS=50000 runs the scale (a third of
+# them produced while the migration runs).
+RECORDS = int(os.environ.get("FLOE_MIGRATION_RECORDS", "4500"))
+RECORDS_BEFORE = RECORDS * 2 // 3
+RECORDS_DURING = RECORDS - RECORDS_BEFORE
 CATCH_UP_S = 90.0
 
 
