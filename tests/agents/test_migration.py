@@ -403,3 +403,70 @@ def test_start_from_now_copies_only_what_comes_after(agent, cluster, tansu):
     assert _read_all(floe.bootstrap, topic, 2, ends) == {
         p: [r for r in records if r[0] >= 100] for p, records in source.items()
     }
+
+
+def _read_isolated(bootstrap: str, topic: str, end: int, isolation: str) -> list:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{isolation}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, -2)])
+    out: list = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                if message.offset() >= end:
+                    return out
+                continue
+            out.append((message.offset(), message.key(), message.value()))
+    finally:
+        consumer.close()
+    raise AssertionError(f"{isolation}: read {out} without reaching {end}")
+
+
+def test_source_transactions_read_the_same_on_the_mirror(agent, cluster, tansu):
+    """Committed transactions (their commit markers are control batches at their own
+    offsets) and an aborted one (Tansu 0.6 keeps none of its records) read the same on
+    the mirror as on the source, read_committed and read_uncommitted."""
+    topic = "ledger"
+    admin = AdminClient({"bootstrap.servers": tansu.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    producer = Producer({"bootstrap.servers": tansu.bootstrap, "transactional.id": "ledger-1"})
+    producer.init_transactions(15)
+    for n, outcome in enumerate(("commit", "abort", "commit", "commit")):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, key=b"t%d" % n, value=b"%s %d" % (outcome.encode(), i))
+        if outcome == "commit":
+            producer.commit_transaction(15)
+        else:
+            producer.abort_transaction(15)
+    plain = Producer({"bootstrap.servers": tansu.bootstrap})
+    plain.produce(topic, key=b"plain", value=b"after")
+    assert plain.flush(15) == 0
+    floe = agent(cluster.key)
+    _migrate(cluster, {"source_bootstrap": tansu.bootstrap, "topics": topic})
+    deadline = time.monotonic() + 30
+    while True:
+        want = fetch_watermarks(tansu.bootstrap, topic, 1)
+        if Partition.objects.filter(topic__name=topic).exists():
+            if fetch_watermarks(floe.bootstrap, topic, 1) == want:
+                break
+        assert time.monotonic() < deadline, want
+        time.sleep(0.2)
+    end = want[0][1]
+    for isolation in ("read_committed", "read_uncommitted"):
+        source = _read_isolated(tansu.bootstrap, topic, end, isolation)
+        assert len(source) == 10  # three committed transactions and the plain record
+        assert _read_isolated(floe.bootstrap, topic, end, isolation) == source, isolation
