@@ -43,6 +43,12 @@ _MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
 
 _PLAN_SECONDS = Histogram("floe_fetch_plan_seconds", "Latency of fetch-plan calls.")
 _READ_ERRORS = Counter("floe_fetch_read_errors_total", "Batches that could not be read.")
+_WAKES = Counter(
+    "floe_fetch_wakes_total",
+    "Long-polling Fetches woken by a commit or the tail feed, by what their re-plan found"
+    " (records, or empty: nothing new to send).",
+    ("outcome",),
+)
 
 
 def partition_answer(index: int, error: int = 0) -> dict[str, Any]:
@@ -104,6 +110,7 @@ async def fill(
     }
     keys = [(w.info.topic_id_str, w.partition) for w in wanted]
     tail = ctx.tail
+    woken = False
     while True:
         seen = ctx.watch.snapshot(keys)
         planned = None
@@ -128,6 +135,8 @@ async def fill(
         total, errors = await _assemble(
             ctx, wanted, planned, max_bytes, plan_request["isolation_level"] == 1
         )
+        if woken:
+            _WAKES.inc(1, "records" if total else "empty")
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0:
             if total:
@@ -142,7 +151,7 @@ async def fill(
         # shortly, since another agent may have committed.
         interval = FED_REPLAN_INTERVAL_S if tail is not None and tail.live else REPLAN_INTERVAL_S
         waiting = time.perf_counter()
-        await ctx.watch.wait(keys, min(interval, remaining), since=seen)
+        woken = await ctx.watch.wait(keys, min(interval, remaining), since=seen)
         long_poll_waited(time.perf_counter() - waiting)
 
 

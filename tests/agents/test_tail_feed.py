@@ -97,6 +97,38 @@ def test_tailing_consumers_are_planned_by_the_agent_and_get_every_record_once(ag
     assert stats.get("tail_index_partitions", 0) == 3, stats
 
 
+def wakes(agent) -> dict[str, int]:
+    """The agent's long-poll wakes so far, by what the woken Fetch's re-plan found."""
+    found = re.findall(r'floe_fetch_wakes_total\{outcome="(\w+)"\} ([0-9.e+]+)', agent.metrics())
+    return {outcome: int(float(value)) for outcome, value in found}
+
+
+def test_the_committing_agent_wakes_its_tailing_fetches_once_a_commit(agent, cluster):
+    """The agent that commits is woken by its own commit and by the feed's run of it; a
+    Fetch woken by the commit before the feed's run is applied plans from the index,
+    finds nothing new and waits again. With a live feed only the feed wakes: a woken
+    Fetch finds records."""
+    a = agent(cluster.key)
+    create_topic(a.bootstrap, "once", partitions=3)
+    consumer = tailing(a.bootstrap, "once", 3)
+    got: list[list] = [[]]
+    drain([consumer], got, 1.0)
+    producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 0})
+    before = wakes(a)
+    for burst in range(15):
+        for i in range(3):
+            producer.produce("once", f"w{burst}-{i}".encode(), partition=i)
+        producer.flush(10)
+        drain_until([consumer], got, 3 * (burst + 1))
+    after = wakes(a)
+    consumer.close()
+    assert len(got[0]) == 45
+    with_records = after.get("records", 0) - before.get("records", 0)
+    empty = after.get("empty", 0) - before.get("empty", 0)
+    assert with_records >= 10, (before, after)
+    assert empty <= with_records // 5, (before, after)
+
+
 def test_delete_records_under_tailing_consumers(agent, cluster):
     """DeleteRecords drops the partition from the index: a consumer that comes after
     starts at the new log start, tailing consumers carry on with every new record."""
