@@ -46,6 +46,11 @@ OWN_COMMIT_WAKES_SKIPPED = Counter(
     "floe_tail_feed_own_commit_wakes_skipped_total",
     "This agent's commits that did not wake Fetches themselves: the live feed brings them.",
 )
+INDEX_INVALIDATED = Counter(
+    "floe_tail_index_invalidated_total",
+    "Partitions the feed named as changed other than by a commit (retention, DeleteRecords,"
+    " compaction swaps, transaction markers, deletion): their entries were dropped.",
+)
 INDEX_PARTITIONS = Gauge("floe_tail_index_partitions", "Partitions the tail index holds.")
 INDEX_RUNS = Gauge("floe_tail_index_runs", "Runs the tail index holds.")
 
@@ -125,6 +130,9 @@ class TailFeed:
         entries = answer.get("entries") or []
         if entries:
             self._wake(self.index.apply(entries))
+            INDEX_INVALIDATED.inc(
+                sum(len(e.get("changed", ())) for e in entries if "runs" not in e)
+            )
             self.lag_s = max(0.0, time.time() - entries[-1]["at_ms"] / 1000)
             FEED_LAG.set(self.lag_s)
             self._gauges()
