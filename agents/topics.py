@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneUnavailable
@@ -36,8 +37,8 @@ class TopicInfo:
     configs: dict[str, Any] = field(default_factory=dict)
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
-    @property
-    def topic_id_str(self) -> str:
+    @cached_property
+    def topic_id_str(self) -> str:  # every Fetch names every partition's topic by it
         return str(self.topic_id)
 
 
