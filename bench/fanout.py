@@ -66,6 +66,7 @@ def agent_counters(agents: list[Agent]) -> dict[str, float]:
         source: sum(a.metric("floe_fetch_plans_total", source=source) for a in agents)
         for source in ("tail_index", "control_plane")
     }
+    counters["fetches"] = sum(a.metric("floe_requests_total", api="FETCH") for a in agents)
     for outcome in ("records", "empty"):
         counters["wakes_" + outcome] = sum(
             a.metric("floe_fetch_wakes_total", outcome=outcome) for a in agents
@@ -159,6 +160,7 @@ def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
     for t in tails:
         t.consumer.close()
     calls = {k: int(calls_after.get(k, 0) - calls_before.get(k, 0)) for k in calls_after}
+    fetches = plans_after["fetches"] - plans_before["fetches"]
     return {
         "consumers": consumers,
         "agents": len(agents),
@@ -182,6 +184,11 @@ def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
             for before, after in zip(cpu_before[0], cpu_after[0], strict=True)
         ],
         "client_cores": round((cpu_after[1] - cpu_before[1]) / wall, 2),
+        # The agents' CPU per Fetch answered: what the read path costs, load or not.
+        "fetches": int(fetches),
+        "agent_cpu_us_per_fetch": round(
+            (sum(cpu_after[0]) - sum(cpu_before[0])) / max(fetches, 1) * 1e6
+        ),
         # Long polls woken by a commit or the feed: re-plans that found records, or none.
         "wakes_with_records": int(plans_after["wakes_records"] - plans_before["wakes_records"]),
         "wakes_empty": int(plans_after["wakes_empty"] - plans_before["wakes_empty"]),
