@@ -122,7 +122,8 @@ async def fill(
             planned = tail.plan(
                 plan_request["partitions"], max_bytes, plan_request["isolation_level"]
             )
-        if planned is not None:
+        from_tail = planned is not None
+        if from_tail:
             PLANS.inc(1, "tail_index")
         else:
             PLANS.inc(1, "control_plane")
@@ -137,7 +138,7 @@ async def fill(
             finally:
                 _PLAN_SECONDS.observe(time.perf_counter() - started)
         total, errors = await _assemble(
-            ctx, wanted, planned, max_bytes, plan_request["isolation_level"] == 1
+            ctx, wanted, planned, max_bytes, plan_request["isolation_level"] == 1, shared=from_tail
         )
         if woken:
             _WAKES.inc(1, "records" if total else "empty")
@@ -195,8 +196,12 @@ async def _assemble(
     planned: list[dict[str, Any]],
     max_bytes: int,
     read_committed: bool = False,
+    *,
+    shared: bool = True,
 ) -> tuple[int, bool]:
     """Fill each answer from its plan; returns (bytes of records, any partition error).
+    `shared`: keep the walks of runs read for the next Fetches (a plan of the tail, which
+    other consumers read too; not a catch-up's, which is read once).
 
     The plan names partition runs; each is read whole and walked batch by batch: batches
     before the fetch offset are skipped, every batch gets its assigned baseOffset, and
@@ -233,7 +238,7 @@ async def _assemble(
         return 0, errors
 
     cache = ctx.cache
-    walked_bytes = min(_WALKED_MAX_BYTES, ctx.config.cache_bytes // 8)
+    walked_bytes = min(_WALKED_MAX_BYTES, ctx.config.cache_bytes // 8) if shared else 0
     for _, runs in chosen:
         for run in runs:
             if "marker" not in run:
@@ -316,9 +321,11 @@ class _Walked:
 
 
 # Walked runs by (file key, position, length, base offset, last offset, rewrite): files
-# never change (a compaction writes new ones), so neither does a run's walk. Bounded by
-# the bytes of the runs held — an eighth of the read cache's, at most 32 MiB (none with
-# no read cache) —; each holds one copy of its run (never a view pinning a whole chunk).
+# never change (a compaction writes new ones), so neither does a run's walk. Only runs of
+# plans from the tail index are kept; bounded by the bytes of the runs held — an eighth
+# of the read cache's, at most 32 MiB (none with no read cache) —; each holds one copy of
+# its run (never a view pinning a whole cache chunk). A walk not kept (a catch-up's) is of
+# views into the cached chunks, no copy.
 _WALKED: OrderedDict[tuple[Any, ...], _Walked] = OrderedDict()
 _WALKED_MAX_BYTES = 32 * 1024 * 1024
 _walked_bytes = 0
@@ -335,7 +342,8 @@ async def _walked(cache: Any, run: dict[str, Any], max_bytes: int) -> _Walked:
         _WALKED.move_to_end(key)
         return walked
     views = await cache.read(run["file_key"], run["pos"], run["len"])
-    data = memoryview(b"".join(views))
+    keep = 0 < run["len"] <= max_bytes
+    data = views[0] if len(views) == 1 and not keep else memoryview(b"".join(views))
     walked = _Walked()
     try:
         for batch in run_batches(
@@ -354,7 +362,7 @@ async def _walked(cache: Any, run: dict[str, Any], max_bytes: int) -> _Walked:
         walked.error = exc
         return walked  # not kept: the next Fetch reads it again
     walked.size = len(data)
-    if key not in _WALKED and walked.size <= max_bytes:
+    if keep and key not in _WALKED:
         _WALKED[key] = walked
         _walked_bytes += walked.size
         while _walked_bytes > max_bytes:

@@ -89,9 +89,10 @@ PARTITION = st.lists(BATCHES, min_size=1, max_size=3)
     total_max=st.sampled_from([1, 500, 2_000, 10**7]),
     read_committed=st.booleans(),
     fetches=st.integers(1, 3),
+    shared=st.booleans(),
 )
 def test_a_fetch_gets_what_a_batch_by_batch_walk_gives(
-    partitions, picks, part_max, total_max, read_committed, fetches
+    partitions, picks, part_max, total_max, read_committed, fetches, shared
 ):
     bucket = _Bucket()
     built = [_runs(bucket, sizes) for sizes in partitions]
@@ -116,7 +117,7 @@ def test_a_fetch_gets_what_a_batch_by_batch_walk_gives(
             sent, budget = _reference(bucket, runs, offset, part_max, budget, total_max, end)
             expected.append(sent)
         total, errors = asyncio.run(
-            read_path._assemble(ctx, wanted, planned, total_max, read_committed)  # type: ignore[arg-type]
+            read_path._assemble(ctx, wanted, planned, total_max, read_committed, shared=shared)  # type: ignore[arg-type]
         )
         assert not errors
         assert total == total_max - budget
