@@ -123,7 +123,7 @@ async def fill(
                 plan_request["partitions"], max_bytes, plan_request["isolation_level"]
             )
         from_tail = planned is not None
-        if from_tail:
+        if planned is not None:
             PLANS.inc(1, "tail_index")
         else:
             PLANS.inc(1, "control_plane")
