@@ -57,7 +57,16 @@ def test_a_compaction_swap_under_tailing_consumers(
     drain(consumers, got, 1.0)
     producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 0})
     sent: list[bytes] = []
-    for n in range(12):  # twelve small files: compaction is due from eight
+    # Until the agent plans the tail from its index (the feed is live: an earlier test
+    # may have left the control plane's relay reconnecting), so that it holds both
+    # partitions from here on.
+    deadline = time.monotonic() + 30
+    while not plans(a).get("tail_index", 0) and time.monotonic() < deadline:
+        produce_round(producer, sent, f"warm{len(sent)}")
+        drain(consumers, got, 0.3)
+    assert plans(a).get("tail_index", 0) > 0
+    late_start = len(sent) // PARTITIONS + 12  # inside the rounds the swap rewrites
+    for n in range(12):  # twelve more small files: compaction is due from eight
         produce_round(producer, sent, f"before{n}")
         drain(consumers, got, 0.05)
     drain_until(consumers, got, len(sent))
@@ -67,8 +76,6 @@ def test_a_compaction_swap_under_tailing_consumers(
         )
     )
     assert len(inputs) >= 12
-    late_start = 12  # offsets 0-23 of each partition (2 records a round) are swapped
-    assert plans(a).get("tail_index", 0) > 0
 
     # The job runs (Spark in this process) while the producer writes and consumers tail.
     stop = threading.Event()
@@ -76,7 +83,7 @@ def test_a_compaction_swap_under_tailing_consumers(
     def keep_producing() -> None:
         during = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 0})
         n = 0
-        while not stop.is_set() and n < 40:  # the index holds 64 runs a partition
+        while not stop.is_set() and n < 30:  # the index holds 64 runs a partition
             produce_round(during, sent, f"during{n}")
             n += 1
             stop.wait(0.3)
