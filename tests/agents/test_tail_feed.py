@@ -339,3 +339,43 @@ def test_a_feed_cut_for_10s_loses_and_repeats_nothing_and_the_agent_catches_up(a
             offsets = [o for part, o, _ in out if part == p]
             assert offsets == list(range(len(offsets)))
     assert after.get("tail_index", 0) - before.get("tail_index", 0) > 20, (before, after)
+
+
+def test_the_relay_connects_again_when_only_its_naming_connection_is_lost(agent, cluster):
+    """The relay names partitions on a second connection; killed while LISTEN's lives,
+    every poll that names a new partition failed (503) until the web server restarted,
+    and agents planned everything by the control plane. Now the relay connects both
+    again and the agent plans the tail from its index once more."""
+    from django.db import connection
+
+    a = agent(cluster.key)
+    create_topic(a.bootstrap, "named", partitions=1)
+    consumer = tailing(a.bootstrap, "named", 1)
+    got: list[list] = [[]]
+    producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 0})
+    producer.produce("named", b"first", partition=0)
+    producer.flush(10)
+    drain_until([consumer], got, 1)  # the relay has named the partition: its query ran
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query LIKE 'SELECT id, topic_id%%'"
+        )
+        assert cursor.fetchone()[0] >= 1
+    connection.close()
+    create_topic(a.bootstrap, "renamed", partitions=1)  # a partition to name anew
+    later = tailing(a.bootstrap, "renamed", 1)
+    seen: list[list] = [[]]
+    deadline = time.monotonic() + 30
+    before = plans(a).get("tail_index", 0)
+    n = 0
+    while plans(a).get("tail_index", 0) - before < 20 and time.monotonic() < deadline:
+        producer.produce("renamed", f"r{n}".encode(), partition=0)
+        producer.flush(10)
+        n += 1
+        drain([later], seen, 0.3)
+    drain_until([later], seen, n)
+    consumer.close()
+    later.close()
+    assert [v for _, _, v in seen[0]] == [f"r{i}".encode() for i in range(n)]
+    assert plans(a).get("tail_index", 0) - before >= 20, n
