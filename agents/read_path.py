@@ -5,19 +5,23 @@ baseOffset rewritten to its assigned offset, and a long poll that wakes on this 
 commits and the tail feed's runs (or, without a live feed, on a periodic re-plan).
 
 The plan names partition runs (one index row: a partition's consecutive batches in one
-file); each run is walked batch by batch (``core.segment.run_batches``). Batches are not
-copied (a run spanning cache chunks is, once): a response's records are views into cached
-chunks plus a 16-byte rewritten prefix per batch (baseOffset, batchLength and
-partitionLeaderEpoch, none of which the CRC covers — KIP-98).
+file); each run is walked batch by batch (``core.segment.run_batches``) once and the walk
+shared by every Fetch that reads the run (``_walked``: consumers of every group at the
+tail read the same newest runs): a response's records are views into one copy of the
+run's bytes plus a 16-byte rewritten prefix per batch (baseOffset, batchLength and
+partitionLeaderEpoch, none of which the CRC covers — KIP-98), and a Fetch finds the
+batches it may send by bisection, not by walking them again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import logging
 import struct
 import time
+from collections import OrderedDict
 from typing import Any
 
 from agents.context import AgentContext
@@ -43,6 +47,12 @@ _MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
 
 _PLAN_SECONDS = Histogram("floe_fetch_plan_seconds", "Latency of fetch-plan calls.")
 _READ_ERRORS = Counter("floe_fetch_read_errors_total", "Batches that could not be read.")
+_WAKES = Counter(
+    "floe_fetch_wakes_total",
+    "Long-polling Fetches woken by a commit or the tail feed, by what their re-plan found"
+    " (records, or empty: nothing new to send).",
+    ("outcome",),
+)
 
 
 def partition_answer(index: int, error: int = 0) -> dict[str, Any]:
@@ -104,6 +114,7 @@ async def fill(
     }
     keys = [(w.info.topic_id_str, w.partition) for w in wanted]
     tail = ctx.tail
+    woken = False
     while True:
         seen = ctx.watch.snapshot(keys)
         planned = None
@@ -111,6 +122,7 @@ async def fill(
             planned = tail.plan(
                 plan_request["partitions"], max_bytes, plan_request["isolation_level"]
             )
+        from_tail = planned is not None
         if planned is not None:
             PLANS.inc(1, "tail_index")
         else:
@@ -126,8 +138,10 @@ async def fill(
             finally:
                 _PLAN_SECONDS.observe(time.perf_counter() - started)
         total, errors = await _assemble(
-            ctx, wanted, planned, max_bytes, plan_request["isolation_level"] == 1
+            ctx, wanted, planned, max_bytes, plan_request["isolation_level"] == 1, shared=from_tail
         )
+        if woken:
+            _WAKES.inc(1, "records" if total else "empty")
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0:
             if total:
@@ -142,7 +156,7 @@ async def fill(
         # shortly, since another agent may have committed.
         interval = FED_REPLAN_INTERVAL_S if tail is not None and tail.live else REPLAN_INTERVAL_S
         waiting = time.perf_counter()
-        await ctx.watch.wait(keys, min(interval, remaining), since=seen)
+        woken = await ctx.watch.wait(keys, min(interval, remaining), since=seen)
         long_poll_waited(time.perf_counter() - waiting)
 
 
@@ -182,8 +196,12 @@ async def _assemble(
     planned: list[dict[str, Any]],
     max_bytes: int,
     read_committed: bool = False,
+    *,
+    shared: bool = True,
 ) -> tuple[int, bool]:
     """Fill each answer from its plan; returns (bytes of records, any partition error).
+    `shared`: keep the walks of runs read for the next Fetches (a plan of the tail, which
+    other consumers read too; not a catch-up's, which is read once).
 
     The plan names partition runs; each is read whole and walked batch by batch: batches
     before the fetch offset are skipped, every batch gets its assigned baseOffset, and
@@ -220,6 +238,7 @@ async def _assemble(
         return 0, errors
 
     cache = ctx.cache
+    walked_bytes = min(_WALKED_MAX_BYTES, ctx.config.cache_bytes // 8) if shared else 0
     for _, runs in chosen:
         for run in runs:
             if "marker" not in run:
@@ -244,30 +263,31 @@ async def _assemble(
                     used += len(marker)
                     total += len(marker)
                     continue
-                views = await cache.read(run["file_key"], run["pos"], run["len"])
-                data = views[0] if len(views) == 1 else memoryview(b"".join(views))
-                for batch in run_batches(
-                    data,
-                    base_offset=run["base_offset"],
-                    last_offset=run["last_offset"],
-                    rewrite=run.get("rewrite", True),
-                ):
-                    if batch.last_offset < item.offset:
-                        continue  # before the fetch offset: the consumer would skip it
-                    if end is not None and batch.base_offset >= end:
-                        raise _Full
-                    size = batch.length
-                    first_of_response = total == 0 and not pieces
-                    if not first_of_response and (
-                        used + size > item.max_bytes or total + size > max_bytes
-                    ):
-                        raise _Full
-                    pieces.append(_PREFIX.pack(batch.base_offset, size - 12, _LEADER_EPOCH))
-                    pieces.append(data[batch.position + _PREFIX.size : batch.position + size])
+                walked = await _walked(cache, run, walked_bytes)
+                batches = walked.lasts
+                # From the first batch the fetch offset needs (the consumer skips what
+                # comes before it in a batch), below the last stable offset
+                # (read_committed), while the budgets last (KIP-74: the response's first
+                # batch goes whatever its size).
+                i = bisect.bisect_left(batches, item.offset)
+                n = len(batches) if end is None else bisect.bisect_left(walked.bases, end, i)
+                if i < n:
+                    cum = walked.cum_bytes
+                    start = i + 1 if total == 0 and not pieces else i
+                    allowed = min(item.max_bytes - used, max_bytes - total) - (cum[start] - cum[i])
+                    j = max(start, bisect.bisect_right(cum, cum[start] + allowed, start, n + 1) - 1)
+                    size = cum[j] - cum[i]
+                    pieces.extend(walked.pieces[2 * i : 2 * j])
                     used += size
                     total += size
                     item.sent_bytes += size
-                    item.sent_records += batch.last_offset - batch.base_offset + 1
+                    item.sent_records += walked.cum_records[j] - walked.cum_records[i]
+                    if j < n:
+                        raise _Full
+                if n < len(batches):
+                    raise _Full
+                if walked.error is not None:
+                    raise walked.error
         except _Full:
             pass
         except Exception as exc:  # missing object, I/O error, short file, a bad run
@@ -279,6 +299,75 @@ async def _assemble(
         if pieces:
             item.answer["records"] = pieces
     return total, errors
+
+
+class _Walked:
+    """A run's batches walked once and shared by every Fetch that reads it (consumers of
+    every group at the tail read the same newest runs): per batch its assigned offsets,
+    the response bytes — the 16-byte rewritten prefix and the rest of the batch, a view
+    of one copy of the run's bytes — and running totals of bytes and records, so that a
+    Fetch takes the batches it may send with two bisections and one list slice."""
+
+    __slots__ = ("bases", "lasts", "pieces", "cum_bytes", "cum_records", "error", "size")
+
+    def __init__(self) -> None:
+        self.bases: list[int] = []
+        self.lasts: list[int] = []
+        self.pieces: list[bytes | memoryview] = []  # two a batch: prefix, rest
+        self.cum_bytes = [0]  # bytes of the batches before each (and of all, last)
+        self.cum_records = [0]
+        self.error: Exception | None = None  # a walk that failed after these batches
+        self.size = 0
+
+
+# Walked runs by (file key, position, length, base offset, last offset, rewrite): files
+# never change (a compaction writes new ones), so neither does a run's walk. Only runs of
+# plans from the tail index are kept; bounded by the bytes of the runs held — an eighth
+# of the read cache's, at most 32 MiB (none with no read cache) —; each holds one copy of
+# its run (never a view pinning a whole cache chunk). A walk not kept (a catch-up's) is of
+# views into the cached chunks, no copy.
+_WALKED: OrderedDict[tuple[Any, ...], _Walked] = OrderedDict()
+_WALKED_MAX_BYTES = 32 * 1024 * 1024
+_walked_bytes = 0
+
+
+async def _walked(cache: Any, run: dict[str, Any], max_bytes: int) -> _Walked:
+    """The run's batches walked (`core.segment.run_batches`), from `_WALKED` or read and
+    kept there within `max_bytes`."""
+    global _walked_bytes
+    rewrite = run.get("rewrite", True)
+    key = (run["file_key"], run["pos"], run["len"], run["base_offset"], run["last_offset"], rewrite)
+    walked = _WALKED.get(key)
+    if walked is not None:
+        _WALKED.move_to_end(key)
+        return walked
+    views = await cache.read(run["file_key"], run["pos"], run["len"])
+    keep = 0 < run["len"] <= max_bytes
+    data = views[0] if len(views) == 1 and not keep else memoryview(b"".join(views))
+    walked = _Walked()
+    try:
+        for batch in run_batches(
+            data, base_offset=run["base_offset"], last_offset=run["last_offset"], rewrite=rewrite
+        ):
+            size = batch.length
+            walked.bases.append(batch.base_offset)
+            walked.lasts.append(batch.last_offset)
+            walked.pieces.append(_PREFIX.pack(batch.base_offset, size - 12, _LEADER_EPOCH))
+            walked.pieces.append(data[batch.position + _PREFIX.size : batch.position + size])
+            walked.cum_bytes.append(walked.cum_bytes[-1] + size)
+            walked.cum_records.append(
+                walked.cum_records[-1] + batch.last_offset - batch.base_offset + 1
+            )
+    except Exception as exc:  # a short or corrupt run: its batches before the fault serve
+        walked.error = exc
+        return walked  # not kept: the next Fetch reads it again
+    walked.size = len(data)
+    if keep and key not in _WALKED:
+        _WALKED[key] = walked
+        _walked_bytes += walked.size
+        while _walked_bytes > max_bytes:
+            _walked_bytes -= _WALKED.popitem(last=False)[1].size
+    return walked
 
 
 def control_batch(offset: int, marker: dict[str, Any]) -> bytes:

@@ -48,7 +48,7 @@ from agents.schema_registry.validation import SchemaValidator
 from agents.security.session import Security
 from agents.security.tls import TlsConfigError
 from agents.server import KafkaServer
-from agents.tail_feed import TailFeed
+from agents.tail_feed import FedCommitWatch, TailFeed
 from agents.topics import TopicCache
 from agents.write_path import CommitWatch, SegmentWriter
 from agents.zone_cache import ChunkRing, ZoneCache
@@ -249,7 +249,8 @@ class AgentRuntime:
                 raise StartupError(str(exc)) from None
             answer = await self._register(port)
             cluster_id = answer["cluster"]["id"]
-            watch = CommitWatch()
+            # Fetch-serving agents' own commits wake through the tail feed (FedCommitWatch).
+            watch = FedCommitWatch() if CLIENT_ROLES & set(config.roles) else CommitWatch()
             offsets = PartitionOffsets()
             # Group relays use the peer channel even when the zone cache is off.
             self.peers = PeerClient(

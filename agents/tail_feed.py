@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError
@@ -41,8 +42,39 @@ FEED_LAG = Gauge(
     "floe_tail_feed_lag_seconds",
     "From the relay's receipt of the last notification to this agent applying it.",
 )
+OWN_COMMIT_WAKES_SKIPPED = Counter(
+    "floe_tail_feed_own_commit_wakes_skipped_total",
+    "This agent's commits that did not wake Fetches themselves: the live feed brings them.",
+)
+INDEX_INVALIDATED = Counter(
+    "floe_tail_index_invalidated_total",
+    "Partitions the feed named as changed other than by a commit (retention, DeleteRecords,"
+    " compaction swaps, transaction markers, deletion): their entries were dropped.",
+)
 INDEX_PARTITIONS = Gauge("floe_tail_index_partitions", "Partitions the tail index holds.")
 INDEX_RUNS = Gauge("floe_tail_index_runs", "Runs the tail index holds.")
+
+
+class FedCommitWatch(CommitWatch):
+    """The `CommitWatch` of an agent whose Fetches a tail feed serves. This agent's own
+    commits (`notify`, from the segment writer) wake waiting Fetches only while the feed
+    is not live: a live feed brings the same runs, and the index plans only from what the
+    feed brought — a Fetch woken by the commit before the feed's run arrives finds
+    nothing new and waits again, one wasted plan per waiting Fetch and commit. The feed
+    wakes through `CommitWatch.notify` itself. Without a live feed (none yet, cut, stale)
+    every commit wakes as before; a feed that stops answering leaves a Fetch woken at the
+    latest by its `FED_REPLAN_INTERVAL_S` re-plan, one that is reset wakes every
+    partition it held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.feed: TailFeed | None = None
+
+    def notify(self, partitions: Iterable[tuple[str, int]]) -> None:
+        if self.feed is not None and self.feed.live:
+            OWN_COMMIT_WAKES_SKIPPED.inc()
+            return
+        super().notify(partitions)
 
 
 class TailFeed:
@@ -51,6 +83,8 @@ class TailFeed:
     def __init__(self, client: ControlPlaneClient, watch: CommitWatch) -> None:
         self.client = client
         self.watch = watch
+        if isinstance(watch, FedCommitWatch):
+            watch.feed = self
         self.index = TailIndex()
         self.epoch = ""
         self.seq = 0
@@ -73,8 +107,13 @@ class TailFeed:
     def _reset(self) -> None:
         if self.index.runs or len(self.index):
             FEED_RESETS.inc()
-        self.watch.notify(self.index.clear())
+        self._wake(self.index.clear())
         self._gauges()
+
+    def _wake(self, keys: set[tuple[str, int]]) -> None:
+        """Wake the Fetches waiting on these partitions (`FedCommitWatch.notify` is for
+        this agent's commits)."""
+        CommitWatch.notify(self.watch, keys)
 
     def _gauges(self) -> None:
         INDEX_PARTITIONS.set(len(self.index))
@@ -90,7 +129,10 @@ class TailFeed:
         self._heard = time.monotonic()
         entries = answer.get("entries") or []
         if entries:
-            self.watch.notify(self.index.apply(entries))
+            self._wake(self.index.apply(entries))
+            INDEX_INVALIDATED.inc(
+                sum(len(e.get("changed", ())) for e in entries if "runs" not in e)
+            )
             self.lag_s = max(0.0, time.time() - entries[-1]["at_ms"] / 1000)
             FEED_LAG.set(self.lag_s)
             self._gauges()

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneUnavailable
@@ -39,8 +40,8 @@ class TopicInfo:
     # its cutover (docs/ARCHITECTURE.md "Migration").
     mirrored_by: str = ""
 
-    @property
-    def topic_id_str(self) -> str:
+    @cached_property
+    def topic_id_str(self) -> str:  # every Fetch names every partition's topic by it
         return str(self.topic_id)
 
 

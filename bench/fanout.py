@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import resource
 import struct
 import sys
 import tempfile
@@ -38,6 +40,16 @@ TOPIC = "fanout"
 STAMP = struct.Struct(">dq")  # send time (epoch seconds), sequence number
 
 
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds (user + system) of a process so far: `pid`, or this one (its
+    librdkafka threads included)."""
+    if pid is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def api_calls(url: str) -> dict[str, float]:
     """The control plane's agent-API calls so far, by call (every outcome)."""
     with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
@@ -46,6 +58,20 @@ def api_calls(url: str) -> dict[str, float]:
     for call, value in re.findall(r'floe_agent_api_calls_total\{call="([^"]+)"[^}]*\} (\S+)', text):
         calls[call] = calls.get(call, 0.0) + float(value)
     return calls
+
+
+def agent_counters(agents: list[Agent]) -> dict[str, float]:
+    """The agents' plans by source and long-poll wakes by outcome, summed."""
+    counters = {
+        source: sum(a.metric("floe_fetch_plans_total", source=source) for a in agents)
+        for source in ("tail_index", "control_plane")
+    }
+    counters["fetches"] = sum(a.metric("floe_requests_total", api="FETCH") for a in agents)
+    for outcome in ("records", "empty"):
+        counters["wakes_" + outcome] = sum(
+            a.metric("floe_fetch_wakes_total", outcome=outcome) for a in agents
+        )
+    return counters
 
 
 class Tail:
@@ -105,8 +131,9 @@ def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
         time.sleep(0.2)
     time.sleep(2)  # every consumer waits at the tail
     calls_before = api_calls(url)
-    plans_before = {s: sum(a.metric("floe_fetch_plans_total", source=s) for a in agents)
-                    for s in ("tail_index", "control_plane")}  # fmt: skip
+    plans_before = agent_counters(agents)
+    cpu_before = [cpu_seconds(a.proc.pid) for a in agents], cpu_seconds()
+    wall = time.monotonic()
     producer = Producer({"bootstrap.servers": agents[0].bootstrap, "linger.ms": 5})
     padding = b"x" * (VALUE_BYTES - STAMP.size)
     total = int(args.rate * args.seconds)
@@ -122,9 +149,10 @@ def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
     deadline = time.monotonic() + 30
     while min(len(t.seen) for t in tails) < total and time.monotonic() < deadline:
         time.sleep(0.1)
+    wall = time.monotonic() - wall
+    cpu_after = [cpu_seconds(a.proc.pid) for a in agents], cpu_seconds()
     calls_after = api_calls(url)
-    plans_after = {s: sum(a.metric("floe_fetch_plans_total", source=s) for a in agents)
-                   for s in ("tail_index", "control_plane")}  # fmt: skip
+    plans_after = agent_counters(agents)
     stop.set()
     for thread in threads:
         thread.join()
@@ -132,6 +160,7 @@ def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
     for t in tails:
         t.consumer.close()
     calls = {k: int(calls_after.get(k, 0) - calls_before.get(k, 0)) for k in calls_after}
+    fetches = plans_after["fetches"] - plans_before["fetches"]
     return {
         "consumers": consumers,
         "agents": len(agents),
@@ -148,6 +177,21 @@ def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
         ),
         "e2e_p50_ms": round(percentile(latencies, 50) * 1000, 1),
         "e2e_p99_ms": round(percentile(latencies, 99) * 1000, 1),
+        # Cores busy on average while producing and draining: each agent process, and
+        # this process (the consumers' librdkafka threads, their polling and the producer).
+        "agent_cores": [
+            round((after - before) / wall, 2)
+            for before, after in zip(cpu_before[0], cpu_after[0], strict=True)
+        ],
+        "client_cores": round((cpu_after[1] - cpu_before[1]) / wall, 2),
+        # The agents' CPU per Fetch answered: what the read path costs, load or not.
+        "fetches": int(fetches),
+        "agent_cpu_us_per_fetch": round(
+            (sum(cpu_after[0]) - sum(cpu_before[0])) / max(fetches, 1) * 1e6
+        ),
+        # Long polls woken by a commit or the feed: re-plans that found records, or none.
+        "wakes_with_records": int(plans_after["wakes_records"] - plans_before["wakes_records"]),
+        "wakes_empty": int(plans_after["wakes_empty"] - plans_before["wakes_empty"]),
     }
 
 
@@ -159,7 +203,7 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=1)
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="floe-bench-fanout-"))
-    env = bench_env(data_dir, database="floe_bench_fanout")
+    env = bench_env(data_dir, database=os.environ.get("FLOE_BENCH_DATABASE", "floe_bench_fanout"))
     django_setup(env)
     from tests.factories import make_cluster
 

@@ -250,9 +250,15 @@ class Relay:
                         async for notification in conn.notifies(timeout=CHECK_S):
                             got = True
                             self.add(notification.payload)
+                        # A lookup that failed left the naming connection broken (its
+                        # backend killed or restarted while LISTEN's lived): every poll
+                        # naming a partition would fail until both connect again.
+                        if names.broken:
+                            raise psycopg.OperationalError("the naming connection was lost")
                         if not got:
                             async with asyncio.timeout(CONNECT_TIMEOUT_S):
                                 await conn.execute("SELECT 1")
+                                await names.execute("SELECT 1")
             except (psycopg.Error, OSError, TimeoutError) as exc:
                 log.warning("tail feed: %s; listening again in %.0f s", exc, RECONNECT_S)
             finally:

@@ -97,6 +97,38 @@ def test_tailing_consumers_are_planned_by_the_agent_and_get_every_record_once(ag
     assert stats.get("tail_index_partitions", 0) == 3, stats
 
 
+def wakes(agent) -> dict[str, int]:
+    """The agent's long-poll wakes so far, by what the woken Fetch's re-plan found."""
+    found = re.findall(r'floe_fetch_wakes_total\{outcome="(\w+)"\} ([0-9.e+]+)', agent.metrics())
+    return {outcome: int(float(value)) for outcome, value in found}
+
+
+def test_the_committing_agent_wakes_its_tailing_fetches_once_a_commit(agent, cluster):
+    """The agent that commits is woken by its own commit and by the feed's run of it; a
+    Fetch woken by the commit before the feed's run is applied plans from the index,
+    finds nothing new and waits again. With a live feed only the feed wakes: a woken
+    Fetch finds records."""
+    a = agent(cluster.key)
+    create_topic(a.bootstrap, "once", partitions=3)
+    consumer = tailing(a.bootstrap, "once", 3)
+    got: list[list] = [[]]
+    drain([consumer], got, 1.0)
+    producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 0})
+    before = wakes(a)
+    for burst in range(15):
+        for i in range(3):
+            producer.produce("once", f"w{burst}-{i}".encode(), partition=i)
+        producer.flush(10)
+        drain_until([consumer], got, 3 * (burst + 1))
+    after = wakes(a)
+    consumer.close()
+    assert len(got[0]) == 45
+    with_records = after.get("records", 0) - before.get("records", 0)
+    empty = after.get("empty", 0) - before.get("empty", 0)
+    assert with_records >= 10, (before, after)
+    assert empty <= with_records // 5, (before, after)
+
+
 def test_delete_records_under_tailing_consumers(agent, cluster):
     """DeleteRecords drops the partition from the index: a consumer that comes after
     starts at the new log start, tailing consumers carry on with every new record."""
@@ -307,3 +339,46 @@ def test_a_feed_cut_for_10s_loses_and_repeats_nothing_and_the_agent_catches_up(a
             offsets = [o for part, o, _ in out if part == p]
             assert offsets == list(range(len(offsets)))
     assert after.get("tail_index", 0) - before.get("tail_index", 0) > 20, (before, after)
+
+
+def test_the_relay_connects_again_when_only_its_naming_connection_is_lost(agent, cluster):
+    """The relay names partitions on a second connection; killed while LISTEN's lives,
+    every poll that names a new partition failed (503) until the web server restarted,
+    and agents planned everything by the control plane. Now the relay connects both
+    again and the agent plans the tail from its index once more."""
+    from django.db import connection
+
+    a = agent(cluster.key)
+    create_topic(a.bootstrap, "named", partitions=1)
+    consumer = tailing(a.bootstrap, "named", 1)
+    got: list[list] = [[]]
+    producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 0})
+    deadline = time.monotonic() + 30
+    while not plans(a).get("tail_index", 0) and time.monotonic() < deadline:
+        producer.produce("named", b"first", partition=0)
+        producer.flush(10)
+        drain([consumer], got, 0.3)
+    assert plans(a).get("tail_index", 0)  # the relay named the partition: its query ran
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query LIKE 'SELECT id, topic_id%%'"
+        )
+        assert cursor.fetchone()[0] >= 1
+    connection.close()
+    create_topic(a.bootstrap, "renamed", partitions=1)  # a partition to name anew
+    later = tailing(a.bootstrap, "renamed", 1)
+    seen: list[list] = [[]]
+    deadline = time.monotonic() + 30
+    before = plans(a).get("tail_index", 0)
+    n = 0
+    while plans(a).get("tail_index", 0) - before < 20 and time.monotonic() < deadline:
+        producer.produce("renamed", f"r{n}".encode(), partition=0)
+        producer.flush(10)
+        n += 1
+        drain([later], seen, 0.3)
+    drain_until([later], seen, n)
+    consumer.close()
+    later.close()
+    assert [v for _, _, v in seen[0]] == [f"r{i}".encode() for i in range(n)]
+    assert plans(a).get("tail_index", 0) - before >= 20, n

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from types import SimpleNamespace
+from typing import Any
 
 import msgspec
 import psycopg
@@ -60,6 +61,29 @@ class Feed:
         self.listener.close()
         self.names.close()
 
+    def position(self) -> tuple[str, int]:
+        """The relay's (epoch, seq) once every notification committed so far reached it."""
+        self.listener.execute("SELECT 1")  # delivers what the backend holds
+        return self.relay.epoch, self.relay.seq
+
+    def catch_up_to(self, epoch: str, seq: int) -> None:
+        """Only the notifications up to `(epoch, seq)` reach the index: one that lags the
+        feed. A feed of another epoch (the relay restarted since) is reset instead."""
+        self.listener.execute("SELECT 1")
+        while not (self.feed.epoch == epoch and self.feed.seq >= seq):
+            answer = asyncio.run(
+                self.relay.poll_now(self.cluster_id, self.feed.epoch, self.feed.seq)
+            )
+            if answer is None:
+                return
+            if not answer["reset"] and self.feed.epoch == epoch:
+                kept = [entry for entry in answer["entries"] if entry["seq"] <= seq]
+                if len(kept) < len(answer["entries"]):
+                    answer = {**answer, "entries": kept, "seq": seq}
+            self.feed.take(answer)
+            if self.feed.epoch != epoch:
+                return
+
     def catch_up(self) -> None:
         """Every notification committed so far reaches the index."""
         self.listener.execute("SELECT 1")  # delivers what the backend holds
@@ -83,6 +107,9 @@ class World:
         self.topic = api.create_topic(self.name, PARTITIONS)
         self.files = 0
         self.txn: Txn | None = None
+        # The store's plans at past points of the feed: ((epoch, seq), [(request, isolation,
+        # plan)]), compared with the index's once it has caught up to just that point.
+        self.snapshots: list[tuple[tuple[str, int], list[tuple[list, int, Any]]]] = []
 
     def commit(self, parts: list[tuple[int, int, int]]) -> None:
         self.files += 1
@@ -177,11 +204,46 @@ STEP = st.one_of(
     st.tuples(st.just("txn_end"), st.booleans()),
     st.tuples(st.just("gap")),
     st.tuples(st.just("check")),
+    st.tuples(st.just("snapshot")),
+    st.tuples(st.just("snapshot")),  # twice as likely: lagging plans in most examples
 )
 
 
+def _snapshot(world: World, feed: Feed) -> None:
+    """The store's plans now, at the feed's position now, for requests at and near each
+    partition's tail and log start; `_check` makes the index catch up to just here."""
+    position = feed.position()
+    plans = []
+    for partition in range(PARTITIONS):
+        start, high = world.state(partition)
+        offsets = {start, (start + high) // 2, *range(max(start, high - 3), high + 2)}
+        for offset, max_bytes, isolation in itertools.product(offsets, (1, 150, 10**6), (0, 1)):
+            request = world.request([(partition, offset, max_bytes)])
+            plans.append(
+                (request, isolation, world.plan([(partition, offset, max_bytes)], 10**6, isolation))
+            )
+    world.snapshots.append((position, plans))
+
+
+def _check_lagging(world: World, feed: Feed, answered: list[int]) -> None:
+    """An index that has applied the feed only up to a past point (it lags the store)
+    answers what the store answered at that point, or refuses: never a run committed
+    after it (past the high watermark it knows), never a plan that leaves out what was
+    committed below it."""
+    for position, plans in world.snapshots:
+        feed.catch_up_to(*position)
+        for request, isolation, theirs in plans:
+            mine = feed.feed.plan(request, 10**6, isolation)
+            if mine is not None:
+                answered[1] += 1
+                assert mine == theirs, (position, request, isolation)
+    world.snapshots.clear()
+
+
 def _check(world: World, feed: Feed, answered: list[int]) -> None:
-    """Catch up; then the index's plan of every interesting request is the store's."""
+    """Catch up (through every snapshot's point first); then the index's plan of every
+    interesting request is the store's."""
+    _check_lagging(world, feed, answered)
     feed.catch_up()
     for partition in range(PARTITIONS):
         start, high = world.state(partition)
@@ -206,7 +268,7 @@ def _check(world: World, feed: Feed, answered: list[int]) -> None:
 
 
 @settings(
-    max_examples=25,
+    max_examples=30,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -214,7 +276,7 @@ def _check(world: World, feed: Feed, answered: list[int]) -> None:
 def test_a_plan_from_the_tail_index_is_the_stores_or_none(alice, steps):
     world = World(AgentApi(alice["agent_key"]), alice)
     feed = Feed(alice["cluster"].pk)
-    answered = [0]
+    answered = [0, 0]  # plans from the caught-up index, from a lagging one
     try:
         for step in steps:
             kind = step[0]
@@ -233,10 +295,13 @@ def test_a_plan_from_the_tail_index_is_the_stores_or_none(alice, steps):
             elif kind == "gap":
                 feed.listener.execute("SELECT 1")
                 feed.relay.restart(live=True)  # a reconnect: what was in flight is lost
+            elif kind == "snapshot":
+                _snapshot(world, feed)
             else:
                 _check(world, feed, answered)
         _check(world, feed, answered)
         event(f"plans from the index: {min(answered[0], 10) // 5 * 5}+")
+        event(f"plans from a lagging index: {min(answered[1], 10) // 5 * 5}+")
     finally:
         feed.close()
 
@@ -271,6 +336,33 @@ def test_the_index_answers_at_the_tail_and_refuses_what_it_does_not_hold(alice):
         feed.catch_up()
         assert len(feed.feed.index) == 0
         assert feed.feed.plan(world.request([(0, 10, 10**6)]), 10**6, 0) is None
+    finally:
+        feed.close()
+
+
+def test_a_lagging_index_answers_what_the_store_did_at_its_point_or_refuses(alice):
+    """Not vacuous: an index that has applied the feed up to a first commit but not a
+    second plans the first's data as the store did then, and refuses an offset of the
+    second; caught up to just after a DeleteRecords it holds nothing of the partition."""
+    world = World(AgentApi(alice["agent_key"]), alice)
+    feed = Feed(alice["cluster"].pk)
+    try:
+        world.commit([(0, 3, 100)])
+        _snapshot(world, feed)
+        world.commit([(0, 2, 100), (1, 2, 50)])
+        answered = [0, 0]
+        _check_lagging(world, feed, answered)
+        held = feed.feed.index.get((world.topic, 0))
+        assert held is not None and held.high_watermark == 3
+        assert answered[1] > 10
+        assert feed.feed.plan(world.request([(0, 4, 10**6)]), 10**6, 0) is None  # past hw
+        assert feed.feed.index.get((world.topic, 1)) is None  # not yet brought
+        feed.catch_up()
+        world.delete_records(0, 0.5)
+        _snapshot(world, feed)  # after the delete: the index must drop partition 0 there
+        answered = [0, 0]
+        _check_lagging(world, feed, answered)
+        assert feed.feed.index.get((world.topic, 0)) is None
     finally:
         feed.close()
 
