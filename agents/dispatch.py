@@ -76,6 +76,9 @@ HANDLERS: dict[int, tuple[Handler, int]] = {
     ApiKey.OFFSET_COMMIT: (_relayed(group_offsets.handle_offset_commit), 0),
     ApiKey.OFFSET_FETCH: (_relayed(group_offsets.handle_offset_fetch), 0),
     ApiKey.OFFSET_DELETE: (_relayed(group_offsets.handle_offset_delete), 0),
+    # KIP-848 (group.protocol=consumer; agents/groups/consumer.py).
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (_relayed(groups.handle_consumer_group_heartbeat), 0),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (_relayed(groups.handle_consumer_group_describe), 0),
     # Transactions (handlers/transactions.py, KIP-98).
     ApiKey.ADD_PARTITIONS_TO_TXN: (transactions.handle_add_partitions_to_txn, 0),
     ApiKey.ADD_OFFSETS_TO_TXN: (transactions.handle_add_offsets_to_txn, 0),
@@ -108,6 +111,13 @@ _LATENCY = Histogram(
 )
 
 
+# Served but left out of ApiVersions: clients that switch protocols by themselves when
+# an API is advertised (franz-go and KIP-848) must never meet a half-done one.
+UNADVERTISED: frozenset[int] = frozenset(
+    {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}
+)
+
+
 def served_versions() -> dict[int, tuple[int, int]]:
     """API key → (min, max) version this agent serves: our handlers ∩ the codec."""
     served: dict[int, tuple[int, int]] = {}
@@ -133,6 +143,7 @@ class Dispatcher:
             "api_keys": [
                 {"api_key": int(k), "min_version": lo, "max_version": hi}
                 for k, (lo, hi) in self.versions.items()
+                if k not in UNADVERTISED
             ],
             "throttle_time_ms": 0,
         }
