@@ -111,13 +111,6 @@ _LATENCY = Histogram(
 )
 
 
-# Served but left out of ApiVersions: clients that switch protocols by themselves when
-# an API is advertised (franz-go and KIP-848) must never meet a half-done one.
-UNADVERTISED: frozenset[int] = frozenset(
-    {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}
-)
-
-
 def served_versions() -> dict[int, tuple[int, int]]:
     """API key → (min, max) version this agent serves: our handlers ∩ the codec."""
     served: dict[int, tuple[int, int]] = {}
@@ -143,7 +136,6 @@ class Dispatcher:
             "api_keys": [
                 {"api_key": int(k), "min_version": lo, "max_version": hi}
                 for k, (lo, hi) in self.versions.items()
-                if k not in UNADVERTISED
             ],
             "throttle_time_ms": 0,
         }

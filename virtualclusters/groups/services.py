@@ -116,7 +116,12 @@ def groups_delete(*, cluster: VirtualCluster, group_ids: list[str]) -> dict[str,
         offsets, _ = GroupOffset.objects.filter(cluster=cluster, group_id=group_id).delete()
         reports, _ = GroupReport.objects.filter(cluster=cluster, group_id=group_id).delete()
         GroupLease.objects.filter(cluster=cluster, group_id=group_id, members=[]).update(
-            generation=0, protocol_type="", protocol_name="", leader=""
+            generation=0,
+            protocol_type="",
+            protocol_name="",
+            leader="",
+            group_type="classic",
+            extra={},
         )
         results[group_id] = 0 if offsets or reports else int(ErrorCode.GROUP_ID_NOT_FOUND)
     return results

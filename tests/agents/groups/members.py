@@ -119,6 +119,88 @@ class ConfluentMember(Member):
             consumer.close()
 
 
+class Ownership:
+    """Who owns each partition, as the members' own rebalance callbacks say: a partition
+    assigned to one member while another still holds it is a `violations` entry."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.owners: dict[int, str] = {}
+        self.violations: list[str] = []
+
+    def assigned(self, member: str, partitions: list[int]) -> None:
+        with self.lock:
+            for p in partitions:
+                holder = self.owners.get(p)
+                if holder is not None and holder != member:
+                    self.violations.append(f"{p} assigned to {member} while {holder} owns it")
+                self.owners[p] = member
+
+    def released(self, member: str, partitions: list[int]) -> None:
+        with self.lock:
+            for p in partitions:
+                if self.owners.get(p) == member:
+                    del self.owners[p]
+
+
+class ConsumerProtocolMember(Member):
+    """confluent-kafka with KIP-848's `group.protocol=consumer`: the coordinator assigns,
+    the callbacks get the partitions added and taken away (incremental). Session timeout
+    and heartbeat interval are the cluster's (librdkafka refuses them client-side)."""
+
+    def __init__(self, *args, ownership: Ownership | None = None, **options) -> None:
+        super().__init__(*args, **options)
+        self.ownership = ownership or Ownership()
+
+    def consume(self) -> None:
+        from confluent_kafka import Consumer, KafkaException
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.group,
+                "group.protocol": "consumer",
+                "client.id": self.client_id,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "max.poll.interval.ms": REBALANCE_TIMEOUT_MS,
+                "fetch.wait.max.ms": 100,
+                "topic.metadata.refresh.interval.ms": 2000,
+                **self.options,
+            }
+        )
+
+        def commit() -> None:
+            try:
+                consumer.commit(asynchronous=False)
+            except KafkaException as exc:
+                closing = self.stopping.is_set() and "_DESTROY" in str(exc)
+                if "NO_OFFSET" not in str(exc) and not closing:
+                    self.errors.append(f"commit: {exc}")
+
+        def on_assign(c, tps) -> None:
+            self.ownership.assigned(self.name, [tp.partition for tp in tps])
+
+        def on_revoke(c, tps) -> None:
+            commit()
+            self.ownership.released(self.name, [tp.partition for tp in tps])
+
+        def on_lost(c, tps) -> None:
+            self.ownership.released(self.name, [tp.partition for tp in tps])
+
+        consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+        try:
+            while not self.stopping.is_set():
+                batch = consumer.consume(100, 0.2)
+                good = [m for m in batch if not m.error()]
+                self.records.extend((m.partition(), m.offset()) for m in good)
+                if good:
+                    commit()
+                self.assigned = frozenset(tp.partition for tp in consumer.assignment())
+        finally:
+            consumer.close()
+
+
 class KafkaPythonMember(Member):
     def consume(self) -> None:
         from kafka import ConsumerRebalanceListener, KafkaConsumer
