@@ -236,10 +236,13 @@ def group_commit_check(
     members = state["members"]
     if state.get("group_type") == "consumer":
         return _consumer_commit_check(members, generation, member_id)
+    if generation < 0 and not members:
+        # A commit outside group management (assign() consumers, admin tools, a KIP-848
+        # consumer that names its own member id before joining): while the group has no
+        # members (Kafka: Empty), whoever it names.
+        return ErrorCode.NONE
     if generation < 0 and not member_id and group_instance_id is None:
-        # A commit outside group management (assign() consumers, admin tools): only
-        # while the group has no members (Kafka: Empty).
-        return ErrorCode.UNKNOWN_MEMBER_ID if members else ErrorCode.NONE
+        return ErrorCode.UNKNOWN_MEMBER_ID
     if group_instance_id is not None:
         static = next((m for m in members if m.get("group_instance_id") == group_instance_id), None)
         if static is None:
@@ -259,8 +262,8 @@ def _consumer_commit_check(
     """KIP-848's OffsetCommit rules (agents.groups.consumer): without a member only while
     the group has none; else a member of the group at its current epoch or the one
     before it (a commit made while it gives partitions up)."""
-    if member_epoch < 0 and not member_id:
-        return ErrorCode.UNKNOWN_MEMBER_ID if members else ErrorCode.NONE
+    if member_epoch < 0 and not members:
+        return ErrorCode.NONE
     member = next((m for m in members if m["member_id"] == member_id), None)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID

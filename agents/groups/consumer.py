@@ -777,8 +777,8 @@ class ConsumerGroups:
         """KIP-848's OffsetCommit rules; None when the commit may be stored."""
         group = self.groups.get(group_id)
         assert group is not None
-        if member_epoch < 0 and not member_id:
-            return None if not group.members else ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch < 0 and not group.members:
+            return None  # outside group management (assign(), admins), while it is empty
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
