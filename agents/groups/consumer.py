@@ -167,7 +167,11 @@ class ConsumerGroup:
     # The subscribed topics as of the last check: name -> (topic id, partitions); None
     # until checked (after a load: the first heartbeat checks).
     topics: dict[str, tuple[str, int]] | None = None
-    topics_checked: float = 0.0
+    # Each subscribed regex's matches as last resolved (in the background, as Kafka does:
+    # the heartbeat that subscribes gets the literal topics, a later one the matches).
+    resolved: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)
+    resolved_at: dict[str, float] = field(default_factory=dict)
+    resolving: asyncio.Task | None = None
     assignor: str = ASSIGNORS[0]
     dead: bool = False
     state_since: float = field(default_factory=time.time)
@@ -225,6 +229,12 @@ class ConsumerGroup:
         topics = extra.get("topics")
         if isinstance(topics, dict):
             group.topics = {str(n): (str(v[0]), int(v[1])) for n, v in topics.items()}
+            # The regexes' matches as saved, refreshed at the next heartbeat.
+            for regex in {m.topic_regex for m in group.members.values() if m.topic_regex}:
+                pattern = re.compile(regex)
+                group.resolved[regex] = {
+                    n: v for n, v in group.topics.items() if pattern.fullmatch(n)
+                }
         for saved in state.get("members") or ():
             member = ConsumerMember.loaded(saved)
             group.members[member.member_id] = member
@@ -544,26 +554,34 @@ class ConsumerGroups:
                 return heartbeat_error(*fenced)
         # The subscribed topics, looked up before anything changes (the lookup waits).
         names, regexes = self._subscriptions(group, member, req)
-        refresh = bool(regexes) and (
-            member is None
-            or req.topic_regex not in (None, member.topic_regex)
-            or time.monotonic() - group.topics_checked > REGEX_REFRESH_S
-            or group.topics is None
-        )
-        found = await lookup(names, refresh)
+        found = await lookup(names, False) if names else {}
         if group.dead or self.groups.get(group.group_id) is not group:
             return heartbeat_error(ErrorCode.NOT_COORDINATOR)
         if req.member_epoch != 0 and group.members.get(req.member_id) is not member:
             return heartbeat_error(ErrorCode.UNKNOWN_MEMBER_ID)
         before = self._snapshot(group)
         joined = member is None or group.members.get(member.member_id) is not member
+        replaced = False
         if member is None or joined:
-            member = ConsumerMember(member_id=req.member_id or str(uuid.uuid4()))
-            group.members[member.member_id] = member
+            new_id = req.member_id or str(uuid.uuid4())
+            static = self._static_member(group, req.instance_id)
+            if static is not None and static.member_epoch != STATIC_LEAVE_EPOCH:
+                return heartbeat_error(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {static.member_id} with instance id {req.instance_id}"
+                    " is still in the group.",
+                )
+            if static is not None:  # it comes back: its assignment and epoch go on
+                member = self._replace_static(group, static, new_id)
+                replaced = True
+            else:
+                member = ConsumerMember(member_id=new_id)
+                group.members[member.member_id] = member
             log.info("consumer group %s: member %s joined", group.group_id, member.member_id)
-        if self._update_member(member, req) or joined:
+        if self._update_member(member, req) or (joined and not replaced):
             group.bump()
-        self._update_topics(group, found, refreshed=refresh, regexes=regexes)
+        self._update_topics(group, found, regexes)
+        self._resolve_later(group, regexes, lookup)
         if group.group_epoch > group.assignment_epoch:
             group.compute_target()
         previous = (member.member_epoch, frozenset(member.assigned))
@@ -664,37 +682,56 @@ class ConsumerGroups:
             member.client_host = req.client_host
         return changed
 
+    @staticmethod
     def _update_topics(
-        self,
-        group: ConsumerGroup,
-        found: dict[str, TopicInfo],
-        *,
-        refreshed: bool,
-        regexes: set[str],
+        group: ConsumerGroup, found: dict[str, TopicInfo], regexes: set[str]
     ) -> None:
-        """The group's subscribed topics as just looked up; a change is a new epoch."""
-        patterns = [re.compile(r) for r in regexes]
+        """The group's subscribed topics: the literal names as just looked up and the
+        regexes' matches as last resolved; a change is a new epoch."""
         wanted = {n for m in group.members.values() for n in m.topic_names}
         topics = {
             name: (info.topic_id_str, info.partitions)
             for name, info in found.items()
-            if info is not None and (name in wanted or any(p.fullmatch(name) for p in patterns))
+            if info is not None and name in wanted
         }
-        if not refreshed and group.topics is not None:
-            # Regex matches are kept between refreshes.
-            for name, value in group.topics.items():
-                if (
-                    name not in topics
-                    and name not in wanted
-                    and any(p.fullmatch(name) for p in patterns)
-                ):
-                    topics[name] = value
-        if refreshed:
-            group.topics_checked = time.monotonic()
+        for regex in regexes:
+            topics.update(group.resolved.get(regex, {}))
         if topics != group.topics:
             if group.topics is not None:  # a new group's first look is its join's epoch
                 group.bump()
             group.topics = topics
+
+    @staticmethod
+    def _resolve_later(
+        group: ConsumerGroup, regexes: set[str], lookup: Callable[[set[str], bool], Any]
+    ) -> None:
+        """Resolve new regexes, and those not resolved for REGEX_REFRESH_S, against the
+        topic list in the background; the next heartbeat takes the matches in."""
+        now = time.monotonic()
+        due = {r for r in regexes if now - group.resolved_at.get(r, -math.inf) > REGEX_REFRESH_S}
+        for gone in set(group.resolved) - regexes:
+            group.resolved.pop(gone, None)
+            group.resolved_at.pop(gone, None)
+        if not due or (group.resolving is not None and not group.resolving.done()):
+            return
+
+        async def resolve() -> None:
+            try:
+                everything = await lookup(set(), True)
+            except Exception as exc:  # the next heartbeat tries again
+                log.warning("consumer group %s: resolving regexes failed: %s", group.group_id, exc)
+                return
+            done = time.monotonic()
+            for regex in due:
+                pattern = re.compile(regex)
+                group.resolved[regex] = {
+                    name: (info.topic_id_str, info.partitions)
+                    for name, info in everything.items()
+                    if info is not None and pattern.fullmatch(name)
+                }
+                group.resolved_at[regex] = done
+
+        group.resolving = asyncio.get_running_loop().create_task(resolve())
 
     @staticmethod
     def _snapshot(group: ConsumerGroup) -> tuple:
@@ -719,12 +756,46 @@ class ConsumerGroups:
             self.unload(group.group_id)
         return saved
 
+    @staticmethod
+    def _static_member(group: ConsumerGroup, instance_id: str | None) -> ConsumerMember | None:
+        if instance_id is None:
+            return None
+        return next((m for m in group.members.values() if m.instance_id == instance_id), None)
+
+    def _replace_static(
+        self, group: ConsumerGroup, old: ConsumerMember, new_id: str
+    ) -> ConsumerMember:
+        """KIP-848 static membership: a member with the instance id of one that left
+        temporarily (epoch -2) takes its place — partitions, target and epoch."""
+        _cancel(old.session_timer)
+        _cancel(old.rebalance_timer)
+        del group.members[old.member_id]
+        member = ConsumerMember.loaded({**old.saved(), "member_id": new_id})
+        member.member_epoch = (
+            old.previous_member_epoch if old.member_epoch < 0 else old.member_epoch
+        )
+        group.members[new_id] = member
+        group.target[new_id] = group.target.pop(old.member_id, set())
+        for tp in member.assigned | member.revoking:
+            group.owners[tp] = new_id
+        return member
+
     async def _leave(self, group: ConsumerGroup | None, req: HeartbeatRequest) -> dict[str, Any]:
         member = group.members.get(req.member_id) if group is not None else None
         if group is None or member is None:
             return heartbeat_error(ErrorCode.UNKNOWN_MEMBER_ID)
-        log.info("consumer group %s: member %s left", group.group_id, member.member_id)
-        self._forget(group, member)
+        if req.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            # A static member leaving for a while: it keeps its partitions until its
+            # session times out, for the instance to come back to.
+            log.info(
+                "consumer group %s: static member %s left for now", group.group_id, member.member_id
+            )
+            if member.member_epoch >= 0:
+                member.previous_member_epoch = member.member_epoch
+            member.member_epoch = STATIC_LEAVE_EPOCH
+        else:
+            log.info("consumer group %s: member %s left", group.group_id, member.member_id)
+            self._forget(group, member)
         if not await self._save(group):
             return heartbeat_error(ErrorCode.NOT_COORDINATOR)
         self.coordinator._changed()

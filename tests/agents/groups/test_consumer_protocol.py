@@ -89,6 +89,7 @@ def no_overlap(members) -> None:
 
 async def settle(members, rounds: int = 6) -> None:
     for _ in range(rounds):
+        await asyncio.sleep(0)  # background regex resolutions
         for m in members:
             assert (await m.beat())["error_code"] == 0, m.last
             no_overlap(members)
@@ -218,9 +219,17 @@ def test_a_silent_member_is_removed_after_the_session_timeout():
 def test_regex_subscriptions_are_evaluated_by_the_coordinator():
     async def run():
         coord = coordinator()
-        a = Member(coord, "a", topics=(), regex="audit-.*")
+        a = Member(coord, "a", topics=("orders",), regex="audit-.*")
+        await a.beat()
+        # The literal topics at once; the regex's matches at a later heartbeat, once the
+        # coordinator resolved it in the background (as Kafka does).
+        assert a.owned == {(tid("orders"), p) for p in range(6)}
         await settle([a])
-        assert a.owned == {(tid("audit-1"), 0), (tid("audit-1"), 1), (tid("audit-2"), 0)}
+        assert {tp for tp in a.owned if tp[0] != tid("orders")} == {
+            (tid("audit-1"), 0),
+            (tid("audit-1"), 1),
+            (tid("audit-2"), 0),
+        }
         bad = Member(coord, "b", topics=(), regex="audit-(")
         assert (await bad.beat())["error_code"] == E.INVALID_REGULAR_EXPRESSION
         unsupported = Member(coord, "c", assignor="sticky")
@@ -303,5 +312,25 @@ def test_a_new_coordinator_loads_the_group_as_saved():
         before = (set(a.owned), set(b.owned))
         await settle([a, b], rounds=2)
         assert (a.owned, b.owned) == before
+
+    asyncio.run(run())
+
+
+def test_a_static_member_is_unique_and_comes_back_to_its_partitions():
+    async def run():
+        coord = coordinator()
+        a, other = Member(coord, "a"), Member(coord, "other")
+        await settle([a, other])
+        await a.beat(instance_id="i1")
+        held, epoch = set(a.owned), coord.consumer.groups["g"].group_epoch
+        twin = Member(coord, "twin")
+        refused = await twin.beat(instance_id="i1")
+        assert refused["error_code"] == E.UNRELEASED_INSTANCE_ID
+        assert (await a.beat(member_epoch=-2))["member_epoch"] == -2
+        back = Member(coord, "back")
+        answer = await back.beat(instance_id="i1")
+        assert answer["error_code"] == 0 and back.owned == held
+        assert coord.consumer.groups["g"].group_epoch == epoch  # nothing moved
+        assert "a" not in coord.consumer.groups["g"].members
 
     asyncio.run(run())
