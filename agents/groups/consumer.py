@@ -252,6 +252,12 @@ class ConsumerGroup:
         for tp in member.assigned | member.revoking:
             if self.owners.get(tp) == member.member_id:
                 del self.owners[tp]
+        # A regex nobody subscribes any more is forgotten: subscribed again, it is
+        # resolved afresh (and its matches come a heartbeat after the literal topics).
+        used = {m.topic_regex for m in self.members.values() if m.topic_regex}
+        for regex in set(self.resolved) - used:
+            del self.resolved[regex]
+            self.resolved_at.pop(regex, None)
         self.bump()
 
     def bump(self) -> None:

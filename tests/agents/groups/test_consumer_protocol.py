@@ -230,6 +230,13 @@ def test_regex_subscriptions_are_evaluated_by_the_coordinator():
             (tid("audit-1"), 1),
             (tid("audit-2"), 0),
         }
+        # Left and subscribed again: resolved afresh, the matches a heartbeat later.
+        await a.beat(member_epoch=-1)
+        again = Member(coord, "a2", topics=("orders",), regex="audit-.*")
+        await again.beat()
+        assert {t for t, _ in again.owned} == {tid("orders")}
+        await settle([again])
+        assert len(again.owned) == 9
         bad = Member(coord, "b", topics=(), regex="audit-(")
         assert (await bad.beat())["error_code"] == E.INVALID_REGULAR_EXPRESSION
         unsupported = Member(coord, "c", assignor="sticky")
