@@ -72,6 +72,19 @@ class Member(threading.Thread):
 
 
 class ConfluentMember(Member):
+    # Group settings of the classic protocol (the KIP-848 one keeps them broker-side).
+    GROUP_SETTINGS = {
+        "session.timeout.ms": SESSION_TIMEOUT_MS,
+        "heartbeat.interval.ms": HEARTBEAT_MS,
+    }
+
+    def subscribe(self, consumer, commit: Callable[[], None]) -> None:
+        consumer.subscribe(
+            [self.topic],
+            on_assign=lambda c, tps: self.assigned_to(c, [tp.partition for tp in tps]),
+            on_revoke=lambda *_: commit(),
+        )
+
     def consume(self) -> None:
         from confluent_kafka import Consumer, KafkaException
 
@@ -82,8 +95,7 @@ class ConfluentMember(Member):
                 "client.id": self.client_id,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
-                "session.timeout.ms": SESSION_TIMEOUT_MS,
-                "heartbeat.interval.ms": HEARTBEAT_MS,
+                **self.GROUP_SETTINGS,
                 "max.poll.interval.ms": REBALANCE_TIMEOUT_MS,
                 "fetch.wait.max.ms": 100,
                 "topic.metadata.refresh.interval.ms": 2000,
@@ -92,7 +104,7 @@ class ConfluentMember(Member):
             **self.consumer_kwargs(),
         )
 
-        def commit(*_):
+        def commit() -> None:
             try:
                 consumer.commit(asynchronous=False)
             except KafkaException as exc:
@@ -102,11 +114,7 @@ class ConfluentMember(Member):
                 if "NO_OFFSET" not in str(exc) and not closing:
                     self.errors.append(f"commit: {exc}")
 
-        consumer.subscribe(
-            [self.topic],
-            on_assign=lambda c, tps: self.assigned_to(c, [tp.partition for tp in tps]),
-            on_revoke=commit,
-        )
+        self.subscribe(consumer, commit)
         try:
             while not self.stopping.is_set():
                 batch = consumer.consume(100, 0.2)
@@ -143,62 +151,29 @@ class Ownership:
                     del self.owners[p]
 
 
-class ConsumerProtocolMember(Member):
+class ConsumerProtocolMember(ConfluentMember):
     """confluent-kafka with KIP-848's `group.protocol=consumer`: the coordinator assigns,
     the callbacks get the partitions added and taken away (incremental). Session timeout
     and heartbeat interval are the cluster's (librdkafka refuses them client-side)."""
+
+    GROUP_SETTINGS = {"group.protocol": "consumer"}
 
     def __init__(self, *args, ownership: Ownership | None = None, **options) -> None:
         super().__init__(*args, **options)
         self.ownership = ownership or Ownership()
 
-    def consume(self) -> None:
-        from confluent_kafka import Consumer, KafkaException
-
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": self.group,
-                "group.protocol": "consumer",
-                "client.id": self.client_id,
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                "max.poll.interval.ms": REBALANCE_TIMEOUT_MS,
-                "fetch.wait.max.ms": 100,
-                "topic.metadata.refresh.interval.ms": 2000,
-                **self.options,
-            }
-        )
-
-        def commit() -> None:
-            try:
-                consumer.commit(asynchronous=False)
-            except KafkaException as exc:
-                closing = self.stopping.is_set() and "_DESTROY" in str(exc)
-                if "NO_OFFSET" not in str(exc) and not closing:
-                    self.errors.append(f"commit: {exc}")
-
+    def subscribe(self, consumer, commit: Callable[[], None]) -> None:
         def on_assign(c, tps) -> None:
             self.ownership.assigned(self.name, [tp.partition for tp in tps])
 
         def on_revoke(c, tps) -> None:
-            commit()
+            commit()  # before the partitions go: the next owner starts from here
             self.ownership.released(self.name, [tp.partition for tp in tps])
 
         def on_lost(c, tps) -> None:
             self.ownership.released(self.name, [tp.partition for tp in tps])
 
         consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
-        try:
-            while not self.stopping.is_set():
-                batch = consumer.consume(100, 0.2)
-                good = [m for m in batch if not m.error()]
-                self.records.extend((m.partition(), m.offset()) for m in good)
-                if good:
-                    commit()
-                self.assigned = frozenset(tp.partition for tp in consumer.assignment())
-        finally:
-            consumer.close()
 
 
 class KafkaPythonMember(Member):
