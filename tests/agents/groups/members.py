@@ -135,6 +135,7 @@ class Ownership:
         self.lock = threading.Lock()
         self.owners: dict[int, str] = {}
         self.violations: list[str] = []
+        self.releases = 0  # partitions revoked or lost, all members together
 
     def assigned(self, member: str, partitions: list[int]) -> None:
         with self.lock:
@@ -146,6 +147,7 @@ class Ownership:
 
     def released(self, member: str, partitions: list[int]) -> None:
         with self.lock:
+            self.releases += len(partitions)
             for p in partitions:
                 if self.owners.get(p) == member:
                     del self.owners[p]

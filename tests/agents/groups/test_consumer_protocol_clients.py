@@ -207,3 +207,59 @@ def test_a_classic_and_a_consumer_protocol_group_read_one_topic_at_once(two_agen
     assert not ownership.violations
     consumed_exactly_once(kip848, produced)
     consumed_exactly_once(classic, produced)
+
+
+def test_the_group_goes_on_when_its_coordinator_agent_is_killed(two_agents):
+    """The new coordinator loads the saved group: the members keep their epochs and
+    partitions (nobody is revoked), and every record is read once."""
+    from tests.agents.groups.test_failover import brokers_seen, describe
+
+    first, second = two_agents
+    both = f"{first.bootstrap},{second.bootstrap}"
+    wait_until(
+        lambda: brokers_seen(first.bootstrap) == 2 and brokers_seen(second.bootstrap) == 2,
+        15,
+        "the agents see each other",
+    )
+    create_topic(both, "payments", 4)
+    ownership = Ownership()
+    members = [
+        ConsumerProtocolMember(f"c{i}", both, "payers", "payments", ownership=ownership)
+        for i in range(2)
+    ]
+    for m in members:
+        m.start()
+    producer = None
+    try:
+        wait_until(lambda: balanced(members, 4), 30, "two members share four partitions")
+        coordinator = describe(both, "payers").coordinator
+        doomed, survivor = (first, second) if coordinator.port == first.port else (second, first)
+        producer = BackgroundProducer(survivor.bootstrap, "payments", 4, per_tick=8)
+        producer.start()
+        wait_until(lambda: all(len(m.records) > 50 for m in members), 20, "consumption runs")
+        owners_before, releases_before = dict(ownership.owners), ownership.releases
+        doomed.kill()
+        wait_until(
+            lambda: describe(survivor.bootstrap, "payers").coordinator.port == survivor.port,
+            30,
+            "the survivor coordinates the group",
+        )
+        time.sleep(SESSION_TIMEOUT_MS / 1000)  # members heartbeat the new coordinator
+        produced = producer.finish()
+        wait_until(
+            lambda: {r for m in members for r in m.records} >= produced,
+            30,
+            "every record consumed after the failover",
+        )
+        assert ownership.owners == owners_before, "partitions moved during the failover"
+        assert ownership.releases == releases_before, "a member was revoked or lost some"
+        assert len(describe(survivor.bootstrap, "payers").members) == 2
+    finally:
+        if producer is not None:
+            producer.stopping.set()
+        for m in members:
+            if m.is_alive():
+                m.stop()
+    assert not ownership.violations
+    assert not [e for m in members for e in m.errors]
+    consumed_exactly_once(members, produced)
