@@ -59,9 +59,9 @@ PROTOCOL_TYPE = "consumer"
 DEFAULT_SESSION_TIMEOUT_MS = 45_000
 DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000
 ASSIGNORS = ("uniform", "range")  # the first is the default
-# A regex subscription is evaluated against the topic list at most this often (and at
-# once when a subscription changes).
-REGEX_REFRESH_S = 5.0
+# A regex subscription is resolved against the topic list again when a heartbeat finds
+# its last resolution older than this (and at once when it is new).
+REGEX_REFRESH_S = 2.0
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
 
 TopicPartition = tuple[str, int]  # (topic id as text, partition)
@@ -707,12 +707,12 @@ class ConsumerGroups:
                 group.bump()
             group.topics = topics
 
-    @staticmethod
     def _resolve_later(
-        group: ConsumerGroup, regexes: set[str], lookup: Callable[[set[str], bool], Any]
+        self, group: ConsumerGroup, regexes: set[str], lookup: Callable[[set[str], bool], Any]
     ) -> None:
         """Resolve new regexes, and those not resolved for REGEX_REFRESH_S, against the
-        topic list in the background; the next heartbeat takes the matches in."""
+        topic list in the background; changed matches are a new group epoch and target at
+        once (saved), which the members get at their next heartbeat."""
         now = time.monotonic()
         due = {r for r in regexes if now - group.resolved_at.get(r, -math.inf) > REGEX_REFRESH_S}
         for gone in set(group.resolved) - regexes:
@@ -736,6 +736,19 @@ class ConsumerGroups:
                     if info is not None and pattern.fullmatch(name)
                 }
                 group.resolved_at[regex] = done
+            if group.dead or self.groups.get(group.group_id) is not group:
+                return
+            wanted = {n for m in group.members.values() for n in m.topic_names}
+            found = {n: v for n, v in (group.topics or {}).items() if n in wanted}
+            used = {m.topic_regex for m in group.members.values() if m.topic_regex}
+            for regex in used:
+                found.update(group.resolved.get(regex, {}))
+            if group.topics is not None and found != group.topics:
+                group.topics = found
+                group.bump()
+                group.compute_target()
+                await self._save(group)
+                self.coordinator._changed()
 
         group.resolving = asyncio.get_running_loop().create_task(resolve())
 

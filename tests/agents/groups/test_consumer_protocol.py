@@ -224,6 +224,11 @@ def test_regex_subscriptions_are_evaluated_by_the_coordinator():
         # The literal topics at once; the regex's matches at a later heartbeat, once the
         # coordinator resolved it in the background (as Kafka does).
         assert a.owned == {(tid("orders"), p) for p in range(6)}
+        epoch = coord.consumer.groups["g"].assignment_epoch
+        for _ in range(3):
+            await asyncio.sleep(0)
+        # Resolved: a new target at once, before anyone heartbeats.
+        assert coord.consumer.groups["g"].assignment_epoch == epoch + 1
         await settle([a])
         assert {tp for tp in a.owned if tp[0] != tid("orders")} == {
             (tid("audit-1"), 0),
