@@ -10,11 +10,13 @@ cannot make the agent buffer without bound.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import socket
 from collections import deque
 from typing import Any
 
+from agents.arrival_order import TURN, ArrivalOrder
 from agents.dispatch import Dispatcher
 from agents.handlers.errors import CloseConnection
 from agents.metrics import Counter, Gauge
@@ -62,6 +64,7 @@ class KafkaConnection(asyncio.Protocol):
         self._decoder = FrameDecoder(server.max_frame_bytes)
         self._pending: deque[asyncio.Future[Any]] = deque()
         self._pending_bytes = 0  # request frame bytes of the requests in `_pending`
+        self._produce_order = ArrivalOrder()  # produce requests append in arrival order
         self._frame_bytes: dict[asyncio.Future[Any], int] = {}  # each request's share
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
@@ -141,7 +144,17 @@ class KafkaConnection(asyncio.Protocol):
                 "unsupported_api", f"{ApiKey(header.api_key).name} v{header.api_version} not served"
             )
             return
-        task = self._loop.create_task(self._dispatcher.dispatch(header, body, self.session))
+        dispatch = self._dispatcher.dispatch(header, body, self.session)
+        if header.api_key == ApiKey.PRODUCE:
+            # agents.arrival_order: its batches go into the segment after those of every
+            # earlier produce of this connection.
+            turn = self._produce_order.take()
+            context = contextvars.copy_context()
+            context.run(TURN.set, turn)
+            task = self._loop.create_task(dispatch, context=context)
+            task.add_done_callback(lambda _: turn.release())
+        else:
+            task = self._loop.create_task(dispatch)
         self._frame_bytes[task] = len(frame)
         self._pending_bytes += len(frame)
         self._pending.append(task)

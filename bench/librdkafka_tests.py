@@ -16,6 +16,9 @@ playground's logs in ``<workdir>/playground/logs``.
     LIBRDKAFKA_SRC=/path/to/librdkafka make librdkafka-tests
     .venv/bin/python bench/librdkafka_tests.py --src PATH [--tests 0099,0103] [--timeout 1200]
 
+``--flush-age-ms N`` sets the cluster's ``max_flush_age_ms`` too (a latency-tuned cluster:
+librdkafka's 0129 needs it, as it produces 112 requests one after another).
+
 ``TEST_KAFKA_VERSION`` (the broker version librdkafka's tests assume, which gates their
 sub-tests) defaults to 3.9.0 here, librdkafka's own default being 2.4.0.
 """
@@ -136,11 +139,12 @@ class Playground:
                 ready.set()
         ready.set()
 
-    def set_default_partitions(self, partitions: int) -> None:
+    def set_config(self, config: dict[str, int]) -> None:
+        """PATCH the playground cluster's config (REST API) and check that it took."""
         url = f"{self.lines['console'].rstrip('/')}/api/v1/clusters/{self.lines['cluster']}/config/"
         request = urllib.request.Request(
             url,
-            data=json.dumps({"default_partitions": partitions}).encode(),
+            data=json.dumps(config).encode(),
             method="PATCH",
             headers={
                 "Authorization": f"Bearer {self.lines['api-key']}",
@@ -148,9 +152,9 @@ class Playground:
             },
         )
         with urllib.request.urlopen(request, timeout=30) as response:
-            config = json.load(response)
-        if config.get("default_partitions") != partitions:
-            raise SystemExit(f"librdkafka-tests: the cluster's config is {config}")
+            answer = json.load(response)
+        if any(answer.get(name) != value for name, value in config.items()):
+            raise SystemExit(f"librdkafka-tests: the cluster's config is {answer}")
 
     def wait_broker_partitions(self, partitions: int, timeout_s: float = 60) -> None:
         """Wait until the agent answers num.partitions=<partitions> (its next heartbeat)."""
@@ -232,6 +236,12 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per test")
     parser.add_argument("--workdir", default="", help="logs and data (default: a new temp dir)")
     parser.add_argument("--jobs", type=int, default=2, help="make -j for the build")
+    parser.add_argument(
+        "--flush-age-ms",
+        type=int,
+        default=0,
+        help="the cluster's max_flush_age_ms (default: the playground's, 250)",
+    )
     args = parser.parse_args()
     if not args.src:
         parser.error("give librdkafka's source tree: LIBRDKAFKA_SRC=<dir> or --src <dir>")
@@ -252,7 +262,10 @@ def main() -> int:
     results: list[dict] = []
     try:
         playground.start()
-        playground.set_default_partitions(DEFAULT_PARTITIONS)
+        config = {"default_partitions": DEFAULT_PARTITIONS}
+        if args.flush_age_ms:
+            config["max_flush_age_ms"] = args.flush_age_ms
+        playground.set_config(config)
         playground.wait_broker_partitions(DEFAULT_PARTITIONS)
         bootstrap = playground.lines["bootstrap"]
         (src / "tests" / "test.conf").write_text(
@@ -279,6 +292,7 @@ def main() -> int:
         "bootstrap": playground.lines.get("bootstrap"),
         "test_kafka_version": os.environ.get("TEST_KAFKA_VERSION", "3.9.0"),
         "default_partitions": DEFAULT_PARTITIONS,
+        "max_flush_age_ms": args.flush_age_ms or 250,
         "seconds": round(time.monotonic() - started, 1),
         "counts": counts,
         "logs": str(workdir / "logs"),

@@ -12,6 +12,13 @@ running agent given by `--bootstrap` — then, for each
    → consumed), p50/p99;
 3. catch-up: a new consumer reads the topic from the beginning; MiB/s.
 
+`--idempotent` makes the producers of the phases idempotent and `--batch-bytes` caps
+their batches (librdkafka's batch.size): librdkafka sends an idempotent producer's next
+request for a partition only while fewer than five of the partition's records are in
+flight (rdkafka_broker.c, rd_kafka_toppar_producer_serve: RD_KAFKA_IDEMP_MAX_INFLIGHT
+compared with rktp_msgs_inflight), so with batches of five records or more it waits for
+each batch's answer — one produce latency per batch and partition.
+
 With `--transactional` the phases are instead, per partition count: `--producers`
 producers (default 16), each in its own thread, write groups of `--txn-records` records
 (default 100) as fast as they can — once as transactions (begin, produce, commit; the
@@ -24,6 +31,7 @@ producers compress (default none).
 
     .venv/bin/python bench/produce.py [--seconds 10] [--batch-timeouts 250,50]
                                       [--partitions 12,100,1000]
+                                      [--idempotent] [--batch-bytes 10000]
                                       [--transactional [--producers 16] [--txn-records 100]]
 """
 
@@ -74,7 +82,7 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
         future.result(30)
 
 
-def producer(bootstrap: str) -> Producer:
+def producer(bootstrap: str, config: dict | None = None) -> Producer:
     return Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -82,13 +90,26 @@ def producer(bootstrap: str) -> Producer:
             "linger.ms": 5,
             "queue.buffering.max.kbytes": 256 * 1024,
             "compression.type": os.environ.get("FLOE_BENCH_COMPRESSION", "none"),
+            **(config or {}),
         }
     )
 
 
-def run_throughput(bootstrap: str, topic: str, partitions: int, seconds: float) -> dict:
+def producer_config(args) -> dict:
+    """The options `--idempotent` and `--batch-bytes` add to the producers of the phases."""
+    config: dict = {}
+    if args.idempotent:
+        config["enable.idempotence"] = True
+    if args.batch_bytes:
+        config["batch.size"] = args.batch_bytes
+    return config
+
+
+def run_throughput(
+    bootstrap: str, topic: str, partitions: int, seconds: float, config: dict | None = None
+) -> dict:
     """Produce flat out; MiB/s from the first send to the last delivery."""
-    prod = producer(bootstrap)
+    prod = producer(bootstrap, config)
     payload = bytes(RECORD_BYTES)
     delivered = [0, 0]  # ok, failed
 
@@ -183,7 +204,14 @@ def run_groups(
     }
 
 
-def run_latency(bootstrap: str, topic: str, partitions: int, seconds: float, rate: int) -> dict:
+def run_latency(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    seconds: float,
+    rate: int,
+    config: dict | None = None,
+) -> dict:
     """Produce at `rate` records/s while a consumer tails the topic."""
     e2e: list[float] = []
     stop = threading.Event()
@@ -206,7 +234,7 @@ def run_latency(bootstrap: str, topic: str, partitions: int, seconds: float, rat
     thread.start()
     ready.wait(10)
     time.sleep(1)  # let the consumer's first fetches go out
-    prod = producer(bootstrap)
+    prod = producer(bootstrap, config)
     produce_latency: list[float] = []
     started = time.perf_counter()
     sent = 0
@@ -300,10 +328,11 @@ def run_phases(bootstrap: str, label: str, args) -> list[dict]:
             )
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
             continue
-        throughput = run_throughput(bootstrap, topic, partitions, args.seconds)
+        config = producer_config(args)
+        throughput = run_throughput(bootstrap, topic, partitions, args.seconds, config)
         latency_topic = topic + "-latency"
         create_topic(bootstrap, latency_topic, partitions)
-        latency = run_latency(bootstrap, latency_topic, partitions, args.seconds, args.rate)
+        latency = run_latency(bootstrap, latency_topic, partitions, args.seconds, args.rate, config)
         written = throughput["records"] - throughput["failed"]
         catch_up = run_catch_up(bootstrap, topic, partitions, written)
         results.append(
@@ -338,6 +367,12 @@ def main() -> None:
     parser.add_argument("--partitions", default="12", help="partition counts, e.g. 12,100,1000")
     parser.add_argument(
         "--transactional", action="store_true", help="transactions vs the same without"
+    )
+    parser.add_argument(
+        "--idempotent", action="store_true", help="idempotent producers (enable.idempotence)"
+    )
+    parser.add_argument(
+        "--batch-bytes", type=int, help="the producers' batch.size (librdkafka: 1000000)"
     )
     parser.add_argument("--producers", type=int, default=16, help="with --transactional")
     parser.add_argument("--txn-records", type=int, default=100, help="records per transaction")

@@ -54,6 +54,9 @@ class VirtualCluster(models.Model):
     # The cluster's bucket (BYOC): fixed by the first agent that registers (or at
     # creation); agents with another bucket are refused. A URL, never credentials.
     bucket_url = models.CharField(max_length=1024, blank=True, default="")
+    # Dynamic broker configs (AlterConfigs on a BROKER resource), name → value; the
+    # cluster's, since its agents are interchangeable (metadata_store/broker_configs.py).
+    broker_configs = models.JSONField(default=dict, blank=True)
 
     objects = OrgScopedQuerySet.as_manager()  # the one choke point for tenancy
 

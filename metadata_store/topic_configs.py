@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from core.kafka.errors import ErrorCode
+
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 10_000
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -185,3 +187,57 @@ def effective_configs(
         else:
             result.append({"name": name, "value": default, "is_default": True})
     return result
+
+
+class ConfigOpError(Exception):
+    """A config operation refused, with the Kafka error code agents hand to clients."""
+
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def config_ops_apply(
+    current: dict[str, Any],
+    ops: list[dict[str, Any]],
+    *,
+    incremental: bool,
+    problem: Callable[[str, object], str | None],
+    list_base: Callable[[str], str | None],
+) -> dict[str, str]:
+    """The configs after set/delete/append/subtract ops (AlterConfigs or KIP-339's).
+
+    Non-incremental (AlterConfigs) starts from nothing: the ``set`` ops become the whole
+    set, as Kafka does. ``problem(name, value)`` says why a value is refused;
+    ``list_base(name)`` is what an append/subtract starts from when the config is unset,
+    or ``None`` when the config is not a list.
+    """
+    configs = {k: str(v) for k, v in current.items()} if incremental else {}
+    for op in ops:
+        name, kind, value = op.get("name"), op.get("op", "set"), op.get("value")
+        if not isinstance(name, str):
+            raise ConfigOpError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {name}")
+        if kind == "delete":
+            configs.pop(name, None)
+            continue
+        if kind in ("append", "subtract"):
+            base = list_base(name)
+            if base is None:
+                raise ConfigOpError(
+                    ErrorCode.INVALID_CONFIG, f"Config {name} is not a list; cannot {kind}"
+                )
+            current_items = [p for p in configs.get(name, base).split(",") if p]
+            items = [p.strip() for p in str(value or "").split(",") if p.strip()]
+            if kind == "append":
+                current_items += [p for p in items if p not in current_items]
+            else:
+                current_items = [p for p in current_items if p not in items]
+            value = ",".join(current_items) or base
+        elif kind != "set":
+            raise ConfigOpError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {kind}")
+        refused = problem(name, value)
+        if refused:
+            raise ConfigOpError(ErrorCode.INVALID_CONFIG, refused)
+        configs[name] = str(value)
+    return configs

@@ -15,7 +15,13 @@ from metadata_store import tail_feed
 from metadata_store.clusters import VirtualCluster
 from metadata_store.models import Partition, Topic
 from metadata_store.store import JSON
-from metadata_store.topic_configs import MAX_PARTITIONS, config_problem, topic_name_problem
+from metadata_store.topic_configs import (
+    MAX_PARTITIONS,
+    ConfigOpError,
+    config_ops_apply,
+    config_problem,
+    topic_name_problem,
+)
 
 
 class TopicError(Exception):
@@ -120,32 +126,16 @@ def topic_configs_alter(
     ops, as Kafka does.
     """
     topic = Topic.objects.select_for_update().get(pk=topic.pk)
-    configs = dict(topic.configs) if incremental else {}
-    for op in ops:
-        name, kind, value = op.get("name"), op.get("op", "set"), op.get("value")
-        if not isinstance(name, str):
-            raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
-        if kind == "delete":
-            configs.pop(name, None)
-            continue
-        if kind in ("append", "subtract"):
-            if name != "cleanup.policy":
-                raise TopicError(
-                    ErrorCode.INVALID_CONFIG, f"Config {name} is not a list; cannot {kind}"
-                )
-            current = [p for p in configs.get(name, "delete").split(",") if p]
-            items = [p.strip() for p in str(value or "").split(",") if p.strip()]
-            if kind == "append":
-                current += [p for p in items if p not in current]
-            else:
-                current = [p for p in current if p not in items]
-            value = ",".join(current) or "delete"
-        elif kind != "set":
-            raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {kind}")
-        problem = config_problem(name, value)
-        if problem:
-            raise TopicError(ErrorCode.INVALID_CONFIG, problem)
-        configs[name] = str(value)
+    try:
+        configs = config_ops_apply(
+            topic.configs,
+            ops,
+            incremental=incremental,
+            problem=config_problem,
+            list_base=lambda name: "delete" if name == "cleanup.policy" else None,
+        )
+    except ConfigOpError as exc:
+        raise TopicError(exc.code, exc.message) from None
     if not validate_only:
         topic.configs = configs
         topic.save(update_fields=["configs"])

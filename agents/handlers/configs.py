@@ -1,8 +1,11 @@
 """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 
-Topic configs live in the control plane. Broker configs are synthesised: there is no
-broker to configure, but tools read a few of them (e.g. default.replication.factor,
-which Floe reports as 3 because object storage replicates the data).
+Topic configs live in the control plane. There is no broker to configure: a BROKER
+resource is described with a few configs made from the cluster's settings (e.g.
+default.replication.factor, which Floe reports as 3 because object storage replicates the
+data), read-only, followed by the cluster's dynamic broker configs, which AlterConfigs on a
+BROKER resource sets in the control plane for every agent of the cluster
+(metadata_store/broker_configs.py).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 # ConfigSource values (DescribeConfigs v1+)
 SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 _OPERATIONS = {0: "set", 1: "delete", 2: "append", 3: "subtract"}
@@ -70,6 +74,9 @@ async def handle_describe_configs(
     if topic_names:
         answer = await ctx.client.call("topics/describe-configs", {"names": topic_names})
         described = {t["name"]: t for t in answer["topics"]}
+    dynamic: dict[str, Any] = {}
+    if any(r["resource_type"] == RESOURCE_BROKER for r in resources):
+        dynamic = (await ctx.client.call("broker-configs/describe", {}))["configs"]
     results = []
     for resource in resources:
         keys = resource.get("configuration_keys")
@@ -97,13 +104,21 @@ async def handle_describe_configs(
                 if wanted is None or c["name"] in wanted
             ]
         elif resource["resource_type"] == RESOURCE_BROKER:
-            if resource["resource_name"] not in ("", str(ctx.node_id)):
-                result["error_code"] = ErrorCode.INVALID_REQUEST
-                result["error_message"] = f"unknown broker {resource['resource_name']!r}"
+            if _unknown_broker(ctx, resource, result):
                 continue
             result["configs"] = [
                 _entry(name, value, is_default=False, source=SOURCE_STATIC_BROKER, read_only=True)
                 for name, value in _broker_configs(ctx).items()
+                if wanted is None or name in wanted
+            ] + [
+                _entry(
+                    name,
+                    value,
+                    is_default=False,
+                    source=SOURCE_DYNAMIC_DEFAULT_BROKER,
+                    read_only=False,
+                )
+                for name, value in dynamic.items()
                 if wanted is None or name in wanted
             ]
         else:
@@ -112,17 +127,32 @@ async def handle_describe_configs(
     return {"throttle_time_ms": 0, "results": results}
 
 
+def _unknown_broker(ctx: AgentContext, resource: dict[str, Any], result: dict[str, Any]) -> bool:
+    """A BROKER resource names this agent or the cluster-wide default (""); else refused."""
+    if resource["resource_name"] in ("", str(ctx.node_id)):
+        return False
+    result["error_code"] = ErrorCode.INVALID_REQUEST
+    result["error_message"] = f"unknown broker {resource['resource_name']!r}"
+    return True
+
+
 async def _alter(ctx: AgentContext, body: dict[str, Any], *, incremental: bool) -> dict[str, Any]:
     resources = body["resources"]
     topics = []
     results: list[dict[str, Any]] = []
+    validate_only = bool(body.get("validate_only", False))
     for resource in resources:
         result = _result(resource)
         del result["configs"]
         results.append(result)
-        if resource["resource_type"] != RESOURCE_TOPIC:
+        if resource["resource_type"] not in (RESOURCE_TOPIC, RESOURCE_BROKER):
             result["error_code"] = ErrorCode.INVALID_REQUEST
-            result["error_message"] = "only topic configs can be changed on Floe"
+            result["error_message"] = (
+                f"unsupported resource type {resource['resource_type']}: "
+                "Floe changes topic and broker configs"
+            )
+            continue
+        if resource["resource_type"] == RESOURCE_BROKER and _unknown_broker(ctx, resource, result):
             continue
         ops = []
         for config in resource["configs"]:
@@ -133,14 +163,22 @@ async def _alter(ctx: AgentContext, body: dict[str, Any], *, incremental: bool) 
                 break
             ops.append({"name": config["name"], "op": op, "value": config.get("value")})
         else:
-            topics.append((result, {"name": resource["resource_name"], "ops": ops}))
+            if resource["resource_type"] == RESOURCE_TOPIC:
+                topics.append((result, {"name": resource["resource_name"], "ops": ops}))
+                continue
+            answer = await ctx.client.call(
+                "broker-configs/alter",
+                {"ops": ops, "incremental": incremental, "validate_only": validate_only},
+            )
+            result["error_code"] = answer["error_code"]
+            result["error_message"] = answer.get("error_message")
     if topics:
         answer = await ctx.client.call(
             "topics/alter-configs",
             {
                 "topics": [request for _, request in topics],
                 "incremental": incremental,
-                "validate_only": bool(body.get("validate_only", False)),
+                "validate_only": validate_only,
             },
         )
         for (result, _), item in zip(topics, answer["topics"], strict=True):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from agents.arrival_order import TURN
 from agents.context import AgentContext
 from agents.metrics import Counter, error_label
 from agents.schema_registry.validation import ValidationUnavailable, validated_fields
@@ -136,14 +137,23 @@ async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dic
         # A request is one segment and one commit; beyond this the commit is refused.
         return _all_failed(topic_data, ErrorCode.INVALID_REQUEST)
     if batches:
-        await ctx.writer.wait_for_room()
-        if ctx.writer.closed:
-            # Shutting down: nothing more is written here. NOT_LEADER_OR_FOLLOWER is
-            # retriable and sends the client to refresh metadata and try another agent.
-            return _all_failed(topic_data, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        _PRODUCED_BATCHES.inc(len(batches))
-        _PRODUCED_BYTES.inc(sum(len(b.data) for b in batches))
-        pending = ctx.writer.append(batches, wait=acks != 0)
+        # After every earlier produce of this connection (agents.arrival_order): an
+        # idempotent producer's batches must be committed in the order it sent them.
+        turn = TURN.get()
+        if turn is not None:
+            await turn.wait()
+        try:
+            await ctx.writer.wait_for_room()
+            if ctx.writer.closed:
+                # Shutting down: nothing more is written here. NOT_LEADER_OR_FOLLOWER is
+                # retriable and sends the client to refresh metadata and try another agent.
+                return _all_failed(topic_data, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            _PRODUCED_BATCHES.inc(len(batches))
+            _PRODUCED_BYTES.inc(sum(len(b.data) for b in batches))
+            pending = ctx.writer.append(batches, wait=acks != 0)
+        finally:
+            if turn is not None:
+                turn.release()
     else:
         pending = None
     if acks == 0:

@@ -276,6 +276,16 @@ class TopicsAlterConfigsRequest(_Body, frozen=True):
     validate_only: bool = False
 
 
+class BrokerConfigsDescribeRequest(_Body, frozen=True):
+    pass
+
+
+class BrokerConfigsAlterRequest(_Body, frozen=True):
+    ops: Items[ConfigOp] = []
+    incremental: bool = False
+    validate_only: bool = False
+
+
 # --- consumer groups -------------------------------------------------------------------
 
 

@@ -19,6 +19,8 @@ urlpatterns = [
     path("topics/create-partitions", a.topics_create_partitions_view),
     path("topics/describe-configs", a.topics_describe_configs_view),
     path("topics/alter-configs", a.topics_alter_configs_view),
+    path("broker-configs/describe", a.broker_configs_describe_view),
+    path("broker-configs/alter", a.broker_configs_alter_view),
     path("offsets/commit", a.offsets_commit),
     path("offsets/fetch", a.offsets_fetch),
     path("groups/leases", a.groups_leases),

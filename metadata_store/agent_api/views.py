@@ -24,6 +24,7 @@ from metadata_store.agent_api.topics import (
     topics_describe_configs,
     topics_list,
 )
+from metadata_store.broker_configs import broker_configs_alter, broker_configs_describe
 from metadata_store.clusters import BucketMismatch, VirtualCluster, cluster_bucket_claim
 from metadata_store.group_leases import group_leases_exchange, group_state_save
 from metadata_store.group_offsets import group_offsets_commit, group_offsets_fetch
@@ -172,6 +173,22 @@ def topics_alter_configs_view(
 ) -> Answer:
     return topics_alter_configs(
         cluster, as_dicts(body.topics), body.incremental, body.validate_only
+    )
+
+
+@endpoint(schemas.BrokerConfigsDescribeRequest)
+def broker_configs_describe_view(
+    cluster: VirtualCluster, body: schemas.BrokerConfigsDescribeRequest
+) -> Answer:
+    return broker_configs_describe(cluster)
+
+
+@endpoint(schemas.BrokerConfigsAlterRequest)
+def broker_configs_alter_view(
+    cluster: VirtualCluster, body: schemas.BrokerConfigsAlterRequest
+) -> Answer:
+    return broker_configs_alter(
+        cluster, as_dicts(body.ops), incremental=body.incremental, validate_only=body.validate_only
     )
 
 

@@ -4,6 +4,8 @@ can refuse commits.
 
 It forwards every call unchanged, save that ``rewrite`` (when given) may change each
 successful JSON answer on its way back — a different view of the cluster for one agent;
+``hold`` (when given) names, from a call's path and body, the seconds to hold it before
+it is forwarded — a slow answer to some calls only;
 with ``fail_commits`` set, ``POST /agent/v1/commit``
 gets a 503 instead, as when the metadata store is down. Used to show that a failed
 commit fails exactly the produce requests of that segment and leaves nothing visible.
@@ -20,9 +22,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class FaultyProxy:
-    def __init__(self, target: str, rewrite=None):
+    def __init__(self, target: str, rewrite=None, hold=None):
         self.target = target.rstrip("/")
         self.rewrite = rewrite  # (path, decoded JSON answer) -> the answer to send
+        self.hold = hold  # (path, request body) -> seconds to wait before forwarding
         self.fail_commits = False
         self.refused = 0
         proxy = self
@@ -34,6 +37,8 @@ class FaultyProxy:
                     proxy.refused += 1
                     self._answer(503, b'{"error": "injected: metadata store unavailable"}')
                     return
+                if proxy.hold is not None:
+                    time.sleep(proxy.hold(self.path, body))
                 request = urllib.request.Request(proxy.target + self.path, data=body, method="POST")
                 for name in ("Authorization", "Content-Type"):
                     if self.headers.get(name):

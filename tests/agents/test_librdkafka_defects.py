@@ -190,3 +190,53 @@ def test_create_topics_takes_replica_assignments_for_their_partition_count(agent
         admin.close()
     described = AdminClient({"bootstrap.servers": a.bootstrap}).list_topics("placed", timeout=10)
     assert sorted(described.topics["placed"].partitions) == [0, 1, 2]
+
+
+def test_broker_configs_are_kept_for_the_cluster_and_the_settings_ones_refused(agent, cluster):
+    """0081: AlterConfigs / IncrementalAlterConfigs on a BROKER resource. A dynamic broker
+    config set through one agent is described by another; the configs made from the
+    cluster's settings stay read-only; AlterConfigs replaces the whole set."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+
+    first, second = agent(cluster.key), agent(cluster.key)
+    admin = AdminClient({"bootstrap.servers": first.bootstrap})
+    other = AdminClient({"bootstrap.servers": second.bootstrap})
+    broker = str(admin.list_topics(timeout=10).controller_id)
+
+    def incremental(*entries: ConfigEntry) -> None:
+        resource = ConfigResource("BROKER", broker, incremental_configs=list(entries))
+        admin.incremental_alter_configs([resource])[resource].result(10)
+
+    def described(client: AdminClient) -> dict:
+        resource = ConfigResource("BROKER", str(client.list_topics(timeout=10).controller_id))
+        return client.describe_configs([resource])[resource].result(10)
+
+    set_op, append_op = AlterConfigOpType.SET, AlterConfigOpType.APPEND
+    incremental(
+        ConfigEntry("sasl.kerberos.min.time.before.relogin", "58000", incremental_operation=set_op)
+    )
+    incremental(ConfigEntry("floe.test.list", "a,b", incremental_operation=set_op))
+    incremental(ConfigEntry("floe.test.list", "c", incremental_operation=append_op))
+    seen = described(other)
+    relogin = seen["sasl.kerberos.min.time.before.relogin"]
+    assert (relogin.value, relogin.source, relogin.is_read_only) == (
+        "58000",
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value,
+        False,
+    )
+    assert seen["floe.test.list"].value == "a,b,c"
+    assert seen["default.replication.factor"].value == "3"  # the settings' ones are still there
+
+    with pytest.raises(KafkaException) as refused:
+        incremental(ConfigEntry("num.partitions", "7", incremental_operation=set_op))
+    assert refused.value.args[0].name() == "INVALID_CONFIG"
+    assert "cluster's settings" in refused.value.args[0].str()
+
+    # AlterConfigs (not incremental) replaces the whole set, as Kafka does.
+    replace = ConfigResource("BROKER", broker, set_config={"log.cleaner.threads": "2"})
+    admin.alter_configs([replace])[replace].result(10)
+    seen = described(admin)
+    assert seen["log.cleaner.threads"].value == "2"
+    assert "sasl.kerberos.min.time.before.relogin" not in seen
+    assert "floe.test.list" not in seen

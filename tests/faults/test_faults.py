@@ -201,10 +201,11 @@ def test_tailing_consumers_through_a_web_server_restart_and_a_frozen_feed(world,
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     tailer.start()
     try:
-        # A plain producer: this test is about the tail feed. An idempotent one under this
-        # combined fault once hit librdkafka's fatal OUT_OF_ORDER_SEQUENCE_NUMBER (1 clean
-        # CI run of 3) — an idempotence defect of its own, open, not this test's subject.
-        with Probe(world.bootstrap, topic, idempotent=False) as probe:
+        # An idempotent producer, as the probe's default: under this combined fault one
+        # once died of librdkafka's fatal OUT_OF_ORDER_SEQUENCE_NUMBER — a request that
+        # waited for its topic was overtaken by a later one of its connection (fixed:
+        # agents.arrival_order; tests/agents/test_idempotent_producer.py).
+        with Probe(world.bootstrap, topic) as probe:
             assert probe.wait_acked(20, 30), "the probe did not get going"
             inject()
             probe.fault_ended()

@@ -102,6 +102,37 @@ def test_idempotent_duplicates_return_the_original_offset(agent_api, alice):
     assert sizes == {_key(alice, "a"): 100, _key(alice, "b"): 100, _key(alice, "c"): 0}
 
 
+def test_any_of_the_last_five_pipelined_batches_resent_gets_its_original_offset(agent_api, alice):
+    """A producer with five requests in flight: the agents commit them in order (here as
+    two files), the answers are lost, and it sends all five again in one request. Each is a
+    duplicate answered with its first offset; a batch older than the last five is not."""
+    tid = agent_api.create_topic("orders")
+    idem = {"producer_id": 43, "producer_epoch": 0}
+
+    def batches(sequences: range) -> list[dict]:
+        return [
+            batch(tid, 0, 2, pos=100 * n, base_sequence=2 * s, **idem)
+            for n, s in enumerate(sequences)
+        ]
+
+    for name, sequences in [("a", range(0, 1)), ("b", range(1, 3)), ("c", range(3, 6))]:
+        agent_api(
+            "commit",
+            {"file_key": _key(alice, name), "size": 10_000, "batches": batches(sequences)},
+        )
+    again = agent_api(
+        "commit", {"file_key": _key(alice, "d"), "size": 10_000, "batches": batches(range(1, 6))}
+    )
+    assert [(b["base_offset"], b.get("duplicate")) for b in again["batches"]] == [
+        (2, True), (4, True), (6, True), (8, True), (10, True),
+    ]  # fmt: skip
+    too_old = agent_api(
+        "commit", {"file_key": _key(alice, "e"), "size": 10_000, "batches": batches(range(0, 1))}
+    )
+    assert too_old["batches"][0]["error_code"] == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert Partition.objects.get(topic_id=tid).high_watermark == 12
+
+
 def test_a_sequence_gap_is_out_of_order(agent_api, alice):
     tid = agent_api.create_topic("orders")
     idem = {"producer_id": 42, "producer_epoch": 0}
