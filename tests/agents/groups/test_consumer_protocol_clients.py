@@ -158,7 +158,7 @@ while True:
 
 def test_a_classic_and_a_consumer_protocol_group_read_one_topic_at_once(two_agents):
     from confluent_kafka import ConsumerGroupType
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import AdminClient, ConfigResource
 
     a, b = two_agents
     create_topic(a.bootstrap, "events", 4)
@@ -192,6 +192,11 @@ def test_a_classic_and_a_consumer_protocol_group_read_one_topic_at_once(two_agen
         ) == [0, 1, 2, 3]
         assert {m.client_id for m in modern.members} == {"new-0", "new-1"}
         assert described["classic"].result(15).type == ConsumerGroupType.CLASSIC
+        # The cluster's settings, as the broker configs Kafka names them.
+        broker = ConfigResource("BROKER", str(admin.list_topics(timeout=10).controller_id))
+        configs = admin.describe_configs([broker])[broker].result(10)
+        assert configs["group.consumer.session.timeout.ms"].value == str(SESSION_TIMEOUT_MS)
+        assert configs["group.consumer.heartbeat.interval.ms"].value == str(HEARTBEAT_INTERVAL_MS)
         produced = producer.finish()
         wait_until(
             lambda: all({r for m in g for r in m.records} >= produced for g in (kip848, classic)),
