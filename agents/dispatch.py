@@ -76,6 +76,9 @@ HANDLERS: dict[int, tuple[Handler, int]] = {
     ApiKey.OFFSET_COMMIT: (_relayed(group_offsets.handle_offset_commit), 0),
     ApiKey.OFFSET_FETCH: (_relayed(group_offsets.handle_offset_fetch), 0),
     ApiKey.OFFSET_DELETE: (_relayed(group_offsets.handle_offset_delete), 0),
+    # KIP-848 (group.protocol=consumer; agents/groups/consumer.py).
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (_relayed(groups.handle_consumer_group_heartbeat), 0),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (_relayed(groups.handle_consumer_group_describe), 0),
     # Transactions (handlers/transactions.py, KIP-98).
     ApiKey.ADD_PARTITIONS_TO_TXN: (transactions.handle_add_partitions_to_txn, 0),
     ApiKey.ADD_OFFSETS_TO_TXN: (transactions.handle_add_offsets_to_txn, 0),

@@ -13,6 +13,17 @@ commit figure (100-batch commits at `--committers`) alone and with the groups ru
 beside it. One JSON object at the end.
 
     .venv/bin/python bench/groups.py [--seconds 15] [--groups 1000] [--committers 8]
+
+`--heartbeats` measures instead what a member in steady state costs with each group
+protocol, with real parts: one agent, `--members` confluent-kafka consumers of one group on
+an idle 6-partition topic, first with the classic protocol (heartbeat.interval.ms 3 s,
+librdkafka's default), then with KIP-848's `group.protocol=consumer` (the cluster's
+consumer_heartbeat_interval_ms, 5 s: Kafka's default). Over `--seconds` of steady state it
+counts the agent-API calls the web server answered (its /metrics, by call) and the group
+requests the agent answered (the agent's /metrics), less an idle window with no members,
+per member per second.
+
+    .venv/bin/python bench/groups.py --heartbeats [--members 6] [--seconds 20]
 """
 
 from __future__ import annotations
@@ -20,9 +31,12 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import re
+import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from common import bench_env, control_plane, django_setup, percentile
@@ -182,13 +196,140 @@ class Agent:
         ]
 
 
+GROUP_REQUESTS = ("HEARTBEAT", "CONSUMER_GROUP_HEARTBEAT", "JOIN_GROUP", "SYNC_GROUP")
+_SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} ([0-9.e+]+)$")
+
+
+def counters(url: str, name: str, label: str) -> dict[str, float]:
+    """A counter's value by one of its labels, summed over the others, from /metrics."""
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match and match.group(1) == name:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2)))
+            key = labels.get(label, "")
+            out[key] = out.get(key, 0.0) + float(match.group(3))
+    return out
+
+
+def window(cp_url: str, agent_url: str, seconds: float) -> dict[str, dict[str, float]]:
+    """Agent-API calls (by call) and the agent's group requests (by API), per second."""
+    before = counters(cp_url, "floe_agent_api_calls_total", "call")
+    requests = counters(agent_url, "floe_requests_total", "api")
+    time.sleep(seconds)
+    after = counters(cp_url, "floe_agent_api_calls_total", "call")
+    requests_after = counters(agent_url, "floe_requests_total", "api")
+    return {
+        "agent_api": {k: (v - before.get(k, 0.0)) / seconds for k, v in after.items()},
+        "kafka": {
+            k: (requests_after.get(k, 0.0) - requests.get(k, 0.0)) / seconds for k in GROUP_REQUESTS
+        },
+    }
+
+
+def heartbeat_cost(members: int, seconds: float) -> dict:
+    """Steady-state cost per member of the classic and the KIP-848 group protocol."""
+    from confluent_kafka import Consumer
+    from produce import create_topic, start_agent
+
+    data_dir = Path(tempfile.mkdtemp(prefix="floe-bench-"))
+    env = bench_env(data_dir, database="floe_bench_groups")
+    django_setup(env)
+    from tests.factories import make_cluster
+
+    cluster, key = make_cluster("bench")
+    bucket = data_dir / "bucket"
+    bucket.mkdir()
+    results: dict = {"members": members, "seconds": seconds}
+    with control_plane(env) as url:
+        agent, bootstrap = start_agent(url, key, bucket, 20)
+        try:
+            log = (data_dir / "agent-20.log").read_text()
+            port = re.search(r"metrics and health on http://[^:]+:(\d+)/", log)
+            assert port, "the agent's metrics port is not in its log"
+            agent_url = f"http://127.0.0.1:{port.group(1)}"
+            create_topic(bootstrap, "idle", PARTITIONS)
+            time.sleep(3)
+            idle = window(url, agent_url, seconds)
+            results["idle"] = idle
+            for protocol in ("classic", "consumer"):
+                stop = threading.Event()
+                held = [0] * members  # each member's partition count, as its thread saw
+
+                def member(i: int, protocol=protocol, stop=stop, held=held) -> None:
+                    # One thread owns each consumer (poll, assignment, close): closing
+                    # together, each serves its own rebalance.
+                    consumer = Consumer(
+                        {
+                            "bootstrap.servers": bootstrap,
+                            "group.id": f"hb-{protocol}",
+                            "group.protocol": protocol,
+                            "client.id": f"{protocol}-{i}",
+                            "enable.auto.commit": False,
+                        }
+                    )
+                    consumer.subscribe(["idle"])
+                    while not stop.is_set():
+                        consumer.poll(0.2)
+                        held[i] = len(consumer.assignment())
+                    consumer.close()
+
+                threads = [threading.Thread(target=member, args=(i,)) for i in range(members)]
+                for t in threads:
+                    t.start()
+                print(f"{protocol}: {members} members joining", file=sys.stderr, flush=True)
+                deadline = time.monotonic() + 60
+                while sum(held) != PARTITIONS:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"{protocol}: the group did not settle: {held}")
+                    time.sleep(0.2)
+                time.sleep(6)  # past the first reports and saves
+                steady = window(url, agent_url, seconds)
+                stop.set()
+                for t in threads:
+                    t.join(60)
+                per_member = {
+                    k: round((v - idle["agent_api"].get(k, 0.0)) / members, 4)
+                    for k, v in steady["agent_api"].items()
+                }
+                groupish = {
+                    k: v for k, v in per_member.items() if k.startswith(("groups_", "offsets_"))
+                }
+                results[protocol] = {
+                    # The groups' own calls (leases are one renewal a second per agent,
+                    # whatever its groups; saves and commits would show here).
+                    "group_calls_per_member_s": {k: v for k, v in groupish.items() if v},
+                    "group_calls_total_per_member_s": round(sum(groupish.values()), 4),
+                    # Everything else the agent asked meanwhile (its consumers' fetch
+                    # plans, metadata), less the idle window: not the group protocol's.
+                    "other_calls_per_member_s": {
+                        k: v for k, v in per_member.items() if v and k not in groupish
+                    },
+                    "group_requests_per_member_s": {
+                        k: round(v / members, 3) for k, v in steady["kafka"].items() if v
+                    },
+                }
+                print(json.dumps({protocol: results[protocol]}), flush=True)
+                time.sleep(3)
+        finally:
+            agent.terminate()
+            agent.wait(15)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=15.0, help="duration of each run")
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--commit-interval", type=float, default=5.0)
     parser.add_argument("--committers", type=int, default=8)
+    parser.add_argument("--heartbeats", action="store_true", help="per-member cost instead")
+    parser.add_argument("--members", type=int, default=6)
     args = parser.parse_args()
+    if args.heartbeats:
+        print(json.dumps(heartbeat_cost(args.members, args.seconds), indent=2))
+        return
     data_dir = Path(tempfile.mkdtemp(prefix="floe-bench-"))
     env = bench_env(data_dir, database="floe_bench_groups")
     django_setup(env)

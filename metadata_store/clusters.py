@@ -47,6 +47,10 @@ class VirtualCluster(models.Model):
     acls_enabled = models.BooleanField(default=False)
     max_flush_age_ms = models.PositiveIntegerField(default=250)
     max_flush_bytes = models.PositiveIntegerField(default=8 * 1024 * 1024)
+    # KIP-848 groups (group.protocol=consumer): Kafka's group.consumer.session.timeout.ms
+    # and group.consumer.heartbeat.interval.ms, for every such group of the cluster.
+    consumer_session_timeout_ms = models.PositiveIntegerField(default=45_000)
+    consumer_heartbeat_interval_ms = models.PositiveIntegerField(default=5_000)
     # The cluster's bucket (BYOC): fixed by the first agent that registers (or at
     # creation); agents with another bucket are refused. A URL, never credentials.
     bucket_url = models.CharField(max_length=1024, blank=True, default="")
@@ -74,6 +78,8 @@ class VirtualCluster(models.Model):
         "acls_enabled",
         "max_flush_age_ms",
         "max_flush_bytes",
+        "consumer_session_timeout_ms",
+        "consumer_heartbeat_interval_ms",
     )
 
     def config(self) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from django.db.backends.utils import CursorWrapper
 
 from core.kafka.errors import ErrorCode
 
-_STATE = "generation, protocol_type, protocol_name, leader, members"
+_STATE = "generation, protocol_type, protocol_name, leader, members, group_type, extra"
 
 
 def _clock(cursor: CursorWrapper, now: datetime | None) -> datetime:
@@ -49,15 +49,19 @@ def _stamp_ms(moment: datetime) -> int:
 
 
 def _state(row: Sequence[Any]) -> dict[str, Any]:
-    generation, protocol_type, protocol_name, leader, members = row
+    generation, protocol_type, protocol_name, leader, members, group_type, extra = row
     if isinstance(members, str):
         members = json.loads(members)
+    if isinstance(extra, str):
+        extra = json.loads(extra)
     return {
+        "group_type": group_type,
         "generation": generation,
         "protocol_type": protocol_type,
         "protocol_name": protocol_name,
         "leader": leader,
         "members": members,
+        "extra": extra,
     }
 
 
@@ -114,8 +118,10 @@ def group_leases_exchange(
             # fences whatever it still had in flight).
             cursor.execute(
                 "INSERT INTO floe_group_lease AS l (cluster_id, group_id, agent_id, epoch,"
-                " expires_at, generation, protocol_type, protocol_name, leader, members)"
-                " SELECT %s, g, a, 1, %s + make_interval(secs => %s), 0, '', '', '', '[]'"
+                " expires_at, generation, protocol_type, protocol_name, leader, members,"
+                " group_type, extra)"
+                " SELECT %s, g, a, 1, %s + make_interval(secs => %s), 0, '', '', '', '[]',"
+                " 'classic', '{}'"
                 " FROM unnest(%s::text[], %s::text[]) AS t(g, a) ORDER BY g"
                 " ON CONFLICT (cluster_id, group_id) DO UPDATE SET agent_id = EXCLUDED.agent_id,"
                 " epoch = l.epoch + 1, expires_at = EXCLUDED.expires_at"
@@ -173,7 +179,8 @@ def group_state_save(
         n = _clock(cursor, now)
         cursor.execute(
             "UPDATE floe_group_lease SET generation = %s, protocol_type = %s,"
-            " protocol_name = %s, leader = %s, members = %s::jsonb"
+            " protocol_name = %s, leader = %s, members = %s::jsonb, group_type = %s,"
+            " extra = %s::jsonb"
             " WHERE cluster_id = %s AND group_id = %s AND agent_id = %s AND epoch = %s"
             " AND expires_at > %s",
             [
@@ -182,6 +189,8 @@ def group_state_save(
                 state["protocol_name"] or "",
                 state["leader"] or "",
                 json.dumps(state["members"]),
+                state.get("group_type") or "classic",
+                json.dumps(state.get("extra") or {}),
                 cluster_id,
                 group_id,
                 agent_id,
@@ -225,10 +234,15 @@ def group_commit_check(
         return ErrorCode.NOT_COORDINATOR
     state: dict[str, Any] = _state(row[3:]) if row is not None else {"generation": 0, "members": []}
     members = state["members"]
+    if state.get("group_type") == "consumer":
+        return _consumer_commit_check(members, generation, member_id)
+    if generation < 0 and not members:
+        # A commit outside group management (assign() consumers, admin tools, a KIP-848
+        # consumer that names its own member id before joining): while the group has no
+        # members (Kafka: Empty), whoever it names.
+        return ErrorCode.NONE
     if generation < 0 and not member_id and group_instance_id is None:
-        # A commit outside group management (assign() consumers, admin tools): only
-        # while the group has no members (Kafka: Empty).
-        return ErrorCode.UNKNOWN_MEMBER_ID if members else ErrorCode.NONE
+        return ErrorCode.UNKNOWN_MEMBER_ID
     if group_instance_id is not None:
         static = next((m for m in members if m.get("group_instance_id") == group_instance_id), None)
         if static is None:
@@ -239,4 +253,20 @@ def group_commit_check(
         return ErrorCode.UNKNOWN_MEMBER_ID
     if generation != state["generation"]:
         return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.NONE
+
+
+def _consumer_commit_check(
+    members: list[dict[str, Any]], member_epoch: int, member_id: str
+) -> ErrorCode:
+    """KIP-848's OffsetCommit rules (agents.groups.consumer): without a member only while
+    the group has none; else a member of the group at its current epoch or the one
+    before it (a commit made while it gives partitions up)."""
+    if member_epoch < 0 and not members:
+        return ErrorCode.NONE
+    member = next((m for m in members if m["member_id"] == member_id), None)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if member_epoch not in (member.get("member_epoch"), member.get("previous_member_epoch")):
+        return ErrorCode.STALE_MEMBER_EPOCH
     return ErrorCode.NONE

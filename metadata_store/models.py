@@ -329,6 +329,11 @@ class GroupLease(models.Model):
     # [{member_id, group_instance_id, client_id, client_host, session_timeout_ms,
     #   rebalance_timeout_ms, protocols: [{name, metadata (base64)}], assignment (base64)}]
     members = models.JSONField(default=list, blank=True)
+    # "classic" (JoinGroup/SyncGroup) or "consumer" (KIP-848, agents.groups.consumer:
+    # members carry their epochs, subscriptions and partitions, `extra` the assignment
+    # epoch and the subscribed topics).
+    group_type = models.CharField(max_length=16, default="classic")
+    extra = models.JSONField(default=dict, blank=True)
 
     class Meta:
         db_table = "floe_group_lease"

@@ -25,6 +25,11 @@ CONFIG_BOUNDS = {
     "default_retention_ms": (-1, 2**62),
     "max_flush_age_ms": (5, 60_000),
     "max_flush_bytes": (64 * 1024, 256 * 1024 * 1024),
+    # KIP-848 groups: Kafka's group.consumer.session.timeout.ms (45 s; Kafka allows
+    # 45-60 s by default, lower here for tests and impatient deployments) and
+    # group.consumer.heartbeat.interval.ms (5 s), below the session timeout.
+    "consumer_session_timeout_ms": (1_000, 30 * 60 * 1000),
+    "consumer_heartbeat_interval_ms": (100, 10 * 60 * 1000),
 }
 
 
@@ -117,6 +122,12 @@ def cluster_rename(*, cluster: VirtualCluster, name: str) -> VirtualCluster:
 def cluster_config_update(*, cluster: VirtualCluster, config: dict) -> VirtualCluster:
     """Update some configuration fields; unknown fields and bad values are refused."""
     clean = _check_config(config)
+    session = clean.get("consumer_session_timeout_ms", cluster.consumer_session_timeout_ms)
+    heartbeat = clean.get("consumer_heartbeat_interval_ms", cluster.consumer_heartbeat_interval_ms)
+    if heartbeat >= session:
+        raise ValidationError(
+            {"consumer_heartbeat_interval_ms": ["Must be below the consumer session timeout."]}
+        )
     for field, value in clean.items():
         setattr(cluster, field, value)
     cluster.save(update_fields=list(clean) or None)

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError
+from agents.groups.consumer import GROUP_TYPE as CONSUMER_GROUP_TYPE
+from agents.groups.consumer import ConsumerGroups
 from agents.groups.leases import GroupLeases, b64, unb64
 from agents.groups.ring import CoordinatorRing, Peer, node_id_for
 from agents.groups.state import Group, GroupState, Member, resolve
@@ -127,6 +129,8 @@ class GroupCoordinator:
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.report_interval_s = report_interval_s
         self.groups: dict[str, Group] = {}
+        # KIP-848 groups (group.protocol=consumer), under the same leases.
+        self.consumer = ConsumerGroups(self)
         self._commit_locks: dict[str, list] = {}
         self._dirty = asyncio.Event()
         self._reported: set[str] = set()
@@ -157,6 +161,8 @@ class GroupCoordinator:
             task.cancel()
         for group in list(self.groups.values()):
             self._unload(group)
+        for group_id in list(self.consumer.groups):
+            self.consumer.unload(group_id)
         await self.leases.release_all()
         if self._reported:
             with contextlib.suppress(ControlPlaneError, asyncio.TimeoutError):
@@ -252,6 +258,11 @@ class GroupCoordinator:
         old = self.groups.get(group_id)
         if old is not None:
             self._unload(old)
+        self.consumer.unload(group_id)
+        if state.get("group_type") == CONSUMER_GROUP_TYPE:
+            self.consumer.load(group_id, state)
+            self._changed()
+            return
         group = self.groups[group_id] = Group(
             group_id,
             generation=int(state.get("generation") or 0),
@@ -294,6 +305,10 @@ class GroupCoordinator:
             self._lease_lost(group_id)
 
     def _lease_lost(self, group_id: str) -> None:
+        if group_id in self.consumer.groups:
+            log.info("consumer group %s: lease lost; unloading it", group_id)
+            self.consumer.unload(group_id)
+            self._changed()
         group = self.groups.get(group_id)
         if group is not None:
             log.info("group %s: lease lost; unloading it", group_id)
@@ -353,6 +368,13 @@ class GroupCoordinator:
             return join_error(req.member_id, ErrorCode.INVALID_SESSION_TIMEOUT)
         if req.rebalance_timeout_ms < 0:  # JoinGroup v0 has none: the session timeout
             req.rebalance_timeout_ms = req.session_timeout_ms
+        consumer = self.consumer.groups.get(req.group_id)
+        if consumer is not None:
+            if consumer.members:
+                # A KIP-848 group: a classic member cannot join it (Kafka would convert
+                # the group; here the protocols do not mix within one group id).
+                return join_error(req.member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            self.consumer.unload(req.group_id)  # empty: it becomes a classic group
         unknown = req.member_id == ""
         group = self.groups.get(req.group_id)
         if group is None:
@@ -842,6 +864,8 @@ class GroupCoordinator:
         self, group_id: str, member_id: str, group_instance_id: str | None, generation: int
     ) -> ErrorCode | None:
         """Kafka's rules for OffsetCommit: None when the commit may be stored."""
+        if group_id in self.consumer.groups:
+            return self.consumer.validate_commit(group_id, member_id, generation)
         group = self.groups.get(group_id)
         if group is None or not group.known:
             # Not using group management (assign() + commit), or a stale generation.
@@ -881,6 +905,13 @@ class GroupCoordinator:
 
     def delete(self, group_id: str) -> tuple[ErrorCode | None, bool]:
         """DeleteGroups, in memory: (NON_EMPTY_GROUP or None, whether it was here)."""
+        consumer = self.consumer.groups.get(group_id)
+        if consumer is not None:
+            if consumer.members:
+                return ErrorCode.NON_EMPTY_GROUP, True
+            self.consumer.unload(group_id)
+            self.leases.release(group_id)
+            return None, consumer.group_epoch > 0
         group = self.groups.get(group_id)
         if group is None:
             return None, False
@@ -893,6 +924,12 @@ class GroupCoordinator:
 
     def listing(self) -> list[Group]:
         return [g for g in self.groups.values() if g.known]
+
+    def drop_classic(self, group_id: str) -> None:
+        """An Empty classic group (offsets only) becomes a KIP-848 group."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            self._unload(group)
 
     # -- moving and reporting -------------------------------------------------------------
 
@@ -935,6 +972,7 @@ class GroupCoordinator:
 
     async def _report_once(self) -> None:
         reports = [g.report() for g in self.groups.values()]
+        reports += [self.consumer.report(g) for g in self.consumer.listing()]
         if not reports and not self._reported:
             return
         answer = await self.client.call(
@@ -950,6 +988,10 @@ class GroupCoordinator:
             if group is not None and group.is_(EMPTY) and not group.pending_members:
                 self._unload(group)
                 self.leases.release(group_id)
+            consumer = self.consumer.groups.get(group_id)
+            if consumer is not None and not consumer.members:
+                self.consumer.unload(group_id)
+                self.leases.release(group_id)
 
     async def _maintenance_loop(self) -> None:
         while True:
@@ -962,6 +1004,11 @@ class GroupCoordinator:
                     if idle and now - group.state_since > EMPTY_GROUP_IDLE_S:
                         self._unload(group)
                         self.leases.release(group.group_id)
+                for consumer in self.consumer.listing():
+                    idle = not consumer.members
+                    if idle and now - consumer.state_since > EMPTY_GROUP_IDLE_S:
+                        self.consumer.unload(consumer.group_id)
+                        self.leases.release(consumer.group_id)
             except Exception:
                 log.exception("group maintenance failed")
 

@@ -59,12 +59,14 @@ _SINGLE = frozenset(
         ApiKey.LEAVE_GROUP,
         ApiKey.OFFSET_COMMIT,
         ApiKey.OFFSET_DELETE,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
     }
 )
 # API -> (request list, how an item names its group, answer list)
 _MULTI: dict[int, tuple[str, Callable[[Any], str], str]] = {
     ApiKey.DESCRIBE_GROUPS: ("groups", lambda item: item, "groups"),
     ApiKey.DELETE_GROUPS: ("groups_names", lambda item: item, "results"),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: ("group_ids", lambda item: item, "groups"),
 }
 _OFFSET_FETCH_BATCHED = ("groups", lambda item: item["group_id"], "groups")  # KIP-709, v8+
 RELAYABLE = _SINGLE | set(_MULTI) | {ApiKey.OFFSET_FETCH}

@@ -37,6 +37,8 @@ def _broker_configs(ctx: AgentContext) -> dict[str, str]:
         "message.max.bytes": str(DEFAULT_MAX_MESSAGE_BYTES),
         "log.retention.ms": str(retention),
         "delete.topic.enable": "true",
+        "group.consumer.session.timeout.ms": str(ctx.groups.consumer.session_timeout_ms),
+        "group.consumer.heartbeat.interval.ms": str(ctx.groups.consumer.heartbeat_interval_ms),
     }
 
 

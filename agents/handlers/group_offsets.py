@@ -235,7 +235,10 @@ async def handle_offset_delete(ctx: AgentContext, header, body: dict[str, Any]) 
         return answer(ErrorCode.NOT_COORDINATOR)
     group = ctx.groups.groups.get(group_id)
     subscribed: set[str] = set()
-    if group is not None and not group.is_(GroupState.EMPTY, GroupState.DEAD):
+    consumer = ctx.groups.consumer.groups.get(group_id)
+    if consumer is not None and consumer.members:  # KIP-848: the broker knows the topics
+        subscribed = consumer.subscribed_names()
+    elif group is not None and not group.is_(GroupState.EMPTY, GroupState.DEAD):
         topics_of_group = group.subscribed_topics()
         if group.protocol_type != PROTOCOL_TYPE or topics_of_group is None:
             return answer(ErrorCode.NON_EMPTY_GROUP)
@@ -255,7 +258,7 @@ async def handle_offset_delete(ctx: AgentContext, header, body: dict[str, Any]) 
         )
     except ControlPlaneError:
         return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if group is None and not result["group_exists"]:
+    if group is None and consumer is None and not result["group_exists"]:
         return answer(ErrorCode.GROUP_ID_NOT_FOUND)
     for item in result["partitions"]:
         if item["error_code"]:

@@ -1,5 +1,6 @@
 """FindCoordinator and the group membership and admin APIs: JoinGroup, SyncGroup,
-Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups.
+Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups, and KIP-848's
+ConsumerGroupHeartbeat and ConsumerGroupDescribe (`agents.groups.consumer`).
 
 FindCoordinator is answered by any agent — for a group, the holder of its lease in the
 metadata store (`agents.groups.leases`; the answering agent takes a lease nobody holds);
@@ -15,6 +16,8 @@ from typing import Any
 
 from agents.context import AgentContext
 from agents.control_plane import ControlPlaneError
+from agents.groups.consumer import GROUP_TYPE as CONSUMER_GROUP_TYPE
+from agents.groups.consumer import ConsumerGroup, HeartbeatRequest, by_topic, heartbeat_error
 from agents.groups.coordinator import JoinRequest, join_error, sync_error
 from agents.groups.ring import GROUP_KEY, TRANSACTION_KEY
 from agents.groups.state import GroupState
@@ -217,6 +220,10 @@ async def handle_describe_groups(ctx: AgentContext, header, body: dict[str, Any]
                 "error_code": ErrorCode.NOT_COORDINATOR,
             }
             continue
+        consumer = ctx.groups.consumer.groups.get(group_id)
+        if consumer is not None:
+            described[group_id] = _described_consumer_group(consumer, operations)
+            continue
         group = ctx.groups.groups.get(group_id)
         if group is None or not group.known:
             not_in_memory.append(group_id)
@@ -264,6 +271,25 @@ async def handle_describe_groups(ctx: AgentContext, header, body: dict[str, Any]
     return {"throttle_time_ms": 0, "groups": [described[g] for g in body["groups"]]}
 
 
+def _described_consumer_group(group: ConsumerGroup, operations: int) -> dict[str, Any]:
+    """DescribeGroups of a KIP-848 group, as Kafka answers it: the members without
+    metadata or assignment bytes (ConsumerGroupDescribe has those)."""
+    entry = _described(group.group_id, group.state.value, "consumer", operations)
+    entry["protocol_data"] = group.assignor
+    entry["members"] = [
+        {
+            "member_id": m.member_id,
+            "group_instance_id": m.instance_id,
+            "client_id": m.client_id,
+            "client_host": m.client_host,
+            "member_metadata": b"",
+            "member_assignment": b"",
+        }
+        for m in group.members.values()
+    ]
+    return entry
+
+
 CLASSIC_GROUP_TYPE = "classic"
 
 
@@ -282,10 +308,12 @@ async def handle_list_groups(ctx: AgentContext, header, body: dict[str, Any]) ->
     ring, zone = ctx.groups.ring, client_zone(header.client_id)
     me = ring.me.agent_id
     held = {g.group_id: g for g in ctx.groups.listing()}
-    listed: dict[str, tuple[str, str]] = {}
+    consumers = {g.group_id: g for g in ctx.groups.consumer.listing()}
+    listed: dict[str, tuple[str, str, str]] = {}
     for group_id, known in stored.items():
-        if group_id in held:
+        if group_id in held or group_id in consumers:
             continue
+        group_type = known.get("group_type") or CLASSIC_GROUP_TYPE
         reporter = ring.peer(known.get("agent_id") or "")
         owner = reporter or ring.owner(group_id)
         if owner.agent_id == me and reporter is not None:
@@ -294,17 +322,22 @@ async def handle_list_groups(ctx: AgentContext, header, body: dict[str, Any]) ->
             continue
         if zone is None and reporter is None:
             if known["has_offsets"]:
-                listed[group_id] = (known.get("protocol_type") or "", "Empty")
+                listed[group_id] = (known.get("protocol_type") or "", "Empty", group_type)
         elif known["has_offsets"] or known.get("agent_id"):
-            listed[group_id] = (known.get("protocol_type") or "", known.get("state") or "Empty")
+            state = known.get("state") or "Empty"
+            listed[group_id] = (known.get("protocol_type") or "", state, group_type)
     for group in held.values():
         if ring.front(group.group_id, zone, owner=ring.me).agent_id == me:
-            listed[group.group_id] = (group.protocol_type or "", group.state.value)
+            listed[group.group_id] = (
+                group.protocol_type or "",
+                group.state.value,
+                CLASSIC_GROUP_TYPE,
+            )
+    for consumer in consumers.values():
+        if ring.front(consumer.group_id, zone, owner=ring.me).agent_id == me:
+            listed[consumer.group_id] = ("consumer", consumer.state.value, CONSUMER_GROUP_TYPE)
     wanted = {s.lower() for s in body.get("states_filter") or ()}
-    # KIP-848's group types: every group here speaks the classic protocol.
-    types = {t.lower() for t in body.get("types_filter") or ()}
-    if types and CLASSIC_GROUP_TYPE not in types:
-        listed = {}
+    types = {t.lower() for t in body.get("types_filter") or ()}  # KIP-848's group types
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
@@ -313,10 +346,10 @@ async def handle_list_groups(ctx: AgentContext, header, body: dict[str, Any]) ->
                 "group_id": group_id,
                 "protocol_type": protocol_type,
                 "group_state": state,
-                "group_type": CLASSIC_GROUP_TYPE,
+                "group_type": group_type,
             }
-            for group_id, (protocol_type, state) in sorted(listed.items())
-            if not wanted or state.lower() in wanted
+            for group_id, (protocol_type, state, group_type) in sorted(listed.items())
+            if (not wanted or state.lower() in wanted) and (not types or group_type in types)
         ],
     }
 
@@ -353,6 +386,131 @@ async def handle_delete_groups(ctx: AgentContext, header, body: dict[str, Any]) 
     }
 
 
+# -- ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848) ------------------------------
+
+
+def _heartbeat_response(answer: dict[str, Any]) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, **answer}
+
+
+async def handle_consumer_group_heartbeat(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+    """KIP-848 ConsumerGroupHeartbeat v0–1: join, heartbeat with the owned partitions,
+    leave (member epoch -1); the coordinator answers the member's epoch and assignment."""
+    group_id = body["group_id"]
+    if not group_id:
+        return _heartbeat_response(heartbeat_error(ErrorCode.INVALID_GROUP_ID))
+    if not await ctx.groups.owns(group_id):
+        return _heartbeat_response(heartbeat_error(ErrorCode.NOT_COORDINATOR))
+    owned = body.get("topic_partitions")
+    request = HeartbeatRequest(
+        group_id=group_id,
+        member_id=body["member_id"],
+        member_epoch=body["member_epoch"],
+        instance_id=body.get("instance_id"),
+        rack_id=body.get("rack_id"),
+        rebalance_timeout_ms=body.get("rebalance_timeout_ms", -1),
+        topic_names=body.get("subscribed_topic_names"),
+        topic_regex=body.get("subscribed_topic_regex"),
+        server_assignor=body.get("server_assignor"),
+        owned=None
+        if owned is None
+        else {(str(t["topic_id"]), p) for t in owned for p in t["partitions"]},
+        client_id=header.client_id or "",
+        version=header.api_version,
+    )
+
+    async def lookup(names: set[str], everything: bool) -> dict[str, Any]:
+        found = dict(await ctx.topics.by_names(names)) if names else {}
+        if everything:
+            found.update((t.name, t) for t in await ctx.topics.all_topics())
+        return found
+
+    return _heartbeat_response(await ctx.groups.consumer.heartbeat(request, lookup))
+
+
+def _described_partitions(group: ConsumerGroup, partitions) -> dict[str, Any]:
+    names = {topic_id: name for name, (topic_id, _) in (group.topics or {}).items()}
+    return {
+        "topic_partitions": [
+            {"topic_id": topic_id, "topic_name": names.get(topic_id, ""), "partitions": ps}
+            for topic_id, ps in by_topic(partitions).items()
+        ]
+    }
+
+
+def _consumer_group_description(group: ConsumerGroup, operations: int) -> dict[str, Any]:
+    return {
+        "error_code": 0,
+        "error_message": None,
+        "group_id": group.group_id,
+        "group_state": group.state.value,
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "assignor_name": group.assignor,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "instance_id": m.instance_id,
+                "rack_id": m.rack_id,
+                "member_epoch": m.member_epoch,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "subscribed_topic_names": m.topic_names,
+                "subscribed_topic_regex": m.topic_regex,
+                "assignment": _described_partitions(group, m.assigned),
+                "target_assignment": _described_partitions(
+                    group, group.target.get(m.member_id, set())
+                ),
+            }
+            for m in group.members.values()
+        ],
+        "authorized_operations": operations,
+    }
+
+
+def _describe_error(group_id: str, error: int, message: str | None = None) -> dict[str, Any]:
+    return {
+        "error_code": int(error),
+        "error_message": message,
+        "group_id": group_id,
+        "group_state": "",
+        "group_epoch": -1,
+        "assignment_epoch": -1,
+        "assignor_name": "",
+        "members": [],
+        "authorized_operations": _OPERATIONS_OMITTED,
+    }
+
+
+async def handle_consumer_group_describe(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+    """KIP-848 ConsumerGroupDescribe v0: members with their epochs, subscriptions,
+    assignments and targets. A classic group, or one nobody knows, is GROUP_ID_NOT_FOUND
+    (admin clients then describe it with DescribeGroups)."""
+    described: dict[str, dict] = {}
+    for group_id in body["group_ids"]:
+        if not group_id:
+            described[group_id] = _describe_error(group_id, ErrorCode.INVALID_GROUP_ID)
+        elif not await ctx.groups.owns(group_id):
+            described[group_id] = _describe_error(group_id, ErrorCode.NOT_COORDINATOR)
+        else:
+            group = ctx.groups.consumer.groups.get(group_id)
+            if group is None:
+                described[group_id] = _describe_error(
+                    group_id,
+                    ErrorCode.GROUP_ID_NOT_FOUND,
+                    f"Group {group_id} is not a consumer group.",
+                )
+            else:
+                described[group_id] = _consumer_group_description(group, _OPERATIONS_OMITTED)
+    if body.get("include_authorized_operations"):
+        found = [g for g, entry in described.items() if not entry["error_code"]]
+        if found:
+            allowed = await authorized_operations(ctx, ResourceType.GROUP, found)
+            for group_id in found:
+                described[group_id]["authorized_operations"] = allowed[group_id]
+    return {"throttle_time_ms": 0, "groups": [described[g] for g in body["group_ids"]]}
+
+
 # -- answers for a failed handler (handlers.errors.error_response) --------------------------------
 
 GROUP_APIS = frozenset(
@@ -368,6 +526,8 @@ GROUP_APIS = frozenset(
         ApiKey.OFFSET_COMMIT,
         ApiKey.OFFSET_FETCH,
         ApiKey.OFFSET_DELETE,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        ApiKey.CONSUMER_GROUP_DESCRIBE,
     }
 )
 
@@ -393,6 +553,10 @@ def error_response(header, body: dict[str, Any], error: int) -> dict | None:
                 for g in body["groups"]
             ]
         }
+    if key == ApiKey.CONSUMER_GROUP_HEARTBEAT:
+        return heartbeat_error(error)
+    if key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+        return {"groups": [_describe_error(g, error) for g in body["group_ids"]]}
     if key == ApiKey.DELETE_GROUPS:
         return {"results": [{"group_id": g, "error_code": error} for g in body["groups_names"]]}
     return group_offsets.error_response(header, body, error)

@@ -582,6 +582,25 @@ async def _describe_groups(access: Access, ctx, header, body, call) -> dict | No
     return await _split(body, "groups", keep, call, "groups", denied)
 
 
+async def _consumer_group_describe(access: Access, ctx, header, body, call) -> dict | None:
+    groups = list(body["group_ids"])
+    keep = [access.allows(OP.DESCRIBE, GROUP, g) for g in groups]
+    denied = [
+        {
+            "error_code": GROUP_DENIED,
+            "group_id": g,
+            "group_state": "",
+            "group_epoch": -1,
+            "assignment_epoch": -1,
+            "assignor_name": "",
+            "members": [],
+        }
+        for g, ok in zip(groups, keep, strict=True)
+        if not ok
+    ]
+    return await _split(body, "group_ids", keep, call, "groups", denied)
+
+
 async def _list_groups(access: Access, ctx, header, body, call) -> dict | None:
     response = await call(body)
     if response is not None and not access.cluster(OP.DESCRIBE):
@@ -751,6 +770,8 @@ RULES: dict[int, Rule] = {
     ApiKey.OFFSET_COMMIT: _offset_commit,
     ApiKey.OFFSET_FETCH: _offset_fetch,
     ApiKey.DESCRIBE_GROUPS: _describe_groups,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _whole_group(OP.READ),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
     ApiKey.LIST_GROUPS: _list_groups,
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.OFFSET_DELETE: _offset_delete,

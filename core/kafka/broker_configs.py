@@ -16,6 +16,9 @@ FROM_CLUSTER_SETTINGS = frozenset(
         "message.max.bytes",
         "log.retention.ms",
         "delete.topic.enable",
+        # KIP-848 groups: the cluster's consumer_session_timeout_ms / _heartbeat_interval_ms.
+        "group.consumer.session.timeout.ms",
+        "group.consumer.heartbeat.interval.ms",
     }
 )
 # A bound on what one cluster keeps (the control plane trusts nothing an agent sends).

@@ -190,7 +190,8 @@ def compile_field(field: Field, version: int, flexible: bool, name: str) -> t.Wi
     nullable = version in field.nullable
     typ = field.type
     if isinstance(typ, Struct):
-        return compile_struct(typ, version, flexible, name)
+        inner = compile_struct(typ, version, flexible, name)
+        return _nullable_struct(inner) if nullable else inner
     if isinstance(typ, Array):
         element = typ.element
         if isinstance(element, Struct):
@@ -199,6 +200,30 @@ def compile_field(field: Field, version: int, flexible: bool, name: str) -> t.Wi
             elem_codec = element.codec(flexible=flexible, nullable=False)
         return t.array(elem_codec, compact=flexible, nullable=nullable)
     return typ.codec(flexible=flexible, nullable=nullable)
+
+
+_PRESENT, _ABSENT = b"\x01", b"\xff"
+
+
+def _nullable_struct(inner: t.WireType) -> t.WireType:
+    """A nullable struct field: an int8 marker (-1 null, 1 present), then the struct."""
+
+    def decode(buf: memoryview, pos: int) -> tuple[Any, int]:
+        if pos >= len(buf):
+            raise t.Malformed(f"{inner.name}: truncated")
+        marker = buf[pos]
+        if marker == 0xFF:
+            return None, pos + 1
+        return inner.decode(buf, pos + 1)
+
+    def encode(value: Any, out: list[Any]) -> None:
+        if value is None:
+            out.append(_ABSENT)
+            return
+        out.append(_PRESENT)
+        inner.encode(value, out)
+
+    return t.WireType(inner.name, decode, encode, zero=None, min_size=1)
 
 
 def _struct_decoder(struct_: Struct, version: int, steps: list[Callable[..., Any]]) -> t.Decode:

@@ -438,10 +438,19 @@ class GroupMember(_Body, frozen=True):
     client_id: SHORT = ""
     client_host: SHORT = ""
     assignment: Items[MemberAssignment] = []
+    # KIP-848 groups: the member's epoch and its target assignment (`assignment` is what
+    # it was given and may own).
+    member_epoch: INT32 | None = None
+    target_assignment: Items[MemberAssignment] | None = None
+
+
+GROUP_TYPE = Literal["classic", "consumer"]
 
 
 class GroupReport(_Body, frozen=True):
     group_id: Annotated[str, Meta(min_length=1, max_length=255)]
+    group_type: GROUP_TYPE = "classic"
+    assignment_epoch: INT32 = 0  # KIP-848 groups: the target assignment's epoch
     state: Annotated[str, Meta(max_length=32)] = "Empty"
     protocol_type: Annotated[str, Meta(max_length=64)] = ""
     protocol: SHORT = ""
@@ -502,6 +511,26 @@ class SavedMember(_Body, frozen=True):
     rebalance_timeout_ms: Annotated[int, Meta(ge=1, le=2**31 - 1)] = 10_000
     protocols: Annotated[list[SavedProtocol], Meta(max_length=100)] = []
     assignment: Annotated[bytes, Meta(max_length=10_000_000)] = b""  # base64 in JSON
+    # KIP-848 members (agents.groups.consumer): subscription, epochs, partitions as
+    # [topic id, partition] pairs — assigned, being revoked, and the target.
+    rack_id: SHORT | None = None
+    topic_names: Items[NAME] = []
+    topic_regex: Annotated[str, Meta(max_length=10_000)] | None = None
+    server_assignor: SHORT | None = None
+    member_epoch: INT32 = 0
+    previous_member_epoch: INT32 = -1
+    state: SHORT = ""
+    assigned: Items[tuple[SHORT, PARTITION]] = []
+    revoking: Items[tuple[SHORT, PARTITION]] = []
+    target: Items[tuple[SHORT, PARTITION]] = []
+
+
+class SavedConsumerGroup(_Body, frozen=True):
+    """A KIP-848 group's own state: the target assignment's epoch and the subscribed
+    topics as last looked up (name -> [topic id, partition count])."""
+
+    assignment_epoch: INT32 = 0
+    topics: dict[NAME, tuple[SHORT, PARTITION]] | None = None
 
 
 class GroupsSaveRequest(_Body, frozen=True):
@@ -515,6 +544,8 @@ class GroupsSaveRequest(_Body, frozen=True):
     protocol_name: SHORT | None = None
     leader: SHORT | None = None
     members: Annotated[list[SavedMember], Meta(max_length=10_000)] = []
+    group_type: GROUP_TYPE = "classic"
+    extra: SavedConsumerGroup | None = None
 
 
 # --- transactions (KIP-98) -------------------------------------------------------------

@@ -156,7 +156,41 @@ def test_commits_are_checked_against_the_lease_and_the_saved_generation(agent_ap
     # The group empties: simple commits again (assign() consumers, admin tools).
     assert agent_api("groups/save", save_body("a1", 1, 4, []))["error_code"] == 0
     assert commit() == 0
+    # …whatever member id it names (a KIP-848 consumer names itself before joining).
+    assert commit(member_id="self-named") == 0
     assert GroupOffset.objects.get(group_id="g").committed_offset == 5
+
+
+def test_a_consumer_protocol_groups_commits_need_the_members_epoch(agent_api, alice):
+    register(alice["cluster"], "a1")
+    agent_api.create_topic("t")
+    agent_api("groups/leases", {"agent_id": "a1", "acquire": ["g"]})
+    saved = {
+        **save_body("a1", 1, 7, []),
+        "group_type": "consumer",
+        "protocol_name": "uniform",
+        "leader": None,
+        "extra": {"assignment_epoch": 7, "topics": {"t": [str(uuid.uuid4()), 1]}},
+        "members": [
+            {"member_id": "m1", "member_epoch": 7, "previous_member_epoch": 5,
+             "topic_names": ["t"], "assigned": [["x", 0]], "target": [["x", 0]]},
+        ],
+    }  # fmt: skip
+    assert agent_api("groups/save", saved)["error_code"] == 0
+    fence = {"agent_id": "a1", "epoch": 1}
+
+    def commit(**kw) -> int:
+        return codes(agent_api("offsets/commit", offsets_body(**fence, **kw)))[0]
+
+    assert commit(generation=7, member_id="m1") == 0
+    assert commit(generation=5, member_id="m1") == 0  # the epoch it is revoking at
+    assert commit(generation=6, member_id="m1") == E.STALE_MEMBER_EPOCH
+    assert commit(generation=7, member_id="ghost") == E.UNKNOWN_MEMBER_ID
+    assert commit() == E.UNKNOWN_MEMBER_ID
+    state = agent_api("groups/leases", {"agent_id": "a1", "acquire": ["g"]})["leases"][0]
+    assert state["state"]["group_type"] == "consumer"
+    assert state["state"]["extra"]["assignment_epoch"] == 7
+    assert state["state"]["members"][0]["assigned"] == [["x", 0]]
 
 
 # -- the ownership rule, against a model --------------------------------------------------

@@ -80,6 +80,28 @@ def test_it_reads_and_updates_the_configuration(api, alice):
     assert unknown.status_code == 400 and "colour" in unknown.json()["error"]
 
 
+def test_it_sets_the_consumer_group_protocols_timeouts(api, alice):
+    client, cid = api(alice["admin"]), alice["cluster"].public_id
+    config = client.get(f"/api/v1/clusters/{cid}/config/").json()
+    assert config["consumer_session_timeout_ms"] == 45_000  # Kafka's defaults
+    assert config["consumer_heartbeat_interval_ms"] == 5_000
+    changed = client.patch(
+        f"/api/v1/clusters/{cid}/config/",
+        {"consumer_session_timeout_ms": 6_000, "consumer_heartbeat_interval_ms": 500},
+        format="json",
+    )
+    assert changed.status_code == 200 and changed.json()["consumer_session_timeout_ms"] == 6_000
+    # The heartbeat interval stays below the session timeout, whichever one changes.
+    slow = client.patch(
+        f"/api/v1/clusters/{cid}/config/", {"consumer_heartbeat_interval_ms": 6_000}, format="json"
+    )
+    assert slow.status_code == 400 and "consumer_heartbeat_interval_ms" in slow.json()["error"]
+    short = client.patch(
+        f"/api/v1/clusters/{cid}/config/", {"consumer_session_timeout_ms": 400}, format="json"
+    )
+    assert short.status_code == 400
+
+
 def test_it_creates_lists_and_revokes_agent_keys(api, alice):
     client, cid = api(alice["admin"]), alice["cluster"].public_id
     created = client.post(f"/api/v1/clusters/{cid}/agent-keys/", {"name": "edge"}, format="json")

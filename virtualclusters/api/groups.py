@@ -30,7 +30,20 @@ class GroupMemberSerializer(serializers.Serializer):
     group_instance_id = serializers.CharField(allow_null=True)
     client_id = serializers.CharField(allow_blank=True)
     client_host = serializers.CharField(allow_blank=True)
-    assignment = AssignmentSerializer(many=True)
+    assignment = AssignmentSerializer(
+        many=True,
+        help_text="The partitions it was given (KIP-848: those it may own now; it owns them "
+        "once it heartbeats them).",
+    )
+    member_epoch = serializers.IntegerField(
+        required=False, allow_null=True, help_text="KIP-848 groups: the member's epoch."
+    )
+    target_assignment = AssignmentSerializer(
+        many=True,
+        required=False,
+        allow_null=True,
+        help_text="KIP-848 groups: the partitions the coordinator is moving it to.",
+    )
 
 
 class GroupPartitionSerializer(serializers.Serializer):
@@ -57,8 +70,17 @@ class GroupSerializer(serializers.Serializer):
         help_text="Empty, PreparingRebalance, CompletingRebalance or Stable."
     )
     protocol_type = serializers.CharField(allow_blank=True)
+    group_type = serializers.CharField(
+        help_text="classic (JoinGroup/SyncGroup, the client assigns) or consumer (KIP-848, "
+        "group.protocol=consumer: the coordinator assigns)."
+    )
     protocol = serializers.CharField(allow_blank=True, help_text="The assignor in use.")
-    generation = serializers.IntegerField(allow_null=True)
+    generation = serializers.IntegerField(
+        allow_null=True, help_text="The generation (KIP-848 groups: the group epoch)."
+    )
+    assignment_epoch = serializers.IntegerField(
+        allow_null=True, help_text="KIP-848 groups: the epoch of the target assignment."
+    )
     coordinator = serializers.CharField(
         allow_null=True, help_text="Id of the agent coordinating the group."
     )

@@ -36,6 +36,18 @@ class ClusterConfigSerializer(StrictSerializer):
         min_value=CONFIG_BOUNDS["max_flush_bytes"][0],
         max_value=CONFIG_BOUNDS["max_flush_bytes"][1],
     )
+    consumer_session_timeout_ms = serializers.IntegerField(
+        required=False,
+        min_value=CONFIG_BOUNDS["consumer_session_timeout_ms"][0],
+        max_value=CONFIG_BOUNDS["consumer_session_timeout_ms"][1],
+        help_text="group.consumer.session.timeout.ms of KIP-848 (group.protocol=consumer) groups.",
+    )
+    consumer_heartbeat_interval_ms = serializers.IntegerField(
+        required=False,
+        min_value=CONFIG_BOUNDS["consumer_heartbeat_interval_ms"][0],
+        max_value=CONFIG_BOUNDS["consumer_heartbeat_interval_ms"][1],
+        help_text="group.consumer.heartbeat.interval.ms of KIP-848 groups.",
+    )
 
 
 class ClusterSerializer(serializers.ModelSerializer):

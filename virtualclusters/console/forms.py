@@ -50,6 +50,18 @@ class ClusterConfigForm(forms.Form):
         label="Max flush size (bytes)",
         help_text=f"…or as soon as a file reaches this size ({_bounds('max_flush_bytes')}).",
     )
+    consumer_session_timeout_ms = forms.IntegerField(
+        required=False,
+        label="Consumer group session timeout (ms)",
+        help_text="group.protocol=consumer groups: a member silent this long loses its "
+        f"partitions ({_bounds('consumer_session_timeout_ms')}).",
+    )
+    consumer_heartbeat_interval_ms = forms.IntegerField(
+        required=False,
+        label="Consumer group heartbeat interval (ms)",
+        help_text="…and heartbeats this often, below the session timeout "
+        f"({_bounds('consumer_heartbeat_interval_ms')}).",
+    )
 
     # Service field → form field, for errors the service reports.
     SERVICE_FIELDS = {"default_retention_ms": "retention_value"}
@@ -68,7 +80,11 @@ class ClusterConfigForm(forms.Form):
         """The configuration as the services take it (call after ``is_valid()``)."""
         data = self.cleaned_data
         value = data["retention_value"]
-        config = {name: data[name] for name in VirtualCluster.CONFIG_FIELDS if name in data}
+        config = {
+            name: data[name]
+            for name in VirtualCluster.CONFIG_FIELDS
+            if name in data and data[name] is not None  # left empty: unchanged
+        }
         config["default_retention_ms"] = (
             value * RETENTION_UNITS[data["retention_unit"]] if value > 0 else value
         )

@@ -32,6 +32,7 @@ def groups_list(cluster: VirtualCluster, body: schemas.GroupsListRequest) -> dic
                 "protocol_type": s.protocol_type,
                 "state": s.state,
                 "agent_id": s.agent_id,
+                "group_type": s.group_type,
             }
             for s in summaries.values()
         ]

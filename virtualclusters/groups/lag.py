@@ -125,8 +125,14 @@ def groups_describe(cluster: VirtualCluster, group_ids=None) -> list[dict[str, A
                 "group_id": group_id,
                 "state": summary.state,
                 "protocol_type": summary.protocol_type,
+                "group_type": summary.group_type,
                 "protocol": group_report.protocol if group_report else "",
                 "generation": group_report.generation if group_report else None,
+                "assignment_epoch": (
+                    group_report.assignment_epoch
+                    if group_report and group_report.group_type == "consumer"
+                    else None
+                ),
                 "coordinator": summary.agent_id,
                 "members": list(group_report.members) if group_report else [],
                 "partitions": partitions,

@@ -17,6 +17,10 @@ class GroupReport(models.Model):
     agent_id = models.CharField(max_length=64)
     state = models.CharField(max_length=32)
     protocol_type = models.CharField(max_length=64, blank=True, default="")
+    # "classic" or "consumer" (KIP-848: the coordinator assigns; members carry their
+    # member epoch and target assignment, and `assignment_epoch` is the target's epoch).
+    group_type = models.CharField(max_length=16, default="classic")
+    assignment_epoch = models.IntegerField(default=0)
     protocol = models.CharField(max_length=255, blank=True, default="")
     generation = models.IntegerField(default=0)
     leader = models.CharField(max_length=255, blank=True, default="")

@@ -67,6 +67,8 @@ def group_report_apply(*, cluster: VirtualCluster, agent_id: str, groups: list[d
                 agent_id=agent_id,
                 state=str(g.get("state") or EMPTY),
                 protocol_type=str(g.get("protocol_type") or ""),
+                group_type=str(g.get("group_type") or "classic"),
+                assignment_epoch=int(g.get("assignment_epoch") or 0),
                 protocol=str(g.get("protocol") or ""),
                 generation=int(g.get("generation") or 0),
                 leader=str(g.get("leader") or ""),
@@ -85,6 +87,8 @@ def group_report_apply(*, cluster: VirtualCluster, agent_id: str, groups: list[d
                 "agent_id",
                 "state",
                 "protocol_type",
+                "group_type",
+                "assignment_epoch",
                 "protocol",
                 "generation",
                 "leader",
@@ -112,7 +116,12 @@ def groups_delete(*, cluster: VirtualCluster, group_ids: list[str]) -> dict[str,
         offsets, _ = GroupOffset.objects.filter(cluster=cluster, group_id=group_id).delete()
         reports, _ = GroupReport.objects.filter(cluster=cluster, group_id=group_id).delete()
         GroupLease.objects.filter(cluster=cluster, group_id=group_id, members=[]).update(
-            generation=0, protocol_type="", protocol_name="", leader=""
+            generation=0,
+            protocol_type="",
+            protocol_name="",
+            leader="",
+            group_type="classic",
+            extra={},
         )
         results[group_id] = 0 if offsets or reports else int(ErrorCode.GROUP_ID_NOT_FOUND)
     return results
@@ -173,6 +182,7 @@ class GroupSummary:
     protocol_type: str
     state: str  # from a live report, else Empty
     agent_id: str | None  # the reporting coordinator, when live
+    group_type: str = "classic"  # or "consumer" (KIP-848), as last reported
 
 
 def group_summaries(cluster: VirtualCluster, group_ids=None) -> dict[str, GroupSummary]:
@@ -195,6 +205,7 @@ def group_summaries(cluster: VirtualCluster, group_ids=None) -> dict[str, GroupS
             has_offsets=report.group_id in with_offsets,
             protocol_type=report.protocol_type,
             state=report.state if live else EMPTY,
+            group_type=report.group_type,
             agent_id=report.agent_id if live else None,
         )
     return summaries

@@ -7,7 +7,7 @@ Facts from Kafka's ``common/message/*.json``, written by hand (see core.py).
 from ..api_keys import ApiKey
 from ..schema import Api, Array, Message, Struct
 from ..schema import Field as F
-from ..types import Boolean, Bytes, Int8, Int16, Int32, Int64, String
+from ..types import Boolean, Bytes, Int8, Int16, Int32, Int64, String, Uuid
 
 _NO_OPERATIONS = -(2**31)  # INT32_MIN: "authorized operations not requested" (KIP-430)
 
@@ -410,6 +410,103 @@ DELETE_GROUPS = Api(
     ),
 )  # fmt: skip
 
+# KIP-848, the consumer group protocol: the coordinator assigns, members heartbeat their
+# owned partitions. v1 (KIP-1082): the member id is the client's, and the regex field.
+CONSUMER_GROUP_HEARTBEAT = Api(
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    request=Message(
+        "ConsumerGroupHeartbeatRequest",
+        valid="0-1",
+        flexible="0+",
+        fields=(
+            F("group_id", String),
+            F("member_id", String),
+            F("member_epoch", Int32),
+            F("instance_id", String, nullable="0+", default=None),
+            F("rack_id", String, nullable="0+", default=None),
+            F("rebalance_timeout_ms", Int32, default=-1),
+            F("subscribed_topic_names", Array(String), nullable="0+", default=None),
+            F("subscribed_topic_regex", String, "1+", nullable="1+", default=None),
+            F("server_assignor", String, nullable="0+", default=None),
+            F("topic_partitions", Array(Struct(
+                F("topic_id", Uuid),
+                F("partitions", Array(Int32)),
+            )), nullable="0+", default=None),
+        ),
+    ),
+    response=Message(
+        "ConsumerGroupHeartbeatResponse",
+        valid="0-1",
+        flexible="0+",
+        fields=(
+            F("throttle_time_ms", Int32),
+            F("error_code", Int16),
+            F("error_message", String, nullable="0+", default=None),
+            F("member_id", String, nullable="0+", default=None),
+            F("member_epoch", Int32),
+            F("heartbeat_interval_ms", Int32),
+            F("assignment", Struct(
+                F("topic_partitions", Array(Struct(
+                    F("topic_id", Uuid),
+                    F("partitions", Array(Int32)),
+                ))),
+            ), nullable="0+", default=None),
+        ),
+    ),
+)  # fmt: skip
+
+_DESCRIBED_ASSIGNMENT = Struct(
+    F("topic_partitions", Array(Struct(
+        F("topic_id", Uuid),
+        F("topic_name", String),
+        F("partitions", Array(Int32)),
+    ))),
+)  # fmt: skip
+
+# KIP-848. v1 (KIP-1099) adds the member type; v0 is what librdkafka asks for.
+CONSUMER_GROUP_DESCRIBE = Api(
+    ApiKey.CONSUMER_GROUP_DESCRIBE,
+    request=Message(
+        "ConsumerGroupDescribeRequest",
+        valid="0",
+        flexible="0+",
+        fields=(
+            F("group_ids", Array(String)),
+            F("include_authorized_operations", Boolean),
+        ),
+    ),
+    response=Message(
+        "ConsumerGroupDescribeResponse",
+        valid="0",
+        flexible="0+",
+        fields=(
+            F("throttle_time_ms", Int32),
+            F("groups", Array(Struct(
+                F("error_code", Int16),
+                F("error_message", String, nullable="0+", default=None),
+                F("group_id", String),
+                F("group_state", String),
+                F("group_epoch", Int32),
+                F("assignment_epoch", Int32),
+                F("assignor_name", String),
+                F("members", Array(Struct(
+                    F("member_id", String),
+                    F("instance_id", String, nullable="0+", default=None),
+                    F("rack_id", String, nullable="0+", default=None),
+                    F("member_epoch", Int32),
+                    F("client_id", String),
+                    F("client_host", String),
+                    F("subscribed_topic_names", Array(String)),
+                    F("subscribed_topic_regex", String, nullable="0+", default=None),
+                    F("assignment", _DESCRIBED_ASSIGNMENT),
+                    F("target_assignment", _DESCRIBED_ASSIGNMENT),
+                ))),
+                F("authorized_operations", Int32, default=_NO_OPERATIONS),
+            ))),
+        ),
+    ),
+)  # fmt: skip
+
 APIS = (
     FIND_COORDINATOR,
     JOIN_GROUP,
@@ -422,4 +519,6 @@ APIS = (
     DESCRIBE_GROUPS,
     LIST_GROUPS,
     DELETE_GROUPS,
+    CONSUMER_GROUP_HEARTBEAT,
+    CONSUMER_GROUP_DESCRIBE,
 )

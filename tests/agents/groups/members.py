@@ -72,6 +72,19 @@ class Member(threading.Thread):
 
 
 class ConfluentMember(Member):
+    # Group settings of the classic protocol (the KIP-848 one keeps them broker-side).
+    GROUP_SETTINGS = {
+        "session.timeout.ms": SESSION_TIMEOUT_MS,
+        "heartbeat.interval.ms": HEARTBEAT_MS,
+    }
+
+    def subscribe(self, consumer, commit: Callable[[], None]) -> None:
+        consumer.subscribe(
+            [self.topic],
+            on_assign=lambda c, tps: self.assigned_to(c, [tp.partition for tp in tps]),
+            on_revoke=lambda *_: commit(),
+        )
+
     def consume(self) -> None:
         from confluent_kafka import Consumer, KafkaException
 
@@ -82,8 +95,7 @@ class ConfluentMember(Member):
                 "client.id": self.client_id,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
-                "session.timeout.ms": SESSION_TIMEOUT_MS,
-                "heartbeat.interval.ms": HEARTBEAT_MS,
+                **self.GROUP_SETTINGS,
                 "max.poll.interval.ms": REBALANCE_TIMEOUT_MS,
                 "fetch.wait.max.ms": 100,
                 "topic.metadata.refresh.interval.ms": 2000,
@@ -92,7 +104,7 @@ class ConfluentMember(Member):
             **self.consumer_kwargs(),
         )
 
-        def commit(*_):
+        def commit() -> None:
             try:
                 consumer.commit(asynchronous=False)
             except KafkaException as exc:
@@ -102,11 +114,7 @@ class ConfluentMember(Member):
                 if "NO_OFFSET" not in str(exc) and not closing:
                     self.errors.append(f"commit: {exc}")
 
-        consumer.subscribe(
-            [self.topic],
-            on_assign=lambda c, tps: self.assigned_to(c, [tp.partition for tp in tps]),
-            on_revoke=commit,
-        )
+        self.subscribe(consumer, commit)
         try:
             while not self.stopping.is_set():
                 batch = consumer.consume(100, 0.2)
@@ -117,6 +125,57 @@ class ConfluentMember(Member):
                 self.assigned = frozenset(tp.partition for tp in consumer.assignment())
         finally:
             consumer.close()
+
+
+class Ownership:
+    """Who owns each partition, as the members' own rebalance callbacks say: a partition
+    assigned to one member while another still holds it is a `violations` entry."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.owners: dict[int, str] = {}
+        self.violations: list[str] = []
+        self.releases = 0  # partitions revoked or lost, all members together
+
+    def assigned(self, member: str, partitions: list[int]) -> None:
+        with self.lock:
+            for p in partitions:
+                holder = self.owners.get(p)
+                if holder is not None and holder != member:
+                    self.violations.append(f"{p} assigned to {member} while {holder} owns it")
+                self.owners[p] = member
+
+    def released(self, member: str, partitions: list[int]) -> None:
+        with self.lock:
+            self.releases += len(partitions)
+            for p in partitions:
+                if self.owners.get(p) == member:
+                    del self.owners[p]
+
+
+class ConsumerProtocolMember(ConfluentMember):
+    """confluent-kafka with KIP-848's `group.protocol=consumer`: the coordinator assigns,
+    the callbacks get the partitions added and taken away (incremental). Session timeout
+    and heartbeat interval are the cluster's (librdkafka refuses them client-side)."""
+
+    GROUP_SETTINGS = {"group.protocol": "consumer"}
+
+    def __init__(self, *args, ownership: Ownership | None = None, **options) -> None:
+        super().__init__(*args, **options)
+        self.ownership = ownership or Ownership()
+
+    def subscribe(self, consumer, commit: Callable[[], None]) -> None:
+        def on_assign(c, tps) -> None:
+            self.ownership.assigned(self.name, [tp.partition for tp in tps])
+
+        def on_revoke(c, tps) -> None:
+            commit()  # before the partitions go: the next owner starts from here
+            self.ownership.released(self.name, [tp.partition for tp in tps])
+
+        def on_lost(c, tps) -> None:
+            self.ownership.released(self.name, [tp.partition for tp in tps])
+
+        consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
 
 
 class KafkaPythonMember(Member):

@@ -199,6 +199,8 @@ def test_it_creates_a_cluster_and_shows_its_page(client, alice):
         "acls_enabled": False,
         "max_flush_age_ms": 100,
         "max_flush_bytes": 4 * 1024 * 1024,
+        "consumer_session_timeout_ms": 45_000,  # left empty: Kafka's defaults
+        "consumer_heartbeat_interval_ms": 5_000,
     }
     page = client.get(response.url).content.decode()
     assert "Cluster prod created." in page

@@ -136,6 +136,10 @@ CASES = [
 @pytest.mark.parametrize(("api_key", "version", "kind"), CASES)
 def test_declaration_matches_kafka_json(api_key, version, kind):
     message = APIS[api_key].request if kind == "Request" else APIS[api_key].response
+    if not (RESOURCES / f"{message.name}.json").exists():
+        # kafka-python ships no KIP-848 messages (68, 69): those are checked on the wire
+        # against librdkafka (tests/agents/groups/test_consumer_protocol_clients.py).
+        pytest.skip(f"kafka-python ships no {message.name}.json")
     source = _load(message.name)
     assert source["apiKey"] == api_key
     # Kafka 4 dropped some old versions from validVersions (KIP-896) but kept

@@ -212,3 +212,45 @@ def test_another_organization_cannot_see_or_delete_alices_groups(
     assert api(bob["admin"]).get(bob_url + "private/").status_code == 404
     assert api().get(alice_url).status_code in (401, 403)
     assert GroupOffset.objects.filter(group_id="private").exists()
+
+
+def test_a_consumer_protocol_group_shows_epochs_and_targets(api, alice, agent_api, orders, client):
+    moving = {
+        **member("rdk-1", 0),
+        "member_epoch": 4,
+        "target_assignment": [{"topic": "orders", "partitions": [0, 1]}],
+    }
+    agent_api(
+        "groups/report",
+        {
+            "agent_id": "agt-1",
+            "groups": [
+                report(
+                    "kip848",
+                    "Reconciling",
+                    members=[moving],
+                    group_type="consumer",
+                    protocol="uniform",
+                    generation=5,
+                    assignment_epoch=5,
+                ),
+                report("old-style", members=[member("c-1", 1)]),
+            ],
+        },
+    )
+    url = f"/api/v1/clusters/{alice['cluster'].public_id}/groups/"
+    kip848, old_style = api(alice["reader"]).get(url).json()
+    assert (kip848["group_type"], kip848["generation"], kip848["assignment_epoch"]) == (
+        "consumer",
+        5,
+        5,
+    )
+    assert kip848["members"][0]["member_epoch"] == 4
+    assert kip848["members"][0]["assignment"] == [{"topic": "orders", "partitions": [0]}]
+    assert kip848["members"][0]["target_assignment"] == [{"topic": "orders", "partitions": [0, 1]}]
+    assert (old_style["group_type"], old_style["assignment_epoch"]) == ("classic", None)
+    client.force_login(alice["user"])
+    page = client.get(f"/clusters/{alice['cluster'].public_id}/groups/").content.decode()
+    assert "consumer protocol (KIP-848)" in page and "classic protocol" in page
+    assert 'target assignment epoch <span class="assignment-epoch">5</span>' in page
+    assert '<td class="target">orders: 0, 1</td>' in page
