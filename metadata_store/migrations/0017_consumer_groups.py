@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("metadata_store", "0015_broker_configs"),
+        ("metadata_store", "0016_mirrored_partitions"),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("virtualclusters", "0013_topic_tables"),
+        ("virtualclusters", "0014_migrations"),
     ]
 
     operations = [
