@@ -470,3 +470,57 @@ def test_source_transactions_read_the_same_on_the_mirror(agent, cluster, tansu):
         source = _read_isolated(tansu.bootstrap, topic, end, isolation)
         assert len(source) == 10  # three committed transactions and the plain record
         assert _read_isolated(floe.bootstrap, topic, end, isolation) == source, isolation
+
+
+def test_a_compacted_floe_topic_migrates_with_its_gaps(agent, cluster, bucket_url):
+    """A source topic with cleanup.policy=compact whose key compaction ran (a second Floe
+    cluster: Tansu 0.6 does not compact): its offsets have gaps, and the mirror holds the
+    same records at the same offsets, with the same log start and end offsets."""
+    from tests.jobs import driver
+    from virtualclusters.jobs import services as jobs_services
+
+    source_cluster, source_key = factories.make_cluster(
+        "compacted", org=cluster.cluster.organization
+    )
+    # No jobs role: the test runs the key compaction itself, in this process.
+    source = agent(source_key, extra=["--roles", "produce,consume"])
+    topic, partitions = "accounts", 2
+    admin = AdminClient({"bootstrap.servers": source.bootstrap})
+    config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0"}
+    admin.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic].result(15)
+    producer = Producer({"bootstrap.servers": source.bootstrap, "linger.ms": 0})
+    for version in range(6):  # six versions of every key, each round its own files
+        for i in range(40):
+            producer.produce(
+                topic,
+                key=b"acct-%d" % (i % 10),
+                value=b"v%d of %d" % (version, i),
+                headers=[("version", b"%d" % version)],
+                timestamp=1_700_000_000_000 + version * 1000 + i,
+                partition=i % partitions,
+            )
+        assert producer.flush(30) == 0
+    run = jobs_services.job_dispatch(cluster=source_cluster, kind="key_compaction")
+    assert run is not None, "key compaction should be due"
+    run = driver.job_run_execute(run_id=run.id, bucket_url=bucket_url)
+    assert run is not None and run.state == "succeeded", run and run.error
+    assert run.details.get("swapped") is True, run.details
+    source_marks = fetch_watermarks(source.bootstrap, topic, partitions)
+    assert source_marks == {0: (0, 120), 1: (0, 120)}, source_marks
+    ends = {p: source_marks[p][1] for p in range(partitions)}
+    compacted = _read_all(source.bootstrap, topic, partitions, ends)
+    # Five keys per partition, the latest version of each: the offsets have gaps.
+    assert [len(compacted[p]) for p in range(partitions)] == [5, 5], compacted
+
+    floe = agent(cluster.key)
+    api, url, migration = _migrate(cluster, {"source_bootstrap": source.bootstrap, "topics": topic})
+    deadline = time.monotonic() + 60
+    while True:
+        detail = api.get(f"{url}{migration}/").json()
+        mirrored = [t["state"] for t in detail["topics"]] == ["mirroring"]
+        have = fetch_watermarks(floe.bootstrap, topic, partitions) if mirrored else {}
+        if have == source_marks:
+            break
+        assert time.monotonic() < deadline, (source_marks, have, detail)
+        time.sleep(0.5)
+    assert _read_all(floe.bootstrap, topic, partitions, ends) == compacted
