@@ -336,21 +336,27 @@ class MigrationCopier:
         """Mirror the source topics the regex names that are not mirrored yet."""
         cluster = await asyncio.wait_for(source.fetch_all_metadata(), SOURCE_TIMEOUT_MS / 1000)
         migration.metadata = cluster
-        known = {topic for topic, _ in migration.partitions}
+        known: dict[str, set[int]] = {}
+        for topic, index in migration.partitions:
+            known.setdefault(topic, set()).add(index)
         log.debug("migration %s: source topics %s", migration.id, sorted(cluster.topics()))
         for name in sorted(cluster.topics()):
-            if name in known or name in migration.cut_over or name.startswith("__"):
+            if name in migration.cut_over or name.startswith("__"):
                 continue
             if not migration.topics.fullmatch(name):
                 continue
             partitions = sorted(cluster.partitions_for_topic(name) or ())
+            grown = name in known
+            if grown:  # mirrored already: only partitions the source added since
+                partitions = [p for p in partitions if p not in known[name]]
             if not partitions:
                 continue
-            configs = await self._source_configs(source, name)
+            total = len(partitions) + len(known.get(name, ()))
+            configs = {} if grown else await self._source_configs(source, name)
             answer = await self._call(
                 migration,
                 "migrations/topic",
-                {"name": name, "partitions": len(partitions), "configs": configs},
+                {"name": name, "partitions": total, "configs": configs},
             )
             if answer.get("state") != "mirroring" or not answer.get("topic_id"):
                 if answer.get("state") == "cut_over":
@@ -358,11 +364,20 @@ class MigrationCopier:
                 else:
                     migration.topic_errors[name] = answer.get("error") or answer.get("state", "")
                 continue
+            if answer.get("error"):  # the mirror could not follow the source's growth
+                migration.topic_errors[name] = answer["error"]
+                continue
             migration.topic_errors.pop(name, None)
             log.info(
-                "migration %s: mirroring %s (%d partitions)", migration.id, name, len(partitions)
+                "migration %s: mirroring %s (%d partitions%s)",
+                migration.id,
+                name,
+                total,
+                f", {len(partitions)} new on the source" if grown else "",
             )
-            await self._add_partitions(migration, source, name, answer["topic_id"], partitions)
+            await self._add_partitions(
+                migration, source, name, answer["topic_id"], partitions, from_now=not grown
+            )
 
     async def _copy_groups(self, migration: _Migration, source: Any) -> None:
         """The committed offsets of the source's groups the regex names, for the mirrored
@@ -458,9 +473,18 @@ class MigrationCopier:
         return configs
 
     async def _add_partitions(
-        self, migration: _Migration, source: Any, name: str, topic_id: str, indexes: list[int]
+        self,
+        migration: _Migration,
+        source: Any,
+        name: str,
+        topic_id: str,
+        indexes: list[int],
+        *,
+        from_now: bool = True,
     ) -> None:
-        """Start each partition where the destination ends (its high watermark)."""
+        """Start each partition where the destination ends (its high watermark); with
+        `start_from_now` (and `from_now`: not partitions the source added later, which
+        are copied whole), one never copied to at the source's end."""
         answer = await self.client.call(
             "list-offsets",
             {
@@ -476,10 +500,12 @@ class MigrationCopier:
             part.dest_log_start = item.get("log_start_offset", 0)
             migration.partitions[(name, part.index)] = part
             migration.by_id[(topic_id, part.index)] = part
-        if migration.start_from_now:
+        if migration.start_from_now and from_now:
             # Only partitions never copied to: from the source's end on.
             fresh = [
-                p for p in migration.partitions.values() if p.topic == name and p.next_offset == 0
+                p
+                for p in migration.partitions.values()
+                if p.topic == name and p.index in indexes and p.next_offset == 0
             ]
             by_leader: dict[int | None, list[MirroredPartition]] = {}
             for part in fresh:

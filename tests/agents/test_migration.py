@@ -13,8 +13,8 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from rest_framework.test import APIClient
 
 from metadata_store.models import Partition
@@ -524,3 +524,66 @@ def test_a_compacted_floe_topic_migrates_with_its_gaps(agent, cluster, bucket_ur
         assert time.monotonic() < deadline, (source_marks, have, detail)
         time.sleep(0.5)
     assert _read_all(floe.bootstrap, topic, partitions, ends) == compacted
+
+
+def test_a_mirrored_topic_follows_its_source_partitions_and_refuses_its_own(agent, cluster):
+    """CreatePartitions on the mirror is refused while the topic is mirrored (its
+    partitions are the source's); partitions added on the source (a second Floe cluster)
+    are created on the mirror and copied whole."""
+    _, source_key = factories.make_cluster("growing", org=cluster.cluster.organization)
+    source = agent(source_key)
+    topic = "growing"
+    source_admin = AdminClient({"bootstrap.servers": source.bootstrap})
+    source_admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(15)
+
+    def produce(partitions: int, start: int) -> None:
+        producer = Producer({"bootstrap.servers": source.bootstrap, "linger.ms": 5})
+        for i in range(start, start + 40):
+            producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % partitions)
+        assert producer.flush(30) == 0
+
+    produce(2, 0)
+    floe = agent(cluster.key)
+    api, url, migration = _migrate(cluster, {"source_bootstrap": source.bootstrap, "topics": topic})
+    deadline = time.monotonic() + 30
+    while [t["state"] for t in api.get(f"{url}{migration}/").json()["topics"]] != ["mirroring"]:
+        assert time.monotonic() < deadline, api.get(f"{url}{migration}/").json()
+        time.sleep(0.2)
+
+    mirror_admin = AdminClient({"bootstrap.servers": floe.bootstrap})
+    refused = mirror_admin.create_partitions([NewPartitions(topic, 3)])[topic]
+    with pytest.raises(KafkaException) as raised:
+        refused.result(15)
+    error = raised.value.args[0]
+    assert error.code() == KafkaError.POLICY_VIOLATION, error
+    assert error.str() == (
+        f"topic '{topic}' is mirrored by migration {migration}: its partitions follow the"
+        " source's until its cutover"
+    )
+
+    source_admin.create_partitions([NewPartitions(topic, 4)])[topic].result(15)
+    deadline = time.monotonic() + 20  # the source agent's topic metadata lives 5 s
+    while len(source_admin.list_topics(topic, timeout=10).topics[topic].partitions) < 4:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    produce(4, 40)
+    deadline = time.monotonic() + 60  # the copier looks for new partitions every 10 s
+    while True:
+        want = fetch_watermarks(source.bootstrap, topic, 4)
+        try:
+            have = fetch_watermarks(floe.bootstrap, topic, 4)
+        except Exception as exc:  # noqa: BLE001 - partitions 2 and 3 not there yet
+            have = {"error": repr(exc)}
+        if have == want:
+            break
+        assert time.monotonic() < deadline, (want, have, api.get(f"{url}{migration}/").json())
+        time.sleep(0.5)
+    assert want[2] == (0, 10) and want[3] == (0, 10)
+    assert (
+        Partition.objects.filter(topic__name=topic, topic__cluster=cluster.cluster)
+        .filter(mirrored=True)
+        .count()
+        == 4
+    )
+    ends = {p: want[p][1] for p in range(4)}
+    assert _read_all(floe.bootstrap, topic, 4, ends) == _read_all(source.bootstrap, topic, 4, ends)

@@ -300,3 +300,34 @@ def test_mirrored_commits_against_a_model(agent_api, alice):
             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
         ),
     )
+
+
+def test_a_mirrored_topic_grows_only_with_its_source(agent_api, alice):
+    """CreatePartitions on a mirrored topic is refused (its partitions follow the
+    source's); the migration itself grows it, the new partitions mirrored; after the
+    cutover anyone may."""
+    from metadata_store.topics import topic_partitions_create
+
+    topic_id = _mirrored_topic(agent_api, migration="mig_grow")
+    name = Topic.objects.get(pk=topic_id).name
+    refused = agent_api("topics/create-partitions", {"topics": [{"name": name, "count": 3}]})
+    assert refused["topics"][0]["error_code"] == ErrorCode.POLICY_VIOLATION
+    assert refused["topics"][0]["error_message"] == (
+        f"topic '{name}' is mirrored by migration mig_grow: its partitions follow the"
+        " source's until its cutover"
+    )
+    assert Partition.objects.filter(topic_id=topic_id).count() == 2
+
+    topic_partitions_create(topic=Topic.objects.get(pk=topic_id), count=3, mirrored_by="mig_grow")
+    assert list(
+        Partition.objects.filter(topic_id=topic_id)
+        .order_by("index")
+        .values_list("index", "mirrored")
+    ) == [(0, True), (1, True), (2, True)]
+    _, answer = _commit(agent_api, alice["cluster"], [_entry(topic_id, 2, 7, 9)])
+    assert answer["batches"][0]["error_code"] == 0 and _offsets(topic_id, 2) == (0, 10)
+
+    mirroring.topic_mirroring_set(topic=Topic.objects.get(pk=topic_id), migration_id="")
+    grown = agent_api("topics/create-partitions", {"topics": [{"name": name, "count": 4}]})
+    assert grown["topics"][0]["error_code"] == 0
+    assert not Partition.objects.get(topic_id=topic_id, index=3).mirrored
