@@ -587,3 +587,68 @@ def test_a_mirrored_topic_follows_its_source_partitions_and_refuses_its_own(agen
     )
     ends = {p: want[p][1] for p in range(4)}
     assert _read_all(floe.bootstrap, topic, 4, ends) == _read_all(source.bootstrap, topic, 4, ends)
+
+
+def test_a_floe_sources_aborted_transactions_stay_aborted_on_the_mirror(agent, cluster):
+    """A source that keeps an aborted transaction's records and its ABORT marker (a
+    second Floe cluster, as Apache Kafka does): read_committed consumers of the mirror
+    skip them as the source's do, read_uncommitted ones read them as on the source."""
+    _, source_key = factories.make_cluster("txn-source", org=cluster.cluster.organization)
+    source = agent(source_key)
+    topic = "ledger"
+    admin = AdminClient({"bootstrap.servers": source.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    producer = Producer({"bootstrap.servers": source.bootstrap, "transactional.id": "ledger-1"})
+    producer.init_transactions(15)
+    plain = Producer({"bootstrap.servers": source.bootstrap})
+    for n, outcome in enumerate(("commit", "abort", "commit", "abort")):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, key=b"t%d" % n, value=b"%s %d" % (outcome.encode(), i))
+            plain.produce(topic, key=b"plain", value=b"%d.%d" % (n, i))  # interleaved
+            assert plain.flush(15) == 0
+        if outcome == "commit":
+            producer.commit_transaction(15)
+        else:
+            producer.abort_transaction(15)
+    floe = agent(cluster.key)
+    _migrate(cluster, {"source_bootstrap": source.bootstrap, "topics": topic})
+    want = fetch_watermarks(source.bootstrap, topic, 1)
+    deadline = time.monotonic() + 30
+    while not (
+        Partition.objects.filter(topic__name=topic, topic__cluster=cluster.cluster).exists()
+        and fetch_watermarks(floe.bootstrap, topic, 1) == want
+    ):
+        assert time.monotonic() < deadline, want
+        time.sleep(0.2)
+    end = want[0][1]
+    expected = {"read_committed": 6 + 12, "read_uncommitted": 12 + 12}
+    for isolation, count in expected.items():
+        source_records = _read_isolated(source.bootstrap, topic, end, isolation)
+        assert len(source_records) == count, (isolation, source_records)
+        assert _read_isolated(floe.bootstrap, topic, end, isolation) == source_records, isolation
+
+    # A transaction open on the source is copied only once it ended (the copier reads up
+    # to the last stable offset): records after it wait for its outcome.
+    stable = end
+    producer.begin_transaction()
+    producer.produce(topic, key=b"open", value=b"pending")
+    producer.flush(15)
+    plain.produce(topic, key=b"plain", value=b"behind the open transaction")
+    assert plain.flush(15) == 0
+    deadline = time.monotonic() + 10
+    while fetch_watermarks(source.bootstrap, topic, 1)[0][1] < stable + 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    time.sleep(3)  # several copier rounds (each at most 0.5 s of Fetch wait)
+    assert fetch_watermarks(floe.bootstrap, topic, 1) == {0: (0, stable)}
+    producer.commit_transaction(15)
+    want = fetch_watermarks(source.bootstrap, topic, 1)
+    deadline = time.monotonic() + 30
+    while fetch_watermarks(floe.bootstrap, topic, 1) != want:
+        assert time.monotonic() < deadline, want
+        time.sleep(0.2)
+    for isolation in ("read_committed", "read_uncommitted"):
+        source_records = _read_isolated(source.bootstrap, topic, want[0][1], isolation)
+        assert (stable, b"open", b"pending") in source_records
+        assert _read_isolated(floe.bootstrap, topic, want[0][1], isolation) == source_records
