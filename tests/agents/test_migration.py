@@ -525,6 +525,36 @@ def test_a_compacted_floe_topic_migrates_with_its_gaps(agent, cluster, bucket_ur
         time.sleep(0.5)
     assert _read_all(floe.bootstrap, topic, partitions, ends) == compacted
 
+    # The mirror's own key compaction (its jobs agent runs it) over the mirrored runs,
+    # gaps and all, once new versions arrived: the latest per key at its source offset.
+    for i in range(20):
+        producer.produce(
+            topic, key=b"acct-%d" % (i % 10), value=b"v6 of %d" % i, partition=i % partitions
+        )
+    assert producer.flush(30) == 0
+    source_marks = fetch_watermarks(source.bootstrap, topic, partitions)
+    deadline = time.monotonic() + 60
+    while fetch_watermarks(floe.bootstrap, topic, partitions) != source_marks:
+        assert time.monotonic() < deadline, source_marks
+        time.sleep(0.5)
+    ends = {p: source_marks[p][1] for p in range(partitions)}
+    latest: dict[int, dict] = {p: {} for p in range(partitions)}
+    for p, records in _read_all(source.bootstrap, topic, partitions, ends).items():
+        for record in records:
+            latest[p][record[1]] = record
+    run = jobs_services.job_dispatch(cluster=cluster.cluster, kind="key_compaction")
+    assert run is not None, "the mirror's key compaction should be due"
+    deadline = time.monotonic() + 180
+    while run.state not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline, run.state
+        time.sleep(1)
+        run.refresh_from_db()
+    assert run.state == "succeeded" and run.details.get("swapped") is True, (run.error, run.details)
+    assert fetch_watermarks(floe.bootstrap, topic, partitions) == source_marks
+    assert _read_all(floe.bootstrap, topic, partitions, ends) == {
+        p: sorted(latest[p].values()) for p in range(partitions)
+    }
+
 
 def test_a_mirrored_topic_follows_its_source_partitions_and_refuses_its_own(agent, cluster):
     """CreatePartitions on the mirror is refused while the topic is mirrored (its
