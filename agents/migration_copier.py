@@ -6,11 +6,13 @@ through the control plane.
 The source is read with aiokafka's low-level client (`AIOKafkaClient.send` of Fetch,
 Metadata and DescribeConfigs requests), not a consumer: a Fetch answer carries the
 partition's record batches as the source stored them (compressed as the producer sent
-them, transaction control batches included) with its high watermark and log start
-offset, and the copier writes those bytes unchanged into a segment file
-(`core.segment.SegmentBuilder`, the write path's format), PUTs it and commits it with
-``mirror/commit`` at the batches' own offsets. A consumer would decode and re-encode
-every record and hide the offsets' gaps.
+them) with its high watermark and log start offset, and the copier writes those bytes
+unchanged into a segment file (`core.segment.SegmentBuilder`, the write path's format),
+PUTs it and commits it with ``mirror/commit`` at the batches' own offsets. A consumer
+would decode and re-encode every record and hide the offsets' gaps. It fetches
+read_committed, so a transaction is copied once it ended; its control batches become
+the commit's markers (kept as Floe's own transaction markers, an abort with its first
+offset), so read_committed consumers of the mirror skip what the source's skip.
 
 Each partition's copy goes on from the destination's high watermark, read from the
 metadata store at start (and after every restart or lost lease): a batch is committed
@@ -34,7 +36,7 @@ from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlPlaneRejected
 from agents.metrics import Counter
-from core.kafka.records import batch_crc_ok, iter_batches, whole_batches_length
+from core.kafka.records import batch_crc_ok, decode_records, iter_batches, whole_batches_length
 from core.segment import SegmentBuilder
 from core.storage import ObjectStore
 
@@ -69,6 +71,7 @@ COPIED_CONFIGS = frozenset(
     }
 )
 _DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs v1+: a config set on the topic itself
+READ_COMMITTED = 1  # Fetch's isolation level
 
 _COPIED_BYTES = Counter(
     "floe_migration_copied_bytes_total", "Record-batch bytes a migration copied from its source."
@@ -98,6 +101,10 @@ class MirroredPartition:
     error: str = ""
     fetch_bytes: int = PARTITION_FETCH_BYTES
     dest_log_start: int = 0
+    # Transactions of the source partition not ended yet as the copy goes: producer id →
+    # first offset, from the Fetch answers' aborted transactions and the copied batches.
+    aborted: dict[int, int] = field(default_factory=dict)
+    open_txns: dict[int, int] = field(default_factory=dict)
 
     def state(self) -> dict[str, Any]:
         return {
@@ -174,6 +181,35 @@ def source_client_options(source: dict[str, Any]) -> dict[str, Any]:
             context.load_verify_locations(cadata=security["ca"])
         options["ssl_context"] = context
     return options
+
+
+def _marker(part: MirroredPartition, batch: memoryview, header: Any) -> dict[str, Any]:
+    """A control batch as a `mirror/commit` marker: its type from its record's key
+    (KIP-98: version int16, type int16 — 0 abort, 1 commit); an abort names its
+    transaction's first offset (the source's aborted transactions, else the first batch
+    of the producer copied since its last marker)."""
+    _, records = decode_records(batch, verify_crc=False)
+    key = records[0].key if records else None
+    if key is None or len(key) < 4:
+        raise SourceError(f"control batch at source offset {header.base_offset} has no marker")
+    committed = int.from_bytes(key[2:4], "big", signed=True) == 1
+    pid = header.producer_id
+    known = [
+        o for o in (part.aborted.pop(pid, None), part.open_txns.pop(pid, None)) if o is not None
+    ]
+    marker = {
+        "topic_id": part.topic_id,
+        "partition": part.index,
+        "offset": header.base_offset,
+        "producer_id": pid,
+        "producer_epoch": header.producer_epoch,
+        "committed": committed,
+        "timestamp": header.max_timestamp,
+    }
+    if not committed:
+        # (None known: the transaction left no records here, nothing to hide.)
+        marker["first_offset"] = min(known) if known else header.base_offset
+    return marker
 
 
 class MigrationCopier:
@@ -336,21 +372,27 @@ class MigrationCopier:
         """Mirror the source topics the regex names that are not mirrored yet."""
         cluster = await asyncio.wait_for(source.fetch_all_metadata(), SOURCE_TIMEOUT_MS / 1000)
         migration.metadata = cluster
-        known = {topic for topic, _ in migration.partitions}
+        known: dict[str, set[int]] = {}
+        for topic, index in migration.partitions:
+            known.setdefault(topic, set()).add(index)
         log.debug("migration %s: source topics %s", migration.id, sorted(cluster.topics()))
         for name in sorted(cluster.topics()):
-            if name in known or name in migration.cut_over or name.startswith("__"):
+            if name in migration.cut_over or name.startswith("__"):
                 continue
             if not migration.topics.fullmatch(name):
                 continue
             partitions = sorted(cluster.partitions_for_topic(name) or ())
+            grown = name in known
+            if grown:  # mirrored already: only partitions the source added since
+                partitions = [p for p in partitions if p not in known[name]]
             if not partitions:
                 continue
-            configs = await self._source_configs(source, name)
+            total = len(partitions) + len(known.get(name, ()))
+            configs = {} if grown else await self._source_configs(source, name)
             answer = await self._call(
                 migration,
                 "migrations/topic",
-                {"name": name, "partitions": len(partitions), "configs": configs},
+                {"name": name, "partitions": total, "configs": configs},
             )
             if answer.get("state") != "mirroring" or not answer.get("topic_id"):
                 if answer.get("state") == "cut_over":
@@ -358,11 +400,20 @@ class MigrationCopier:
                 else:
                     migration.topic_errors[name] = answer.get("error") or answer.get("state", "")
                 continue
+            if answer.get("error"):  # the mirror could not follow the source's growth
+                migration.topic_errors[name] = answer["error"]
+                continue
             migration.topic_errors.pop(name, None)
             log.info(
-                "migration %s: mirroring %s (%d partitions)", migration.id, name, len(partitions)
+                "migration %s: mirroring %s (%d partitions%s)",
+                migration.id,
+                name,
+                total,
+                f", {len(partitions)} new on the source" if grown else "",
             )
-            await self._add_partitions(migration, source, name, answer["topic_id"], partitions)
+            await self._add_partitions(
+                migration, source, name, answer["topic_id"], partitions, from_now=not grown
+            )
 
     async def _copy_groups(self, migration: _Migration, source: Any) -> None:
         """The committed offsets of the source's groups the regex names, for the mirrored
@@ -458,9 +509,18 @@ class MigrationCopier:
         return configs
 
     async def _add_partitions(
-        self, migration: _Migration, source: Any, name: str, topic_id: str, indexes: list[int]
+        self,
+        migration: _Migration,
+        source: Any,
+        name: str,
+        topic_id: str,
+        indexes: list[int],
+        *,
+        from_now: bool = True,
     ) -> None:
-        """Start each partition where the destination ends (its high watermark)."""
+        """Start each partition where the destination ends (its high watermark); with
+        `start_from_now` (and `from_now`: not partitions the source added later, which
+        are copied whole), one never copied to at the source's end."""
         answer = await self.client.call(
             "list-offsets",
             {
@@ -476,10 +536,12 @@ class MigrationCopier:
             part.dest_log_start = item.get("log_start_offset", 0)
             migration.partitions[(name, part.index)] = part
             migration.by_id[(topic_id, part.index)] = part
-        if migration.start_from_now:
+        if migration.start_from_now and from_now:
             # Only partitions never copied to: from the source's end on.
             fresh = [
-                p for p in migration.partitions.values() if p.topic == name and p.next_offset == 0
+                p
+                for p in migration.partitions.values()
+                if p.topic == name and p.index in indexes and p.next_offset == 0
             ]
             by_leader: dict[int | None, list[MirroredPartition]] = {}
             for part in fresh:
@@ -542,7 +604,9 @@ class MigrationCopier:
             100 if probe else FETCH_WAIT_MS,
             1,
             FETCH_BYTES,
-            0,
+            # read_committed (KIP-98): only up to the last stable offset — a transaction
+            # is copied once it ended — with the aborted transactions the records hold.
+            READ_COMMITTED,
             list(topics.items()),
         )
         response = await asyncio.wait_for(source.send(leader, request), SOURCE_TIMEOUT_MS / 1000)
@@ -567,6 +631,9 @@ class MigrationCopier:
                     part.error = f"source error {code}"
                     continue
                 part.error = ""
+                for aborted in answer.get("aborted_transactions") or ():
+                    first = part.aborted.get(aborted["producer_id"], aborted["first_offset"])
+                    part.aborted[aborted["producer_id"]] = min(first, aborted["first_offset"])
                 part.source_end = answer["highwater_offset"]
                 part.source_log_start = answer.get("log_start_offset", part.source_log_start)
                 records = answer.get("message_set") or answer.get("records") or b""
@@ -609,6 +676,7 @@ class MigrationCopier:
         fetched = await self._fetch(migration, source, parts)
         segment = SegmentBuilder()
         batches: list[dict[str, Any]] = []
+        markers: list[dict[str, Any]] = []
         for part, data in fetched:
             for pos, length, header in iter_batches(data):
                 if header.last_offset < part.next_offset:
@@ -617,6 +685,11 @@ class MigrationCopier:
                 if not batch_crc_ok(batch, header):
                     part.error = f"batch at source offset {header.base_offset} fails its CRC"
                     break
+                if header.is_control:  # kept as Floe keeps its own markers
+                    markers.append(_marker(part, batch, header))
+                    continue
+                if header.is_transactional:
+                    part.open_txns.setdefault(header.producer_id, header.base_offset)
                 entry = segment.append(
                     topic_id=uuid.UUID(part.topic_id),
                     partition=part.index,
@@ -641,16 +714,19 @@ class MigrationCopier:
         ends: dict[tuple[str, int], int] = {}
         for b in batches:
             ends[(b["topic_id"], b["partition"])] = b["last_offset"] + 1
+        for m in markers:
+            key = (m["topic_id"], m["partition"])
+            ends[key] = max(ends.get(key, 0), m["offset"] + 1)
         starts = []
         for p in parts:
             end = ends.get((p.topic_id, p.index), p.next_offset)
             start = p.source_log_start
             if start > p.dest_log_start and (start <= end or start >= p.source_end >= 0):
                 starts.append((p, start))
-        if not batches and not starts:
+        if not batches and not starts and not markers:
             return False
-        await self._commit(migration, batches, segment, starts)
-        return bool(batches)
+        await self._commit(migration, batches, segment, starts, markers)
+        return bool(batches or markers)
 
     async def _commit(
         self,
@@ -658,12 +734,15 @@ class MigrationCopier:
         batches: list[dict[str, Any]] | None,
         segment: SegmentBuilder,
         starts: list[tuple[MirroredPartition, int]],
+        markers: list[dict[str, Any]] | None = None,
     ) -> None:
-        """PUT the segment (if any batch) and commit it at the batches' offsets."""
+        """PUT the segment (if any batch) and commit it at the batches' offsets, with the
+        transaction markers met."""
         body: dict[str, Any] = {
             "log_starts": [
                 {"topic_id": p.topic_id, "partition": p.index, "offset": s} for p, s in starts
-            ]
+            ],
+            "markers": markers or [],
         }
         if batches:
             key = self._object_key(migration)
@@ -676,6 +755,10 @@ class MigrationCopier:
             if part is not None:
                 part.next_offset = item["high_watermark"]
                 part.dest_log_start = item["log_start_offset"]
+        for marker, result in zip(markers or [], answer.get("markers", [])):
+            part = migration.by_id.get((marker["topic_id"], marker["partition"]))
+            if part is not None and result["error_code"]:
+                part.error = f"marker at {marker['offset']} refused: error {result['error_code']}"
         for batch, result in zip(batches or [], answer.get("batches", [])):
             part = migration.by_id.get((batch["topic_id"], batch["partition"]))
             if part is None:

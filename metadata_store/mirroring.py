@@ -9,7 +9,10 @@ instead names each batch's offsets, and its checks are these:
   migration) — otherwise POLICY_VIOLATION;
 - each batch starts at or after the partition's high watermark (and after the file's
   earlier batches of that partition) — otherwise OFFSET_OUT_OF_RANGE; gaps are allowed
-  (compacted-away offsets, transaction markers, deleted records stay gaps);
+  (compacted-away offsets, deleted records stay gaps);
+- the source's transaction markers come as markers, not batches, and are kept as
+  ``floe_txn_marker`` rows, as Floe's own (the read path makes their control batches; an
+  abort's first offset lists its transaction in read_committed fetches);
 - a batch's offsets span at least its records (``last - base + 1 >= records``).
 
 A batch's partition's high watermark becomes its last offset + 1. A log start offset
@@ -54,6 +57,23 @@ class MirroredBatch:
     len: int
     max_ts: int = -1
     batch_count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class MirroredMarker:
+    """A source's transaction marker (a control batch), kept as Floe keeps its own: a
+    ``floe_txn_marker`` row at its offset (the read path makes its control batch; an
+    abort's `first_offset` puts the transaction in read_committed fetches' aborted
+    transactions)."""
+
+    topic_id: uuid.UUID
+    partition: int
+    offset: int
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    first_offset: int | None = None
+    timestamp: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +145,12 @@ def mirrored_file_commit(
     size: int,
     batches: Sequence[MirroredBatch],
     log_starts: Sequence[LogStart] = (),
+    markers: Sequence[MirroredMarker] = (),
 ) -> JSON:
-    """Commit a mirrored segment file (`file_key` None: no file, only `log_starts`).
+    """Commit a mirrored segment file (`file_key` None: no file, only `log_starts` and
+    `markers`). A marker is kept at its offset when that is at or after the partition's
+    high watermark and no batch of this commit holds it (else OFFSET_OUT_OF_RANGE), in
+    the same transaction as the file's runs.
 
     Returns ``{"batches": [{"error_code", "base_offset"}, …], "partitions":
     [{"topic_id", "partition", "high_watermark", "log_start_offset"}, …]}`` — the
@@ -135,6 +159,7 @@ def mirrored_file_commit(
     pairs = sorted(
         {(b.topic_id, b.partition) for b in batches}
         | {(s.topic_id, s.partition) for s in log_starts}
+        | {(m.topic_id, m.partition) for m in markers}
     )
     with transaction.atomic(), _cursor() as cursor:
         answers = _stored_answer(cursor, cluster_id, file_key) if file_key else None
@@ -146,6 +171,7 @@ def mirrored_file_commit(
         )
         state = {row[0]: [row[1], row[2], row[3]] for row in cursor.fetchall()}
         before = {pid: tuple(values) for pid, values in state.items()}
+        marker_answers: list[int] = []
         if answers is None:
             answers = []
             # (partition id, base, last, pos, len, records, batch count, max ts), by run
@@ -184,6 +210,7 @@ def mirrored_file_commit(
                         + [b.batch_count, b.max_ts]
                     )
                 part[0] = b.last_offset + 1
+            marker_answers = _markers_check(markers, ids, state, before, batches, answers)
             for start in log_starts:
                 part = state.get(ids.get((start.topic_id, start.partition), -1))
                 if part is not None and part[2] and start.offset > part[1]:
@@ -192,6 +219,7 @@ def mirrored_file_commit(
             if file_key:
                 _file_insert(cursor, cluster_id, file_key, size, batches, answers, runs)
                 _runs_announce(cursor, cluster_id, file_key, runs, state)
+            _markers_insert(cursor, markers, marker_answers, ids)
         moved = [pid for pid, values in state.items() if tuple(values) != before[pid]]
         if moved:
             cursor.execute("SET LOCAL floe.mirror = 'on'")
@@ -202,11 +230,15 @@ def mirrored_file_commit(
                 [moved, [state[p][0] for p in moved], [state[p][1] for p in moved]],
             )
             cursor.execute("SET LOCAL floe.mirror = 'off'")
-        raised = [pid for pid in moved if state[pid][1] != before[pid][1]]
+        # A raised log start, or a marker (the tail index learns markers as Floe's own:
+        # the partition changed, planned again from the store).
+        marked = {ids[(m.topic_id, m.partition)] for m, c in zip(markers, marker_answers) if not c}
+        raised = [pid for pid in moved if state[pid][1] != before[pid][1] or pid in marked]
         tail_feed.partitions_changed(cluster_id, raised)
     by_id = {pid: pair for pair, pid in ids.items()}
     return {
         "batches": answers,
+        "markers": [{"error_code": code} for code in marker_answers],
         "partitions": [
             {
                 "topic_id": str(by_id[pid][0]),
@@ -272,3 +304,65 @@ def _runs_announce(
     ]
     for note in _runs_note(cluster_id, file_key, lines):
         cursor.execute("SELECT pg_notify(%s, %s)", [tail_feed.CHANNEL, note])
+
+
+def _markers_check(
+    markers: Sequence[MirroredMarker],
+    ids: dict[tuple[uuid.UUID, int], int],
+    state: dict[int, list[int]],
+    before: dict[int, tuple[int, int, bool]],
+    batches: Sequence[MirroredBatch],
+    answers: list[JSON],
+) -> list[int]:
+    """Each marker's error code; the high watermark moves past those kept."""
+    held: dict[int, list[tuple[int, int]]] = {}
+    for b, answer in zip(batches, answers):
+        if not answer["error_code"]:
+            held.setdefault(ids[(b.topic_id, b.partition)], []).append(
+                (b.base_offset, b.last_offset)
+            )
+    codes: list[int] = []
+    seen: set[tuple[int, int]] = set()
+    for m in markers:
+        pid = ids.get((m.topic_id, m.partition), -1)
+        part = state.get(pid)
+        if part is None:
+            codes.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        elif not part[2]:
+            codes.append(ErrorCode.POLICY_VIOLATION)
+        elif (
+            m.offset < before[pid][0]
+            or (pid, m.offset) in seen
+            or any(base <= m.offset <= last for base, last in held.get(pid, ()))
+        ):
+            codes.append(ErrorCode.OFFSET_OUT_OF_RANGE)
+        else:
+            codes.append(0)
+            seen.add((pid, m.offset))
+            part[0] = max(part[0], m.offset + 1)
+    return codes
+
+
+def _markers_insert(
+    cursor: Cursor,
+    markers: Sequence[MirroredMarker],
+    codes: list[int],
+    ids: dict[tuple[uuid.UUID, int], int],
+) -> None:
+    kept = [m for m, code in zip(markers, codes) if not code]
+    if not kept:
+        return
+    cursor.execute(
+        "INSERT INTO floe_txn_marker (partition_id, marker_offset, producer_id, producer_epoch,"
+        " committed, first_offset, timestamp) SELECT * FROM unnest(%s::bigint[], %s::bigint[],"
+        " %s::bigint[], %s::smallint[], %s::bool[], %s::bigint[], %s::bigint[])",
+        [
+            [ids[(m.topic_id, m.partition)] for m in kept],
+            [m.offset for m in kept],
+            [m.producer_id for m in kept],
+            [m.producer_epoch for m in kept],
+            [m.committed for m in kept],
+            [None if m.committed else m.first_offset for m in kept],
+            [m.timestamp for m in kept],
+        ],
+    )

@@ -97,9 +97,21 @@ def topic_delete(*, topic: Topic) -> None:
 
 
 @transaction.atomic
-def topic_partitions_create(*, topic: Topic, count: int, validate_only: bool = False) -> Topic:
-    """Grow a topic to ``count`` partitions (never shrink, as Kafka)."""
+def topic_partitions_create(
+    *, topic: Topic, count: int, validate_only: bool = False, mirrored_by: str = ""
+) -> Topic:
+    """Grow a topic to ``count`` partitions (never shrink, as Kafka).
+
+    A topic a migration mirrors follows its source's partition count: only that
+    migration (``mirrored_by``, its copier) grows it, and the new partitions are
+    mirrored too; anyone else is refused until the topic's cutover."""
     topic = Topic.objects.select_for_update().get(pk=topic.pk)
+    if topic.mirrored_by and topic.mirrored_by != mirrored_by:
+        raise TopicError(
+            ErrorCode.POLICY_VIOLATION,
+            f"topic '{topic.name}' is mirrored by migration {topic.mirrored_by}: its"
+            " partitions follow the source's until its cutover",
+        )
     if count <= topic.partition_count:
         raise TopicError(
             ErrorCode.INVALID_PARTITIONS,
@@ -109,7 +121,10 @@ def topic_partitions_create(*, topic: Topic, count: int, validate_only: bool = F
         raise TopicError(ErrorCode.INVALID_PARTITIONS, f"At most {MAX_PARTITIONS} partitions.")
     if not validate_only:
         Partition.objects.bulk_create(
-            [Partition(topic=topic, index=i) for i in range(topic.partition_count, count)]
+            [
+                Partition(topic=topic, index=i, mirrored=bool(topic.mirrored_by))
+                for i in range(topic.partition_count, count)
+            ]
         )
         topic.partition_count = count
         topic.save(update_fields=["partition_count"])

@@ -102,18 +102,36 @@ class MirrorLogStart(_Body, frozen=True):
     offset: OFFSET
 
 
+class MirrorMarker(_Body, frozen=True):
+    """A source's transaction marker (control batch) at its offset; an abort names its
+    transaction's first offset in the partition."""
+
+    topic_id: uuid.UUID
+    partition: PARTITION
+    offset: OFFSET
+    producer_id: Annotated[int, Meta(ge=0, le=2**63 - 1)]
+    producer_epoch: Annotated[int, Meta(ge=0, le=2**15 - 1)]
+    committed: bool
+    first_offset: OFFSET | None = None
+    timestamp: INT64 = -1
+
+
 class MirrorCommitRequest(_Body, frozen=True):
-    """A mirrored file (`file_key` None: only log start offsets to follow)."""
+    """A mirrored file (`file_key` None: only log start offsets and markers)."""
 
     file_key: Annotated[str, Meta(min_length=1, max_length=512)] | None = None
     size: BYTES = 0
     batches: Annotated[list[MirrorBatch], Meta(max_length=MAX_COMMIT_BATCHES)] = []
     log_starts: Items[MirrorLogStart] = []
+    markers: Annotated[list[MirrorMarker], Meta(max_length=MAX_COMMIT_BATCHES)] = []
 
 
 def validate_mirror_commit(request: MirrorCommitRequest, *, cluster_prefix: str) -> None:
     """What the types cannot say: the file is the cluster's and holds its batches, in file
     order without overlaps, each spanning at least its records. `BadBody` names it."""
+    for i, m in enumerate(request.markers):
+        if not m.committed and (m.first_offset is None or m.first_offset > m.offset):
+            raise BadBody(f"$.markers[{i}]: an abort marker names its transaction's first offset")
     if request.file_key is None:
         if request.batches:
             raise BadBody("$.batches: batches need a file_key")

@@ -90,6 +90,7 @@ def mirror_commit(cluster: VirtualCluster, body: schemas.MirrorCommitRequest) ->
         size=body.size,
         batches=[mirroring.MirroredBatch(**msgspec.structs.asdict(b)) for b in body.batches],
         log_starts=[mirroring.LogStart(**msgspec.structs.asdict(s)) for s in body.log_starts],
+        markers=[mirroring.MirroredMarker(**msgspec.structs.asdict(m)) for m in body.markers],
     )
 
 

@@ -300,3 +300,91 @@ def test_mirrored_commits_against_a_model(agent_api, alice):
             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
         ),
     )
+
+
+def test_a_mirrored_topic_grows_only_with_its_source(agent_api, alice):
+    """CreatePartitions on a mirrored topic is refused (its partitions follow the
+    source's); the migration itself grows it, the new partitions mirrored; after the
+    cutover anyone may."""
+    from metadata_store.topics import topic_partitions_create
+
+    topic_id = _mirrored_topic(agent_api, migration="mig_grow")
+    name = Topic.objects.get(pk=topic_id).name
+    refused = agent_api("topics/create-partitions", {"topics": [{"name": name, "count": 3}]})
+    assert refused["topics"][0]["error_code"] == ErrorCode.POLICY_VIOLATION
+    assert refused["topics"][0]["error_message"] == (
+        f"topic '{name}' is mirrored by migration mig_grow: its partitions follow the"
+        " source's until its cutover"
+    )
+    assert Partition.objects.filter(topic_id=topic_id).count() == 2
+
+    topic_partitions_create(topic=Topic.objects.get(pk=topic_id), count=3, mirrored_by="mig_grow")
+    assert list(
+        Partition.objects.filter(topic_id=topic_id)
+        .order_by("index")
+        .values_list("index", "mirrored")
+    ) == [(0, True), (1, True), (2, True)]
+    _, answer = _commit(agent_api, alice["cluster"], [_entry(topic_id, 2, 7, 9)])
+    assert answer["batches"][0]["error_code"] == 0 and _offsets(topic_id, 2) == (0, 10)
+
+    mirroring.topic_mirroring_set(topic=Topic.objects.get(pk=topic_id), migration_id="")
+    grown = agent_api("topics/create-partitions", {"topics": [{"name": name, "count": 4}]})
+    assert grown["topics"][0]["error_code"] == 0
+    assert not Partition.objects.get(topic_id=topic_id, index=3).mirrored
+
+
+def _marker(topic_id, offset, *, committed, first_offset=None, producer_id=7):
+    marker = {
+        "topic_id": topic_id,
+        "partition": 0,
+        "offset": offset,
+        "producer_id": producer_id,
+        "producer_epoch": 0,
+        "committed": committed,
+        "timestamp": 1_700_000_000_000,
+    }
+    if first_offset is not None:
+        marker["first_offset"] = first_offset
+    return marker
+
+
+def test_source_markers_are_kept_as_floes_own(agent_api, alice):
+    """A source's commit and abort markers become transaction-marker rows at their
+    offsets: read_committed fetches name the aborted transaction, and the plan carries
+    both markers between the runs; a marker below the high watermark, or on a batch of
+    the commit, is refused; an abort without its first offset is a bad body."""
+    topic = _mirrored_topic(agent_api)
+    entries = [_entry(topic, 0, 0, 2), _entry(topic, 0, 4, 6), _entry(topic, 0, 8, 9)]
+    for i, e in enumerate(entries):
+        e["pos"] = 100 * i
+    answer = agent_api(
+        "mirror/commit",
+        {
+            "file_key": f"{alice['cluster'].public_id}/mirror/{uuid.uuid4().hex}.seg",
+            "size": 300,
+            "batches": entries,
+            "markers": [
+                _marker(topic, 3, committed=True),
+                _marker(topic, 7, committed=False, first_offset=4),
+                _marker(topic, 5, committed=True),  # inside a batch
+            ],
+        },
+    )
+    assert [m["error_code"] for m in answer["markers"]] == [0, 0, ErrorCode.OFFSET_OUT_OF_RANGE]
+    assert _offsets(topic, 0) == (0, 10)
+    plan = agent_api(
+        "fetch-plan",
+        {
+            "partitions": [{"topic_id": topic, "partition": 0, "offset": 0}],
+            "isolation_level": 1,
+        },
+    )["partitions"][0]
+    assert plan["aborted_transactions"] == [{"producer_id": 7, "first_offset": 4}]
+    offsets = [(b["base_offset"], "marker" in b) for b in plan["batches"]]
+    assert offsets == [(0, False), (3, True), (4, False), (7, True), (8, False)], plan
+    late = agent_api(
+        "mirror/commit", {"markers": [_marker(topic, 9, committed=True)], "log_starts": []}
+    )
+    assert late["markers"] == [{"error_code": ErrorCode.OFFSET_OUT_OF_RANGE}]
+    no_first = {"markers": [_marker(topic, 10, committed=False)]}
+    assert agent_api.raw("mirror/commit", no_first).status_code == 400

@@ -125,6 +125,29 @@ def test_the_copier_leases_it_with_the_password_and_creates_mirrored_topics(api,
     assert listed["mirrored_by"] == created["id"]
 
 
+def test_a_mirrored_topic_grows_when_its_source_did(api, alice):
+    _create(api, alice)
+    agent, leased = _leased(alice)
+    ids = {"migration_id": leased["id"], "lease": leased["lease"]}
+    agent("migrations/topic", {**ids, "name": "orders", "partitions": 2})
+    grown = agent("migrations/topic", {**ids, "name": "orders", "partitions": 4})
+    assert grown["state"] == "mirroring" and grown["error"] == ""
+    topic = Topic.objects.get(cluster=alice["cluster"], name="orders")
+    assert topic.partition_count == 4
+    assert (
+        list(Partition.objects.filter(topic=topic).values_list("mirrored", flat=True)) == [True] * 4
+    )
+    # More than a topic may have: said, the topic still mirrored as it was.
+    failed = agent("migrations/topic", {**ids, "name": "orders", "partitions": 20_000})
+    assert failed["state"] == "mirroring" and failed["error"].startswith(
+        "the source has 20000 partitions: At most"
+    )
+    assert Topic.objects.get(pk=topic.pk).partition_count == 4
+    # Asked again with the count it has, the error is gone.
+    again = agent("migrations/topic", {**ids, "name": "orders", "partitions": 4})
+    assert again["state"] == "mirroring" and again["error"] == ""
+
+
 def test_a_topic_written_in_floe_is_not_adopted(api, alice):
     _create(api, alice)
     agent, leased = _leased(alice)

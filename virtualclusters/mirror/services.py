@@ -24,7 +24,7 @@ from core.kafka.errors import ErrorCode
 from metadata_store.group_offsets import group_offsets_commit
 from metadata_store.mirroring import topic_mirroring_set
 from metadata_store.models import GroupLease, Partition, Topic
-from metadata_store.topics import TopicError, topic_create
+from metadata_store.topics import TopicError, topic_create, topic_partitions_create
 from tenancy.sealed import secret_open, secret_seal
 from virtualclusters.mirror.models import Migration, MigrationTopic
 from virtualclusters.models import VirtualCluster
@@ -263,12 +263,27 @@ def mirror_topic_create(
     """The Floe topic mirroring source topic `name`: created with the source's partition
     count and configs, mirrored by the migration. An existing topic of that name is
     adopted only while nobody wrote to it; otherwise (or once cut over) the answer is the
-    topic's row in another state, with its error."""
+    topic's row in another state, with its error. Asked again with more partitions (the
+    source's topic grew), the mirrored topic grows to match, its new partitions mirrored."""
     migration = _leased(cluster, migration_id, token)
     row, _ = MigrationTopic.objects.select_for_update().get_or_create(
         migration=migration, name=name
     )
-    if row.state != MigrationTopic.State.MIRRORING or row.topic_id is not None:
+    if row.state != MigrationTopic.State.MIRRORING:
+        return row
+    if row.topic is not None:
+        if partitions > row.topic.partition_count:  # the source's topic grew: follow it
+            try:
+                topic_partitions_create(
+                    topic=row.topic, count=partitions, mirrored_by=migration.public_id
+                )
+            except TopicError as exc:
+                row.error = f"the source has {partitions} partitions: {exc.message or exc}"
+                row.save(update_fields=["error"])
+                return row
+        if row.error:  # (only a growth that failed sets a mirrored topic's error)
+            row.error = ""
+            row.save(update_fields=["error"])
         return row
     topic = Topic.objects.filter(cluster=cluster, name=name).first()
     if topic is None:
