@@ -125,8 +125,11 @@ def cluster_config_update(*, cluster: VirtualCluster, config: dict) -> VirtualCl
     session = clean.get("consumer_session_timeout_ms", cluster.consumer_session_timeout_ms)
     heartbeat = clean.get("consumer_heartbeat_interval_ms", cluster.consumer_heartbeat_interval_ms)
     if heartbeat >= session:
-        raise ValidationError(
-            {"consumer_heartbeat_interval_ms": ["Must be below the consumer session timeout."]}
+        # Each value is valid alone; together they conflict (with each other, or with the
+        # one the cluster keeps): 409, as the schema can only bound each.
+        raise conflict(
+            "consumer_heartbeat_interval_ms",
+            f"Must be below the consumer session timeout ({session} ms); got {heartbeat} ms.",
         )
     for field, value in clean.items():
         setattr(cluster, field, value)

@@ -37,17 +37,33 @@ import re
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from core.kafka.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from agents.groups.coordinator import GroupCoordinator
+    from agents.groups.leases import GroupLeases
     from agents.topics import TopicInfo
 
 log = logging.getLogger(__name__)
+
+
+class _Coordinator(Protocol):
+    """What KIP-848 groups use of the agent's `GroupCoordinator` (which holds them: a
+    Protocol, not an import, so the two modules do not import each other)."""
+
+    @property
+    def groups(self) -> Mapping[str, Any]: ...  # the classic groups, by id
+
+    @property
+    def leases(self) -> GroupLeases: ...
+
+    def drop_classic(self, group_id: str) -> None: ...
+
+    def _changed(self) -> None: ...
+
 
 GROUP_TYPE = "consumer"
 # The protocol type DescribeGroups and ListGroups answer for these groups (Kafka's).
@@ -438,7 +454,7 @@ TopicsLookup = Callable[[set[str], bool], Any]
 class ConsumerGroups:
     """The KIP-848 groups this agent coordinates (`GroupCoordinator.consumer`)."""
 
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: _Coordinator) -> None:
         self.coordinator = coordinator
         self.groups: dict[str, ConsumerGroup] = {}
         self.settings: dict[str, Any] = {}  # the cluster's config (agents.runtime)

@@ -95,7 +95,7 @@ def test_it_sets_the_consumer_group_protocols_timeouts(api, alice):
     slow = client.patch(
         f"/api/v1/clusters/{cid}/config/", {"consumer_heartbeat_interval_ms": 6_000}, format="json"
     )
-    assert slow.status_code == 400 and "consumer_heartbeat_interval_ms" in slow.json()["error"]
+    assert slow.status_code == 409 and "consumer_heartbeat_interval_ms" in slow.json()["error"]
     short = client.patch(
         f"/api/v1/clusters/{cid}/config/", {"consumer_session_timeout_ms": 400}, format="json"
     )

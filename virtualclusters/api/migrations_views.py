@@ -17,7 +17,7 @@ from virtualclusters.mirror import selectors, services
 from virtualclusters.mirror.models import Migration
 
 
-@extend_schema_field({"type": "string", "format": "regex", "maxLength": 1000})
+@extend_schema_field({"type": "string", "format": "regex", "minLength": 1, "maxLength": 1000})
 class RegexField(serializers.CharField):
     """A Python regular expression (`re`), matched against whole names."""
 

@@ -86,6 +86,9 @@ class MigrationTopic(models.Model):
     # bytes_copied, error}]; the destination's offsets are read from the partitions.
     partitions = models.JSONField(default=list, blank=True)
 
+    objects = OrgScopedQuerySet.as_manager()
+    org_lookup = "migration__cluster__organization"
+
     class Meta:
         db_table = "floe_migration_topic"
         constraints = [
