@@ -295,7 +295,8 @@ CLASSIC_GROUP_TYPE = "classic"
 
 async def handle_list_groups(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
     """Kafka ListGroups v0–5: the groups this agent coordinates for the client — those
-    whose lease it holds, and those the metadata store knows whose last reporting
+    whose lease it holds (one only committed to, by an assign-only consumer, as Empty
+    right after the commit, as Kafka lists it), and those the metadata store knows whose last reporting
     coordinator (or, with none live, rendezvous choice) is this agent. Clients ask every
     broker of the Metadata answer and merge, so each group is listed by one agent; for a
     client that names its zone, by the zone's front for the group, with the state its
@@ -316,6 +317,10 @@ async def handle_list_groups(ctx: AgentContext, header, body: dict[str, Any]) ->
         group_type = known.get("group_type") or CLASSIC_GROUP_TYPE
         reporter = ring.peer(known.get("agent_id") or "")
         owner = reporter or ring.owner(group_id)
+        if group_id in ctx.groups.groups:  # our lease, nobody joined: offsets only
+            if known["has_offsets"] and ring.front(group_id, zone, owner=ring.me).agent_id == me:
+                listed[group_id] = (known.get("protocol_type") or "", "Empty", group_type)
+            continue
         if owner.agent_id == me and reporter is not None:
             continue  # reported by us, but no longer ours: its new holder lists it
         if ring.front(group_id, zone, owner=owner).agent_id != me:

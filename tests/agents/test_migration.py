@@ -140,6 +140,15 @@ def _migrate(cluster, body: dict) -> tuple[APIClient, str, str]:
     return api, url, created.json()["id"]
 
 
+def _wait_group_copied(api: APIClient, url: str, group: str) -> dict:
+    """The migration's detail once `group`'s offsets are copied (every few seconds)."""
+    deadline = time.monotonic() + 30
+    while (detail := api.get(url).json())["groups"].get(group, {}).get("state") != "copied":
+        assert time.monotonic() < deadline, detail["groups"]
+        time.sleep(0.5)
+    return detail
+
+
 def test_a_tansu_cluster_migrates_with_every_offset_kept(agent, cluster, tansu):
     _create_topics(tansu.bootstrap)
     _produce(tansu.bootstrap, 0, RECORDS_BEFORE)
@@ -180,12 +189,7 @@ def test_a_tansu_cluster_migrates_with_every_offset_kept(agent, cluster, tansu):
         ), topic
 
     # The group's offsets, copied while it is empty in Floe (every few seconds).
-    deadline = time.monotonic() + 30
-    while (detail := api.get(f"{url}{migration}/").json())["groups"].get("billing-1", {}).get(
-        "state"
-    ) != "copied":
-        assert time.monotonic() < deadline, detail["groups"]
-        time.sleep(0.5)
+    detail = _wait_group_copied(api, f"{url}{migration}/", "billing-1")
     assert set(detail["groups"]) == {"billing-1"}  # the regex
     assert sorted(
         (p["partition"], p["source_offset"], p["copied_offset"])
@@ -234,6 +238,18 @@ def _commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int
         )
     finally:
         consumer.close()
+
+
+def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offsets of `topic` (OffsetFetch), by partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        answer = consumer.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=15
+        )
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in answer}
 
 
 def _read_group(bootstrap: str, group: str, topic: str, ends: dict[int, int]) -> dict:
@@ -290,8 +306,13 @@ def test_a_floe_cluster_with_deleted_records_migrates(agent, cluster):
     source_marks = fetch_watermarks(source.bootstrap, topic, partitions)
     assert source_marks[0][0] == 57 and source_marks[1] == (300, 300), source_marks
 
+    # A group stopped mid-topic on the source (committed by an assign-only consumer).
+    _commit_group(source.bootstrap, "billing-1", topic, {0: 120, 2: 150})
+
     floe = agent(cluster.key)
-    api, url, migration = _migrate(cluster, {"source_bootstrap": source.bootstrap, "topics": topic})
+    api, url, migration = _migrate(
+        cluster, {"source_bootstrap": source.bootstrap, "topics": topic, "groups": "billing-.*"}
+    )
     for i in range(900, 1200):  # producing goes on
         producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % partitions)
     assert producer.flush(30) == 0
@@ -311,6 +332,22 @@ def test_a_floe_cluster_with_deleted_records_migrates(agent, cluster):
     assert _read_all(floe.bootstrap, topic, partitions, ends) == _read_all(
         source.bootstrap, topic, partitions, ends
     )
+
+    # The group's offsets, copied from the Floe source; its consumer moves over and reads
+    # exactly what follows them, none twice.
+    detail = _wait_group_copied(api, f"{url}{migration}/", "billing-1")
+    assert sorted(
+        (p["partition"], p["source_offset"], p["copied_offset"])
+        for p in detail["groups"]["billing-1"]["partitions"]
+    ) == [(0, 120, 120), (2, 150, 150)]
+    assert _committed(floe.bootstrap, "billing-1", topic, partitions) == _committed(
+        source.bootstrap, "billing-1", topic, partitions
+    )
+    source_records = _read_all(source.bootstrap, topic, partitions, {0: ends[0], 1: 0, 2: ends[2]})
+    moved = _read_group(floe.bootstrap, "billing-1", topic, {0: ends[0], 2: ends[2]})
+    assert moved[0] == [r[:4] for r in source_records[0] if r[0] >= 120]
+    assert moved[2] == [r[:4] for r in source_records[2] if r[0] >= 150]
+    assert 1 not in moved  # no committed offset: the "error" reset, nothing read
 
 
 def test_a_killed_copier_and_a_stopped_source_lose_and_repeat_nothing(agent, cluster, tansu):

@@ -8,6 +8,7 @@ import pytest
 from tests import factories
 from tests.agents.groups.members import ConfluentMember, balanced, wait_until
 from tests.agents.groups.test_clients import create_topic
+from tests.agents.zone_cluster import broker_ports
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka, pytest.mark.timeout(120)]
 
@@ -212,3 +213,38 @@ def test_the_rest_api_shows_members_assignments_and_lag_then_deletes(agent, clus
     )
     assert get(url).json() == []
     assert get(url + "indexer/").status_code == 404
+
+
+@pytest.mark.parametrize("agents", [1, 2])
+def test_a_group_with_only_committed_offsets_is_listed_right_after_the_commit(
+    agent, cluster, agents
+):
+    """Kafka lists a group an assign-only consumer committed to as Empty as soon as the
+    commit is acknowledged; so does Floe, to a client asking every broker of the
+    Metadata answer (AdminClient does). Its coordinator holds the lease of a group
+    nobody joined: it lists it, as no other agent does."""
+    from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    started = [agent(cluster.key) for _ in range(agents)]
+    ports = {a.port for a in started}
+    wait_until(
+        lambda: all(broker_ports(a.bootstrap, "probe") == ports for a in started),
+        30,
+        "every agent in every Metadata answer",
+    )
+    create_topic(started[0].bootstrap, "ledger", 3)
+    admin = AdminClient({"bootstrap.servers": started[0].bootstrap})
+    groups = [f"assigned-{n}" for n in range(6)]  # on two agents, spread over both
+    for group in groups:
+        consumer = Consumer({"bootstrap.servers": started[0].bootstrap, "group.id": group})
+        try:
+            consumer.commit(offsets=[TopicPartition("ledger", 1, 7)], asynchronous=False)
+        finally:
+            consumer.close()
+        listed = admin.list_consumer_groups().result(15)
+        assert not listed.errors, listed.errors
+        states = {g.group_id: g.state for g in listed.valid}
+        assert states.get(group) == ConsumerGroupState.EMPTY, (group, states)
+    listed = admin.list_consumer_groups().result(15)
+    assert sorted(g.group_id for g in listed.valid) == groups  # each listed once
