@@ -50,9 +50,18 @@ class _Metric(Generic[_Wrapped]):
     def __init__(self, name: str, labels: Sequence[str]) -> None:
         self.name = name
         self.labels = tuple(labels)
+        # Each label set's child, looked up once (prometheus_client's `labels()` checks
+        # and converts its arguments and takes a lock on every call: hot paths count).
+        self._children: dict[tuple[object, ...], _Wrapped] = {}
 
     def _series(self, labels: Sequence[object]) -> _Wrapped:
-        return self._metric.labels(*labels) if self.labels else self._metric
+        if not self.labels:
+            return self._metric
+        key = tuple(labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self._metric.labels(*labels)
+        return child
 
     def _samples(self, suffix: str = "") -> list[tuple[tuple[str, ...], float]]:
         """(label values, value) of the samples named `name + suffix`."""
