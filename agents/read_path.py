@@ -22,8 +22,10 @@ import logging
 import struct
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from typing import Any
 
+from agents import shared_answers
 from agents.context import AgentContext
 from agents.control_plane import ControlPlaneError, ControlPlaneUnavailable
 from agents.metrics import Counter, Histogram, long_poll_waited
@@ -47,6 +49,7 @@ _MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
 
 _PLAN_SECONDS = Histogram("floe_fetch_plan_seconds", "Latency of fetch-plan calls.")
 _READ_ERRORS = Counter("floe_fetch_read_errors_total", "Batches that could not be read.")
+_read_failures = 0  # as _READ_ERRORS, cheap to read: an answer read short is not shared
 _WAKES = Counter(
     "floe_fetch_wakes_total",
     "Long-polling Fetches woken by a commit or the tail feed, by what their re-plan found"
@@ -91,11 +94,17 @@ async def fill(
     client_zone: str | None = None,
     *,
     consumed: bool = True,
-) -> None:
+    share: tuple[Hashable, Callable[[], bytes]] | None = None,
+) -> bytes | None:
     """Fill the answers of `wanted` from fetch plans, long-polling as the Fetch `body`
     asks (`max_wait_ms`, `min_bytes`), within its `max_bytes`. The bytes sent are
     counted by `client_zone`, the zone the client named (None: none), and, when
-    `consumed` (a consumer's Fetch, not the console's browser), by topic (throughput out)."""
+    `consumed` (a consumer's Fetch, not the console's browser), by topic (throughput out).
+
+    `share`: the request's key and how to encode its answer once `wanted` is filled
+    (``shared_answers``). An identical Fetch's answer at the same tail is then taken as
+    is, and an answer planned from the tail index is encoded and kept for the next ones;
+    either way the encoded body is returned (else None: the answers are in `wanted`)."""
     max_bytes = body.get("max_bytes", 0x7FFFFFFF)
     min_bytes = body.get("min_bytes", 1)
     deadline = time.monotonic() + max(body.get("max_wait_ms", 0), 0) / 1000
@@ -118,10 +127,19 @@ async def fill(
     while True:
         seen = ctx.watch.snapshot(keys)
         planned = None
+        states = None  # the tail index's state the plan came from (a shareable answer)
         if tail is not None:
+            if share is not None and (hit := tail.shared_answer(share[0])) is not None:
+                PLANS.inc(1, "tail_index")
+                if woken:
+                    _WAKES.inc(1, "records")
+                _count_sent(ctx, hit.total, hit.consumed, client_zone, consumed)
+                return hit.body
             planned = tail.plan(
                 plan_request["partitions"], max_bytes, plan_request["isolation_level"]
             )
+            if planned is not None and share is not None:
+                states = shared_answers.snapshot(tail.index, keys)
         from_tail = planned is not None
         if planned is not None:
             PLANS.inc(1, "tail_index")
@@ -134,9 +152,10 @@ async def fill(
                 log.warning("fetch-plan failed: %s", exc)
                 for w in wanted:
                     w.answer["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-                return
+                return None
             finally:
                 _PLAN_SECONDS.observe(time.perf_counter() - started)
+        read_failures = _read_failures
         total, errors = await _assemble(
             ctx, wanted, planned, max_bytes, plan_request["isolation_level"] == 1, shared=from_tail
         )
@@ -144,13 +163,22 @@ async def fill(
             _WAKES.inc(1, "records" if total else "empty")
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0:
-            if total:
-                count_client_bytes(total, client_zone, ctx.config.zone, ctx.known_zones())
-            if consumed:
-                for w in wanted:
-                    if w.sent_bytes:
-                        CONSUMED.add(w.info.topic_id_str, w.sent_bytes, w.sent_records)
-            return
+            sent = tuple(
+                (w.info.topic_id_str, w.sent_bytes, w.sent_records) for w in wanted if w.sent_bytes
+            )
+            _count_sent(ctx, total, sent, client_zone, consumed)
+            if (
+                share is not None
+                and tail is not None
+                and states is not None
+                and total >= max(min_bytes, 1)
+                and not errors
+                and read_failures == _read_failures  # no run of it read short (any Fetch's)
+            ):
+                encoded = share[1]()
+                tail.shared.put(share[0], shared_answers.Answer(encoded, states, sent, total))
+                return encoded
+            return None
         # Wake at once when this agent commits to one of the partitions, or the tail feed
         # brings a run of one (any agent's commit); without a live feed, look again
         # shortly, since another agent may have committed.
@@ -158,6 +186,21 @@ async def fill(
         waiting = time.perf_counter()
         woken = await ctx.watch.wait(keys, min(interval, remaining), since=seen)
         long_poll_waited(time.perf_counter() - waiting)
+
+
+def _count_sent(
+    ctx: AgentContext,
+    total: int,
+    sent: tuple[tuple[str, int, int], ...],
+    client_zone: str | None,
+    consumed: bool,
+) -> None:
+    """Count an answer's record bytes by zone and, for consumers, by topic."""
+    if total:
+        count_client_bytes(total, client_zone, ctx.config.zone, ctx.known_zones())
+    if consumed:
+        for topic_id, size, records in sent:
+            CONSUMED.add(topic_id, size, records)
 
 
 # Single flight: a `fetch-plan` call in flight, by its request, that an identical
@@ -209,6 +252,7 @@ async def _assemble(
     response is returned whatever its size; after that a batch is included only if it
     fits both the partition's and the request's remaining budget.
     """
+    global _read_failures
     if len(planned) != len(wanted):
         raise ValueError(f"fetch-plan answered {len(planned)} partitions for {len(wanted)}")
     chosen: list[tuple[Wanted, list[dict[str, Any]]]] = []
@@ -291,6 +335,7 @@ async def _assemble(
         except _Full:
             pass
         except Exception as exc:  # missing object, I/O error, short file, a bad run
+            _read_failures += 1
             _READ_ERRORS.inc()
             log.warning("reading %s of partition %d failed: %s", item.info, item.partition, exc)
             if not pieces:

@@ -20,6 +20,7 @@ from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError
 from agents.metrics import Counter, Gauge
+from agents.shared_answers import Answer, SharedAnswers
 from agents.tail_index import TailIndex
 from agents.write_path import CommitWatch
 
@@ -86,6 +87,7 @@ class TailFeed:
         if isinstance(watch, FedCommitWatch):
             watch.feed = self
         self.index = TailIndex()
+        self.shared = SharedAnswers()  # encoded Fetch answers at the tail (shared_answers)
         self.epoch = ""
         self.seq = 0
         self._live = False
@@ -104,9 +106,16 @@ class TailFeed:
             return None
         return self.index.plan(partitions, max_bytes, isolation_level)
 
+    def shared_answer(self, key: Any) -> Answer | None:
+        """The encoded answer of an identical Fetch at the same tail, or None."""
+        if not self.live:
+            return None
+        return self.shared.get(key, self.index)
+
     def _reset(self) -> None:
         if self.index.runs or len(self.index):
             FEED_RESETS.inc()
+        self.shared.clear()
         self._wake(self.index.clear())
         self._gauges()
 

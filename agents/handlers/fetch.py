@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from agents import read_path
 from agents.context import AgentContext
 from agents.zone_routing import client_zone
+from core.kafka.codec import EncodedResponse, encode_response_body
 from core.kafka.errors import ErrorCode
 
 
@@ -68,6 +70,37 @@ async def handle_fetch(ctx: AgentContext, header, body: dict[str, Any]) -> dict[
                 answers.append(item.answer)
                 wanted.append(item)
 
-    if wanted:
-        await read_path.fill(ctx, wanted, body, client_zone(header.client_id))
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    response = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    if not wanted:
+        return response
+    share = None
+    if ctx.tail is not None and len(wanted) == sum(len(t["partitions"]) for t in topics):
+        # Every partition is readable: an identical Fetch at the same tail gets the same
+        # answer, encoded once (agents.shared_answers).
+        share = (
+            _request_key(header.api_version, body, uses_ids),
+            partial(encode_response_body, header, response),
+        )
+    encoded = await read_path.fill(ctx, wanted, body, client_zone(header.client_id), share=share)
+    return response if encoded is None else EncodedResponse(encoded)
+
+
+def _request_key(version: int, body: dict[str, Any], uses_ids: bool) -> tuple:
+    """What of a Fetch request its answer depends on (the rest — max_wait_ms, rack, the
+    client's id — changes how long it may wait or how it is counted, not what it gets)."""
+    return (
+        version,
+        body.get("isolation_level") == 1,
+        body.get("max_bytes", 0x7FFFFFFF),
+        body.get("min_bytes", 1),
+        tuple(
+            (
+                t["topic_id"] if uses_ids else t["topic"],
+                tuple(
+                    (p["partition"], p["fetch_offset"], p["partition_max_bytes"])
+                    for p in t["partitions"]
+                ),
+            )
+            for t in body["topics"]
+        ),
+    )

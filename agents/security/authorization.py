@@ -34,6 +34,7 @@ from agents.handlers.errors import CloseConnection, error_response
 from agents.security.access import Access
 from agents.security.session import CURRENT_SESSION
 from core.kafka import ApiKey, RequestHeader
+from core.kafka.codec import EncodedResponse
 from core.kafka.errors import ErrorCode
 from core.kafka.types import ZERO_UUID
 from core.security.acl import AclOperation, Authorizer, ResourceType
@@ -184,6 +185,8 @@ async def _fetch(access: Access, ctx, header, body, call) -> dict | None:
     topics = body["topics"]
     names = await _topic_names(ctx, topics, "topic", "topic_id")
     keep = [access.topic(OP.READ, n) for n in names]
+    if all(keep):
+        return await call(body)
     denied = [
         {
             "topic": name,
@@ -205,7 +208,13 @@ async def _fetch(access: Access, ctx, header, body, call) -> dict | None:
         for t, name, ok in zip(topics, names, keep, strict=True)
         if not ok
     ]
-    return await _split(body, "topics", keep, call, "responses", denied)
+
+    async def answer_as_dict(kept: dict[str, Any]) -> dict | None:
+        # A shared answer (agents.shared_answers) is bytes; the denied topics join a dict.
+        response = await call(kept)
+        return response.decoded(header) if isinstance(response, EncodedResponse) else response
+
+    return await _split(body, "topics", keep, answer_as_dict, "responses", denied)
 
 
 async def _list_offsets(access: Access, ctx, header, body, call) -> dict | None:

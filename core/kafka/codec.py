@@ -87,14 +87,49 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
     return header, body
 
 
-def encode_response(header: RequestHeader, body: dict[str, Any]) -> bytes:
-    """Encode the response to ``header``'s request, with size prefix and response header."""
+class EncodedResponse(dict[str, Any]):
+    """A response body already encoded (``encode_response_body``), answered as is: one
+    encoding sent to every client that asked the same (``agents.shared_answers``). As a
+    dict it says only ``error_code`` 0 (these answers have no top-level error)."""
+
+    __slots__ = ("encoded",)
+
+    def __init__(self, encoded: bytes) -> None:
+        super().__init__(error_code=0)
+        self.encoded = encoded
+
+    def decoded(self, header: RequestHeader) -> dict[str, Any]:
+        """The body as a dict again (to change it)."""
+        message = _response_message(header)
+        body: dict[str, Any] = message.codec(header.api_version).decode(
+            memoryview(self.encoded), 0
+        )[0]
+        return body
+
+
+def _response_message(header: RequestHeader) -> Message:
     message = _message(header.api_key, header.api_version, response=True)
     if message is None:
         raise ValueError(f"no response schema for api {header.api_key} v{header.api_version}")
+    return message
+
+
+def encode_response_body(header: RequestHeader, body: dict[str, Any]) -> bytes:
+    """The response body alone (no size prefix, no response header)."""
+    parts: list[Any] = []
+    _response_message(header).codec(header.api_version).encode(body, parts)
+    return b"".join(parts)
+
+
+def encode_response(header: RequestHeader, body: dict[str, Any]) -> bytes:
+    """Encode the response to ``header``'s request, with size prefix and response header."""
+    message = _response_message(header)
     correlation = _SIZE.pack(header.correlation_id)
     if _has_tagged_header(header.api_key, message, header.api_version, response=True):
         correlation += _NO_TAGS
+    if isinstance(body, EncodedResponse):
+        size = _SIZE.pack(len(correlation) + len(body.encoded))
+        return b"".join((size, correlation, body.encoded))
     return _framed(message, header.api_version, correlation, body)
 
 

@@ -24,6 +24,12 @@ def plans(agent) -> dict[str, int]:
     return {source: int(float(value)) for source, value in found}
 
 
+def shared_answers(agent) -> dict[str, int]:
+    """The agent's Fetch answers shared between identical Fetches, by outcome."""
+    pattern = r'floe_fetch_shared_answers_total\{outcome="(\w+)"\} ([0-9.e+]+)'
+    return {outcome: int(float(value)) for outcome, value in re.findall(pattern, agent.metrics())}
+
+
 def tailing(bootstrap: str, topic: str, partitions: int, isolation: str = "read_uncommitted"):
     consumer = Consumer(
         {
@@ -61,7 +67,7 @@ def test_tailing_consumers_are_planned_by_the_agent_and_get_every_record_once(ag
     consumers = [tailing(a.bootstrap, "tail", 3, iso) for iso in ("read_uncommitted",) * 3]
     got: list[list] = [[] for _ in consumers]
     drain(consumers, got, 1.0)  # every consumer waits at the (empty) tail
-    before = plans(a)
+    before, shared_before = plans(a), shared_answers(a)
     producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 5})
     sent = []
     for burst in range(20):
@@ -72,7 +78,7 @@ def test_tailing_consumers_are_planned_by_the_agent_and_get_every_record_once(ag
         producer.flush(10)
         drain(consumers, got, 0.1)
     drain_until(consumers, got, len(sent))
-    after = plans(a)
+    after, shared_after = plans(a), shared_answers(a)
     for out in consumers:
         out.close()
     for out in got:
@@ -80,6 +86,10 @@ def test_tailing_consumers_are_planned_by_the_agent_and_get_every_record_once(ag
         for p in range(3):
             offsets = [o for part, o, _ in out if part == p]
             assert offsets == list(range(len(offsets)))
+    # Three groups at the same offsets: an answer encoded for one went to the others too.
+    hits = shared_after.get("hit", 0) - shared_before.get("hit", 0)
+    kept = shared_after.get("kept", 0) - shared_before.get("kept", 0)
+    assert hits > 0 and kept > 0, (hits, kept)
     from_index = after.get("tail_index", 0) - before.get("tail_index", 0)
     from_control_plane = after.get("control_plane", 0) - before.get("control_plane", 0)
     # At the tail the agent plans; the control plane saw a few plans at most (the first

@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from agents import read_path, tail_index
+from agents import read_path, shared_answers, tail_index
 from agents.tail_feed import TailFeed
 from agents.write_path import CommitWatch
 from metadata_store import retention, rewrites, store, tail_feed
@@ -110,6 +110,7 @@ class World:
         # The store's plans at past points of the feed: ((epoch, seq), [(request, isolation,
         # plan)]), compared with the index's once it has caught up to just that point.
         self.snapshots: list[tuple[tuple[str, int], list[tuple[list, int, Any]]]] = []
+        self.shared: set[tuple[tuple, int]] = set()  # requests whose answers were kept
 
     def commit(self, parts: list[tuple[int, int, int]]) -> None:
         self.files += 1
@@ -245,6 +246,7 @@ def _check(world: World, feed: Feed, answered: list[int]) -> None:
     interesting request is the store's."""
     _check_lagging(world, feed, answered)
     feed.catch_up()
+    _check_kept(world, feed, answered)  # kept at earlier checks, steps ago
     for partition in range(PARTITIONS):
         start, high = world.state(partition)
         held = feed.feed.index.get((world.topic, partition))
@@ -253,10 +255,14 @@ def _check(world: World, feed: Feed, answered: list[int]) -> None:
             offsets |= {held.first_offset, held.first_offset + 1, held.high_watermark}
         for offset, max_bytes, isolation in itertools.product(offsets, (1, 150, 10**6), (0, 1)):
             wanted = [(partition, offset, max_bytes)]
+            theirs = world.plan(wanted, 10**6, isolation)
+            _check_shared(world, feed, wanted, isolation, theirs, answered)
             mine = feed.feed.plan(world.request(wanted), 10**6, isolation)
             if mine is not None:
                 answered[0] += 1
-                assert mine == world.plan(wanted, 10**6, isolation), (offset, max_bytes)
+                assert mine == theirs, (offset, max_bytes)
+                _share(world, feed, wanted, isolation, mine)
+    _check_kept(world, feed, answered)  # kept just now
     # Both partitions at their tails, in one request sharing a small budget.
     tails = [(p, world.state(p)[1] - 1, 100) for p in range(PARTITIONS)]
     tails = [(p, max(o, world.state(p)[0]), m) for p, o, m in tails]
@@ -265,6 +271,35 @@ def _check(world: World, feed: Feed, answered: list[int]) -> None:
         if mine is not None:
             answered[0] += 1
             assert mine == world.plan(tails, 150, isolation)
+
+
+def _check_kept(world: World, feed: Feed, answered: list[int]) -> None:
+    for wanted, isolation in world.shared:
+        theirs = world.plan(list(wanted), 10**6, isolation)
+        _check_shared(world, feed, wanted, isolation, theirs, answered)
+
+
+def _share(world: World, feed: Feed, wanted: list, isolation: int, plan: list) -> None:
+    """Keep a plan from the index as a shared answer would be kept (agents.shared_answers:
+    the index's state of the partitions, taken when the plan was made)."""
+    keys = [(str(world.topic), partition) for partition, _, _ in wanted]
+    states = shared_answers.snapshot(feed.feed.index, keys)
+    assert states is not None  # the index planned them: it holds them
+    body = msgspec.json.encode(plan)
+    world.shared.add((tuple(wanted), isolation))
+    feed.feed.shared.put((tuple(wanted), isolation), shared_answers.Answer(body, states, (), 1))
+
+
+def _check_shared(
+    world: World, feed: Feed, wanted: list, isolation: int, theirs: list, answered: list[int]
+) -> None:
+    """A shared answer still given out, after whatever happened since it was kept, is the
+    store's answer now."""
+    hit = feed.feed.shared_answer((tuple(wanted), isolation))
+    wanted = list(wanted)
+    if hit is not None:
+        answered[2] += 1
+        assert msgspec.json.decode(hit.body) == theirs, (wanted, isolation)
 
 
 @settings(
@@ -276,7 +311,7 @@ def _check(world: World, feed: Feed, answered: list[int]) -> None:
 def test_a_plan_from_the_tail_index_is_the_stores_or_none(alice, steps):
     world = World(AgentApi(alice["agent_key"]), alice)
     feed = Feed(alice["cluster"].pk)
-    answered = [0, 0]  # plans from the caught-up index, from a lagging one
+    answered = [0, 0, 0]  # plans from the caught-up index, a lagging one, shared answers
     try:
         for step in steps:
             kind = step[0]
@@ -302,6 +337,7 @@ def test_a_plan_from_the_tail_index_is_the_stores_or_none(alice, steps):
         _check(world, feed, answered)
         event(f"plans from the index: {min(answered[0], 10) // 5 * 5}+")
         event(f"plans from a lagging index: {min(answered[1], 10) // 5 * 5}+")
+        event(f"shared answers given: {min(answered[2], 10) // 5 * 5 if answered[2] else 'none'}")
     finally:
         feed.close()
 
@@ -336,6 +372,58 @@ def test_the_index_answers_at_the_tail_and_refuses_what_it_does_not_hold(alice):
         feed.catch_up()
         assert len(feed.feed.index) == 0
         assert feed.feed.plan(world.request([(0, 10, 10**6)]), 10**6, 0) is None
+    finally:
+        feed.close()
+
+
+def test_a_shared_answer_is_given_while_its_partitions_stand_still_and_never_after(alice):
+    """Not vacuous: a kept answer is given out again while nothing touched its partitions
+    (another partition's commit does not matter), and refused once a commit, a
+    DeleteRecords, a swap or a reset of the feed reaches one of them."""
+    world = World(AgentApi(alice["agent_key"]), alice)
+    feed = Feed(alice["cluster"].pk)
+    answered = [0, 0, 0]
+    try:
+        world.commit([(0, 3, 100), (1, 2, 50)])
+        feed.catch_up()
+
+        def keep(wanted: list) -> list:
+            plan = feed.feed.plan(world.request(wanted), 10**6, 0)
+            assert plan is not None
+            _share(world, feed, wanted, 0, plan)
+            return plan
+
+        def given(wanted: list) -> bool:
+            before = answered[2]
+            _check_shared(world, feed, wanted, 0, world.plan(wanted, 10**6, 0), answered)
+            return answered[2] > before
+
+        first = [(0, 0, 10**6)]
+        keep(first)
+        assert given(first) and given(first)
+        world.commit([(1, 2, 50)])  # the other partition
+        feed.catch_up()
+        assert given(first)
+        world.commit([(0, 1, 10)])
+        feed.catch_up()
+        assert not given(first)
+        for change in (
+            lambda: world.delete_records(0, 0.5),
+            world.swap,
+            lambda: feed.relay.restart(live=True),
+        ):
+            world.commit([(0, 1, 10)])
+            feed.catch_up()
+            start = world.state(0)[0]
+            wanted = [(0, start, 10**6)]
+            if feed.feed.plan(world.request(wanted), 10**6, 0) is None:
+                continue  # the index does not hold the partition from there
+            keep(wanted)
+            assert given(wanted)
+            change()
+            feed.catch_up()
+            assert not given(wanted)
+        assert answered[2] >= 4
     finally:
         feed.close()
 

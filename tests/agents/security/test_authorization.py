@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
+from agents.read_path import partition_answer
 from agents.security.authorization import OPEN_APIS, RULES, authorized_call
 from agents.security.session import CURRENT_SESSION, Security, Session
 from agents.topics import TopicInfo
 from core.kafka import SUPPORTED_VERSIONS, ApiKey, RequestHeader, encode_response
-from core.kafka.codec import decode_response
+from core.kafka.codec import EncodedResponse, decode_response, encode_response_body
 from core.kafka.errors import ErrorCode
 from core.kafka.messages import APIS
 from core.security.acl import (
@@ -382,3 +383,45 @@ def test_acl_apis_need_the_cluster():
     handler = Recorder({"results": []})
     run(cluster_admin, FakeCtx(), ApiKey.CREATE_ACLS, 3, {"creations": []}, handler)
     assert handler.bodies == [{"creations": []}]
+
+
+def test_a_shared_fetch_answer_joins_the_denied_topics():
+    """A Fetch answered with an encoded shared answer (agents.shared_answers) for the
+    topics it may read still gets TOPIC_AUTHORIZATION_FAILED for the others; alone, the
+    shared answer goes out as it is."""
+    header = RequestHeader(ApiKey.FETCH, 12, 1, "test")
+    records = b"\x00" * 70  # the bytes of a record batch, as far as this layer cares
+    answer = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "session_id": 0,
+        "responses": [{"topic": "a", "partitions": [dict(partition_answer(0), records=records)]}],
+    }
+    shared = EncodedResponse(encode_response_body(header, answer))
+    fetch = {
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "topics": [
+            {"topic": name, "partitions": [{"partition": 0, "fetch_offset": 0}]}
+            for name in ("a", "b")
+        ],
+    }
+
+    class Shared(Recorder):
+        async def __call__(self, ctx, header, body):
+            self.bodies.append(body)
+            return shared
+
+    s = session(bindings=[binding("User:alice", AclOperation.READ, name="a")])
+    handler = Shared()
+    response = run(s, FakeCtx(), ApiKey.FETCH, 12, fetch, handler)
+    assert [t["topic"] for t in handler.bodies[0]["topics"]] == ["a"]
+    assert not isinstance(response, EncodedResponse)
+    got = {t["topic"]: t["partitions"][0] for t in response["responses"]}
+    assert bytes(got["a"]["records"]) == records and got["a"]["error_code"] == 0
+    assert got["b"]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    # Sent as a whole, the dict and the shared answer are the same bytes on the wire.
+    assert encode_response(header, response) != encode_response(header, shared)
+    both = session(bindings=[binding("User:alice", AclOperation.READ)])
+    assert run(both, FakeCtx(), ApiKey.FETCH, 12, fetch, Shared()) is shared
+    assert encode_response(header, shared) == encode_response(header, answer)
