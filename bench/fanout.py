@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import re
 import resource
 import struct
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -71,6 +71,10 @@ def agent_counters(agents: list[Agent]) -> dict[str, float]:
         counters["wakes_" + outcome] = sum(
             a.metric("floe_fetch_wakes_total", outcome=outcome) for a in agents
         )
+    for outcome in ("hit", "kept"):
+        counters["shared_" + outcome] = sum(
+            a.metric("floe_fetch_shared_answers_total", outcome=outcome) for a in agents
+        )
     return counters
 
 
@@ -113,26 +117,80 @@ class Tail:
         return all(tp.offset >= 0 for tp in positions)
 
 
-def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
-    tails = [Tail(agents[i % len(agents)].bootstrap, i) for i in range(consumers)]
-    stop = threading.Event()
-    sample = max(1, consumers // 10)  # latency of ~10 consumers' worth of records
-
-    def poll_loop(mine: list[Tail]) -> None:
-        while not stop.is_set():
-            if not sum(t.poll(sample) for t in mine):
-                time.sleep(0.005)
-
-    threads = [threading.Thread(target=poll_loop, args=(tails[i::4],)) for i in range(4)]
-    for thread in threads:
-        thread.start()
+def consume(
+    bootstraps: list[str],
+    indices: list[int],
+    sample: int,
+    ready,
+    stop,
+    progress,
+    slot: int,
+    results,
+) -> None:
+    """One consumer process (as every service reading a topic is its own): its share of
+    the consumers, polled in turn; `progress[slot]` is the fewest records one of them got
+    so far; at `stop`, their counts and latencies go to `results`."""
+    tails = [Tail(bootstraps[i % len(bootstraps)], i) for i in indices]
+    sample_every = max(1, sample)
     deadline = time.monotonic() + 60
-    while not all(t.ready() for t in tails) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    waiting = list(tails)
+    while waiting and time.monotonic() < deadline:
+        for t in tails:
+            t.poll(sample_every)
+        waiting = [t for t in waiting if not t.ready()]
+        time.sleep(0.05)
+    ready.release()
+    while not stop.is_set():
+        if not sum(t.poll(sample_every) for t in tails):
+            time.sleep(0.005)
+        progress[slot] = min(len(t.seen) for t in tails)
+    results.put(
+        (
+            [len(t.seen) for t in tails],
+            sum(t.duplicates for t in tails),
+            [x for t in tails for x in t.latencies],
+        )
+    )
+    for t in tails:
+        t.consumer.close()
+
+
+def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
+    processes = max(1, min(args.client_processes, consumers))
+    sample = max(1, consumers // 10)  # latency of ~10 consumers' worth of records
+    mp = multiprocessing.get_context("spawn")  # no fork of a process with librdkafka threads
+    ready, stop, results = mp.Semaphore(0), mp.Event(), mp.Queue()
+    progress = mp.Array("q", processes)
+    bootstraps = [a.bootstrap for a in agents]
+    workers = [
+        mp.Process(
+            target=consume,
+            args=(
+                bootstraps,
+                list(range(i, consumers, processes)),
+                sample,
+                ready,
+                stop,
+                progress,
+                i,
+                results,
+            ),
+        )
+        for i in range(processes)
+    ]
+    for worker in workers:
+        worker.start()
+    for _ in workers:
+        if not ready.acquire(timeout=120):
+            raise SystemExit("fanout: the consumers did not reach the tail in 120 s")
     time.sleep(2)  # every consumer waits at the tail
     calls_before = api_calls(url)
     plans_before = agent_counters(agents)
-    cpu_before = [cpu_seconds(a.proc.pid) for a in agents], cpu_seconds()
+
+    def client_cpu() -> float:
+        return cpu_seconds() + sum(cpu_seconds(w.pid) for w in workers)
+
+    cpu_before = [cpu_seconds(a.proc.pid) for a in agents], client_cpu()
     wall = time.monotonic()
     producer = Producer({"bootstrap.servers": agents[0].bootstrap, "linger.ms": 5})
     padding = b"x" * (VALUE_BYTES - STAMP.size)
@@ -147,27 +205,32 @@ def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
         producer.poll(0)
     producer.flush(30)
     deadline = time.monotonic() + 30
-    while min(len(t.seen) for t in tails) < total and time.monotonic() < deadline:
+    while min(progress[:]) < total and time.monotonic() < deadline:
         time.sleep(0.1)
     wall = time.monotonic() - wall
-    cpu_after = [cpu_seconds(a.proc.pid) for a in agents], cpu_seconds()
+    cpu_after = [cpu_seconds(a.proc.pid) for a in agents], client_cpu()
     calls_after = api_calls(url)
     plans_after = agent_counters(agents)
     stop.set()
-    for thread in threads:
-        thread.join()
-    latencies = [x for t in tails for x in t.latencies]
-    for t in tails:
-        t.consumer.close()
+    seen: list[int] = []
+    duplicates = 0
+    latencies: list[float] = []
+    for _ in workers:
+        counts, dups, lats = results.get(timeout=60)
+        seen += counts
+        duplicates += dups
+        latencies += lats
+    for worker in workers:
+        worker.join(30)
     calls = {k: int(calls_after.get(k, 0) - calls_before.get(k, 0)) for k in calls_after}
     fetches = plans_after["fetches"] - plans_before["fetches"]
     return {
         "consumers": consumers,
         "agents": len(agents),
         "records_sent": total,
-        "records_per_consumer_min": min(len(t.seen) for t in tails),
-        "records_per_consumer_max": max(len(t.seen) for t in tails),
-        "duplicates": sum(t.duplicates for t in tails),
+        "records_per_consumer_min": min(seen),
+        "records_per_consumer_max": max(seen),
+        "duplicates": duplicates,
         "fetch_plan_calls": calls.get("fetch_plan", 0),
         "commit_calls": calls.get("commit", 0),
         "agent_api_calls": {k: v for k, v in sorted(calls.items()) if v},
@@ -178,7 +241,8 @@ def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
         "e2e_p50_ms": round(percentile(latencies, 50) * 1000, 1),
         "e2e_p99_ms": round(percentile(latencies, 99) * 1000, 1),
         # Cores busy on average while producing and draining: each agent process, and
-        # this process (the consumers' librdkafka threads, their polling and the producer).
+        # the clients' (the consumer processes — librdkafka threads and polling — and the
+        # producer in this one).
         "agent_cores": [
             round((after - before) / wall, 2)
             for before, after in zip(cpu_before[0], cpu_after[0], strict=True)
@@ -192,6 +256,9 @@ def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
         # Long polls woken by a commit or the feed: re-plans that found records, or none.
         "wakes_with_records": int(plans_after["wakes_records"] - plans_before["wakes_records"]),
         "wakes_empty": int(plans_after["wakes_empty"] - plans_before["wakes_empty"]),
+        # Answers encoded once and sent to every identical Fetch at the same tail.
+        "shared_answers_kept": int(plans_after["shared_kept"] - plans_before["shared_kept"]),
+        "shared_answers_hits": int(plans_after["shared_hit"] - plans_before["shared_hit"]),
     }
 
 
@@ -201,6 +268,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--rate", type=float, default=500.0, help="records/s of 1 KiB")
     parser.add_argument("--agents", type=int, default=1)
+    parser.add_argument(
+        "--client-processes",
+        type=int,
+        default=4,
+        help="processes the consumers are spread over (each polls its share in turn)",
+    )
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="floe-bench-fanout-"))
     env = bench_env(data_dir, database=os.environ.get("FLOE_BENCH_DATABASE", "floe_bench_fanout"))
