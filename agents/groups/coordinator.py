@@ -62,6 +62,10 @@ MAINTENANCE_INTERVAL_S = 1.0
 # much later; it renewed when the store's stamp of its lease's expiry moved (without
 # stamps: when the expiry estimated here moved on by more than this).
 RENEWED_SLACK_S = 0.5
+# A lease's end as known here is the store's, to the millisecond and on another clock:
+# waiting it out waits this much longer, so the store is not asked a hair before the end
+# (and still names the dead holder).
+LEASE_END_SLACK_S = 0.05
 # An Empty group with no members is dropped from memory after this long (its offsets
 # stay in the metadata store, so it is still listed and described as Empty).
 EMPTY_GROUP_IDLE_S = 600.0
@@ -209,14 +213,15 @@ class GroupCoordinator:
         if fresh is not None:
             until = fresh[0]
             first = self.leases.renew_interval_s + RENEWED_SLACK_S
-            await asyncio.sleep(min(max(until - time.monotonic(), 0.0), first))
+            await asyncio.sleep(min(max(until - time.monotonic(), 0.0) + LEASE_END_SLACK_S, first))
             again_fresh = await self._fresh_expiry(group_id, holder)
             if peer is not None and again_fresh is not None and _renewed(fresh, again_fresh):
                 self._renewing[group_id] = holder
                 return peer
             if again_fresh is not None:
                 moved = again_fresh[0]
-                await asyncio.sleep(min(max(moved - time.monotonic(), 0.0), self.leases.ttl_s))
+                left = max(moved - time.monotonic(), 0.0) + LEASE_END_SLACK_S
+                await asyncio.sleep(min(left, self.leases.ttl_s))
         self.leases.forget_holder(group_id)
         again = await self._holder(group_id)
         if again is None or again == self.ring.me.agent_id:

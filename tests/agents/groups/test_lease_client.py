@@ -113,10 +113,18 @@ class ExpiringStore(Store):
     """A store where another agent's lease ends at a given moment unless it renews."""
 
     def __init__(
-        self, holder: str, ends_in_s: float, *, renews: bool, dies_in_s: float = 1e9
+        self,
+        holder: str,
+        ends_in_s: float,
+        *,
+        renews: bool,
+        dies_in_s: float = 1e9,
+        reports_early_s: float = 0.0,
     ) -> None:
         super().__init__()
         self.other, self.renews = holder, renews
+        # The end it reports is this much before the real one (clocks, rounding).
+        self.reports_early_s = reports_early_s
         self.stamps = True  # answers carry the expiry on the store's clock
         self.delays: list[float] = []  # of the answers, in turn
         self.ends_at = asyncio.get_running_loop().time() + ends_in_s
@@ -135,9 +143,10 @@ class ExpiringStore(Store):
         answer = await super().call(name, body, timeout_s)
         for lease in answer.get("leases", []):
             if lease["agent_id"] == self.other:
-                lease["expires_in_ms"] = max(0, int((self.ends_at - now) * 1000))
+                reported = self.ends_at - self.reports_early_s
+                lease["expires_in_ms"] = max(0, int((reported - now) * 1000))
                 if self.stamps:
-                    lease["expires_at_ms"] = int(self.ends_at * 1000)
+                    lease["expires_at_ms"] = int(reported * 1000)
         delay = self.delays.pop(0) if self.delays else 0.0
         await asyncio.sleep(delay)  # a slow link: the answer arrives late, its time left stale
         return answer
@@ -172,6 +181,20 @@ async def _a_dead_holder_is_waited_out_and_the_group_taken_over():
     assert owner is not None and owner.agent_id == "me"
     assert 0.4 < asyncio.get_running_loop().time() - started < 2.0
     assert "g" in coord.groups
+
+
+def test_a_dead_holder_is_waited_out_past_the_end_its_store_reports():
+    """The end of the lease as the store reports it may be a few ms before the store's
+    own (another clock, milliseconds): asked right at the reported end, the store still
+    names the dead holder. The wait goes a little past it, and this agent takes over."""
+    asyncio.run(_a_dead_holder_is_waited_out_past_the_end_its_store_reports())
+
+
+async def _a_dead_holder_is_waited_out_past_the_end_its_store_reports():
+    store = ExpiringStore("peer", 0.5, renews=False, reports_early_s=0.02)
+    coord = coordinator_beside(store, closed_port())
+    owner = await coord.coordinator_of("g")
+    assert owner is not None and owner.agent_id == "me"
 
 
 def test_a_holder_that_keeps_renewing_is_named_after_a_renew_interval():
