@@ -49,7 +49,6 @@ _MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
 
 _PLAN_SECONDS = Histogram("floe_fetch_plan_seconds", "Latency of fetch-plan calls.")
 _READ_ERRORS = Counter("floe_fetch_read_errors_total", "Batches that could not be read.")
-_read_failures = 0  # as _READ_ERRORS, cheap to read: an answer read short is not shared
 _WAKES = Counter(
     "floe_fetch_wakes_total",
     "Long-polling Fetches woken by a commit or the tail feed, by what their re-plan found"
@@ -75,7 +74,16 @@ def partition_answer(index: int, error: int = 0) -> dict[str, Any]:
 class Wanted:
     """One requested partition and the answer being built for it."""
 
-    __slots__ = ("info", "partition", "offset", "max_bytes", "answer", "sent_bytes", "sent_records")
+    __slots__ = (
+        "info",
+        "partition",
+        "offset",
+        "max_bytes",
+        "answer",
+        "sent_bytes",
+        "sent_records",
+        "read_short",
+    )
 
     def __init__(self, info: TopicInfo, request: dict[str, Any]) -> None:
         self.info = info
@@ -83,8 +91,10 @@ class Wanted:
         self.offset = request["fetch_offset"]
         self.max_bytes = request["partition_max_bytes"]
         self.answer = partition_answer(self.partition)
-        # What the last assembly put in the answer: record batch bytes and records.
+        # What the last assembly put in the answer: record batch bytes and records, and
+        # whether a run it read failed part-way (what came before the fault is sent).
         self.sent_bytes = self.sent_records = 0
+        self.read_short = False
 
 
 async def fill(
@@ -155,7 +165,6 @@ async def fill(
                 return None
             finally:
                 _PLAN_SECONDS.observe(time.perf_counter() - started)
-        read_failures = _read_failures
         total, errors = await _assemble(
             ctx, wanted, planned, max_bytes, plan_request["isolation_level"] == 1, shared=from_tail
         )
@@ -173,7 +182,7 @@ async def fill(
                 and states is not None
                 and total >= max(min_bytes, 1)
                 and not errors
-                and read_failures == _read_failures  # no run of it read short (any Fetch's)
+                and not any(w.read_short for w in wanted)
             ):
                 encoded = share[1]()
                 tail.shared.put(share[0], shared_answers.Answer(encoded, states, sent, total))
@@ -252,7 +261,6 @@ async def _assemble(
     response is returned whatever its size; after that a batch is included only if it
     fits both the partition's and the request's remaining budget.
     """
-    global _read_failures
     if len(planned) != len(wanted):
         raise ValueError(f"fetch-plan answered {len(planned)} partitions for {len(wanted)}")
     chosen: list[tuple[Wanted, list[dict[str, Any]]]] = []
@@ -266,6 +274,7 @@ async def _assemble(
         answer["aborted_transactions"] = plan.get("aborted_transactions")
         answer["records"] = b""
         item.sent_bytes = item.sent_records = 0
+        item.read_short = False
         if plan["error_code"]:
             errors = True
             continue
@@ -335,7 +344,7 @@ async def _assemble(
         except _Full:
             pass
         except Exception as exc:  # missing object, I/O error, short file, a bad run
-            _read_failures += 1
+            item.read_short = True
             _READ_ERRORS.inc()
             log.warning("reading %s of partition %d failed: %s", item.info, item.partition, exc)
             if not pieces:

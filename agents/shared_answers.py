@@ -50,20 +50,20 @@ def snapshot(index: TailIndex, keys: list[tuple[str, int]]) -> tuple[State, ...]
         tail = index.get(key)
         if tail is None:
             return None
-        states.append((key, tail, tail.high_watermark, tail.log_start_offset, tail.open_txn_offset))
+        states.append((key, tail, *_fields(tail)))
     return tuple(states)
 
 
+def _fields(tail: PartitionTail) -> tuple[int, int, int]:
+    """What of an entry can change in place (a commit extends it; the rest replaces it)."""
+    return tail.high_watermark, tail.log_start_offset, tail.open_txn_offset
+
+
 def _unchanged(index: TailIndex, states: tuple[State, ...]) -> bool:
-    for key, tail, high, start, txn in states:
-        if (
-            index.get(key) is not tail
-            or tail.high_watermark != high
-            or tail.log_start_offset != start
-            or tail.open_txn_offset != txn
-        ):
-            return False
-    return True
+    return all(
+        index.get(key) is tail and _fields(tail) == (high, start, txn)
+        for key, tail, high, start, txn in states
+    )
 
 
 @dataclass(frozen=True, slots=True)

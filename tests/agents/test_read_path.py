@@ -149,3 +149,4 @@ def test_a_corrupt_run_serves_its_batches_before_the_fault_and_is_not_kept():
     total, errors = asyncio.run(read_path._assemble(ctx, [item], [plan], 10**6))  # type: ignore[arg-type]
     assert not errors and item.sent_records == 2 and total == item.sent_bytes > 0
     assert not any(key[0] == run["file_key"] for key in read_path._WALKED)
+    assert item.read_short  # so its answer is not shared with other Fetches (fill)
