@@ -298,10 +298,12 @@ class MigrationCopier:
 
     # --- the control plane -----------------------------------------------------------
 
-    async def _call(self, migration: _Migration, name: str, body: dict[str, Any]) -> Any:
+    async def _call(
+        self, migration: _Migration, name: str, body: dict[str, Any], **options: Any
+    ) -> Any:
         try:
             return await self.client.call(
-                name, {"migration_id": migration.id, "lease": migration.lease, **body}
+                name, {"migration_id": migration.id, "lease": migration.lease, **body}, **options
             )
         except ControlPlaneRejected as exc:
             if "409" in str(exc) or "not leased" in str(exc):
@@ -479,7 +481,9 @@ class MigrationCopier:
                     {"group_id": name, "offsets": offsets},
                 )
                 if answer.get("error_code"):
-                    state, error = "active in Floe: not overwritten", ""
+                    # Why, from the store: "active in Floe: a consumer joined at …",
+                    # "committed in Floe at …" — never overwritten.
+                    state, error = answer.get("used") or "active in Floe: not overwritten", ""
                     for item in shown:
                         item["copied_offset"] = None
             if any(item["copied_offset"] is None for item in shown) and state == "copied":
@@ -749,7 +753,17 @@ class MigrationCopier:
             data = segment.finish()
             await asyncio.get_running_loop().run_in_executor(None, self.store.put, key, data)
             body.update(file_key=key, size=len(data), batches=batches)
-        answer = await self.client.call("mirror/commit", body, timeout_s=60)
+        # Under the lease: a commit of a superseded or expired lease is refused (409,
+        # `LeaseLost`): this copier stops and, leased again, starts from the
+        # destination's high watermark as read then, never from what it thought.
+        try:
+            answer = await self._call(migration, "mirror/commit", body, timeout_s=60)
+        except LeaseLost:
+            if batches:  # nothing references it: gone now, not at the orphan cleanup
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self.store.delete, body["file_key"]
+                )
+            raise
         for item in answer.get("partitions", []):
             part = migration.by_id.get((item["topic_id"], item["partition"]))
             if part is not None:

@@ -174,13 +174,15 @@ def group_state_save(
     now: datetime | None = None,
 ) -> ErrorCode:
     """Store a group's state for its lease holder; NOT_COORDINATOR for anyone else (an
-    older epoch, another agent, or a lease that expired)."""
+    older epoch, another agent, or a lease that expired). The first save with members
+    marks the group joined in Floe (`joined_at`: a migration no longer copies to it)."""
     with transaction.atomic(), connection.cursor() as cursor:
         n = _clock(cursor, now)
         cursor.execute(
             "UPDATE floe_group_lease SET generation = %s, protocol_type = %s,"
             " protocol_name = %s, leader = %s, members = %s::jsonb, group_type = %s,"
-            " extra = %s::jsonb"
+            " extra = %s::jsonb,"
+            " joined_at = CASE WHEN %s THEN COALESCE(joined_at, %s) ELSE joined_at END"
             " WHERE cluster_id = %s AND group_id = %s AND agent_id = %s AND epoch = %s"
             " AND expires_at > %s",
             [
@@ -191,6 +193,8 @@ def group_state_save(
                 json.dumps(state["members"]),
                 state.get("group_type") or "classic",
                 json.dumps(state.get("extra") or {}),
+                bool(state["members"]),
+                n,
                 cluster_id,
                 group_id,
                 agent_id,
@@ -199,6 +203,24 @@ def group_state_save(
             ],
         )
         return ErrorCode.NONE if cursor.rowcount == 1 else ErrorCode.NOT_COORDINATOR
+
+
+def group_joined_at(*, cluster_id: int, group_id: str) -> datetime | None:
+    """When a member first joined the group in Floe (None: never — only read, or only
+    committed to without joining), its lease row locked until the caller's transaction
+    ends: a join's save waits for the migration's copy that asked, or goes first."""
+    assert connection.in_atomic_block, "the answer holds only in the caller's transaction"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT joined_at, members <> '[]'::jsonb, clock_timestamp() FROM floe_group_lease"
+            " WHERE cluster_id = %s AND group_id = %s FOR UPDATE",
+            [cluster_id, group_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    joined: datetime | None = row[0] if row[0] is not None or not row[1] else row[2]
+    return joined
 
 
 def group_commit_check(

@@ -5,8 +5,11 @@ This is a path of its own beside ``floe_commit_files``, which gives every batch 
 partition's next offsets and keeps each partition's index dense. A mirrored commit
 instead names each batch's offsets, and its checks are these:
 
-- the partition is mirrored (``floe_partition.mirrored``: its topic is under an active
-  migration) — otherwise POLICY_VIOLATION;
+- the commit's migration lease is live and its own (`metadata_store.leases`, checked and
+  share-locked in the commit's transaction: a copier superseded or past its lease's
+  expiry commits nothing — `LeaseLost`, the whole call refused);
+- the partition is mirrored by that migration (``floe_partition.mirrored``, its topic's
+  ``mirrored_by``) — otherwise POLICY_VIOLATION;
 - each batch starts at or after the partition's high watermark (and after the file's
   earlier batches of that partition) — otherwise OFFSET_OUT_OF_RANGE; gaps are allowed
   (compacted-away offsets, deleted records stay gaps);
@@ -36,6 +39,7 @@ from django.db import transaction
 
 from core.kafka.errors import ErrorCode
 from metadata_store import tail_feed
+from metadata_store.leases import lease_check, migration_subject
 from metadata_store.models import Partition, Topic
 from metadata_store.store import JSON, Cursor, _cursor, _partition_id_map
 
@@ -141,6 +145,8 @@ def _runs_note(cluster_id: int, file_key: str, lines: list[str]) -> list[str]:
 def mirrored_file_commit(
     *,
     cluster_id: int,
+    migration_id: str,
+    lease: str,
     file_key: str | None,
     size: int,
     batches: Sequence[MirroredBatch],
@@ -148,7 +154,8 @@ def mirrored_file_commit(
     markers: Sequence[MirroredMarker] = (),
 ) -> JSON:
     """Commit a mirrored segment file (`file_key` None: no file, only `log_starts` and
-    `markers`). A marker is kept at its offset when that is at or after the partition's
+    `markers`) for the copier holding migration `migration_id`'s lease with token
+    `lease` (else `LeaseLost`, nothing written). A marker is kept at its offset when that is at or after the partition's
     high watermark and no batch of this commit holds it (else OFFSET_OUT_OF_RANGE), in
     the same transaction as the file's runs.
 
@@ -162,12 +169,15 @@ def mirrored_file_commit(
         | {(m.topic_id, m.partition) for m in markers}
     )
     with transaction.atomic(), _cursor() as cursor:
+        lease_check(cluster_id=cluster_id, subject=migration_subject(migration_id), token=lease)
         answers = _stored_answer(cursor, cluster_id, file_key) if file_key else None
         ids = _partition_id_map(cursor, cluster_id, pairs)
         cursor.execute(
-            "SELECT id, high_watermark, log_start_offset, mirrored FROM floe_partition"
-            " WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
-            [sorted(ids.values())],
+            "SELECT p.id, p.high_watermark, p.log_start_offset,"
+            " p.mirrored AND t.mirrored_by = %s FROM floe_partition p"
+            " JOIN floe_topic t ON t.id = p.topic_id"
+            " WHERE p.id = ANY(%s) ORDER BY p.id FOR UPDATE OF p",
+            [migration_id, sorted(ids.values())],
         )
         state = {row[0]: [row[1], row[2], row[3]] for row in cursor.fetchall()}
         before = {pid: tuple(values) for pid, values in state.items()}

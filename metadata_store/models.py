@@ -275,6 +275,9 @@ class GroupOffset(models.Model):
     leader_epoch = models.IntegerField(default=-1)
     metadata = models.BinaryField(blank=True, default=b"")  # Kafka's string, NUL and all
     committed_at = models.DateTimeField(auto_now=True)
+    # Written by a migration's copier (the source's offset), not by a client of Floe: a
+    # group whose offsets are all mirrored is still copied to (metadata_store.group_offsets).
+    mirrored = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         db_table = "floe_group_offset"
@@ -334,6 +337,9 @@ class GroupLease(models.Model):
     # epoch and the subscribed topics).
     group_type = models.CharField(max_length=16, default="classic")
     extra = models.JSONField(default=dict, blank=True)
+    # When a member first joined the group in Floe (its first save with members): from
+    # then on a migration never copies the source's offsets over the group's.
+    joined_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "floe_group_lease"
@@ -341,3 +347,31 @@ class GroupLease(models.Model):
             models.UniqueConstraint(fields=["cluster", "group_id"], name="group_lease_unique"),
             models.CheckConstraint(condition=models.Q(epoch__gte=1), name="group_lease_epoch"),
         ]
+
+
+class Lease(models.Model):
+    """A lease on one piece of a cluster's background work — a migration's copier, a job
+    run — held by one agent (`metadata_store.leases`: the one rule for both).
+
+    `subject` names the work ("migration mig_…", "job jr_…"). `epoch` grows on every new
+    lease of the subject and `token` is new with it, so a holder that was superseded can
+    never act again; `expires_at` is the database's clock plus the lease's length, so no
+    web process's or agent's clock decides it. The row outlives its holders (the epoch
+    must never repeat); an ended lease is one that expired at its end."""
+
+    cluster = models.ForeignKey("metadata_store.VirtualCluster", on_delete=models.CASCADE)
+    subject = models.CharField(max_length=64)
+    holder = models.CharField(max_length=64)
+    epoch = models.BigIntegerField()
+    token = models.CharField(max_length=64)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "floe_lease"
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "subject"], name="lease_unique"),
+            models.CheckConstraint(condition=models.Q(epoch__gte=1), name="lease_epoch"),
+        ]
+
+    def __str__(self) -> str:
+        return f"lease {self.subject} epoch {self.epoch} ({self.holder})"

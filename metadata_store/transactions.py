@@ -293,7 +293,7 @@ def _end(
                 " ON CONFLICT (cluster_id, group_id, partition_id) DO UPDATE SET"
                 " committed_offset = EXCLUDED.committed_offset,"
                 " leader_epoch = EXCLUDED.leader_epoch, metadata = EXCLUDED.metadata,"
-                " committed_at = EXCLUDED.committed_at",
+                " committed_at = EXCLUDED.committed_at, mirrored = false",
                 [cluster_id, txn_id],
             )
         cursor.execute("DELETE FROM floe_txn_offset WHERE producer_id = %s", [txn_id])

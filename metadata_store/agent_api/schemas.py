@@ -117,8 +117,12 @@ class MirrorMarker(_Body, frozen=True):
 
 
 class MirrorCommitRequest(_Body, frozen=True):
-    """A mirrored file (`file_key` None: only log start offsets and markers)."""
+    """A mirrored file (`file_key` None: only log start offsets and markers), committed
+    under the migration's lease (its id and the lease's token: a superseded or expired
+    lease is refused, 409)."""
 
+    migration_id: Annotated[str, Meta(min_length=1, max_length=32)]
+    lease: Annotated[str, Meta(min_length=1, max_length=64)]
     file_key: Annotated[str, Meta(min_length=1, max_length=512)] | None = None
     size: BYTES = 0
     batches: Annotated[list[MirrorBatch], Meta(max_length=MAX_COMMIT_BATCHES)] = []

@@ -29,6 +29,7 @@ from metadata_store.broker_configs import broker_configs_alter, broker_configs_d
 from metadata_store.clusters import BucketMismatch, VirtualCluster, cluster_bucket_claim
 from metadata_store.group_leases import group_leases_exchange, group_state_save
 from metadata_store.group_offsets import group_offsets_commit, group_offsets_fetch
+from metadata_store.leases import LeaseLost
 from metadata_store.live_agents import AgentBeat, agents_heartbeat
 from metadata_store.models import Agent
 
@@ -84,14 +85,19 @@ def commit(cluster: VirtualCluster, body: schemas.CommitRequest) -> Answer:
 @endpoint(schemas.MirrorCommitRequest)
 def mirror_commit(cluster: VirtualCluster, body: schemas.MirrorCommitRequest) -> Answer:
     schemas.validate_mirror_commit(body, cluster_prefix=cluster.public_id + "/")
-    return mirroring.mirrored_file_commit(
-        cluster_id=cluster.pk,
-        file_key=body.file_key,
-        size=body.size,
-        batches=[mirroring.MirroredBatch(**msgspec.structs.asdict(b)) for b in body.batches],
-        log_starts=[mirroring.LogStart(**msgspec.structs.asdict(s)) for s in body.log_starts],
-        markers=[mirroring.MirroredMarker(**msgspec.structs.asdict(m)) for m in body.markers],
-    )
+    try:
+        return mirroring.mirrored_file_commit(
+            cluster_id=cluster.pk,
+            migration_id=body.migration_id,
+            lease=body.lease,
+            file_key=body.file_key,
+            size=body.size,
+            batches=[mirroring.MirroredBatch(**msgspec.structs.asdict(b)) for b in body.batches],
+            log_starts=[mirroring.LogStart(**msgspec.structs.asdict(s)) for s in body.log_starts],
+            markers=[mirroring.MirroredMarker(**msgspec.structs.asdict(m)) for m in body.markers],
+        )
+    except LeaseLost as exc:
+        raise CallRefused(409, str(exc)) from None
 
 
 @endpoint(schemas.FetchPlanRequest)

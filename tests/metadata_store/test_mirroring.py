@@ -5,20 +5,60 @@ start following the source's — and a mirrored partition refusing every other c
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 import psycopg
 import pytest
 from django.db import connection
+from django.utils import timezone
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from core.kafka.errors import ErrorCode
-from metadata_store import mirroring, store, tail_feed
-from metadata_store.models import Batch, Partition, SegmentFile, Topic
-from tests.metadata_store.conftest import batch
+from metadata_store import leases, mirroring, store, tail_feed
+from metadata_store.models import Batch, Lease, Partition, SegmentFile, Topic
+from tests.metadata_store.conftest import AgentApi, batch
 
 pytestmark = pytest.mark.django_db
+
+
+class CopierApi(AgentApi):
+    """A migration's copier: its `mirror/commit` calls carry the migration's id and the
+    lease it took (once, on its first commit) unless the body names them."""
+
+    def __init__(self, key: str, cluster, migration: str = "mig_test"):
+        super().__init__(key)
+        self.cluster = cluster
+        self.migration = migration
+        self.tokens: dict[str, str] = {}
+
+    def lease(self, migration: str) -> str:
+        if migration not in self.tokens:
+            taken = leases.lease_take(
+                cluster_id=self.cluster.pk,
+                subject=leases.migration_subject(migration),
+                holder="agt-copier",
+                seconds=60,
+            )
+            assert taken is not None
+            self.tokens[migration] = taken.token
+        return self.tokens[migration]
+
+    def raw(self, name: str, body):
+        if name == "mirror/commit" and isinstance(body, dict) and "lease" not in body:
+            body = {"migration_id": self.migration, "lease": self.lease(self.migration), **body}
+        return super().raw(name, body)
+
+
+@pytest.fixture
+def agent_api(alice):
+    return CopierApi(alice["agent_key"], alice["cluster"])
+
+
+@pytest.fixture
+def bob_agent_api(bob):
+    return CopierApi(bob["agent_key"], bob["cluster"])
 
 
 def _mirrored_topic(agent_api, partitions: int = 2, migration: str = "mig_test") -> str:
@@ -308,6 +348,7 @@ def test_a_mirrored_topic_grows_only_with_its_source(agent_api, alice):
     cutover anyone may."""
     from metadata_store.topics import topic_partitions_create
 
+    agent_api.migration = "mig_grow"
     topic_id = _mirrored_topic(agent_api, migration="mig_grow")
     name = Topic.objects.get(pk=topic_id).name
     refused = agent_api("topics/create-partitions", {"topics": [{"name": name, "count": 3}]})
@@ -388,3 +429,52 @@ def test_source_markers_are_kept_as_floes_own(agent_api, alice):
     assert late["markers"] == [{"error_code": ErrorCode.OFFSET_OUT_OF_RANGE}]
     no_first = {"markers": [_marker(topic, 10, committed=False)]}
     assert agent_api.raw("mirror/commit", no_first).status_code == 400
+
+
+def test_a_commit_under_a_superseded_or_expired_lease_is_refused_and_changes_nothing(
+    agent_api, alice
+):
+    """The lease is checked in the commit's transaction: a copier past its lease's
+    expiry (on the database's clock), or one another copier took over from, commits
+    nothing — the whole call 409, the offsets where they were."""
+    topic = _mirrored_topic(agent_api)
+    cluster = alice["cluster"]
+    _commit(agent_api, cluster, [_entry(topic, 0, 0, 9)])
+    subject = leases.migration_subject("mig_test")
+    Lease.objects.filter(cluster=cluster, subject=subject).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    late = {
+        "file_key": f"{cluster.public_id}/mirror/late.seg",
+        "size": 100,
+        "batches": [_entry(topic, 0, 10, 19)],
+    }
+    expired = agent_api.raw("mirror/commit", late)
+    assert expired.status_code == 409, expired.content
+    assert "expired" in expired.json()["error"]
+    first_epoch = Lease.objects.get(cluster=cluster, subject=subject).epoch
+    # A second copier takes the migration over: the first one's commit is superseded.
+    second = CopierApi(alice["agent_key"], cluster)
+    _, answer = _commit(second, cluster, [_entry(topic, 0, 10, 14)])
+    assert answer["batches"][0]["error_code"] == 0
+    assert Lease.objects.get(cluster=cluster, subject=subject).epoch == first_epoch + 1
+    superseded = agent_api.raw("mirror/commit", late)
+    assert superseded.status_code == 409 and "superseded" in superseded.json()["error"]
+    assert _offsets(topic, 0) == (0, 15)
+    assert not SegmentFile.objects.filter(key=late["file_key"]).exists()
+    # Neither may a lease that is not the migration's, nor none at all.
+    other = CopierApi(alice["agent_key"], cluster, migration="mig_other")
+    body = {**late, "migration_id": "mig_test", "lease": other.lease("mig_other")}
+    assert agent_api.raw("mirror/commit", body).status_code == 409
+    without = AgentApi.raw(agent_api, "mirror/commit", {**late, "migration_id": "mig_test"})
+    assert without.status_code == 400
+
+
+def test_a_copier_cannot_commit_to_another_migrations_topic(agent_api, alice):
+    mine = _mirrored_topic(agent_api)
+    theirs = _mirrored_topic(agent_api, migration="mig_theirs")
+    _, answer = _commit(
+        agent_api, alice["cluster"], [_entry(mine, 0, 0, 3), _entry(theirs, 0, 0, 3)]
+    )
+    assert [b["error_code"] for b in answer["batches"]] == [0, ErrorCode.POLICY_VIOLATION]
+    assert _offsets(theirs, 0) == (0, 0)

@@ -4,11 +4,13 @@ reports, group offsets) and the other tenant seeing none of it."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
 from core.kafka.errors import ErrorCode
-from metadata_store.models import GroupLease, GroupOffset, Partition, Topic
+from metadata_store.models import GroupLease, GroupOffset, Lease, Partition, Topic
 from tests.metadata_store.conftest import AgentApi
 from virtualclusters.mirror.models import Migration
 
@@ -182,6 +184,7 @@ def test_reports_show_per_partition_state_and_a_lost_lease_is_refused(api, alice
     agent(
         "mirror/commit",
         {
+            **ids,
             "file_key": f"{alice['cluster'].public_id}/mirror/f1",
             "size": 100,
             "batches": [
@@ -239,6 +242,34 @@ def test_reports_show_per_partition_state_and_a_lost_lease_is_refused(api, alice
     assert response.status_code == 409
 
 
+def test_an_expired_lease_is_refused_though_nobody_took_it_and_taken_with_the_next_epoch(
+    api, alice
+):
+    """Expiry is the database's clock: a copier whose lease ran out may not report,
+    create topics or copy groups, even before another copier takes over; the next
+    lease has the next epoch and a new token."""
+    _create(api, alice)
+    agent, first = _leased(alice)
+    ids = {"migration_id": first["id"], "lease": first["lease"]}
+    assert agent("migrations/report", {**ids, "lease_s": 10})["cut_over"] == []
+    Lease.objects.filter(subject=f"migration {first['id']}").update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    for name, body in (
+        ("migrations/report", {}),
+        ("migrations/topic", {"name": "orders", "partitions": 1}),
+        ("migrations/group-offsets", {"group_id": "billing-a", "offsets": []}),
+    ):
+        refused = agent.raw(name, {**ids, **body})
+        assert refused.status_code == 409 and "expired" in refused.json()["error"], name
+    second = agent("migrations/lease", {"agent_id": "agt-other"})["migration"]
+    assert second["id"] == first["id"] and second["epoch"] == first["epoch"] + 1
+    assert second["lease"] != first["lease"]
+    refused = agent.raw("migrations/report", ids)
+    assert refused.status_code == 409 and "superseded" in refused.json()["error"]
+    assert Migration.objects.get(public_id=first["id"]).lease_agent == "agt-other"
+
+
 def test_cutover_makes_named_topics_writable_and_stop_releases_the_rest(api, alice):
     created = _create(api, alice)
     agent, leased = _leased(alice)
@@ -269,24 +300,82 @@ def test_cutover_makes_named_topics_writable_and_stop_releases_the_rest(api, ali
     assert agent("migrations/lease", {"agent_id": "agt-jobs"}) == {"migration": None}
 
 
-def test_group_offsets_are_copied_only_while_the_group_is_empty_in_floe(api, alice):
+def _copy(agent, ids, group: str, offset: int) -> dict:
+    offsets = [{"topic": "orders", "partition": 0, "offset": offset, "metadata": "m"}]
+    return agent("migrations/group-offsets", {**ids, "group_id": group, "offsets": offsets})
+
+
+def _lease_group(agent, group: str) -> int:
+    """The group's lease for agent agt-1, as a coordinator asked about it takes it."""
+    agent("register", {"agent_id": "agt-1", "host": "127.0.0.1", "port": 9092})
+    answer = agent("groups/leases", {"agent_id": "agt-1", "acquire": [group], "ttl_ms": 30_000})
+    return answer["leases"][0]["epoch"]
+
+
+def test_reads_of_a_group_in_floe_never_stop_its_offsets_being_copied(api, alice):
+    """OffsetFetch, DescribeGroups, ListGroups and lag monitors make a coordinator take
+    the group's lease, and save nothing: the copy goes on, coordinator or not."""
     _create(api, alice)
     agent, leased = _leased(alice)
     ids = {"migration_id": leased["id"], "lease": leased["lease"]}
     agent("migrations/topic", {**ids, "name": "orders", "partitions": 1})
-    offsets = [{"topic": "orders", "partition": 0, "offset": 42, "metadata": "m"}]
-    answer = agent("migrations/group-offsets", {**ids, "group_id": "billing-a", "offsets": offsets})
-    assert answer == {"error_code": 0}
-    assert GroupOffset.objects.get(group_id="billing-a").committed_offset == 42
-    # A coordinator holds the group in Floe: never overwritten.
-    agent("register", {"agent_id": "agt-1", "host": "127.0.0.1", "port": 9092})
-    agent("groups/leases", {"agent_id": "agt-1", "acquire": ["billing-a"], "ttl_ms": 30_000})
-    offsets[0]["offset"] = 50
-    answer = agent("migrations/group-offsets", {**ids, "group_id": "billing-a", "offsets": offsets})
-    assert answer == {"error_code": ErrorCode.NOT_COORDINATOR}
-    assert GroupOffset.objects.get(group_id="billing-a").committed_offset == 42
-    # … nor once it is empty again: a group used in Floe is Floe's.
+    assert _copy(agent, ids, "billing-a", 42) == {"error_code": 0, "used": ""}
+    epoch = _lease_group(agent, "billing-a")
+    # (A coordinator that loaded the group saves it as it is: no members.)
+    saved = agent(
+        "groups/save",
+        {"agent_id": "agt-1", "group_id": "billing-a", "epoch": epoch, "generation": 0},
+    )
+    assert saved == {"error_code": 0}
+    fetched = agent("offsets/fetch", {"group_id": "billing-a", "partitions": None})
+    assert [o["offset"] for o in fetched["offsets"]] == [42]
+    assert _copy(agent, ids, "billing-a", 50) == {"error_code": 0, "used": ""}
+    assert GroupOffset.objects.get(group_id="billing-a").committed_offset == 50
     GroupLease.objects.filter(group_id="billing-a").update(expires_at=timezone.now())
-    answer = agent("migrations/group-offsets", {**ids, "group_id": "billing-a", "offsets": offsets})
-    assert answer == {"error_code": ErrorCode.NOT_COORDINATOR}
+    assert _copy(agent, ids, "billing-a", 51)["error_code"] == 0
+
+
+def test_a_group_a_consumer_joined_in_floe_is_never_overwritten(api, alice):
+    _create(api, alice)
+    agent, leased = _leased(alice)
+    ids = {"migration_id": leased["id"], "lease": leased["lease"]}
+    agent("migrations/topic", {**ids, "name": "orders", "partitions": 1})
+    assert _copy(agent, ids, "billing-a", 42)["error_code"] == 0
+    epoch = _lease_group(agent, "billing-a")
+    member = {"member_id": "m-1", "client_id": "c", "client_host": "/127.0.0.1"}
+    body = {"agent_id": "agt-1", "group_id": "billing-a", "epoch": epoch, "generation": 1}
+    assert agent("groups/save", {**body, "members": [member]}) == {"error_code": 0}
+    joined = GroupLease.objects.get(group_id="billing-a").joined_at
+    assert joined is not None
+    refused = _copy(agent, ids, "billing-a", 50)
+    assert refused == {
+        "error_code": ErrorCode.NOT_COORDINATOR,
+        "used": f"active in Floe: a consumer joined at {joined:%Y-%m-%d %H:%M:%S} UTC",
+    }
     assert GroupOffset.objects.get(group_id="billing-a").committed_offset == 42
+    # … nor once it is empty again, its lease expired: a group used in Floe is Floe's.
+    assert agent("groups/save", {**body, "generation": 2, "members": []}) == {"error_code": 0}
+    GroupLease.objects.filter(group_id="billing-a").update(expires_at=timezone.now())
+    assert _copy(agent, ids, "billing-a", 50)["error_code"] == ErrorCode.NOT_COORDINATOR
+    assert GroupOffset.objects.get(group_id="billing-a").committed_offset == 42
+
+
+def test_a_group_a_client_committed_to_in_floe_is_never_overwritten(api, alice):
+    """An assign-only consumer's commit (no member) through the coordinator makes the
+    group Floe's: the copier's own commits do not."""
+    _create(api, alice)
+    agent, leased = _leased(alice)
+    ids = {"migration_id": leased["id"], "lease": leased["lease"]}
+    agent("migrations/topic", {**ids, "name": "orders", "partitions": 1})
+    assert _copy(agent, ids, "billing-b", 42)["error_code"] == 0
+    epoch = _lease_group(agent, "billing-b")
+    offsets = [{"topic": "orders", "partition": 0, "offset": 44}]
+    committed = agent(
+        "offsets/commit",
+        {"group_id": "billing-b", "offsets": offsets, "agent_id": "agt-1", "epoch": epoch},
+    )
+    assert committed["offsets"][0]["error_code"] == 0
+    refused = _copy(agent, ids, "billing-b", 50)
+    assert refused["error_code"] == ErrorCode.NOT_COORDINATOR
+    assert refused["used"].startswith("committed in Floe at ")
+    assert GroupOffset.objects.get(group_id="billing-b").committed_offset == 44

@@ -22,11 +22,10 @@ def _lost(exc: services.LeaseLost) -> CallRefused:
 
 @endpoint(schemas.MigrationLeaseRequest)
 def migrations_lease(cluster: VirtualCluster, body: schemas.MigrationLeaseRequest) -> dict:
-    migration = services.migration_lease(
-        cluster=cluster, agent_id=body.agent_id, lease_s=body.lease_s
-    )
-    if migration is None:
+    leased = services.migration_lease(cluster=cluster, agent_id=body.agent_id, lease_s=body.lease_s)
+    if leased is None:
         return {"migration": None}
+    migration, lease = leased
     try:
         source = services.migration_source(migration)
     except SealBroken as exc:
@@ -34,7 +33,8 @@ def migrations_lease(cluster: VirtualCluster, body: schemas.MigrationLeaseReques
     return {
         "migration": {
             "id": migration.public_id,
-            "lease": migration.lease_token,
+            "lease": lease.token,
+            "epoch": lease.epoch,
             "source": source,
             "topics": migration.topics_regex,
             "groups": migration.groups_regex,
@@ -90,7 +90,7 @@ def migrations_group_offsets(
     cluster: VirtualCluster, body: schemas.MirrorGroupOffsetsRequest
 ) -> dict:
     try:
-        code = services.mirror_group_offsets(
+        code, used = services.mirror_group_offsets(
             cluster=cluster,
             migration_id=body.migration_id,
             token=body.lease,
@@ -99,4 +99,4 @@ def migrations_group_offsets(
         )
     except services.LeaseLost as exc:
         raise _lost(exc) from None
-    return {"error_code": int(code)}
+    return {"error_code": int(code), "used": used}

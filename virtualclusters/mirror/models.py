@@ -22,8 +22,9 @@ class Migration(models.Model):
     """One source Kafka mirrored into one cluster by its jobs-role agents.
 
     running (a copier leases it, renewing with its report) → stopped (DELETE: every topic
-    it still mirrors becomes writable). The copier's lease is a token per lease, so a
-    report from an earlier, lost lease is refused.
+    it still mirrors becomes writable). The copier's lease (`metadata_store.leases`) has
+    an epoch and a token per lease and expires on the database's clock, so a report or
+    a commit from a superseded or expired lease is refused.
     """
 
     class State(models.TextChoices):
@@ -45,9 +46,9 @@ class Migration(models.Model):
     start_from_now = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     stopped_at = models.DateTimeField(null=True, blank=True)
+    # The agent that last leased it; the lease itself (epoch, token, expiry) is the
+    # metadata store's (`metadata_store.leases`, subject "migration <public id>").
     lease_agent = models.CharField(max_length=64, blank=True, default="")
-    lease_token = models.CharField(max_length=64, blank=True, default="")
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
     # The copier's last report: what it waits for ("" while copying), its error, when.
     waiting_for = models.CharField(max_length=1000, blank=True, default="")
     reported_at = models.DateTimeField(null=True, blank=True)

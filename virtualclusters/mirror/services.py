@@ -2,7 +2,7 @@
 cluster's jobs-role agents, whose copier does the copying (``agents/migration_copier.py``;
 docs/ARCHITECTURE.md "Migration").
 
-    running ─ migration_lease ─▶ leased (agent, token, deadline)
+    running ─ migration_lease ─▶ leased (agent, epoch, token, expiry: metadata_store.leases)
                                   │ migration_report: the copier's state, renews the lease;
                                   │   answers the topics cut over and whether it stopped
     migration_cutover(topics) ────┤ each named topic writable, continuing at its end offset
@@ -12,18 +12,18 @@ docs/ARCHITECTURE.md "Migration").
 from __future__ import annotations
 
 import re
-import secrets
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from core.kafka.errors import ErrorCode
-from metadata_store.group_offsets import group_offsets_commit
+from metadata_store import leases
+from metadata_store.group_offsets import group_offsets_mirror
+from metadata_store.leases import LeaseLost
 from metadata_store.mirroring import topic_mirroring_set
-from metadata_store.models import GroupLease, Partition, Topic
+from metadata_store.models import Lease, Partition, Topic
 from metadata_store.topics import TopicError, topic_create, topic_partitions_create
 from tenancy.sealed import secret_open, secret_seal
 from virtualclusters.mirror.models import Migration, MigrationTopic
@@ -32,10 +32,6 @@ from virtualclusters.models import VirtualCluster
 MIN_LEASE_S, MAX_LEASE_S = 10, 600
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-
-
-class LeaseLost(Exception):
-    """The migration is not (or no longer) leased with this token, or it stopped."""
 
 
 class MigrationInvalid(Exception):
@@ -146,33 +142,58 @@ def migration_stop(*, migration: Migration) -> None:
     _release(migration, None)
     migration.state = Migration.State.STOPPED
     migration.stopped_at = timezone.now()
-    migration.lease_token = ""
-    migration.save(update_fields=["state", "stopped_at", "lease_token"])
+    migration.save(update_fields=["state", "stopped_at"])
+    leases.lease_end(
+        cluster_id=migration.cluster_id, subject=leases.migration_subject(migration.public_id)
+    )
 
 
 # --- the copier's calls (agent API) --------------------------------------------------
 
 
-def migration_lease(*, cluster: VirtualCluster, agent_id: str, lease_s: int) -> Migration | None:
-    """A running migration of the cluster nobody holds (or whose lease ran out), leased
-    to `agent_id` with a new token; None when there is none."""
-    now = timezone.now()
-    length = timedelta(seconds=min(max(lease_s, MIN_LEASE_S), MAX_LEASE_S))
-    with transaction.atomic():
-        migration = (
-            Migration.objects.select_for_update(skip_locked=True)
-            .filter(cluster=cluster, state=Migration.State.RUNNING)
-            .exclude(lease_expires_at__gt=now)
-            .order_by("id")
-            .first()
-        )
-        if migration is None:
-            return None
-        migration.lease_agent = agent_id
-        migration.lease_token = secrets.token_hex(16)
-        migration.lease_expires_at = now + length
-        migration.save(update_fields=["lease_agent", "lease_token", "lease_expires_at"])
-    return migration
+def _length(lease_s: int) -> int:
+    return min(max(lease_s, MIN_LEASE_S), MAX_LEASE_S)
+
+
+def migration_lease(
+    *, cluster: VirtualCluster, agent_id: str, lease_s: int
+) -> tuple[Migration, Lease] | None:
+    """A running migration of the cluster nobody holds (or whose lease expired, on the
+    database's clock), leased to `agent_id` with the next epoch and a new token; None
+    when there is none."""
+    running = list(
+        Migration.objects.filter(cluster=cluster, state=Migration.State.RUNNING).order_by("id")
+    )
+    held = leases.leases_live(
+        cluster_id=cluster.pk,
+        subjects=[leases.migration_subject(m.public_id) for m in running],
+    )
+    for migration in running:
+        subject = leases.migration_subject(migration.public_id)
+        if subject in held:
+            continue
+        with transaction.atomic():
+            locked = (
+                Migration.objects.select_for_update(skip_locked=True)
+                .filter(pk=migration.pk, state=Migration.State.RUNNING)
+                .first()
+            )
+            lease = (
+                leases.lease_take(
+                    cluster_id=cluster.pk,
+                    subject=subject,
+                    holder=agent_id,
+                    seconds=_length(lease_s),
+                )
+                if locked is not None
+                else None
+            )
+            if lease is None:
+                continue  # another agent was first
+            locked.lease_agent = agent_id
+            locked.save(update_fields=["lease_agent"])
+        return locked, lease
+    return None
 
 
 def migration_source(migration: Migration) -> dict[str, Any]:
@@ -183,19 +204,26 @@ def migration_source(migration: Migration) -> dict[str, Any]:
     return {"bootstrap": migration.source_bootstrap, "security": security}
 
 
-def _leased(cluster: VirtualCluster, migration_id: str, token: str) -> Migration:
+def _leased(
+    cluster: VirtualCluster, migration_id: str, token: str, *, renew_s: int | None = None
+) -> Migration:
+    """The running migration `token` holds the live lease of (renewed for `renew_s`
+    seconds when given), locked until the caller's transaction ends; `LeaseLost` if
+    the lease was superseded or expired, or the migration stopped."""
     migration = (
         Migration.objects.select_for_update()
         .filter(cluster=cluster, public_id=migration_id)
         .first()
     )
-    if (
-        migration is None
-        or migration.state != Migration.State.RUNNING
-        or not token
-        or not secrets.compare_digest(migration.lease_token, token)
-    ):
-        raise LeaseLost(f"migration {migration_id} is not leased with this token")
+    if migration is None or migration.state != Migration.State.RUNNING:
+        raise LeaseLost(f"migration {migration_id} is not running")
+    subject = leases.migration_subject(migration_id)
+    if renew_s is None:
+        leases.lease_check(cluster_id=cluster.pk, subject=subject, token=token)
+    else:
+        leases.lease_renew(
+            cluster_id=cluster.pk, subject=subject, token=token, seconds=_length(renew_s)
+        )
     return migration
 
 
@@ -219,16 +247,12 @@ def migration_report(
 ) -> dict[str, Any]:
     """The copier's state; renews its lease. Answers the topics it mirrors and those cut
     over (it stops copying those)."""
-    migration = _leased(cluster, migration_id, token)
-    now = timezone.now()
-    migration.lease_expires_at = now + timedelta(
-        seconds=min(max(lease_s, MIN_LEASE_S), MAX_LEASE_S)
-    )
+    migration = _leased(cluster, migration_id, token, renew_s=lease_s)
     migration.waiting_for = waiting_for[:1000]
-    migration.reported_at = now
+    migration.reported_at = timezone.now()
     if groups:
         migration.groups = {**migration.groups, **groups}
-    migration.save(update_fields=["lease_expires_at", "waiting_for", "reported_at", "groups"])
+    migration.save(update_fields=["waiting_for", "reported_at", "groups"])
     rows = {t.name: t for t in MigrationTopic.objects.filter(migration=migration)}
     for report in topics:
         row = rows.get(report.name)
@@ -329,16 +353,15 @@ def mirror_group_offsets(
     token: str,
     group_id: str,
     offsets: list[dict[str, Any]],
-) -> ErrorCode:
-    """The source group's committed offsets, stored only while no Floe coordinator has
-    ever held the group: a group a consumer used in Floe (the lease row outlives its
-    holders) is never overwritten, even once it is empty again — NOT_COORDINATOR. The
-    commit itself checks again in its transaction (``group_commit_check``)."""
+) -> tuple[ErrorCode, str]:
+    """The source group's committed offsets, stored while the group is not used in Floe
+    (`group_offsets_mirror`: no member ever joined it here, no client of Floe committed
+    to it — reads do not count). A group used in Floe is never overwritten, even once it
+    is empty again: NOT_COORDINATOR and why, in words ("active in Floe: a consumer
+    joined at …", "committed in Floe at …")."""
     with transaction.atomic():
         _leased(cluster, migration_id, token)
-        if GroupLease.objects.filter(cluster=cluster, group_id=group_id).exists():
-            return ErrorCode.NOT_COORDINATOR
-        answer = group_offsets_commit(cluster, group_id, offsets)
+        answer = group_offsets_mirror(cluster, group_id, offsets)
     codes = {int(o.get("error_code", 0)) for o in answer["offsets"]}
     codes.discard(0)
-    return ErrorCode(min(codes)) if codes else ErrorCode.NONE
+    return (ErrorCode(min(codes)) if codes else ErrorCode.NONE), answer["used"]

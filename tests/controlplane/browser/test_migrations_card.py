@@ -9,7 +9,7 @@ from metadata_store.mirroring import MirroredBatch, mirrored_file_commit, topic_
 from metadata_store.topics import topic_create
 from tests.factories import PASSWORD, make_cluster, make_org
 from virtualclusters.mirror.models import MigrationTopic
-from virtualclusters.mirror.services import migration_create, migration_cutover
+from virtualclusters.mirror.services import migration_create, migration_cutover, migration_lease
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -21,6 +21,7 @@ def test_the_migrations_card_shows_topics_and_groups(page, screenshots):
         cluster=cluster, source_bootstrap="kafka-1.internal:9092", topics="orders|payments|clicks",
         groups="billing-.*",
     )  # fmt: skip
+    _, lease = migration_lease(cluster=cluster, agent_id="agt-jobs-1", lease_s=60)
     migration.lease_agent = "agt-jobs-1"
     migration.groups = {"billing-1": {"state": "copied", "partitions": []}}
     migration.save(update_fields=["lease_agent", "groups"])
@@ -34,6 +35,8 @@ def test_the_migrations_card_shows_topics_and_groups(page, screenshots):
         topic_mirroring_set(topic=topic, migration_id=migration.public_id)
         mirrored_file_commit(
             cluster_id=cluster.pk,
+            migration_id=migration.public_id,
+            lease=lease.token,
             file_key=f"{cluster.public_id}/mirror/{name}.seg",
             size=100,
             batches=[MirroredBatch(topic.id, 0, 0, 4199, 4200, 0, 100)],

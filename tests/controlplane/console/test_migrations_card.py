@@ -10,7 +10,7 @@ from metadata_store.mirroring import MirroredBatch, mirrored_file_commit, topic_
 from metadata_store.models import Partition
 from metadata_store.topics import topic_create
 from virtualclusters.mirror.models import MigrationTopic
-from virtualclusters.mirror.services import migration_create, migration_cutover
+from virtualclusters.mirror.services import migration_create, migration_cutover, migration_lease
 
 pytestmark = pytest.mark.django_db
 
@@ -45,8 +45,11 @@ def test_the_cluster_page_shows_its_migrations(client, alice, bob):
         )
         topic_mirroring_set(topic=topic, migration_id=migration.public_id)
     orders_id = Partition.objects.get(topic__name="orders", index=0).topic_id
+    _, lease = migration_lease(cluster=alice["cluster"], agent_id="agt-jobs", lease_s=60)
     mirrored_file_commit(
         cluster_id=alice["cluster"].pk,
+        migration_id=migration.public_id,
+        lease=lease.token,
         file_key=f"{alice['cluster'].public_id}/mirror/f1.seg",
         size=100,
         batches=[MirroredBatch(orders_id, 0, 0, 1199, 1200, 0, 100)],
