@@ -76,6 +76,8 @@ class AgentConfig:
     roles: tuple[str, ...] = ROLES
     spark_master: str = ""  # jobs role: where Spark runs ("" = SPARK_MASTER or local[*])
     job_lease_s: int = 120  # jobs role: a lease lasts this long unless renewed
+    # jobs role: a migration's lease lasts this long unless renewed (every 2 s)
+    migration_lease_s: int = 30
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -218,6 +220,12 @@ def _build_parser() -> _OneLineParser:
         type=_positive_int(10),
         help="jobs role: lease length, renewed while a job runs (default 120) [FLOE_JOB_LEASE_S]",
     )
+    add(
+        "--migration-lease-s",
+        type=_positive_int(10),
+        help="jobs role: a migration copier's lease length, renewed every 2 s (default 30)"
+        " [FLOE_MIGRATION_LEASE_S]",
+    )
     return parser
 
 
@@ -250,6 +258,7 @@ _ENV = {
     "roles": ("FLOE_ROLES", _roles),
     "spark_master": ("SPARK_MASTER", str),
     "job_lease_s": ("FLOE_JOB_LEASE_S", _positive_int(10)),
+    "migration_lease_s": ("FLOE_MIGRATION_LEASE_S", _positive_int(10)),
 }
 
 
@@ -354,4 +363,5 @@ def parse_config(
         roles=roles,
         spark_master=str(values["spark_master"] or ""),
         job_lease_s=_int_value(values, "job_lease_s", 120),
+        migration_lease_s=_int_value(values, "migration_lease_s", 30),
     )

@@ -266,8 +266,14 @@ class MigrationCopier:
                     groups=re.compile(leased["groups"]) if leased.get("groups") else None,
                 )
                 log.info(
-                    "migration %s: leased, source %s", migration.id, migration.source["bootstrap"]
+                    "migration %s: leased (epoch %s), source %s",
+                    migration.id,
+                    leased.get("epoch"),
+                    migration.source["bootstrap"],
                 )
+                stale = running.pop(migration.id, None)
+                if stale is not None:  # ours, but its lease lapsed: a new lease, a new start
+                    stale.cancel()
                 running[migration.id] = asyncio.get_running_loop().create_task(
                     self._mirror_logged(migration)
                 )

@@ -374,6 +374,7 @@ class AgentRuntime:
                     open_store(config.bucket_url),
                     agent_id=config.agent_id,
                     cluster_id=cluster_id,
+                    lease_s=config.migration_lease_s,
                 )
                 migrations = asyncio.get_running_loop().create_task(copier.run_forever())
             _UP_SINCE.set(time.time())

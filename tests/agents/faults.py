@@ -28,6 +28,7 @@ class FaultyProxy:
         self.hold = hold  # (path, request body) -> seconds to wait before forwarding
         self.fail_commits = False
         self.refused = 0
+        self.answered: list[tuple[str, int]] = []  # (path, status) of every forwarded call
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -50,8 +51,10 @@ class FaultyProxy:
                             answer = json.dumps(
                                 proxy.rewrite(self.path, json.loads(answer))
                             ).encode()
+                        proxy.answered.append((self.path, response.status))
                         self._answer(response.status, answer)
                 except urllib.error.HTTPError as exc:
+                    proxy.answered.append((self.path, exc.code))
                     self._answer(exc.code, exc.read())
 
             def _answer(self, status: int, body: bytes) -> None:
