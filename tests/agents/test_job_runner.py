@@ -16,6 +16,7 @@ from agents.control_plane import ControlPlaneClient
 from agents.job_runner import JobRunner
 from core.kafka.records import RecordInput, encode_batch
 from core.storage import open_store
+from metadata_store.models import Lease
 from tests.jobs.segments import SegmentWriter
 from virtualclusters.jobs import services as jobs_services
 from virtualclusters.jobs.models import JobRun
@@ -33,9 +34,10 @@ class StepThatLosesItsLease(JobRunner):
         self.store.put(key, b"compacted bytes")
         self.written.append(key)
         try:
-            JobRun.objects.filter(state="running").update(
-                lease_expires_at=timezone.now() - timedelta(seconds=1)
-            )
+            for run in JobRun.objects.filter(state="running"):
+                Lease.objects.filter(subject=f"job {run.public_id}").update(
+                    expires_at=timezone.now() - timedelta(seconds=1)
+                )
         finally:
             connection.close()  # this thread's: the test database must drop at the end
         return {"files": [{"key": key, "size": 15, "batch_count": 1}], "batches": []}

@@ -7,8 +7,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db.models.functions import Now
 from django.utils import timezone
 
+from metadata_store.models import Lease
 from tests.metadata_store.conftest import AgentApi
 from virtualclusters.jobs.models import JobRun
 
@@ -18,6 +20,15 @@ pytestmark = pytest.mark.django_db
 def queue_orphan_cleanup(cluster) -> JobRun:
     # Orphan cleanup always has a Spark step (the listing): a lease hands it out.
     return JobRun.objects.create(cluster=cluster, kind=JobRun.Kind.ORPHAN_CLEANUP)
+
+
+def _lease(run: JobRun) -> Lease:
+    return Lease.objects.get(cluster_id=run.cluster_id, subject=f"job {run.public_id}")
+
+
+def _expire(run: JobRun) -> None:
+    """The run's lease, made to have expired a second ago (by the database's clock)."""
+    Lease.objects.filter(pk=_lease(run).pk).update(expires_at=Now() - timedelta(seconds=1))
 
 
 def lease(key: str, agent_id: str = "agt-jobs") -> dict | None:
@@ -60,15 +71,20 @@ def test_heartbeats_renew_the_lease_and_record_progress(alice):
     )
     run.refresh_from_db()
     assert run.progress == {"stage": "listing", "bytes_done": 10, "bytes_total": 40}
-    assert run.lease_expires_at > timezone.now() + timedelta(seconds=50)
+    assert _lease(run).expires_at > timezone.now() + timedelta(seconds=50)
 
 
 def test_an_expired_lease_is_requeued_and_the_late_result_refused(alice):
     run = queue_orphan_cleanup(alice["cluster"])
     first = lease(alice["agent_key"], "agt-dead")
-    JobRun.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    _expire(run)
+    # Expired by the database's clock: refused before anyone takes the run over.
+    body = {"run_id": run.public_id, "lease": first["lease"], "lease_s": 30, "progress": {}}
+    expired = AgentApi(alice["agent_key"]).raw("jobs/heartbeat", body)
+    assert expired.status_code == 409 and "expired" in expired.json()["error"]
     second = lease(alice["agent_key"], "agt-alive")
     assert second["id"] == run.public_id and second["attempt"] == 2
+    assert second["epoch"] == first["epoch"] + 1 and second["lease"] != first["lease"]
     late = AgentApi(alice["agent_key"]).raw(
         "jobs/report",
         {"run_id": run.public_id, "lease": first["lease"], "result": {"orphans": []}},
@@ -99,9 +115,7 @@ def test_a_renewal_racing_the_expiry_does_not_bring_the_lease_back(alice, monkey
 
     def read_then_expire(*args, **kwargs):
         found = read(*args, **kwargs)
-        JobRun.objects.filter(pk=run.pk).update(
-            lease_expires_at=timezone.now() - timedelta(seconds=1)
-        )
+        _expire(run)
         return found
 
     monkeypatch.setattr(leases, "_leased", read_then_expire)
@@ -111,7 +125,7 @@ def test_a_renewal_racing_the_expiry_does_not_bring_the_lease_back(alice, monkey
     )
     assert refused.status_code == 409 and "lease" in refused.json()["error"]
     run.refresh_from_db()
-    assert run.lease_expires_at < timezone.now()
+    assert _lease(run).expires_at < timezone.now()
 
 
 def test_a_reported_error_fails_the_run_with_it(alice):

@@ -21,12 +21,13 @@ def jobs_lease(cluster: VirtualCluster, body: schemas.JobLeaseRequest) -> dict:
     leased = leases.job_run_lease(cluster=cluster, agent_id=body.agent_id, lease_s=body.lease_s)
     if leased is None:
         return {"run": None}
-    run, step = leased
+    run, step, epoch = leased
     return {
         "run": {
             "id": run.public_id,
             "kind": run.kind,
             "lease": run.lease_token,
+            "epoch": epoch,
             "attempt": run.attempts,
             "step": step.as_dict(),
         }

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from metadata_store import rewrites
+from metadata_store import leases, rewrites
 from metadata_store.rewrites import KeyCompactionPlan
 from virtualclusters.jobs import selectors
 from virtualclusters.jobs.models import JobRun
@@ -199,3 +199,12 @@ def _lock_run(run: JobRun) -> None:
         raise SwapConflict(f"run {run.public_id} is no longer running")
     if row[1] != run.lease_token:
         raise SwapConflict(f"run {run.public_id} was leased again: this result came too late")
+    if run.lease_token:  # leased (not driven in-process): still live, share-locked till the swap
+        try:
+            leases.lease_check(
+                cluster_id=run.cluster_id,
+                subject=leases.job_subject(run.public_id),
+                token=run.lease_token,
+            )
+        except leases.LeaseLost as exc:
+            raise SwapConflict(f"run {run.public_id}: {exc}") from None

@@ -1,27 +1,32 @@
 """Job runs leased by the cluster's jobs-role agents: the Spark jobs run in the data
 plane, against the cluster's own bucket, with the agents' own credentials.
 
-    queued ─ job_run_lease ─▶ running (lease: agent, token, deadline)
+    queued ─ job_run_lease ─▶ running (lease: agent, epoch, token, expiry)
        ▲                        │ job_lease_renew (heartbeats, progress)
        │                        │ job_run_report → next step, or succeeded/failed
-       └── job_leases_expire ◀──┘ (the deadline passed: the agent died)
+       └── job_leases_expire ◀──┘ (the lease expired: the agent died)
 
-A lease belongs to one agent key's cluster: runs are looked up through it, so an agent
-of another cluster finds nothing. The token changes with every lease, so the result of
-a lost lease is refused (`LeaseLost`) and its executor deletes what it wrote.
+The lease is the metadata store's (`metadata_store.leases`, subject "job <run id>"): the
+rule migrations follow too — expiry on the database's clock, a new epoch and token for
+every lease. The run keeps the token of the lease its current attempt runs under
+(`lease_token`), so the result of a lost lease is refused (`LeaseLost`) and its executor
+deletes what it wrote; a run driven without a lease (tests' driver) has none. A lease
+belongs to one agent key's cluster: runs are looked up through it, so an agent of
+another cluster finds nothing.
 """
 
 from __future__ import annotations
 
-import secrets
-from datetime import timedelta
-
 from django.db import transaction
 from django.utils import timezone
 
+from metadata_store import leases
+from metadata_store.leases import LeaseLost
 from virtualclusters.jobs.models import JobRun
 from virtualclusters.jobs.services import Advance, Step, job_leases_expire, job_run_advance
 from virtualclusters.models import VirtualCluster
+
+__all__ = ["LeaseLost", "job_lease_renew", "job_run_lease", "job_run_report"]
 
 State = JobRun.State
 MIN_LEASE_S, MAX_LEASE_S = 10, 3600
@@ -29,22 +34,17 @@ MIN_LEASE_S, MAX_LEASE_S = 10, 3600
 MAX_RUNS_PER_LEASE_CALL = 8
 
 
-class LeaseLost(Exception):
-    """The run is not (or no longer) leased with this token."""
-
-
-def _lease_length(lease_s: int) -> timedelta:
-    return timedelta(seconds=min(max(lease_s, MIN_LEASE_S), MAX_LEASE_S))
+def _lease_length(lease_s: int) -> int:
+    return min(max(lease_s, MIN_LEASE_S), MAX_LEASE_S)
 
 
 def job_run_lease(
     *, cluster: VirtualCluster, agent_id: str, lease_s: int
-) -> tuple[JobRun, Step] | None:
-    """The oldest queued run of the cluster, leased to `agent_id`, with its first step;
-    None when there is nothing to run."""
+) -> tuple[JobRun, Step, int] | None:
+    """The oldest queued run of the cluster, leased to `agent_id`, with its first step
+    and the lease's epoch; None when there is nothing to run."""
     job_leases_expire(cluster=cluster)
     for _ in range(MAX_RUNS_PER_LEASE_CALL):
-        now = timezone.now()
         with transaction.atomic():
             run = (
                 JobRun.objects.select_for_update(skip_locked=True)
@@ -54,11 +54,18 @@ def job_run_lease(
             )
             if run is None:
                 return None
+            lease = leases.lease_take(
+                cluster_id=cluster.pk,
+                subject=leases.job_subject(run.public_id),
+                holder=agent_id,
+                seconds=_lease_length(lease_s),
+            )
+            if lease is None:  # (a lease of an earlier attempt still live: not yet)
+                return None
             run.state = State.RUNNING
-            run.started_at = now
+            run.started_at = timezone.now()
             run.lease_agent = agent_id
-            run.lease_token = secrets.token_hex(16)
-            run.lease_expires_at = now + _lease_length(lease_s)
+            run.lease_token = lease.token
             run.attempts += 1
             run.progress = {"stage": "planning"}
             run.save(
@@ -67,7 +74,6 @@ def job_run_lease(
                     "started_at",
                     "lease_agent",
                     "lease_token",
-                    "lease_expires_at",
                     "attempts",
                     "progress",
                 ]
@@ -76,7 +82,7 @@ def job_run_lease(
         advance = job_run_advance(run=run)
         if advance.step is not None:
             _progress_stage(run, advance.step)
-            return run, advance.step
+            return run, advance.step, lease.epoch
     return None
 
 
@@ -91,8 +97,8 @@ def _leased(cluster: VirtualCluster, run_id: str, token: str) -> JobRun:
         raise LeaseLost(f"no job run {run_id} in this cluster")
     if run.state != State.RUNNING or not token or run.lease_token != token:
         raise LeaseLost(f"job run {run_id} is not leased with this token (the lease was lost)")
-    if run.lease_expires_at is not None and run.lease_expires_at < timezone.now():
-        raise LeaseLost(f"the lease of job run {run_id} expired")
+    with transaction.atomic():
+        leases.lease_check(cluster_id=cluster.pk, subject=leases.job_subject(run_id), token=token)
     run.cluster = cluster
     return run
 
@@ -100,18 +106,22 @@ def _leased(cluster: VirtualCluster, run_id: str, token: str) -> JobRun:
 def job_lease_renew(
     *, cluster: VirtualCluster, run_id: str, token: str, lease_s: int, progress: dict
 ) -> JobRun:
-    """Extend a lease (the agent's heartbeat while Spark works) and record progress."""
+    """Extend a lease (the agent's heartbeat while Spark works) and record progress. A
+    lease that expired stays lost, even if nobody took the run since."""
     run = _leased(cluster, run_id, token)
     run.progress = {**run.progress, **progress}
-    now = timezone.now()
-    run.lease_expires_at = now + _lease_length(lease_s)
-    # Still unexpired as it is extended: a lease that ran out between the read above and
-    # this write stays lost (the renewal would otherwise bring it back to life).
-    updated = JobRun.objects.filter(
-        pk=run.pk, state=State.RUNNING, lease_token=token, lease_expires_at__gte=now
-    ).update(progress=run.progress, lease_expires_at=run.lease_expires_at)
-    if not updated:
-        raise LeaseLost(f"job run {run_id} is not leased with this token (the lease was lost)")
+    with transaction.atomic():
+        leases.lease_renew(
+            cluster_id=cluster.pk,
+            subject=leases.job_subject(run_id),
+            token=token,
+            seconds=_lease_length(lease_s),
+        )
+        updated = JobRun.objects.filter(pk=run.pk, state=State.RUNNING, lease_token=token).update(
+            progress=run.progress
+        )
+        if not updated:
+            raise LeaseLost(f"job run {run_id} is not leased with this token (the lease was lost)")
     return run
 
 

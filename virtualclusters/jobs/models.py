@@ -56,11 +56,12 @@ class JobRun(models.Model):
     output_bytes = models.BigIntegerField(default=0)
     error = models.TextField(blank=True, default="")
     details = models.JSONField(default=dict, blank=True)
-    # The lease of a running run (a jobs-role agent of the cluster holds it): a token
-    # per lease, so a result from an earlier, lost lease is recognized and refused.
+    # The agent that leased the run, and the token of the lease its current attempt runs
+    # under ("": none, or driven without one): the lease itself — epoch, expiry on the
+    # database's clock — is the metadata store's (`metadata_store.leases`, "job <id>"),
+    # so a result from an earlier, lost or expired lease is recognized and refused.
     lease_agent = models.CharField(max_length=64, blank=True, default="")
     lease_token = models.CharField(max_length=64, blank=True, default="")
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.IntegerField(default=0)
     # Progress the leasing agent reports: {"stage": …, "bytes_done": …, "bytes_total": …}.
     progress = models.JSONField(default=dict, blank=True)

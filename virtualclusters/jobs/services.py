@@ -24,6 +24,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from metadata_store import leases
 from metadata_store.models import SegmentFile
 from virtualclusters.jobs import compaction, orphans, retention, selectors
 from virtualclusters.jobs.models import JobRun
@@ -60,19 +61,28 @@ def job_runs_expire(*, cluster: VirtualCluster, now: datetime | None = None) -> 
     )
 
 
-def job_leases_expire(*, cluster: VirtualCluster, now: datetime | None = None) -> int:
-    """Running runs whose lease deadline passed go back to queued (their agent died or
-    lost the control plane); the next lease plans them afresh."""
-    return (
-        JobRun.objects.filter(
-            cluster=cluster, state=State.RUNNING, lease_expires_at__lt=now or timezone.now()
-        )
+def job_leases_expire(*, cluster: VirtualCluster) -> int:
+    """Running runs whose lease expired (on the database's clock) go back to queued
+    (their agent died or lost the control plane); the next lease plans them afresh."""
+    running = dict(
+        JobRun.objects.filter(cluster=cluster, state=State.RUNNING)
         .exclude(lease_token="")
+        .values_list("public_id", "lease_token")
+    )
+    if not running:
+        return 0
+    expired = leases.leases_expired(
+        cluster_id=cluster.pk, subjects=[leases.job_subject(r) for r in running]
+    )
+    lost = [r for r in running if leases.job_subject(r) in expired]
+    return (
+        JobRun.objects.filter(cluster=cluster, state=State.RUNNING, public_id__in=lost)
+        # (only the attempt whose lease expired, not one leased again meanwhile)
+        .filter(lease_token__in=[running[r] for r in lost])
         .update(
             state=State.QUEUED,
             lease_agent="",
             lease_token="",
-            lease_expires_at=None,
             started_at=None,
             progress={},
         )
@@ -86,7 +96,7 @@ def job_dispatch(
     the last one did not fail within the failure back-off (a broken bucket or a missing
     Java should not start a doomed run every 30 seconds)."""
     now = now or timezone.now()
-    job_leases_expire(cluster=cluster, now=now)
+    job_leases_expire(cluster=cluster)
     job_runs_expire(cluster=cluster, now=now)
     active = set(JobRun.objects.active().filter(cluster=cluster).values_list("kind", flat=True))
     if kind in active or (kind in REWRITES and active & REWRITES):
@@ -135,12 +145,17 @@ def job_run_finish(*, run: JobRun, state: str, error: str = "", details=None, **
     """running → succeeded/failed with what the run read and wrote (a no-op if expired)."""
     run.details = {**run.details, **(details or {})}
     run.details.pop("_plan", None)
+    if run.lease_token:  # the lease ends with the run (free, its epoch kept)
+        leases.lease_end(
+            cluster_id=run.cluster_id,
+            subject=leases.job_subject(run.public_id),
+            token=run.lease_token,
+        )
     JobRun.objects.filter(pk=run.pk, state=State.RUNNING, lease_token=run.lease_token).update(
         state=state,
         finished_at=timezone.now(),
         error=error,
         details=run.details,
-        lease_expires_at=None,
         **counts,
     )
     run.refresh_from_db()

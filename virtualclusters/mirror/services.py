@@ -178,15 +178,10 @@ def migration_lease(
                 .filter(pk=migration.pk, state=Migration.State.RUNNING)
                 .first()
             )
-            lease = (
-                leases.lease_take(
-                    cluster_id=cluster.pk,
-                    subject=subject,
-                    holder=agent_id,
-                    seconds=_length(lease_s),
-                )
-                if locked is not None
-                else None
+            if locked is None:
+                continue  # another agent is leasing it right now
+            lease = leases.lease_take(
+                cluster_id=cluster.pk, subject=subject, holder=agent_id, seconds=_length(lease_s)
             )
             if lease is None:
                 continue  # another agent was first
