@@ -110,18 +110,19 @@ def job_lease_renew(
     lease that expired stays lost, even if nobody took the run since."""
     run = _leased(cluster, run_id, token)
     run.progress = {**run.progress, **progress}
+    # The run's row, then its lease: the order a compaction's swap locks them in.
     with transaction.atomic():
+        updated = JobRun.objects.filter(pk=run.pk, state=State.RUNNING, lease_token=token).update(
+            progress=run.progress
+        )
+        if not updated:
+            raise LeaseLost(f"job run {run_id} is not leased with this token (the lease was lost)")
         leases.lease_renew(
             cluster_id=cluster.pk,
             subject=leases.job_subject(run_id),
             token=token,
             seconds=_lease_length(lease_s),
         )
-        updated = JobRun.objects.filter(pk=run.pk, state=State.RUNNING, lease_token=token).update(
-            progress=run.progress
-        )
-        if not updated:
-            raise LeaseLost(f"job run {run_id} is not leased with this token (the lease was lost)")
     return run
 
 

@@ -145,12 +145,6 @@ def job_run_finish(*, run: JobRun, state: str, error: str = "", details=None, **
     """running → succeeded/failed with what the run read and wrote (a no-op if expired)."""
     run.details = {**run.details, **(details or {})}
     run.details.pop("_plan", None)
-    if run.lease_token:  # the lease ends with the run (free, its epoch kept)
-        leases.lease_end(
-            cluster_id=run.cluster_id,
-            subject=leases.job_subject(run.public_id),
-            token=run.lease_token,
-        )
     JobRun.objects.filter(pk=run.pk, state=State.RUNNING, lease_token=run.lease_token).update(
         state=state,
         finished_at=timezone.now(),
@@ -158,6 +152,12 @@ def job_run_finish(*, run: JobRun, state: str, error: str = "", details=None, **
         details=run.details,
         **counts,
     )
+    if run.lease_token:  # the lease ends with the run (free, its epoch kept)
+        leases.lease_end(
+            cluster_id=run.cluster_id,
+            subject=leases.job_subject(run.public_id),
+            token=run.lease_token,
+        )
     run.refresh_from_db()
 
 
