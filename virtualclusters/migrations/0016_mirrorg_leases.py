@@ -4,7 +4,7 @@ upgrade are carried over with their tokens and expiries, so their holders go on.
 
 from django.db import migrations
 
-CARRY_OVER: list[str | tuple[str, None]] = [
+CARRY_OVER = (
     "INSERT INTO floe_lease (cluster_id, subject, holder, epoch, token, expires_at)"
     " SELECT cluster_id, 'job ' || public_id, lease_agent, GREATEST(attempts, 1), lease_token,"
     " COALESCE(lease_expires_at, now()) FROM floe_job_run"
@@ -13,7 +13,7 @@ CARRY_OVER: list[str | tuple[str, None]] = [
     " SELECT cluster_id, 'migration ' || public_id, lease_agent, 1, lease_token,"
     " COALESCE(lease_expires_at, now()) FROM floe_migration"
     " WHERE state = 'running' AND lease_token <> '' ON CONFLICT DO NOTHING",
-]
+)
 
 
 class Migration(migrations.Migration):
