@@ -300,6 +300,16 @@ def test_cutover_makes_named_topics_writable_and_stop_releases_the_rest(api, ali
     assert agent("migrations/lease", {"agent_id": "agt-jobs"}) == {"migration": None}
 
 
+def _copying_orders(api, alice) -> tuple[AgentApi, dict]:
+    """A migration leased by a copier that mirrors topic orders: (its agent API, the
+    migration's id and lease as its calls carry them)."""
+    _create(api, alice)
+    agent, leased = _leased(alice)
+    ids = {"migration_id": leased["id"], "lease": leased["lease"]}
+    agent("migrations/topic", {**ids, "name": "orders", "partitions": 1})
+    return agent, ids
+
+
 def _copy(agent, ids, group: str, offset: int) -> dict:
     offsets = [{"topic": "orders", "partition": 0, "offset": offset, "metadata": "m"}]
     return agent("migrations/group-offsets", {**ids, "group_id": group, "offsets": offsets})
@@ -315,10 +325,7 @@ def _lease_group(agent, group: str) -> int:
 def test_reads_of_a_group_in_floe_never_stop_its_offsets_being_copied(api, alice):
     """OffsetFetch, DescribeGroups, ListGroups and lag monitors make a coordinator take
     the group's lease, and save nothing: the copy goes on, coordinator or not."""
-    _create(api, alice)
-    agent, leased = _leased(alice)
-    ids = {"migration_id": leased["id"], "lease": leased["lease"]}
-    agent("migrations/topic", {**ids, "name": "orders", "partitions": 1})
+    agent, ids = _copying_orders(api, alice)
     assert _copy(agent, ids, "billing-a", 42) == {"error_code": 0, "used": ""}
     epoch = _lease_group(agent, "billing-a")
     # (A coordinator that loaded the group saves it as it is: no members.)
@@ -335,15 +342,18 @@ def test_reads_of_a_group_in_floe_never_stop_its_offsets_being_copied(api, alice
     assert _copy(agent, ids, "billing-a", 51)["error_code"] == 0
 
 
-def test_a_group_a_consumer_joined_in_floe_is_never_overwritten(api, alice):
-    _create(api, alice)
-    agent, leased = _leased(alice)
-    ids = {"migration_id": leased["id"], "lease": leased["lease"]}
-    agent("migrations/topic", {**ids, "name": "orders", "partitions": 1})
+@pytest.mark.parametrize("group_type", ["classic", "consumer"])
+def test_a_group_a_consumer_joined_in_floe_is_never_overwritten(api, alice, group_type):
+    """Classic (JoinGroup/SyncGroup) and KIP-848 groups alike: the coordinator's first
+    save with a member marks the group joined."""
+    agent, ids = _copying_orders(api, alice)
     assert _copy(agent, ids, "billing-a", 42)["error_code"] == 0
     epoch = _lease_group(agent, "billing-a")
     member = {"member_id": "m-1", "client_id": "c", "client_host": "/127.0.0.1"}
     body = {"agent_id": "agt-1", "group_id": "billing-a", "epoch": epoch, "generation": 1}
+    if group_type == "consumer":
+        member.update(member_epoch=1, topic_names=["orders"])
+        body.update(group_type="consumer", extra={"assignment_epoch": 1})
     assert agent("groups/save", {**body, "members": [member]}) == {"error_code": 0}
     joined = GroupLease.objects.get(group_id="billing-a").joined_at
     assert joined is not None
@@ -363,10 +373,7 @@ def test_a_group_a_consumer_joined_in_floe_is_never_overwritten(api, alice):
 def test_a_group_a_client_committed_to_in_floe_is_never_overwritten(api, alice):
     """An assign-only consumer's commit (no member) through the coordinator makes the
     group Floe's: the copier's own commits do not."""
-    _create(api, alice)
-    agent, leased = _leased(alice)
-    ids = {"migration_id": leased["id"], "lease": leased["lease"]}
-    agent("migrations/topic", {**ids, "name": "orders", "partitions": 1})
+    agent, ids = _copying_orders(api, alice)
     assert _copy(agent, ids, "billing-b", 42)["error_code"] == 0
     epoch = _lease_group(agent, "billing-b")
     offsets = [{"topic": "orders", "partition": 0, "offset": 44}]
