@@ -273,3 +273,37 @@ def test_an_exhausted_epoch_gets_the_transactional_id_a_new_producer_id(agent_ap
     second = Txn(agent_api, alice)
     assert (second.epoch, second.pid != first.pid) == (0, True)
     assert Txn(agent_api, alice).epoch == 1
+
+
+def test_a_transactions_offsets_make_a_group_floes_and_a_migration_stops_copying_it(
+    agent_api, alice
+):
+    """TxnOffsetCommit is a client's commit in Floe: while its transaction is open, and
+    once it committed over the copier's offset, a migration's copy is refused, with why."""
+    from metadata_store.group_offsets import group_offsets_mirror
+    from metadata_store.models import GroupOffset
+
+    agent_api.create_topic("input")
+    offsets = [{"topic": "input", "partition": 0, "offset": 2}]
+    assert group_offsets_mirror(alice["cluster"], "g", offsets)["used"] == ""
+    assert GroupOffset.objects.get(group_id="g").mirrored
+    txn = Txn(agent_api, alice)
+    agent_api("txn/add-offsets", {**txn.ids(), "group_id": "g"})
+    agent_api(
+        "txn/offset-commit",
+        {
+            **txn.ids(),
+            "group_id": "g",
+            "offsets": [{"topic": "input", "partition": 0, "offset": 4}],
+        },
+    )
+    pending = group_offsets_mirror(alice["cluster"], "g", offsets)
+    assert pending["used"] == "committed in Floe: a transaction holds offsets of the group"
+    assert pending["offsets"][0]["error_code"] == ErrorCode.NOT_COORDINATOR
+    assert txn.end(True) == 0
+    row = GroupOffset.objects.get(group_id="g")
+    assert (row.committed_offset, row.mirrored) == (4, False)
+    assert group_offsets_mirror(alice["cluster"], "g", offsets)["used"].startswith(
+        "committed in Floe at "
+    )
+    assert GroupOffset.objects.get(group_id="g").committed_offset == 4
