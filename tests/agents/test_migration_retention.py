@@ -201,7 +201,8 @@ def test_a_mirror_keeps_what_its_sources_hold_until_cutover(agent, cluster, tans
             cluster=cluster.cluster, kind=JobRun.Kind.RETENTION, state=JobRun.State.SUCCEEDED
         ).exists()
         for topic, bootstrap in sources.items():
-            ends = {p: end for p, (_, end) in want[topic].items()}
+            # (An emptied partition reads nothing: its end is given as 0.)
+            ends = {p: end if start < end else 0 for p, (start, end) in want[topic].items()}
             mirrored = _read_all(floe.bootstrap, topic, PARTITIONS, ends)
             assert mirrored == _read_all(bootstrap, topic, PARTITIONS, ends), topic
             assert sum(len(records) for records in mirrored.values()) == (
