@@ -29,7 +29,8 @@ def _mirror(topic, migration_id: str) -> None:
 
 def _offsets(topic) -> dict[int, tuple[int, int]]:
     return {
-        p.index: (p.log_start_offset, p.high_watermark) for p in Partition.objects.filter(topic=topic)
+        p.index: (p.log_start_offset, p.high_watermark)
+        for p in Partition.objects.filter(topic=topic)
     }
 
 
