@@ -134,7 +134,7 @@ def tansu(tmp_path):
 
 
 def test_a_mirror_keeps_what_its_sources_hold_until_cutover(agent, cluster, tansu, settings):
-    """The suite's longest case (about 6.5 minutes, 5 of them the issue's window): both
+    """The suite's longest case (5.5 minutes, 5 of them the issue's window): both
     sources, Tansu and a second Floe cluster, in the same window."""
     # Retention runs stay metadata only: deleting the files of Floe's own expired topic
     # once past their grace is a Spark step of a minute, during which no other retention
