@@ -328,6 +328,13 @@ def test_a_floe_cluster_with_deleted_records_migrates(agent, cluster):
         assert time.monotonic() < deadline, (want, have, detail)
         time.sleep(0.5)
     assert want[0][0] == 57 and want[1] == (300, 400) and want[2] == (0, 400)
+    # The mirror's log start follows the source's only: DeleteRecords on it is refused.
+    mirror_admin = AdminClient({"bootstrap.servers": floe.bootstrap})
+    (refused,) = mirror_admin.delete_records([TopicPartition(topic, 2, 10)]).values()
+    with pytest.raises(KafkaException) as raised:
+        refused.result(15)
+    assert raised.value.args[0].code() == KafkaError.POLICY_VIOLATION, raised.value
+    assert fetch_watermarks(floe.bootstrap, topic, partitions) == want
     ends = {p: want[p][1] for p in range(partitions)}
     assert _read_all(floe.bootstrap, topic, partitions, ends) == _read_all(
         source.bootstrap, topic, partitions, ends
