@@ -53,7 +53,9 @@ GROUPS_S = 5.0
 MAX_MIGRATIONS = (
     8  # migrations one agent mirrors at once  # the source's group offsets are copied this often
 )
-# Topic configs copied from the source when set there (not its defaults).
+# Topic configs copied from the source with their effective values there — set on the
+# topic or the source's defaults (its DescribeConfigs marks those default): a Floe
+# default would not be what the source does. They take effect in Floe at the cutover.
 COPIED_CONFIGS = frozenset(
     {
         "cleanup.policy",
@@ -396,11 +398,16 @@ class MigrationCopier:
             if not partitions:
                 continue
             total = len(partitions) + len(known.get(name, ()))
-            configs = {} if grown else await self._source_configs(source, name)
+            configs, origins = ({}, {}) if grown else await self._source_configs(source, name)
             answer = await self._call(
                 migration,
                 "migrations/topic",
-                {"name": name, "partitions": total, "configs": configs},
+                {
+                    "name": name,
+                    "partitions": total,
+                    "configs": configs,
+                    "config_origins": origins,
+                },
             )
             if answer.get("state") != "mirroring" or not answer.get("topic_id"):
                 if answer.get("state") == "cut_over":
@@ -496,27 +503,38 @@ class MigrationCopier:
                 state = "waiting for the copy to reach its offsets"
             migration.group_states[name] = {"state": state, "error": error, "partitions": shown}
 
-    async def _source_configs(self, source: Any, name: str) -> dict[str, str]:
-        """The topic's configs set on the source (DescribeConfigs), those Floe keeps."""
+    async def _source_configs(
+        self, source: Any, name: str
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """The topic's configs Floe keeps, with their values on the source whether set on
+        the topic or the source's defaults (DescribeConfigs), and where each came from:
+        "topic" (set on it) or "source_default". A source that answers none (Tansu) gets
+        Kafka's defaults from the control plane."""
         from aiokafka.protocol.admin import DescribeConfigsRequest
 
         node = source.get_random_node()
         try:
-            response = await source.send(
-                node, DescribeConfigsRequest([(2, name, None)], include_synonyms=False)
+            response = await asyncio.wait_for(
+                source.send(
+                    node, DescribeConfigsRequest([(2, name, None)], include_synonyms=False)
+                ),
+                SOURCE_TIMEOUT_MS / 1000,
             )
-        except Exception as exc:  # a source without DescribeConfigs: the defaults
+        except Exception as exc:  # a source without DescribeConfigs: Kafka's defaults
             log.warning("DescribeConfigs of %s failed on the source: %s", name, exc)
-            return {}
+            return {}, {}
         configs: dict[str, str] = {}
+        origins: dict[str, str] = {}
         for resource in response_dict(response).get("resources", []):
             for entry in resource.get("config_entries", []):
+                config = entry["config_names"]
+                if config not in COPIED_CONFIGS or entry.get("config_value") is None:
+                    continue
                 source_kind = entry.get("config_source")
                 is_default = entry.get("is_default", source_kind != _DYNAMIC_TOPIC_CONFIG)
-                if entry["config_names"] in COPIED_CONFIGS and not is_default:
-                    if entry.get("config_value") is not None:
-                        configs[entry["config_names"]] = str(entry["config_value"])
-        return configs
+                configs[config] = str(entry["config_value"])
+                origins[config] = "source_default" if is_default else "topic"
+        return configs, origins
 
     async def _add_partitions(
         self,

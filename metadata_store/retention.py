@@ -64,7 +64,8 @@ def has_batches_below_log_start(*, cluster_id: int) -> bool:
 
 @transaction.atomic
 def log_start_offsets_advance(*, moves: dict[int, int]) -> None:
-    """Raise log start offsets (never lower them, never past the high watermark)."""
+    """Raise log start offsets (never lower them, never past the high watermark); a
+    mirrored partition's is left as it is (it follows its source's: ``mirroring``)."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT id FROM floe_partition WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
@@ -73,7 +74,8 @@ def log_start_offsets_advance(*, moves: dict[int, int]) -> None:
         cursor.execute(
             "UPDATE floe_partition p"
             " SET log_start_offset = greatest(p.log_start_offset, least(u.start, p.high_watermark))"
-            " FROM unnest(%s::bigint[], %s::bigint[]) AS u(id, start) WHERE p.id = u.id",
+            " FROM unnest(%s::bigint[], %s::bigint[]) AS u(id, start)"
+            " WHERE p.id = u.id AND NOT p.mirrored",
             [list(moves), list(moves.values())],
         )
     tail_feed.partitions_changed(None, moves)

@@ -516,12 +516,18 @@ def list_offsets(*, cluster_id: int, partitions: list[JSON]) -> list[JSON]:
 
 @transaction.atomic
 def records_delete(*, cluster_id: int, partitions: list[JSON]) -> list[JSON]:
-    """Move log start offsets forward (DeleteRecords); -1 means the high watermark."""
+    """Move log start offsets forward (DeleteRecords); -1 means the high watermark. A
+    mirrored partition's log start follows its source's only (POLICY_VIOLATION)."""
     with _cursor() as cursor:
         wanted = [(_as_uuid(p.get("topic_id")), p.get("partition", -1)) for p in partitions]
         rows = _partitions_for(
             cursor, cluster_id, sorted({(t, i) for t, i in wanted if t is not None}), lock=True
         )
+        cursor.execute(
+            "SELECT id FROM floe_partition WHERE id = ANY(%s) AND mirrored",
+            [[r.id for r in rows.values()]],
+        )
+        mirrored = {row[0] for row in cursor.fetchall()}
         answers: list[JSON] = []
         for request, key in zip(partitions, wanted):
             answer: JSON = {
@@ -534,6 +540,9 @@ def records_delete(*, cluster_id: int, partitions: list[JSON]) -> list[JSON]:
             part = rows.get(key)
             if part is None:
                 answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if part.id in mirrored:
+                answer["error_code"] = ErrorCode.POLICY_VIOLATION
                 continue
             offset = request.get("offset", -1)
             offset = part.high_watermark if offset == -1 else offset

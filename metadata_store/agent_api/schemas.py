@@ -307,6 +307,9 @@ class MirrorTopicCreateRequest(_Body, frozen=True):
     name: NAME
     partitions: Annotated[int, Meta(ge=1, le=100_000)]
     configs: Annotated[dict[str, str], Meta(max_length=1000)] = {}
+    # Where each config's value came from: "topic" (set on the source topic) or
+    # "source_default" (the source's default, its effective value there).
+    config_origins: Annotated[dict[str, str], Meta(max_length=1000)] = {}
 
 
 class MirrorGroupOffsetsRequest(_Body, frozen=True):

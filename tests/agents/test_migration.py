@@ -328,6 +328,13 @@ def test_a_floe_cluster_with_deleted_records_migrates(agent, cluster):
         assert time.monotonic() < deadline, (want, have, detail)
         time.sleep(0.5)
     assert want[0][0] == 57 and want[1] == (300, 400) and want[2] == (0, 400)
+    # The mirror's log start follows the source's only: DeleteRecords on it is refused.
+    mirror_admin = AdminClient({"bootstrap.servers": floe.bootstrap})
+    (refused,) = mirror_admin.delete_records([TopicPartition(topic, 2, 10)]).values()
+    with pytest.raises(KafkaException) as raised:
+        refused.result(15)
+    assert raised.value.args[0].code() == KafkaError.POLICY_VIOLATION, raised.value
+    assert fetch_watermarks(floe.bootstrap, topic, partitions) == want
     ends = {p: want[p][1] for p in range(partitions)}
     assert _read_all(floe.bootstrap, topic, partitions, ends) == _read_all(
         source.bootstrap, topic, partitions, ends
@@ -563,7 +570,8 @@ def test_a_compacted_floe_topic_migrates_with_its_gaps(agent, cluster, bucket_ur
     assert _read_all(floe.bootstrap, topic, partitions, ends) == compacted
 
     # The mirror's own key compaction (its jobs agent runs it) over the mirrored runs,
-    # gaps and all, once new versions arrived: the latest per key at its source offset.
+    # gaps and all, once new versions arrived: not while mirrored (the mirror holds what
+    # the source holds), after the cutover the latest per key at its source offset.
     for i in range(20):
         producer.produce(
             topic, key=b"acct-%d" % (i % 10), value=b"v6 of %d" % i, partition=i % partitions
@@ -579,8 +587,11 @@ def test_a_compacted_floe_topic_migrates_with_its_gaps(agent, cluster, bucket_ur
     for p, records in _read_all(source.bootstrap, topic, partitions, ends).items():
         for record in records:
             latest[p][record[1]] = record
+    assert jobs_services.job_dispatch(cluster=cluster.cluster, kind="key_compaction") is None
+    response = api.post(f"{url}{migration}/cutover/", {"topics": [topic]}, format="json")
+    assert response.status_code == 200, response.content
     run = jobs_services.job_dispatch(cluster=cluster.cluster, kind="key_compaction")
-    assert run is not None, "the mirror's key compaction should be due"
+    assert run is not None, "the mirror's key compaction should be due after the cutover"
     deadline = time.monotonic() + 180
     while run.state not in ("succeeded", "failed"):
         assert time.monotonic() < deadline, run.state

@@ -127,6 +127,75 @@ def test_the_copier_leases_it_with_the_password_and_creates_mirrored_topics(api,
     assert listed["mirrored_by"] == created["id"]
 
 
+def test_the_sources_effective_configs_are_copied_and_apply_after_cutover(api, alice):
+    created = _create(api, alice)
+    agent, leased = _leased(alice)
+    ids = {"migration_id": leased["id"], "lease": leased["lease"]}
+    # A source that reports its configs (Kafka, Floe): defaults count, with their values.
+    agent(
+        "migrations/topic",
+        {
+            **ids,
+            "name": "orders",
+            "partitions": 1,
+            "configs": {
+                "retention.ms": "259200000",
+                "cleanup.policy": "delete",
+                "segment.bytes": "1073741824",
+                "max.message.bytes": "lots",
+            },
+            "config_origins": {
+                "retention.ms": "source_default",
+                "cleanup.policy": "topic",
+                "segment.bytes": "source_default",
+                "max.message.bytes": "topic",
+            },
+        },
+    )
+    assert Topic.objects.get(name="orders").configs == {
+        "retention.ms": "259200000",
+        "cleanup.policy": "delete",
+        "segment.bytes": "1073741824",
+        "retention.bytes": "-1",  # not reported: Kafka's default
+    }
+    # A source that reports none (Tansu), into a topic made beforehand in Floe (empty:
+    # adopted) with retention of its own: Kafka's defaults, the source's behaviour.
+    agent.create_topic("payments", 1, **{"retention.ms": "1000"})
+    agent("migrations/topic", {**ids, "name": "payments", "partitions": 1})
+    assert Topic.objects.get(name="payments").configs == {
+        "retention.ms": "604800000",
+        "cleanup.policy": "delete",
+        "retention.bytes": "-1",
+    }
+
+    client = api(alice["admin"])
+    detail = client.get(_url(alice["cluster"], created["id"])).json()
+    topics = {t["name"]: t for t in detail["topics"]}
+    assert topics["orders"]["configs"] == {
+        "retention.ms": {"value": "259200000", "origin": "source_default"},
+        "cleanup.policy": {"value": "delete", "origin": "topic"},
+        "segment.bytes": {"value": "1073741824", "origin": "source_default"},
+        "max.message.bytes": {
+            "value": "lots",
+            "origin": "topic",
+            "error": "Invalid value lots for configuration max.message.bytes: must be an integer",
+        },
+        "retention.bytes": {"value": "-1", "origin": "kafka_default"},
+    }
+    assert topics["payments"]["configs"]["retention.ms"] == {
+        "value": "604800000",
+        "origin": "kafka_default",
+    }
+    assert {t["retention_applies"] for t in topics.values()} == {"after cutover"}
+    response = client.post(
+        _url(alice["cluster"], created["id"], "cutover"), {"topics": ["orders"]}, format="json"
+    )
+    assert {t["name"]: t["retention_applies"] for t in response.json()["topics"]} == {
+        "orders": "now",
+        "payments": "after cutover",
+    }
+
+
 def test_a_mirrored_topic_grows_when_its_source_did(api, alice):
     _create(api, alice)
     agent, leased = _leased(alice)

@@ -77,6 +77,15 @@ class MigrationTopicSerializer(serializers.Serializer):
     state = serializers.CharField()
     error = serializers.CharField(allow_blank=True)
     cut_over_at = serializers.DateTimeField(allow_null=True)
+    configs = serializers.JSONField(
+        help_text="The source's topic configs as copied: {name: {value, origin: topic |"
+        " source_default | kafka_default, error (Floe refused it: not set)}}."
+    )
+    retention_applies = serializers.ChoiceField(
+        choices=["after cutover", "now"],
+        help_text="Floe's retention and compaction leave a mirrored topic alone (it holds"
+        " what the source holds): they apply from its cutover on.",
+    )
     partitions = MigrationPartitionSerializer(many=True)
 
 

@@ -43,11 +43,15 @@ class TopicPolicy:
     delete_retention_ms: int
     min_compaction_lag_ms: int
     min_cleanable_dirty_ratio: float
+    # Under a migration (`Topic.mirrored_by`): its partitions hold what the source's
+    # hold, so no job of Floe's moves their log start or drops their records until the
+    # cutover (docs/ARCHITECTURE.md "Migration").
+    mirrored: bool = False
 
 
 def topic_policies(cluster: VirtualCluster) -> list[TopicPolicy]:
     policies = []
-    for topic in Topic.objects.filter(cluster=cluster).only("id", "configs"):
+    for topic in Topic.objects.filter(cluster=cluster).only("id", "configs", "mirrored_by"):
 
         def config(name: str, topic=topic) -> str:
             if name in topic.configs:
@@ -67,6 +71,7 @@ def topic_policies(cluster: VirtualCluster) -> list[TopicPolicy]:
                 delete_retention_ms=int(config("delete.retention.ms")),
                 min_compaction_lag_ms=int(config("min.compaction.lag.ms")),
                 min_cleanable_dirty_ratio=float(config("min.cleanable.dirty.ratio")),
+                mirrored=bool(topic.mirrored_by),
             )
         )
     return policies
@@ -106,7 +111,7 @@ def retention_offsets(cluster: VirtualCluster, *, now: datetime) -> dict[int, in
     Time: the first batch (from the log start) whose max timestamp is within
     retention.ms starts the log; none → the log is empty (high watermark). Size: the
     newest batches whose lengths add up to at most retention.bytes stay, and always the
-    newest one.
+    newest one. Mirrored topics are left out: their log start follows the source's.
     """
     now_ms = epoch_ms(now)
     limits = {
@@ -115,7 +120,7 @@ def retention_offsets(cluster: VirtualCluster, *, now: datetime) -> dict[int, in
             p.retention_bytes if p.retention_bytes >= 0 else None,
         )
         for p in topic_policies(cluster)
-        if p.delete and (p.retention_ms >= 0 or p.retention_bytes >= 0)
+        if p.delete and not p.mirrored and (p.retention_ms >= 0 or p.retention_bytes >= 0)
     }
     if not limits:
         return {}
@@ -212,8 +217,9 @@ def cleaned_offsets(cluster: VirtualCluster) -> dict[int, int]:
 
 def key_compaction_dirty(cluster: VirtualCluster) -> dict[int, TopicPolicy]:
     """Partitions of compacted topics with enough records written since the last key
-    compaction covered them (min.cleanable.dirty.ratio), with their topic's policy."""
-    policies = {p.topic_id: p for p in topic_policies(cluster) if p.compact}
+    compaction covered them (min.cleanable.dirty.ratio), with their topic's policy.
+    Mirrored topics are left out: the source compacts them (its gaps are copied)."""
+    policies = {p.topic_id: p for p in topic_policies(cluster) if p.compact and not p.mirrored}
     if not policies:
         return {}
     cleaned = cleaned_offsets(cluster)

@@ -74,6 +74,7 @@ def migrations_topic(cluster: VirtualCluster, body: schemas.MirrorTopicCreateReq
             name=body.name,
             partitions=body.partitions,
             configs=body.configs,
+            config_origins=body.config_origins,
         )
     except services.LeaseLost as exc:
         raise _lost(exc) from None

@@ -86,6 +86,10 @@ class MigrationTopic(models.Model):
     # As the copier last reported: [{partition, source_log_start, source_end_offset,
     # bytes_copied, error}]; the destination's offsets are read from the partitions.
     partitions = models.JSONField(default=list, blank=True)
+    # The source's topic configs copied onto the Floe topic, in force from the cutover
+    # on: {name: {"value", "origin": "topic" | "source_default" | "kafka_default"} (and
+    # "error" when Floe refused the value, which is then not set)}.
+    configs = models.JSONField(default=dict, blank=True)
 
     objects = OrgScopedQuerySet.as_manager()
     org_lookup = "migration__cluster__organization"

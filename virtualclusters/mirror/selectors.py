@@ -67,6 +67,12 @@ def migration_detail(migration: Migration) -> dict[str, Any]:
             "state": r.state,
             "error": r.error,
             "cut_over_at": r.cut_over_at,
+            # The source's configs as copied (value, origin); Floe's retention and
+            # compaction leave a mirrored topic alone, so they apply after its cutover.
+            "configs": r.configs,
+            "retention_applies": (
+                "after cutover" if r.state == MigrationTopic.State.MIRRORING else "now"
+            ),
             "partitions": _partitions(r, offsets.get(r.topic_id, {})),
         }
         for r in rows

@@ -24,7 +24,13 @@ from metadata_store.group_offsets import group_offsets_mirror
 from metadata_store.leases import LeaseLost
 from metadata_store.mirroring import topic_mirroring_set
 from metadata_store.models import Lease, Partition, Topic
-from metadata_store.topics import TopicError, topic_create, topic_partitions_create
+from metadata_store.topic_configs import TOPIC_CONFIGS, config_problem
+from metadata_store.topics import (
+    TopicError,
+    topic_configs_alter,
+    topic_create,
+    topic_partitions_create,
+)
 from tenancy.sealed import secret_open, secret_seal
 from virtualclusters.mirror.models import Migration, MigrationTopic
 from virtualclusters.models import VirtualCluster
@@ -265,6 +271,38 @@ def migration_report(
     }
 
 
+# What a Kafka source does with a topic that reports no value for these (Tansu reports
+# no topic configs at all): Kafka's defaults (retention.ms 7 days, cleanup.policy
+# delete, retention.bytes -1), the configs that decide what Floe deletes after the
+# cutover. Floe's own defaults (the cluster's default_retention_ms) are not the source's.
+KAFKA_DEFAULTS_COPIED = ("cleanup.policy", "retention.ms", "retention.bytes")
+CONFIG_ORIGINS = ("topic", "source_default", "kafka_default")
+
+
+def mirror_configs(
+    configs: dict[str, str], origins: dict[str, str]
+) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """The configs a mirrored topic gets from its source's DescribeConfigs (`origins`:
+    "topic" or "source_default" per name), with Kafka's defaults where the source gave
+    no value: (the configs Floe sets, what the migration shows of each — value, origin,
+    and the error when Floe refuses a value, which is then not set)."""
+    kept: dict[str, str] = {}
+    shown: dict[str, dict[str, str]] = {}
+    for name, value in sorted(configs.items()):
+        origin = origins.get(name, "topic")
+        shown[name] = {"value": value, "origin": origin if origin in CONFIG_ORIGINS else "topic"}
+        problem = config_problem(name, value)
+        if problem:
+            shown[name]["error"] = problem
+        else:
+            kept[name] = value
+    for name in KAFKA_DEFAULTS_COPIED:
+        if name not in kept:
+            kept[name] = TOPIC_CONFIGS[name].default  # Kafka's default, as Floe's table says
+            shown[name] = {"value": kept[name], "origin": "kafka_default"}
+    return kept, shown
+
+
 def _empty(topic: Topic) -> bool:
     return not Partition.objects.filter(topic=topic, high_watermark__gt=0).exists()
 
@@ -278,12 +316,16 @@ def mirror_topic_create(
     name: str,
     partitions: int,
     configs: dict[str, str],
+    config_origins: dict[str, str] | None = None,
 ) -> MigrationTopic:
     """The Floe topic mirroring source topic `name`: created with the source's partition
-    count and configs, mirrored by the migration. An existing topic of that name is
-    adopted only while nobody wrote to it; otherwise (or once cut over) the answer is the
-    topic's row in another state, with its error. Asked again with more partitions (the
-    source's topic grew), the mirrored topic grows to match, its new partitions mirrored."""
+    count and configs (`mirror_configs`: effective values, Kafka's defaults where the
+    source gave none; they take effect at the cutover, as no job of Floe's touches a
+    mirrored topic), mirrored by the migration. An existing topic of that name is
+    adopted only while nobody wrote to it (the source's configs set on it); otherwise
+    (or once cut over) the answer is the topic's row in another state, with its error.
+    Asked again with more partitions (the source's topic grew), the mirrored topic grows
+    to match, its new partitions mirrored."""
     migration = _leased(cluster, migration_id, token)
     row, _ = MigrationTopic.objects.select_for_update().get_or_create(
         migration=migration, name=name
@@ -304,6 +346,7 @@ def mirror_topic_create(
             row.error = ""
             row.save(update_fields=["error"])
         return row
+    copied, row.configs = mirror_configs(configs, config_origins or {})
     topic = Topic.objects.filter(cluster=cluster, name=name).first()
     if topic is None:
         try:
@@ -312,7 +355,7 @@ def mirror_topic_create(
                 name=name,
                 num_partitions=partitions,
                 replication_factor=-1,
-                configs=configs,
+                configs=copied,
             )
         except TopicError as exc:
             row.state, row.error = MigrationTopic.State.FAILED, exc.message or str(exc)
@@ -335,9 +378,12 @@ def mirror_topic_create(
         )
         row.save(update_fields=["state", "error"])
         return row
+    else:  # adopted: the source's configs over its own
+        ops = [{"name": n, "op": "set", "value": v} for n, v in copied.items()]
+        topic = topic_configs_alter(topic=topic, ops=ops, incremental=True)
     topic_mirroring_set(topic=topic, migration_id=migration.public_id)
     row.topic = topic
-    row.save(update_fields=["topic"])
+    row.save(update_fields=["topic", "configs"])
     return row
 
 

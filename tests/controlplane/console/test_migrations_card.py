@@ -66,6 +66,7 @@ def test_the_cluster_page_shows_its_migrations(client, alice, bob):
     assert "Cut over" in card[card.index("payments") :]
     assert "billing-1" in card and "copied" in card
     assert "s3cret" not in page
+    assert "retention applies after cutover" in card
 
     client.force_login(bob["user"])
     assert client.get(page_url).status_code == 404
