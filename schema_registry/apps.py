@@ -25,3 +25,12 @@ class SchemaRegistryConfig(AppConfig):
             )
 
         SUBJECT_VERSIONS[:] = [_versions]
+
+        # A migration's schema link ends: the subjects it linked leave IMPORT mode.
+        from schema_registry.services import link_release
+        from virtualclusters.mirror.services import SCHEMA_LINK_RELEASE
+
+        def _release(cluster, subjects: list[str], subjects_regex: str) -> None:
+            link_release(cluster=cluster, subjects=subjects, subjects_regex=subjects_regex)
+
+        SCHEMA_LINK_RELEASE[:] = [_release]

@@ -295,6 +295,9 @@ class MigrationReportRequest(_Body, frozen=True):
     # Per group: {"state", "error", "partitions": [{topic, partition, source_offset,
     # copied_offset}]} (shown as reported).
     groups: Annotated[dict[str, Any], Meta(max_length=10_000)] = {}
+    # Schema linking: {subjects, subjects_copied, versions_copied, last_sync, error,
+    # errors: {subject: error}} (shown as reported).
+    schema_link: Annotated[dict[str, Any], Meta(max_length=100)] = {}
 
 
 class MirrorTopicCreateRequest(_Body, frozen=True):

@@ -31,6 +31,10 @@ def migrations_lease(cluster: VirtualCluster, body: schemas.MigrationLeaseReques
         source = services.migration_source(migration)
     except SealBroken as exc:
         source = {"bootstrap": migration.source_bootstrap, "security": {}, "error": str(exc)}
+    try:
+        schemas = services.migration_schema_source(migration)
+    except SealBroken as exc:
+        schemas = {"url": migration.schema_registry_url, "error": str(exc)}
     return {
         "migration": {
             "id": migration.public_id,
@@ -39,6 +43,7 @@ def migrations_lease(cluster: VirtualCluster, body: schemas.MigrationLeaseReques
             "topics": migration.topics_regex,
             "groups": migration.groups_regex,
             "start_from_now": migration.start_from_now,
+            "schema_registry": schemas,
         }
     }
 
@@ -59,6 +64,7 @@ def migrations_report(cluster: VirtualCluster, body: schemas.MigrationReportRequ
                 for t in body.topics
             ],
             groups=body.groups,
+            schema_link=body.schema_link,
         )
     except services.LeaseLost as exc:
         raise _lost(exc) from None

@@ -35,6 +35,30 @@ def _partitions(row: MigrationTopic, floe: dict[int, tuple[int, int]]) -> list[d
     return answers
 
 
+def schema_link_state(migration: Migration) -> dict[str, Any] | None:
+    """The schema link's progress (None: the migration links no schemas): `state`
+    (linking, cut_over, stopped), when cut over, and the linker's last report — subjects
+    copied, versions copied, the last sync with the source, its error and each subject's."""
+    if not migration.schema_registry_url:
+        return None
+    report = migration.schema_link or {}
+    if migration.schemas_linked:
+        state = "linking"
+    elif migration.schemas_cut_over_at is not None:
+        state = "cut_over"
+    else:
+        state = "stopped"
+    return {
+        "state": state,
+        "cut_over_at": migration.schemas_cut_over_at,
+        "subjects_copied": int(report.get("subjects_copied") or 0),
+        "versions_copied": int(report.get("versions_copied") or 0),
+        "last_sync": report.get("last_sync"),
+        "error": str(report.get("error") or ""),
+        "subject_errors": dict(report.get("errors") or {}),
+    }
+
+
 def migration_detail(migration: Migration) -> dict[str, Any]:
     """The migration's fields with `topics` (each with its partitions) and `groups`."""
     rows = list(MigrationTopic.objects.filter(migration=migration).order_by("name"))
@@ -59,8 +83,11 @@ def migration_detail(migration: Migration) -> dict[str, Any]:
             "waiting_for",
             "reported_at",
             "groups",
+            "source_schema_registry",
+            "subjects_regex",
         )
     }
+    detail["schemas"] = schema_link_state(migration)
     detail["topics"] = [
         {
             "name": r.name,
