@@ -14,7 +14,7 @@ already has still answers its id). The control plane never connects out.
 Each look (every `poll_s`, 2 s) lists the source's subjects (soft-deleted ones too) and
 each linked subject's versions; a version not copied yet is read and imported (the
 versions its references name first, whatever their subject). Every `FULL_EVERY` looks
-(about 10 s) it also compares the live versions and the compatibility levels (the
+(about 6 s) it also compares the live versions and the compatibility levels (the
 global one and each subject's). A version the source deleted (soft or permanently) is
 soft-deleted on Floe, never permanently: records on the mirror may still carry its id,
 which Floe's registry goes on answering (``/schemas/ids/{id}``), as Confluent answers
@@ -39,7 +39,7 @@ from agents.schema_registry.registry import RestError, SchemaRegistry
 log = logging.getLogger(__name__)
 
 POLL_S = 2.0
-FULL_EVERY = 5  # looks: the live versions and levels are compared every 5th (~10 s)
+FULL_EVERY = 3  # looks: the live versions and levels are compared every 3rd (~6 s)
 SOURCE_TIMEOUT_S = 10.0
 MAX_REFERENCE_DEPTH = 10
 _NOT_FOUND = (40401, 40402, 40408)  # subject, version, subject-level config not found

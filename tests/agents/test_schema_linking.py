@@ -10,6 +10,7 @@ deserializers against the destination cluster's registry."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import urllib.request
@@ -27,6 +28,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests import factories
 from tests.agents.clients import fetch_watermarks
+from tests.agents.security.conftest import ADMIN_PASSWORD, ADMIN_USER, secure_cluster  # noqa: F401
 from tests.agents.test_confluent_kafka import consume_all, produce
 from tests.agents.test_migration import _migrate
 
@@ -86,18 +88,27 @@ def proto_classes():
     )
 
 
-def _get(url: str):
+def _request(url: str, auth: tuple[str, str] | None, **options) -> urllib.request.Request:
+    request = urllib.request.Request(url, **options)
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    return request
+
+
+def _get(url: str, auth: tuple[str, str] | None = None):
     """(status, decoded JSON body) of a GET."""
     try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
+        with urllib.request.urlopen(_request(url, auth), timeout=10) as answer:
             return answer.status, json.loads(answer.read())
     except HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"null")
 
 
-def _put(url: str, body: dict) -> dict:
-    request = urllib.request.Request(
+def _put(url: str, body: dict, auth: tuple[str, str] | None = None) -> dict:
+    request = _request(
         url,
+        auth,
         data=json.dumps(body).encode(),
         method="PUT",
         headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
@@ -106,26 +117,27 @@ def _put(url: str, body: dict) -> dict:
         return json.loads(answer.read())
 
 
-def registry_view(url: str, subjects_regex: str = ".*") -> dict:
+def registry_view(url: str, subjects_regex: str = ".*", auth=None) -> dict:
     """What a registry holds, as Confluent's REST API answers it: the global level, and per
     subject (soft-deleted ones too) its level and every version's whole answer (subject,
     version, id, schema, type, references) with whether it is deleted."""
     import re
 
-    view: dict = {"config": _get(f"{url}/config")[1]}
-    for subject in _get(f"{url}/subjects?deleted=true")[1]:
+    view: dict = {"config": _get(f"{url}/config", auth)[1]}
+    for subject in _get(f"{url}/subjects?deleted=true", auth)[1]:
         if not re.fullmatch(subjects_regex, subject):
             continue
         q = quote(subject, safe="")
-        live = set(_get(f"{url}/subjects/{q}/versions")[1] or ())
+        status, live = _get(f"{url}/subjects/{q}/versions", auth)
+        live = set(live) if status == 200 else set()
         versions = {}
-        for v in _get(f"{url}/subjects/{q}/versions?deleted=true")[1]:
-            status, answer = _get(f"{url}/subjects/{q}/versions/{v}?deleted=true")
+        for v in _get(f"{url}/subjects/{q}/versions?deleted=true", auth)[1]:
+            status, answer = _get(f"{url}/subjects/{q}/versions/{v}?deleted=true", auth)
             assert status == 200, answer
             # (A .proto text is kept without its trailing blank lines, as Floe keeps texts.)
             answer["schema"] = answer["schema"].strip()
             versions[v] = {**answer, "deleted": v not in live}
-        level = _get(f"{url}/config/{q}")
+        level = _get(f"{url}/config/{q}", auth)
         view[subject] = {"config": level[1] if level[0] == 200 else None, "versions": versions}
     return view
 
@@ -297,3 +309,92 @@ def test_a_second_floe_clusters_schemas_link_with_their_ids_and_versions(agent, 
     assert cut.json()["schemas"]["subjects_copied"] >= 20
     assert _get(f"{floe.registry_url}/mode/avro-5?defaultToGlobal=true")[1] == {"mode": "READWRITE"}
     assert dst.register_schema("avro-5", Schema(_avro(5, "c"), "AVRO")) > 0
+
+
+def _wait_equal(
+    source_url: str, floe_url: str, auth: tuple[str, str], within_s: float, kept=None
+) -> float:
+    """Seconds until Floe's registry shows what the source's does (basic auth on the
+    source), plus the versions in `kept` ({subject: {version: answer}}: deleted for good
+    on the source, kept soft-deleted on Floe); fails after `within_s`."""
+    started = time.monotonic()
+    while True:
+        want = registry_view(source_url, ".*", auth)
+        for subject, versions in (kept or {}).items():
+            want[subject]["versions"].update(versions)
+        have = registry_view(floe_url, ".*")
+        if want == have:
+            return time.monotonic() - started
+        assert time.monotonic() - started < within_s, {
+            k: (want.get(k), have.get(k))
+            for k in want.keys() | have.keys()
+            if want.get(k) != have.get(k)
+        }
+        time.sleep(0.3)
+
+
+def test_a_registry_behind_basic_auth_links_and_follows_deletes_and_levels(
+    agent,
+    cluster,
+    secure_cluster,  # noqa: F811 - the fixture imported above
+):
+    """The source registry requires basic auth (its cluster's SASL users): a wrong
+    password shows in the migration's state; the right one links. Versions the source
+    deletes (soft, then for good) are soft-deleted on Floe — their ids keep answering —
+    and levels set or dropped on the source follow, within a full look (~6 s)."""
+    source = agent(secure_cluster.key, extra=["--require-sasl"])
+    secure_cluster.user("carol", "carol-password-123")
+    src = SchemaRegistryClient(
+        {"url": source.registry_url, "basic.auth.user.info": "carol:carol-password-123"}
+    )
+    auth = ("carol", "carol-password-123")
+    _put(f"{source.registry_url}/config", {"compatibility": "NONE"}, auth)
+    for n in range(3):
+        src.register_schema(f"s-{n}", Schema(_avro(n), "AVRO"))
+    ids = [src.register_schema("s-0", Schema(_avro(0, f"f{v}"), "AVRO")) for v in range(2)]
+    floe = agent(cluster.key)
+    body = {
+        "source_bootstrap": source.bootstrap,
+        "source_security": {
+            "protocol": "SASL_PLAINTEXT",
+            "username": ADMIN_USER,
+            "password": ADMIN_PASSWORD,
+        },
+        "topics": "no-topic-matches-this",
+        "source_schema_registry": {
+            "url": source.registry_url,
+            "username": "carol",
+            "password": "wrong",
+        },
+    }
+    api, url, wrong = _migrate(cluster, body)
+    deadline = time.monotonic() + 20
+    while "401" not in (schemas := api.get(f"{url}{wrong}/").json()["schemas"])["error"]:
+        assert time.monotonic() < deadline, schemas
+        time.sleep(0.3)
+    assert schemas["subjects_copied"] == 0 and schemas["state"] == "linking"
+    assert api.delete(f"{url}{wrong}/").status_code == 204
+
+    body["source_schema_registry"]["password"] = "carol-password-123"
+    _, _, migration = _migrate(cluster, body)
+    _wait_equal(source.registry_url, floe.registry_url, auth, 30)
+    assert _get(f"{floe.registry_url}/subjects/s-0/versions")[1] == [1, 2, 3]
+    third = registry_view(floe.registry_url)["s-0"]["versions"][3]
+
+    # The source deletes: a version soft, another for good, a whole subject soft; sets
+    # a subject's level and the global one.
+    src.delete_version("s-0", 2)
+    src.delete_version("s-0", 3)
+    src.delete_version("s-0", 3, permanent=True)
+    src.delete_subject("s-2")
+    _put(f"{source.registry_url}/config/s-1", {"compatibility": "FULL"}, auth)
+    _put(f"{source.registry_url}/config", {"compatibility": "FORWARD"}, auth)
+    kept = {"s-0": {3: {**third, "deleted": True}}}
+    followed_s = _wait_equal(source.registry_url, floe.registry_url, auth, 20, kept)
+    print(f"deletes and levels followed on Floe after {followed_s:.2f} s")
+    # On Floe nothing is deleted for good: version 3 is only soft-deleted, its id answers.
+    assert _get(f"{floe.registry_url}/subjects/s-0/versions?deleted=true")[1] == [1, 2, 3]
+    assert _get(f"{floe.registry_url}/schemas/ids/{ids[1]}")[0] == 200
+    assert _get(f"{floe.registry_url}/config")[1] == {"compatibilityLevel": "FORWARD"}
+    schemas = api.get(f"{url}{migration}/").json()["schemas"]
+    assert schemas["error"] == "" and schemas["subjects_copied"] == 3, schemas

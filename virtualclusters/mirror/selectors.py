@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import models
+from django.utils.dateparse import parse_datetime
 
 from metadata_store.models import Partition
 from virtualclusters.mirror.models import Migration, MigrationTopic
@@ -53,7 +54,7 @@ def schema_link_state(migration: Migration) -> dict[str, Any] | None:
         "cut_over_at": migration.schemas_cut_over_at,
         "subjects_copied": int(report.get("subjects_copied") or 0),
         "versions_copied": int(report.get("versions_copied") or 0),
-        "last_sync": report.get("last_sync"),
+        "last_sync": parse_datetime(str(report["last_sync"])) if report.get("last_sync") else None,
         "error": str(report.get("error") or ""),
         "subject_errors": dict(report.get("errors") or {}),
     }

@@ -167,12 +167,14 @@ def _release(migration: Migration, names: list[str] | None) -> list[str]:
     return done
 
 
-def _schemas_release(migration: Migration) -> None:
-    """End the schema link: the subjects it linked take registrations again."""
+def _schemas_release(migration: Migration, *, cut_over: bool) -> None:
+    """End the schema link (a cutover of the schemas, or the migration's stop): the
+    subjects it linked take registrations again."""
     if not migration.schemas_linked:
         return
-    migration.schemas_cut_over_at = timezone.now()
-    migration.save(update_fields=["schemas_cut_over_at"])
+    if cut_over:
+        migration.schemas_cut_over_at = timezone.now()
+        migration.save(update_fields=["schemas_cut_over_at"])
     linked = [str(s) for s in migration.schema_link.get("subjects") or ()]
     for release in SCHEMA_LINK_RELEASE:
         release(migration.cluster, linked, migration.subjects_regex)
@@ -199,7 +201,7 @@ def migration_cutover(
     if unknown:
         raise MigrationInvalid("topics", f"not mirrored by this migration: {', '.join(unknown)}")
     if schemas:
-        _schemas_release(migration)
+        _schemas_release(migration, cut_over=True)
     return _release(migration, topics)
 
 
@@ -208,7 +210,7 @@ def migration_stop(*, migration: Migration) -> None:
     """Stop copying; every topic still mirrored becomes writable (as at a cutover)."""
     Migration.objects.select_for_update().filter(pk=migration.pk).first()
     migration.refresh_from_db()
-    _schemas_release(migration)
+    _schemas_release(migration, cut_over=False)
     _release(migration, None)
     migration.state = Migration.State.STOPPED
     migration.stopped_at = timezone.now()
