@@ -42,6 +42,7 @@ POLL_S = 2.0
 FULL_EVERY = 3  # looks: the live versions and levels are compared every 3rd (~6 s)
 SOURCE_TIMEOUT_S = 10.0
 MAX_REFERENCE_DEPTH = 10
+MAX_SUBJECT_CHARS = 255  # Floe's registry's bound on a subject's name
 _NOT_FOUND = (40401, 40402, 40408)  # subject, version, subject-level config not found
 
 
@@ -158,7 +159,15 @@ class SchemaLinker:
         full = self._looks % FULL_EVERY == 0
         self._looks += 1
         names = await self.source.get("subjects", deleted="true")
-        linked = sorted(n for n in names if isinstance(n, str) and self.subjects.fullmatch(n))
+        linked = []
+        for name in names if isinstance(names, list) else ():
+            if not isinstance(name, str) or not self.subjects.fullmatch(name):
+                continue
+            if len(name) > MAX_SUBJECT_CHARS:
+                self.errors[name[:64] + "…"] = f"longer than Floe's {MAX_SUBJECT_CHARS} characters"
+                continue
+            linked.append(name)
+        linked.sort()
         self.source_subjects = set(linked)
         if full:
             level = (await self.source.get("config")).get("compatibilityLevel")
@@ -186,6 +195,8 @@ class SchemaLinker:
         return {int(v) for v in found}
 
     async def _subject(self, subject: str, *, full: bool) -> None:
+        if full:  # Floe's side read again: what anyone else changed there is seen
+            self._floe.pop(subject, None)
         every = await self._source_versions(subject, deleted=True)
         floe = await self._floe_versions(subject)
         new = every - set(floe)
@@ -208,7 +219,8 @@ class SchemaLinker:
             await self._level(subject, level)
 
     async def _floe_versions(self, subject: str) -> dict[int, tuple[int, bool]]:
-        """Floe's versions of a subject: read once, then kept as this linker writes them."""
+        """Floe's versions of a subject: read at each full look, kept as this linker
+        writes them in between."""
         known = self._floe.get(subject)
         if known is None:
             answer = await self.registry.call(
@@ -219,6 +231,8 @@ class SchemaLinker:
             }
             if answer.get("mode") == "IMPORT":
                 self._imported.add(subject)
+            else:  # (set to another mode on Floe meanwhile: put back)
+                self._imported.discard(subject)
         return known
 
     async def _import_mode(self, subject: str) -> None:

@@ -178,6 +178,7 @@ def test_a_second_floe_clusters_schemas_link_with_their_ids_and_versions(agent, 
     admin = AdminClient({"bootstrap.servers": source.bootstrap})
     for future in admin.create_topics([NewTopic(t, 1, 1) for t in TOPICS]).values():
         future.result(15)
+    del admin  # (its client would go on calling the source after it stopped)
     order, money = proto_classes()
     serializers = {
         "orders-avro": AvroSerializer(src, json.dumps(ORDER_AVRO)),

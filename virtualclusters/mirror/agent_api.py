@@ -64,7 +64,7 @@ def migrations_report(cluster: VirtualCluster, body: schemas.MigrationReportRequ
                 for t in body.topics
             ],
             groups=body.groups,
-            schema_link=body.schema_link,
+            schema_link=msgspec.to_builtins(body.schema_link) if body.schema_link else None,
         )
     except services.LeaseLost as exc:
         raise _lost(exc) from None

@@ -3,6 +3,7 @@ API and the console show it."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db import models
@@ -36,6 +37,14 @@ def _partitions(row: MigrationTopic, floe: dict[int, tuple[int, int]]) -> list[d
     return answers
 
 
+def _when(text: Any) -> datetime | None:
+    """An ISO 8601 time an agent reported; None when it is none or not one."""
+    try:
+        return parse_datetime(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
 def schema_link_state(migration: Migration) -> dict[str, Any] | None:
     """The schema link's progress (None: the migration links no schemas): `state`
     (linking, cut_over, stopped), when cut over, and the linker's last report — subjects
@@ -54,7 +63,7 @@ def schema_link_state(migration: Migration) -> dict[str, Any] | None:
         "cut_over_at": migration.schemas_cut_over_at,
         "subjects_copied": int(report.get("subjects_copied") or 0),
         "versions_copied": int(report.get("versions_copied") or 0),
-        "last_sync": parse_datetime(str(report["last_sync"])) if report.get("last_sync") else None,
+        "last_sync": _when(report.get("last_sync")),
         "error": str(report.get("error") or ""),
         "subject_errors": dict(report.get("errors") or {}),
     }
