@@ -45,8 +45,19 @@ class SourceSecuritySerializer(StrictSerializer):
     )
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "pattern": f"^{services.REGISTRY_URL_PATTERN}$",
+        "maxLength": 1024,
+    }
+)
+class RegistryUrlField(serializers.CharField):
+    """http(s)://host[:port][/path]: no credentials, query or fragment in it."""
+
+
 class SchemaRegistrySourceSerializer(StrictSerializer):
-    url = serializers.CharField(
+    url = RegistryUrlField(
         max_length=1024, help_text="The source Schema Registry's base URL (Confluent's REST API)."
     )
     username = serializers.CharField(

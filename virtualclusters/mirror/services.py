@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.db import transaction
 from django.utils import timezone
@@ -40,6 +39,8 @@ from virtualclusters.models import VirtualCluster
 MIN_LEASE_S, MAX_LEASE_S = 10, 600
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# A source Schema Registry's URL: http(s), a host name or IPv4 address, a port, a path.
+REGISTRY_URL_PATTERN = r"https?://[A-Za-z0-9][A-Za-z0-9.-]*(?::[0-9]{1,5})?(?:/[^?#@\s]*)?"
 # Called (cluster, subjects the linker reported, the subjects regex) when a migration's
 # schema link ends, in its transaction: the schema registry app appends the function that
 # gives the linked subjects back to normal registration (`SchemaRegistryConfig.ready`).
@@ -69,24 +70,19 @@ def _regex(field: str, text: str) -> str:
 
 
 def _schema_registry(given: dict[str, Any] | None) -> tuple[str, str, str]:
-    """A source Schema Registry's (url, username, password): an http(s) URL without
-    credentials in it, basic auth given apart."""
+    """A source Schema Registry's (url, username, password): an http(s) URL of a host
+    name or IPv4 address without credentials, query or fragment in it (basic auth is
+    given apart; a password without a username is not sent)."""
     if not given:
         return "", "", ""
-    url = str(given.get("url") or "").strip().rstrip("/")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise MigrationInvalid("source_schema_registry", "url must be an http(s) URL")
-    if parts.username or parts.password or parts.query or parts.fragment:
+    url = str(given.get("url") or "").strip()
+    if not re.fullmatch(REGISTRY_URL_PATTERN, url):
         raise MigrationInvalid(
             "source_schema_registry",
-            "url must carry no credentials, query or fragment (give username and password)",
+            "url must be http(s)://host[:port][/path], without credentials, query or "
+            "fragment (give username and password apart)",
         )
-    username = str(given.get("username") or "")
-    password = str(given.get("password") or "")
-    if password and not username:
-        raise MigrationInvalid("source_schema_registry", "a password needs a username")
-    return url, username, password
+    return url.rstrip("/"), str(given.get("username") or ""), str(given.get("password") or "")
 
 
 @transaction.atomic
@@ -105,7 +101,8 @@ def migration_create(
     (`re.fullmatch`). The source password is sealed; the rest of `source_security` is
     kept as given ({protocol, sasl_mechanism, username, password, ca}). With
     `source_schema_registry` ({url, username, password}: the password sealed too) the
-    subjects matching `subjects` (every one when blank) are linked."""
+    subjects matching `subjects` (every one when blank) are linked; without it `subjects`
+    means nothing."""
     security = dict(source_security or {})
     password = str(security.pop("password", "") or "")
     protocol = str(security.get("protocol") or "PLAINTEXT").upper()
@@ -132,8 +129,6 @@ def migration_create(
                 "topics", f"topic {name!r} is mirrored by a running migration", conflict=True
             )
     registry_url, registry_user, registry_password = _schema_registry(source_schema_registry)
-    if subjects and not registry_url:
-        raise MigrationInvalid("subjects", "subjects need a source_schema_registry")
     return Migration.objects.create(
         cluster=cluster,
         source_bootstrap=source_bootstrap,
