@@ -24,6 +24,7 @@ soft-deleted schemas.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import re
@@ -59,7 +60,10 @@ class SourceRegistry:
 
     def __init__(self, url: str, username: str = "", password: str = "") -> None:
         self.url = url.rstrip("/")
-        self._auth = aiohttp.BasicAuth(username, password) if username else None
+        self._headers = {"Accept": "application/vnd.schemaregistry.v1+json"}
+        if username:  # HTTP basic auth (RFC 7617)
+            token = base64.b64encode(f"{username}:{password}".encode()).decode()
+            self._headers["Authorization"] = f"Basic {token}"
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -70,16 +74,14 @@ class SourceRegistry:
         """GET the path of `segments` (each quoted whole: a subject may hold a '/')."""
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                auth=self._auth, timeout=aiohttp.ClientTimeout(total=SOURCE_TIMEOUT_S)
+                headers=self._headers, timeout=aiohttp.ClientTimeout(total=SOURCE_TIMEOUT_S)
             )
         path = "/".join(quote(s, safe="") for s in segments)
         url = URL(f"{self.url}/{path}", encoded=True)
         if query:
             url = url.with_query(query)
         try:
-            async with self._session.get(
-                url, headers={"Accept": "application/vnd.schemaregistry.v1+json"}
-            ) as answer:
+            async with self._session.get(url) as answer:
                 body = await answer.read()
                 status = answer.status
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -149,6 +151,9 @@ class SchemaLinker:
                 except (SourceRegistryError, RestError) as exc:
                     self.error = str(exc)
                     log.warning("schema link: %s", exc)
+                except Exception as exc:  # an answer not as Confluent's API gives it
+                    self.error = f"{type(exc).__name__}: {exc}"
+                    log.exception("schema link: the look failed")
                 await asyncio.sleep(self.poll_s)
         finally:
             await self.source.close()
@@ -181,6 +186,9 @@ class SchemaLinker:
             except (SourceRegistryError, RestError) as exc:
                 self.errors[subject] = str(exc)
                 log.warning("schema link: subject %s: %s", subject, exc)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                self.errors[subject] = f"the source answered unexpectedly: {exc!r}"
+                log.warning("schema link: subject %s: %r", subject, exc)
         self.last_sync = datetime.now(UTC).isoformat()
 
     async def _source_versions(self, subject: str, *, deleted: bool) -> set[int]:
