@@ -267,8 +267,8 @@ class MigrationCopier:
                     topics=re.compile(leased["topics"]),
                     start_from_now=bool(leased.get("start_from_now")),
                     groups=re.compile(leased["groups"]) if leased.get("groups") else None,
-                    linker=self._linker(leased.get("schema_registry")),
                 )
+                migration.linker = self._linker(migration, leased.get("schema_registry"))
                 log.info(
                     "migration %s: leased, source %s", migration.id, migration.source["bootstrap"]
                 )
@@ -279,15 +279,22 @@ class MigrationCopier:
             for task in running.values():
                 task.cancel()
 
-    def _linker(self, schemas: dict[str, Any] | None) -> SchemaLinker | None:
+    def _linker(self, migration: _Migration, schemas: dict[str, Any] | None) -> SchemaLinker | None:
         """The migration's schema linker, when it names a source Schema Registry."""
         if not schemas or not schemas.get("url"):
             return None
+
+        async def link_subject(subject: str) -> bool:
+            answer = await self._call(migration, "migrations/link-subject", {"subject": subject})
+            return bool(answer.get("linked"))
+
         source = SourceRegistry(
             schemas["url"], schemas.get("username") or "", schemas.get("password") or ""
         )
         registry = SchemaRegistry(self.client, self.store, cluster_id=self.cluster_id)
-        linker = SchemaLinker(registry, source, subjects=schemas.get("subjects") or ".*")
+        linker = SchemaLinker(
+            registry, source, subjects=schemas.get("subjects") or ".*", link_subject=link_subject
+        )
         if schemas.get("error"):  # the sealed password cannot be opened
             linker.error, linker.active = str(schemas["error"]), False
         return linker

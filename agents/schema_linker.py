@@ -28,6 +28,7 @@ import base64
 import json
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -103,6 +104,10 @@ class SourceRegistry:
         return decoded
 
 
+class LinkEnded(Exception):
+    """The migration's schema link ended (cut over, or stopped): the linker stops."""
+
+
 class SchemaLinker:
     """`await linker.run_forever()`: keep the linked subjects in sync until `active` is
     cleared (the schemas were cut over) or the task is cancelled (the lease was lost)."""
@@ -113,9 +118,11 @@ class SchemaLinker:
         source: SourceRegistry,
         *,
         subjects: str,
+        link_subject: Callable[[str], Awaitable[bool]],
         poll_s: float = POLL_S,
     ) -> None:
         self.registry = registry
+        self._link_subject = link_subject
         self.source = source
         self.subjects = re.compile(subjects or ".*")
         self.poll_s = poll_s
@@ -151,6 +158,10 @@ class SchemaLinker:
                 except (SourceRegistryError, RestError) as exc:
                     self.error = str(exc)
                     log.warning("schema link: %s", exc)
+                except LinkEnded as exc:
+                    log.info("schema link: %s", exc)
+                    self.active = False
+                    return
                 except Exception as exc:  # an answer not as Confluent's API gives it
                     self.error = f"{type(exc).__name__}: {exc}"
                     log.exception("schema link: the look failed")
@@ -237,18 +248,17 @@ class SchemaLinker:
             known = self._floe[subject] = {
                 v["version"]: (v["id"], v["deleted"]) for v in answer["versions"]
             }
-            if answer.get("mode") == "IMPORT":
-                self._imported.add(subject)
-            else:  # (set to another mode on Floe meanwhile: put back)
+            if answer.get("mode") != "IMPORT":  # (changed on Floe meanwhile: linked again)
                 self._imported.discard(subject)
         return known
 
     async def _import_mode(self, subject: str) -> None:
-        """The subject in IMPORT mode: the link writes it, normal registrations do not."""
+        """The subject linked — in IMPORT mode: the link writes it, normal registrations
+        do not. Asked of the migration (`link_subject`), which refuses once the link ended:
+        then this linker stops."""
         if subject not in self._imported:
-            await self.registry.call(
-                "mode_set", {"subject": subject, "mode": "IMPORT", "force": True}
-            )
+            if not await self._link_subject(subject):
+                raise LinkEnded(f"the schemas were cut over; {subject} not linked")
             self._imported.add(subject)
 
     async def _version(self, subject: str, version: int, *, deleted: bool, depth: int) -> None:

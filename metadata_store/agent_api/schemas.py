@@ -310,6 +310,12 @@ class MigrationReportRequest(_Body, frozen=True):
     schema_link: SchemaLinkState | None = None
 
 
+class MigrationLinkSubjectRequest(_Body, frozen=True):
+    migration_id: RUN_ID
+    lease: TOKEN
+    subject: Annotated[str, Meta(min_length=1, max_length=255)]
+
+
 class MirrorTopicCreateRequest(_Body, frozen=True):
     migration_id: RUN_ID
     lease: TOKEN

@@ -47,11 +47,15 @@ def _report(agent: AgentApi, leased: dict, link: dict) -> dict:
     )
 
 
-def _import_mode(agent: AgentApi, *subjects: str) -> None:
-    """As the linker does it: the subjects in IMPORT mode."""
-    for subject in subjects:
-        answer = agent("registry/mode_set", {"subject": subject, "mode": "IMPORT", "force": True})
-        assert answer == {"mode": "IMPORT"}
+def _link(agent: AgentApi, leased: dict, *subjects: str) -> list[bool]:
+    """As the linker does it: each subject linked (listed, in IMPORT mode)."""
+    return [
+        agent(
+            "migrations/link-subject",
+            {"migration_id": leased["id"], "lease": leased["lease"], "subject": subject},
+        )["linked"]
+        for subject in subjects
+    ]
 
 
 def _modes(cluster) -> dict[str, str | None]:
@@ -152,10 +156,13 @@ def test_the_linkers_reports_show_in_the_migrations_state(api, alice):
 def test_cutting_the_schemas_over_gives_the_linked_subjects_back(api, alice):
     created = _create(api, alice)
     agent, leased = _leased(alice)
-    # Linked: two the linker reported (one outside the regex: a reference's subject) and
-    # one the regex names; one in IMPORT mode that the link never touched stays so.
-    _import_mode(agent, "orders-value", "money.proto", "orders-late", "imported-by-hand")
-    _report(agent, leased, REPORT)
+    # Linked: two the linker linked (one outside the regex: a reference's subject), one
+    # the regex names; one in IMPORT mode that the link never touched stays so.
+    assert _link(agent, leased, "orders-value", "money.proto") == [True, True]
+    assert _modes(alice["cluster"]) == {"orders-value": "IMPORT", "money.proto": "IMPORT"}
+    for subject in ("orders-late", "imported-by-hand"):
+        agent("registry/mode_set", {"subject": subject, "mode": "IMPORT", "force": True})
+    _report(agent, leased, {**REPORT, "subjects": ["orders-value"]})
     response = api(alice["admin"]).post(
         _url(alice["cluster"], created["id"], "cutover"), {"schemas": True}, format="json"
     )
@@ -170,7 +177,12 @@ def test_cutting_the_schemas_over_gives_the_linked_subjects_back(api, alice):
     }
     # The linker learns it from its next report and stops; a new lease names no registry.
     assert _report(agent, leased, REPORT)["schemas_linked"] is False
-    assert Migration.objects.get(public_id=created["id"]).schema_link == REPORT
+    assert _link(agent, leased, "orders-next") == [False]  # nothing linked after it
+    assert "orders-next" not in _modes(alice["cluster"])
+    assert Migration.objects.get(public_id=created["id"]).schema_link == {
+        **REPORT,
+        "subjects": ["money.proto", "orders-value"],  # linked, whoever reported them
+    }
     again = api(alice["admin"]).post(
         _url(alice["cluster"], created["id"], "cutover"), {"schemas": True}, format="json"
     )
@@ -182,8 +194,7 @@ def test_cutting_the_schemas_over_gives_the_linked_subjects_back(api, alice):
 def test_stopping_the_migration_ends_the_link_too(api, alice):
     created = _create(api, alice)
     agent, leased = _leased(alice)
-    _import_mode(agent, "orders-value")
-    _report(agent, leased, REPORT)
+    _link(agent, leased, "orders-value")
     response = api(alice["admin"]).delete(_url(alice["cluster"], created["id"]))
     assert response.status_code == 204
     assert _modes(alice["cluster"]) == {"orders-value": None}

@@ -106,3 +106,16 @@ def migrations_group_offsets(
     except services.LeaseLost as exc:
         raise _lost(exc) from None
     return {"error_code": int(code)}
+
+
+@endpoint(schemas.MigrationLinkSubjectRequest)
+def migrations_link_subject(
+    cluster: VirtualCluster, body: schemas.MigrationLinkSubjectRequest
+) -> dict:
+    try:
+        linked = services.link_subject(
+            cluster=cluster, migration_id=body.migration_id, token=body.lease, subject=body.subject
+        )
+    except services.LeaseLost as exc:
+        raise _lost(exc) from None
+    return {"linked": linked}

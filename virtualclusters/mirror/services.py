@@ -45,6 +45,9 @@ REGISTRY_URL_PATTERN = r"https?://[A-Za-z0-9][A-Za-z0-9.-]*(?::[0-9]{1,5})?(?:/[
 # schema link ends, in its transaction: the schema registry app appends the function that
 # gives the linked subjects back to normal registration (`SchemaRegistryConfig.ready`).
 SCHEMA_LINK_RELEASE: list[Callable[[VirtualCluster, list[str], str], None]] = []
+# Called (cluster, subject) when the linker links a subject: the schema registry app puts
+# it in IMPORT mode, in the transaction that holds the migration's row (`link_subject`).
+SCHEMA_LINK_IMPORT: list[Callable[[VirtualCluster, str], None]] = []
 
 
 class LeaseLost(Exception):
@@ -307,7 +310,11 @@ def migration_report(
     if groups:
         migration.groups = {**migration.groups, **groups}
     if schema_link and migration.schemas_linked:
-        migration.schema_link = schema_link
+        # (The subjects linked stay listed, whichever lease linked them.)
+        linked = set(migration.schema_link.get("subjects") or ()) | set(
+            schema_link.get("subjects") or ()
+        )
+        migration.schema_link = {**schema_link, "subjects": sorted(linked)}
     migration.save(
         update_fields=["lease_expires_at", "waiting_for", "reported_at", "groups", "schema_link"]
     )
@@ -427,3 +434,20 @@ def mirror_group_offsets(
     codes = {int(o.get("error_code", 0)) for o in answer["offsets"]}
     codes.discard(0)
     return ErrorCode(min(codes)) if codes else ErrorCode.NONE
+
+
+@transaction.atomic
+def link_subject(*, cluster: VirtualCluster, migration_id: str, token: str, subject: str) -> bool:
+    """The linker links `subject`: listed as linked and put in IMPORT mode while the
+    migration's row is locked — so a cutover of the schemas (or a stop), which locks it
+    too, releases it, and nothing is linked after it. False: the link ended."""
+    migration = _leased(cluster, migration_id, token)
+    if not migration.schemas_linked:
+        return False
+    linked = list(migration.schema_link.get("subjects") or ())
+    if subject not in linked:
+        migration.schema_link = {**migration.schema_link, "subjects": sorted([*linked, subject])}
+        migration.save(update_fields=["schema_link"])
+    for link in SCHEMA_LINK_IMPORT:
+        link(cluster, subject)
+    return True
