@@ -36,6 +36,8 @@ from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlPlaneRejected
 from agents.metrics import Counter
+from agents.schema_linker import SchemaLinker, SourceRegistry
+from agents.schema_registry.registry import SchemaRegistry
 from core.kafka.records import batch_crc_ok, decode_records, iter_batches, whole_batches_length
 from core.segment import SegmentBuilder
 from core.storage import ObjectStore
@@ -133,6 +135,7 @@ class _Migration:
     group_states: dict[str, dict[str, Any]] = field(default_factory=dict)
     metadata: Any = None  # the source's ClusterMetadata (aiokafka), refreshed on discovery
     by_id: dict[tuple[str, int], MirroredPartition] = field(default_factory=dict)
+    linker: SchemaLinker | None = None  # schema linking (agents/schema_linker.py)
 
     def leader(self, part: MirroredPartition) -> int | None:
         from aiokafka.structs import TopicPartition  # type: ignore[import-untyped]
@@ -267,6 +270,7 @@ class MigrationCopier:
                     start_from_now=bool(leased.get("start_from_now")),
                     groups=re.compile(leased["groups"]) if leased.get("groups") else None,
                 )
+                migration.linker = self._linker(migration, leased.get("schema_registry"))
                 log.info(
                     "migration %s: leased (epoch %s), source %s",
                     migration.id,
@@ -283,6 +287,26 @@ class MigrationCopier:
             for task in running.values():
                 task.cancel()
 
+    def _linker(self, migration: _Migration, schemas: dict[str, Any] | None) -> SchemaLinker | None:
+        """The migration's schema linker, when it names a source Schema Registry."""
+        if not schemas or not schemas.get("url"):
+            return None
+
+        async def link_subject(subject: str) -> bool:
+            answer = await self._call(migration, "migrations/link-subject", {"subject": subject})
+            return bool(answer.get("linked"))
+
+        source = SourceRegistry(
+            schemas["url"], schemas.get("username") or "", schemas.get("password") or ""
+        )
+        registry = SchemaRegistry(self.client, self.store, cluster_id=self.cluster_id)
+        linker = SchemaLinker(
+            registry, source, subjects=schemas.get("subjects") or ".*", link_subject=link_subject
+        )
+        if schemas.get("error"):  # the sealed password cannot be opened
+            linker.error, linker.active = str(schemas["error"]), False
+        return linker
+
     async def _mirror_logged(self, migration: _Migration) -> None:
         try:
             await self.mirror(migration)
@@ -295,14 +319,20 @@ class MigrationCopier:
         """Copy until the lease is lost (raises `LeaseLost`)."""
         reporting = asyncio.get_running_loop().create_task(self._report_loop(migration))
         copying = asyncio.get_running_loop().create_task(self._copy_loop(migration))
+        linking = (
+            asyncio.get_running_loop().create_task(migration.linker.run_forever())
+            if migration.linker is not None
+            else None
+        )
         try:
             done, _ = await asyncio.wait({reporting, copying}, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 task.result()
         finally:
-            for task in (reporting, copying):
+            tasks = [t for t in (reporting, copying, linking) if t is not None]
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(reporting, copying, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     # --- the control plane -----------------------------------------------------------
 
@@ -334,9 +364,13 @@ class MigrationCopier:
                     for n, p in topics.items()
                 ],
             }
+            if migration.linker is not None:
+                body["schema_link"] = migration.linker.state()
             try:
                 answer = await self._call(migration, "migrations/report", body)
                 migration.cut_over = set(answer.get("cut_over") or ())
+                if migration.linker is not None and not answer.get("schemas_linked", True):
+                    migration.linker.active = False  # the schemas were cut over
                 for key in [k for k in migration.partitions if k[0] in migration.cut_over]:
                     part = migration.partitions.pop(key)
                     migration.by_id.pop((part.topic_id, part.index), None)

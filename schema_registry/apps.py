@@ -25,3 +25,18 @@ class SchemaRegistryConfig(AppConfig):
             )
 
         SUBJECT_VERSIONS[:] = [_versions]
+
+        # A migration's schema link ends: the subjects it linked leave IMPORT mode.
+        # A migration's schema link links a subject (IMPORT mode), or ends: the subjects it
+        # linked leave IMPORT mode.
+        from schema_registry.services import link_release, mode_set
+        from virtualclusters.mirror.services import SCHEMA_LINK_IMPORT, SCHEMA_LINK_RELEASE
+
+        def _import(cluster, subject: str) -> None:
+            mode_set(cluster=cluster, subject=subject, mode="IMPORT", force=True)
+
+        def _release(cluster, subjects: list[str], subjects_regex: str) -> None:
+            link_release(cluster=cluster, subjects=subjects, subjects_regex=subjects_regex)
+
+        SCHEMA_LINK_IMPORT[:] = [_import]
+        SCHEMA_LINK_RELEASE[:] = [_release]

@@ -9,6 +9,7 @@ the console, an API key, "system" for an agent's REST client).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.db import models, transaction
@@ -371,3 +372,19 @@ def mode_set(*, cluster: VirtualCluster, subject: str | None, mode: str, force: 
 def mode_delete(*, cluster: VirtualCluster, subject: str | None) -> str:
     """Drop a subject's mode, or reset the global one to READWRITE."""
     return _setting_delete(cluster, subject, "mode")
+
+
+@transaction.atomic
+def link_release(*, cluster: VirtualCluster, subjects: list[str], subjects_regex: str) -> int:
+    """A migration's schema link ended (schema linking, issue 38): the subjects it linked —
+    those it reported, and any matching its regex — that are still in IMPORT mode follow
+    the global mode again, taking registrations as before. How many."""
+    registry = registry_locked(cluster)
+    named = set(subjects)
+    released = 0
+    for row in Subject.objects.filter(registry=registry, mode="IMPORT"):
+        if row.name in named or (subjects_regex and re.fullmatch(subjects_regex, row.name)):
+            row.mode = None
+            row.save(update_fields=["mode"])
+            released += 1
+    return released

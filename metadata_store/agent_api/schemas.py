@@ -290,6 +290,18 @@ class MigrationTopicState(_Body, frozen=True):
     error: Annotated[str, Meta(max_length=1000)] = ""
 
 
+class SchemaLinkState(_Body, frozen=True):
+    """The schema linker's progress (schema linking, issue 38), shown as reported; the
+    subjects it linked are given back to normal registration when the link ends."""
+
+    subjects: Annotated[list[SHORT], Meta(max_length=10_000)] = []
+    subjects_copied: COUNT = 0
+    versions_copied: COUNT = 0
+    last_sync: Annotated[str, Meta(max_length=64)] | None = None
+    error: Annotated[str, Meta(max_length=1000)] = ""
+    errors: Annotated[dict[SHORT, Annotated[str, Meta(max_length=1000)]], Meta(max_length=50)] = {}
+
+
 class MigrationReportRequest(_Body, frozen=True):
     migration_id: RUN_ID
     lease: TOKEN
@@ -299,6 +311,13 @@ class MigrationReportRequest(_Body, frozen=True):
     # Per group: {"state", "error", "partitions": [{topic, partition, source_offset,
     # copied_offset}]} (shown as reported).
     groups: Annotated[dict[str, Any], Meta(max_length=10_000)] = {}
+    schema_link: SchemaLinkState | None = None
+
+
+class MigrationLinkSubjectRequest(_Body, frozen=True):
+    migration_id: RUN_ID
+    lease: TOKEN
+    subject: Annotated[str, Meta(min_length=1, max_length=255)]
 
 
 class MirrorTopicCreateRequest(_Body, frozen=True):

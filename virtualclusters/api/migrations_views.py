@@ -45,6 +45,33 @@ class SourceSecuritySerializer(StrictSerializer):
     )
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "pattern": f"^{services.REGISTRY_URL_PATTERN}$",
+        "maxLength": 1024,
+    }
+)
+class RegistryUrlField(serializers.CharField):
+    """http(s)://host[:port][/path]: no credentials, query or fragment in it."""
+
+
+class SchemaRegistrySourceSerializer(StrictSerializer):
+    url = RegistryUrlField(
+        max_length=1024, help_text="The source Schema Registry's base URL (Confluent's REST API)."
+    )
+    username = serializers.CharField(
+        required=False, allow_blank=True, max_length=255, help_text="Basic auth, if any."
+    )
+    password = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=1024,
+        write_only=True,
+        help_text="Stored sealed; never shown again.",
+    )
+
+
 class MigrationCreateSerializer(StrictSerializer):
     source_bootstrap = serializers.CharField(
         max_length=1024, help_text="host:port[,host:port…] of the source Kafka."
@@ -58,6 +85,17 @@ class MigrationCreateSerializer(StrictSerializer):
         required=False,
         default=False,
         help_text="Copy from each source partition's end rather than its log start.",
+    )
+    source_schema_registry = SchemaRegistrySourceSerializer(
+        required=False,
+        help_text="Schema linking: the source's registry, whose subjects are imported "
+        "(same ids and versions) and kept in sync until the schemas are cut over.",
+    )
+    subjects = RegexField(
+        max_length=1000,
+        required=False,
+        allow_blank=True,
+        help_text="A regex of whole subject names to link (blank: every subject).",
     )
 
 
@@ -102,10 +140,29 @@ class MigrationSerializer(serializers.Serializer):
     lease_agent = serializers.CharField(help_text="The jobs-role agent running the copier.")
     waiting_for = serializers.CharField(help_text="What the copier waits for ('' copying).")
     reported_at = serializers.DateTimeField(allow_null=True)
+    source_schema_registry = SchemaRegistrySourceSerializer(
+        allow_null=True, help_text="Never the password."
+    )
+    subjects_regex = serializers.CharField()
+
+
+class SchemaLinkSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(choices=["linking", "cut_over", "stopped"])
+    cut_over_at = serializers.DateTimeField(allow_null=True)
+    subjects_copied = serializers.IntegerField()
+    versions_copied = serializers.IntegerField()
+    last_sync = serializers.DateTimeField(
+        allow_null=True, help_text="The linker's last complete look at the source registry."
+    )
+    error = serializers.CharField(allow_blank=True, help_text="Why the last look failed.")
+    subject_errors = serializers.DictField(
+        child=serializers.CharField(), help_text="Per subject: why it is not (all) copied."
+    )
 
 
 class MigrationDetailSerializer(MigrationSerializer):
     topics = MigrationTopicSerializer(many=True)
+    schemas = SchemaLinkSerializer(allow_null=True, help_text="The schema link's progress.")
     groups = serializers.JSONField(
         help_text="Per group: state, error and its partitions' source and copied offsets."
     )
@@ -113,8 +170,21 @@ class MigrationDetailSerializer(MigrationSerializer):
 
 class MigrationCutoverSerializer(StrictSerializer):
     topics = serializers.ListField(
-        child=serializers.CharField(max_length=249), min_length=1, max_length=10_000
+        child=serializers.CharField(max_length=249),
+        required=False,
+        default=list,
+        max_length=10_000,
     )
+    schemas = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="End the schema link: the linked subjects take registrations again.",
+    )
+
+    def validate(self, attrs):
+        if not attrs.get("topics") and not attrs.get("schemas"):
+            raise ValidationError({"topics": ["name topics to cut over, or schemas: true"]})
+        return attrs
 
 
 def _invalid(exc: services.MigrationInvalid) -> Exception:
@@ -154,6 +224,8 @@ class MigrationListView(ClusterScopedView):
                 topics=values["topics"],
                 groups=values.get("groups") or "",
                 start_from_now=values.get("start_from_now", False),
+                source_schema_registry=values.get("source_schema_registry"),
+                subjects=values.get("subjects") or "",
             )
         except services.MigrationInvalid as exc:
             raise _invalid(exc) from None
@@ -195,14 +267,19 @@ class MigrationCutoverView(_MigrationView):
     @extend_schema(
         request=MigrationCutoverSerializer,
         responses=MigrationDetailSerializer,
-        summary="Cut topics over: writable in Floe, continuing at their copied end offsets",
+        summary="Cut topics over: writable in Floe, continuing at their copied end offsets; "
+        "or the schemas: the linked subjects take registrations again",
     )
     def post(self, request, cluster_id: str, migration_id: str):
         migration = self.migration(cluster_id, migration_id)
         data = MigrationCutoverSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            services.migration_cutover(migration=migration, topics=data.validated_data["topics"])
+            services.migration_cutover(
+                migration=migration,
+                topics=data.validated_data["topics"],
+                schemas=data.validated_data["schemas"],
+            )
         except services.MigrationInvalid as exc:
             raise _invalid(exc) from None
         return Response(MigrationDetailSerializer(selectors.migration_detail(migration)).data)

@@ -30,6 +30,10 @@ def migrations_lease(cluster: VirtualCluster, body: schemas.MigrationLeaseReques
         source = services.migration_source(migration)
     except SealBroken as exc:
         source = {"bootstrap": migration.source_bootstrap, "security": {}, "error": str(exc)}
+    try:
+        registry = services.migration_schema_source(migration)
+    except SealBroken as exc:
+        registry = {"url": migration.schema_registry_url, "error": str(exc)}
     return {
         "migration": {
             "id": migration.public_id,
@@ -39,6 +43,7 @@ def migrations_lease(cluster: VirtualCluster, body: schemas.MigrationLeaseReques
             "topics": migration.topics_regex,
             "groups": migration.groups_regex,
             "start_from_now": migration.start_from_now,
+            "schema_registry": registry,
         }
     }
 
@@ -59,6 +64,7 @@ def migrations_report(cluster: VirtualCluster, body: schemas.MigrationReportRequ
                 for t in body.topics
             ],
             groups=body.groups,
+            schema_link=msgspec.to_builtins(body.schema_link) if body.schema_link else None,
         )
     except services.LeaseLost as exc:
         raise _lost(exc) from None
@@ -101,3 +107,16 @@ def migrations_group_offsets(
     except services.LeaseLost as exc:
         raise _lost(exc) from None
     return {"error_code": int(code), "used": used}
+
+
+@endpoint(schemas.MigrationLinkSubjectRequest)
+def migrations_link_subject(
+    cluster: VirtualCluster, body: schemas.MigrationLinkSubjectRequest
+) -> dict:
+    try:
+        linked = services.link_subject(
+            cluster=cluster, migration_id=body.migration_id, token=body.lease, subject=body.subject
+        )
+    except services.LeaseLost as exc:
+        raise _lost(exc) from None
+    return {"linked": linked}

@@ -9,4 +9,5 @@ urlpatterns = [
     path("migrations/report", m.migrations_report),
     path("migrations/topic", m.migrations_topic),
     path("migrations/group-offsets", m.migrations_group_offsets),
+    path("migrations/link-subject", m.migrations_link_subject),
 ]

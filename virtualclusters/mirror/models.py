@@ -55,6 +55,18 @@ class Migration(models.Model):
     # Per group: {"state": …, "error": …, "partitions": [{topic, partition,
     # source_offset, copied_offset}]}, as the copier reported it.
     groups = models.JSONField(default=dict, blank=True)
+    # Schema linking (issue 38): a source Schema Registry (Confluent's REST API) whose
+    # subjects matching `subjects_regex` the copier's agent imports into the cluster's
+    # registry and keeps in sync until the schemas are cut over (or the migration stops).
+    # The basic-auth password is sealed as the Kafka source's is.
+    schema_registry_url = models.CharField(max_length=1024, blank=True, default="")
+    schema_registry_username = models.CharField(max_length=255, blank=True, default="")
+    schema_registry_password_sealed = models.TextField(blank=True, default="")
+    subjects_regex = models.CharField(max_length=1000, blank=True, default="")
+    schemas_cut_over_at = models.DateTimeField(null=True, blank=True)
+    # As the linker last reported: {subjects, subjects_copied, versions_copied,
+    # last_sync, error, errors: {subject: error}}.
+    schema_link = models.JSONField(default=dict, blank=True)
 
     objects = MigrationQuerySet.as_manager()
     org_lookup = "cluster__organization"
@@ -65,6 +77,22 @@ class Migration(models.Model):
 
     def __str__(self) -> str:
         return f"migration {self.public_id} ({self.state})"
+
+    @property
+    def source_schema_registry(self) -> dict[str, str] | None:
+        """The source registry as shown: its URL and username, never the password."""
+        if not self.schema_registry_url:
+            return None
+        return {"url": self.schema_registry_url, "username": self.schema_registry_username}
+
+    @property
+    def schemas_linked(self) -> bool:
+        """Whether the linker keeps the source registry's subjects in sync now."""
+        return (
+            bool(self.schema_registry_url)
+            and self.state == self.State.RUNNING
+            and self.schemas_cut_over_at is None
+        )
 
 
 class MigrationTopic(models.Model):

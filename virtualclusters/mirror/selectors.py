@@ -3,9 +3,11 @@ API and the console show it."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db import models
+from django.utils.dateparse import parse_datetime
 
 from metadata_store.models import Partition
 from virtualclusters.mirror.models import Migration, MigrationTopic
@@ -35,6 +37,38 @@ def _partitions(row: MigrationTopic, floe: dict[int, tuple[int, int]]) -> list[d
     return answers
 
 
+def _when(text: Any) -> datetime | None:
+    """An ISO 8601 time an agent reported; None when it is none or not one."""
+    try:
+        return parse_datetime(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+def schema_link_state(migration: Migration) -> dict[str, Any] | None:
+    """The schema link's progress (None: the migration links no schemas): `state`
+    (linking, cut_over, stopped), when cut over, and the linker's last report — subjects
+    copied, versions copied, the last sync with the source, its error and each subject's."""
+    if not migration.schema_registry_url:
+        return None
+    report = migration.schema_link or {}
+    if migration.schemas_linked:
+        state = "linking"
+    elif migration.schemas_cut_over_at is not None:
+        state = "cut_over"
+    else:
+        state = "stopped"
+    return {
+        "state": state,
+        "cut_over_at": migration.schemas_cut_over_at,
+        "subjects_copied": int(report.get("subjects_copied") or 0),
+        "versions_copied": int(report.get("versions_copied") or 0),
+        "last_sync": _when(report.get("last_sync")),
+        "error": str(report.get("error") or ""),
+        "subject_errors": dict(report.get("errors") or {}),
+    }
+
+
 def migration_detail(migration: Migration) -> dict[str, Any]:
     """The migration's fields with `topics` (each with its partitions) and `groups`."""
     rows = list(MigrationTopic.objects.filter(migration=migration).order_by("name"))
@@ -59,8 +93,11 @@ def migration_detail(migration: Migration) -> dict[str, Any]:
             "waiting_for",
             "reported_at",
             "groups",
+            "source_schema_registry",
+            "subjects_regex",
         )
     }
+    detail["schemas"] = schema_link_state(migration)
     detail["topics"] = [
         {
             "name": r.name,

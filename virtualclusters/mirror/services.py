@@ -7,11 +7,18 @@ docs/ARCHITECTURE.md "Migration").
                                   │   answers the topics cut over and whether it stopped
     migration_cutover(topics) ────┤ each named topic writable, continuing at its end offset
     migration_stop ───────────────┘ stopped: every topic still mirrored becomes writable
+
+With a source Schema Registry (schema linking, issue 38) the copier's agent also imports
+the source's subjects into the cluster's registry in IMPORT mode (``agents/schema_linker.py``)
+until `migration_cutover(schemas=True)` or `migration_stop` releases them: the subjects
+it linked take registrations again (`SCHEMA_LINK_RELEASE`, filled by the schema registry
+app, which this app never imports).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +45,15 @@ from virtualclusters.models import VirtualCluster
 MIN_LEASE_S, MAX_LEASE_S = 10, 600
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# A source Schema Registry's URL: http(s), a host name or IPv4 address, a port, a path.
+REGISTRY_URL_PATTERN = r"https?://[A-Za-z0-9][A-Za-z0-9.-]*(?::[0-9]{1,5})?(?:/[^?#@\s]*)?"
+# Called (cluster, subjects the linker reported, the subjects regex) when a migration's
+# schema link ends, in its transaction: the schema registry app appends the function that
+# gives the linked subjects back to normal registration (`SchemaRegistryConfig.ready`).
+SCHEMA_LINK_RELEASE: list[Callable[[VirtualCluster, list[str], str], None]] = []
+# Called (cluster, subject) when the linker links a subject: the schema registry app puts
+# it in IMPORT mode, in the transaction that holds the migration's row (`link_subject`).
+SCHEMA_LINK_IMPORT: list[Callable[[VirtualCluster, str], None]] = []
 
 
 class MigrationInvalid(Exception):
@@ -58,6 +74,22 @@ def _regex(field: str, text: str) -> str:
     return text
 
 
+def _schema_registry(given: dict[str, Any] | None) -> tuple[str, str, str]:
+    """A source Schema Registry's (url, username, password): an http(s) URL of a host
+    name or IPv4 address without credentials, query or fragment in it (basic auth is
+    given apart; a password without a username is not sent)."""
+    if not given:
+        return "", "", ""
+    url = str(given.get("url") or "").strip()
+    if not re.fullmatch(REGISTRY_URL_PATTERN, url):
+        raise MigrationInvalid(
+            "source_schema_registry",
+            "url must be http(s)://host[:port][/path], without credentials, query or "
+            "fragment (give username and password apart)",
+        )
+    return url.rstrip("/"), str(given.get("username") or ""), str(given.get("password") or "")
+
+
 @transaction.atomic
 def migration_create(
     *,
@@ -67,10 +99,15 @@ def migration_create(
     groups: str = "",
     source_security: dict[str, Any] | None = None,
     start_from_now: bool = False,
+    source_schema_registry: dict[str, Any] | None = None,
+    subjects: str = "",
 ) -> Migration:
     """A running migration of the topics (and groups) matching the regexes, whole names
     (`re.fullmatch`). The source password is sealed; the rest of `source_security` is
-    kept as given ({protocol, sasl_mechanism, username, password, ca})."""
+    kept as given ({protocol, sasl_mechanism, username, password, ca}). With
+    `source_schema_registry` ({url, username, password}: the password sealed too) the
+    subjects matching `subjects` (every one when blank) are linked; without it `subjects`
+    means nothing."""
     security = dict(source_security or {})
     password = str(security.pop("password", "") or "")
     protocol = str(security.get("protocol") or "PLAINTEXT").upper()
@@ -96,6 +133,7 @@ def migration_create(
             raise MigrationInvalid(
                 "topics", f"topic {name!r} is mirrored by a running migration", conflict=True
             )
+    registry_url, registry_user, registry_password = _schema_registry(source_schema_registry)
     return Migration.objects.create(
         cluster=cluster,
         source_bootstrap=source_bootstrap,
@@ -104,6 +142,10 @@ def migration_create(
         topics_regex=_regex("topics", topics),
         groups_regex=_regex("groups", groups) if groups else "",
         start_from_now=start_from_now,
+        schema_registry_url=registry_url,
+        schema_registry_username=registry_user,
+        schema_registry_password_sealed=secret_seal(registry_password) if registry_password else "",
+        subjects_regex=_regex("subjects", subjects or ".*") if registry_url else "",
     )
 
 
@@ -125,11 +167,31 @@ def _release(migration: Migration, names: list[str] | None) -> list[str]:
     return done
 
 
+def _schemas_release(migration: Migration, *, cut_over: bool) -> None:
+    """End the schema link (a cutover of the schemas, or the migration's stop): the
+    subjects it linked take registrations again."""
+    if not migration.schemas_linked:
+        return
+    if cut_over:
+        migration.schemas_cut_over_at = timezone.now()
+        migration.save(update_fields=["schemas_cut_over_at"])
+    linked = [str(s) for s in migration.schema_link.get("subjects") or ()]
+    for release in SCHEMA_LINK_RELEASE:
+        release(migration.cluster, linked, migration.subjects_regex)
+
+
 @transaction.atomic
-def migration_cutover(*, migration: Migration, topics: list[str]) -> list[str]:
+def migration_cutover(
+    *, migration: Migration, topics: list[str], schemas: bool = False
+) -> list[str]:
     """End the migration for these topics: each becomes writable, the normal produce path
-    continuing at its copied end offset. Names not mirrored by it raise
-    `MigrationInvalid`; nothing changes then."""
+    continuing at its copied end offset; with `schemas`, end the schema link too (its
+    subjects take registrations again, nothing is synced any more). Names not mirrored by
+    it raise `MigrationInvalid`; nothing changes then."""
+    Migration.objects.select_for_update().filter(pk=migration.pk).first()
+    migration.refresh_from_db()
+    if schemas and not migration.schemas_linked:
+        raise MigrationInvalid("schemas", "the migration links no schemas (or not any more)")
     mirrored = set(
         MigrationTopic.objects.filter(
             migration=migration, state=MigrationTopic.State.MIRRORING, name__in=topics
@@ -138,6 +200,8 @@ def migration_cutover(*, migration: Migration, topics: list[str]) -> list[str]:
     unknown = sorted(set(topics) - mirrored)
     if unknown:
         raise MigrationInvalid("topics", f"not mirrored by this migration: {', '.join(unknown)}")
+    if schemas:
+        _schemas_release(migration, cut_over=True)
     return _release(migration, topics)
 
 
@@ -145,6 +209,8 @@ def migration_cutover(*, migration: Migration, topics: list[str]) -> list[str]:
 def migration_stop(*, migration: Migration) -> None:
     """Stop copying; every topic still mirrored becomes writable (as at a cutover)."""
     Migration.objects.select_for_update().filter(pk=migration.pk).first()
+    migration.refresh_from_db()
+    _schemas_release(migration, cut_over=False)
     _release(migration, None)
     migration.state = Migration.State.STOPPED
     migration.stopped_at = timezone.now()
@@ -205,6 +271,20 @@ def migration_source(migration: Migration) -> dict[str, Any]:
     return {"bootstrap": migration.source_bootstrap, "security": security}
 
 
+def migration_schema_source(migration: Migration) -> dict[str, Any] | None:
+    """The source Schema Registry as the linker needs it (password opened), while the
+    link holds; None without one."""
+    if not migration.schemas_linked:
+        return None
+    password = migration.schema_registry_password_sealed
+    return {
+        "url": migration.schema_registry_url,
+        "username": migration.schema_registry_username,
+        "password": secret_open(password) if password else "",
+        "subjects": migration.subjects_regex,
+    }
+
+
 def _leased(
     cluster: VirtualCluster, migration_id: str, token: str, *, renew_s: int | None = None
 ) -> Migration:
@@ -245,15 +325,22 @@ def migration_report(
     waiting_for: str,
     topics: list[TopicReport],
     groups: dict[str, Any],
+    schema_link: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The copier's state; renews its lease. Answers the topics it mirrors and those cut
-    over (it stops copying those)."""
+    over (it stops copying those), and whether the schema link still holds."""
     migration = _leased(cluster, migration_id, token, renew_s=lease_s)
     migration.waiting_for = waiting_for[:1000]
     migration.reported_at = timezone.now()
     if groups:
         migration.groups = {**migration.groups, **groups}
-    migration.save(update_fields=["waiting_for", "reported_at", "groups"])
+    if schema_link and migration.schemas_linked:
+        # (The subjects linked stay listed, whichever lease linked them.)
+        linked = set(migration.schema_link.get("subjects") or ()) | set(
+            schema_link.get("subjects") or ()
+        )
+        migration.schema_link = {**schema_link, "subjects": sorted(linked)}
+    migration.save(update_fields=["waiting_for", "reported_at", "groups", "schema_link"])
     rows = {t.name: t for t in MigrationTopic.objects.filter(migration=migration)}
     for report in topics:
         row = rows.get(report.name)
@@ -261,7 +348,7 @@ def migration_report(
             row.partitions = report.partitions
             row.error = report.error[:10_000]
             row.save(update_fields=["partitions", "error"])
-    return {
+    answer: dict[str, Any] = {
         "cut_over": sorted(n for n, r in rows.items() if r.state != MigrationTopic.State.MIRRORING),
         "mirroring": {
             n: str(r.topic_id)
@@ -269,6 +356,9 @@ def migration_report(
             if r.state == MigrationTopic.State.MIRRORING and r.topic_id is not None
         },
     }
+    if migration.schema_registry_url:
+        answer["schemas_linked"] = migration.schemas_linked
+    return answer
 
 
 # What a Kafka source does with a topic that reports no value for these (Tansu reports
@@ -406,3 +496,20 @@ def mirror_group_offsets(
     codes = {int(o.get("error_code", 0)) for o in answer["offsets"]}
     codes.discard(0)
     return (ErrorCode(min(codes)) if codes else ErrorCode.NONE), answer["used"]
+
+
+@transaction.atomic
+def link_subject(*, cluster: VirtualCluster, migration_id: str, token: str, subject: str) -> bool:
+    """The linker links `subject`: listed as linked and put in IMPORT mode while the
+    migration's row is locked — so a cutover of the schemas (or a stop), which locks it
+    too, releases it, and nothing is linked after it. False: the link ended."""
+    migration = _leased(cluster, migration_id, token)
+    if not migration.schemas_linked:
+        return False
+    linked = list(migration.schema_link.get("subjects") or ())
+    if subject not in linked:
+        migration.schema_link = {**migration.schema_link, "subjects": sorted([*linked, subject])}
+        migration.save(update_fields=["schema_link"])
+    for link in SCHEMA_LINK_IMPORT:
+        link(cluster, subject)
+    return True
