@@ -25,6 +25,7 @@ from metadata_store.group_offsets import group_offsets_commit
 from metadata_store.mirroring import topic_mirroring_set
 from metadata_store.models import GroupLease, Partition, Topic
 from metadata_store.topics import TopicError, topic_create, topic_partitions_create
+from team.audit import event_record
 from tenancy.sealed import secret_open, secret_seal
 from virtualclusters.mirror.models import Migration, MigrationTopic
 from virtualclusters.models import VirtualCluster
@@ -94,7 +95,7 @@ def migration_create(
             raise MigrationInvalid(
                 "topics", f"topic {name!r} is mirrored by a running migration", conflict=True
             )
-    return Migration.objects.create(
+    migration = Migration.objects.create(
         cluster=cluster,
         source_bootstrap=source_bootstrap,
         source_security=security,
@@ -102,6 +103,20 @@ def migration_create(
         topics_regex=_regex("topics", topics),
         groups_regex=_regex("groups", groups) if groups else "",
         start_from_now=start_from_now,
+    )
+    _audited(migration, "created", f"{migration.topics_regex} from {source_bootstrap}")
+    return migration
+
+
+def _audited(migration: Migration, action: str, what: str) -> None:
+    """The audit log's line for a user's action on `migration` (created, cut over,
+    stopped): the copier's frequent saves are no user's, so no model signal records them."""
+    event_record(
+        organization_id=migration.cluster.organization_id,
+        action=action,
+        target_type="migration",
+        target_id=migration.public_id,
+        target_name=what,
     )
 
 
@@ -136,18 +151,24 @@ def migration_cutover(*, migration: Migration, topics: list[str]) -> list[str]:
     unknown = sorted(set(topics) - mirrored)
     if unknown:
         raise MigrationInvalid("topics", f"not mirrored by this migration: {', '.join(unknown)}")
-    return _release(migration, topics)
+    done = _release(migration, topics)
+    _audited(migration, "cut over", ", ".join(sorted(done)))
+    return done
 
 
 @transaction.atomic
 def migration_stop(*, migration: Migration) -> None:
-    """Stop copying; every topic still mirrored becomes writable (as at a cutover)."""
-    Migration.objects.select_for_update().filter(pk=migration.pk).first()
-    _release(migration, None)
+    """Stop copying; every topic still mirrored becomes writable (as at a cutover).
+    Stopping a stopped migration changes nothing."""
+    locked = Migration.objects.select_for_update().filter(pk=migration.pk).first()
+    if locked is None or locked.state == Migration.State.STOPPED:
+        return
+    released = _release(migration, None)
     migration.state = Migration.State.STOPPED
     migration.stopped_at = timezone.now()
     migration.lease_token = ""
     migration.save(update_fields=["state", "stopped_at", "lease_token"])
+    _audited(migration, "stopped", ", ".join(sorted(released)) or migration.topics_regex)
 
 
 # --- the copier's calls (agent API) --------------------------------------------------
