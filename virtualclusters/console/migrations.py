@@ -130,7 +130,7 @@ class MigrationForm(forms.Form):
             return
         keys = [name for name in self.fields if name.startswith(exc.field + "__")]
         named = [name for name in keys if exc.message.startswith(name.partition("__")[2])]
-        self.add_error((named or keys or [None])[0], exc.message)
+        self.add_error(next(iter(named + keys), None), exc.message)
 
 
 def _migration_or_404(cluster: VirtualCluster, migration_id: str) -> Migration:

@@ -148,7 +148,10 @@ def test_the_page_shows_partitions_groups_and_what_the_copier_waits_for(client, 
     cells = [c.split(">", 1)[1].split("<")[0] for c in row.split("<td")[1:]]
     assert cells[:8] == ["orders", "0", "0", "1500", "0", "1200", "300", "4.0\xa0KB"]
     row = page[page.index('data-partition="payments-1"') :].split("</tr>")[0]
-    assert ">700<" in row and "NOT_LEADER_OR_FOLLOWER from broker 2" in row
+    assert ">700<" in row
+    error = page[page.index('data-partition-error="payments-1"') :].split("</tr>")[0]
+    assert "payments/1: NOT_LEADER_OR_FOLLOWER from broker 2" in error
+    assert 'data-partition-error="orders-0"' not in page
     topic = page[page.index('data-topic="orders"') :].split("</tr>")[0]
     # Copied of the source's records: 1,500 + 600, 1,200 of them held (partition 1 none).
     assert 'max="2100" value="1200"' in topic and ">1,000<" in topic
