@@ -255,3 +255,30 @@ def test_another_organizations_migration_is_a_404(client, alice, bob):
     assert client.post(bobs["stop"]).status_code == 404
     assert Migration.objects.get().state == "running"
     assert Topic.objects.get(name="orders").mirrored_by == migration.public_id
+
+
+def test_the_rest_apis_actions_are_audited_with_its_key(api, alice):
+    admin = api(alice["admin"])
+    url = f"/api/v1/clusters/{alice['cluster'].public_id}/migrations/"
+    made = admin.post(url, {"source_bootstrap": "127.0.0.1:9092", "topics": "orders"})
+    assert made.status_code == 201, made.content
+    migration = Migration.objects.get(public_id=made.json()["id"])
+    orders = topic_create(cluster=alice["cluster"], name="orders", num_partitions=1)
+    MigrationTopic.objects.create(migration=migration, name="orders", topic=orders)
+    topic_mirroring_set(topic=orders, migration_id=migration.public_id)
+    assert (
+        admin.post(f"{url}{migration.public_id}/cutover/", {"topics": ["orders"]}).status_code
+        == 200
+    )
+    assert admin.delete(f"{url}{migration.public_id}/").status_code == 204
+    assert admin.delete(f"{url}{migration.public_id}/").status_code == 204  # no second line
+    events = [
+        (e.action, e.target_name, e.actor_label.startswith("API key "))
+        for e in AuditEvent.objects.for_org(alice["org"]).filter(target_type="migration")
+        .order_by("id")
+    ]  # fmt: skip
+    assert events == [
+        ("created", "orders from 127.0.0.1:9092", True),
+        ("cut over", "orders", True),
+        ("stopped", "orders", True),
+    ]
