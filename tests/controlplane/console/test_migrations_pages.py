@@ -7,6 +7,7 @@ cannot act; another organization's migration is a 404."""
 from __future__ import annotations
 
 import pytest
+from django.template.loader import render_to_string
 
 from metadata_store.mirroring import MirroredBatch, mirrored_file_commit, topic_mirroring_set
 from metadata_store.models import Topic
@@ -16,6 +17,7 @@ from team.models import AuditEvent
 from tenancy.models import Membership
 from tests import factories
 from virtualclusters.mirror.models import Migration, MigrationTopic
+from virtualclusters.mirror.selectors import migration_shown
 from virtualclusters.mirror.services import migration_create
 
 pytestmark = pytest.mark.django_db
@@ -282,3 +284,42 @@ def test_the_rest_apis_actions_are_audited_with_its_key(api, alice):
         ("cut over", "orders", True),
         ("stopped", "orders", True),
     ]
+
+
+def test_the_page_shows_copied_configs_and_schema_linking_when_the_state_has_them(
+    client, rf, alice
+):
+    """What other parts of issue 38 add to a migration's state (each topic's copied
+    configs and when retention applies; the schema link's progress) shows when present."""
+    migration = _mirrored(alice["cluster"])
+    client.force_login(alice["user"])
+    assert (
+        'id="migration-schemas"'
+        not in client.get(_urls(alice["cluster"], migration)["page"]).content.decode()
+    )
+    shown = migration_shown(migration)
+    orders = shown["topics"][0]
+    orders["retention_applies"] = "after cutover"
+    orders["configs"] = {
+        "retention.ms": {"value": "604800000", "origin": "kafka_default"},
+        "cleanup.policy": {"value": "compact", "origin": "topic"},
+        "max.message.bytes": {"value": "99999999999", "origin": "topic", "error": "too big"},
+    }
+    shown["subjects_regex"] = "orders-.*"
+    shown["source_schema_registry"] = {"url": "http://registry.internal:8081"}
+    shown["schemas"] = {
+        "state": "linking", "subjects_copied": 20, "versions_copied": 31,
+        "last_sync": "2026-11-28T22:00:00Z", "error": "", "subject_errors": {"bad": "no text"},
+    }  # fmt: skip
+    request = rf.get("/")
+    request.user = alice["user"]
+    context = {"cluster": alice["cluster"], "migration": shown, "may_act": True}
+    page = render_to_string("virtualclusters/migration.html", context, request=request)
+    topic = page[page.index('data-topic="orders"') :].split("</tr>")[0]
+    assert "retention applies after cutover" in topic and "3 configs copied" in topic
+    assert '<code>retention.ms=604800000</code> <span class="muted">Kafka\'s default' in topic
+    assert "<code>cleanup.policy=compact</code>" in topic and "too big" in topic
+    schemas = page[page.index('id="migration-schemas"') :].split("</section>")[0]
+    for text in ("orders-.*", "http://registry.internal:8081", "<dd>20</dd>", "<dd>31</dd>",
+                 "linking", "no text"):  # fmt: skip
+        assert text in schemas, text
