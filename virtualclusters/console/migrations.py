@@ -238,6 +238,9 @@ def migration_stop(request, cluster_id: str, migration_id: str):
     """GET: what stopping does, and a button; POST: stop the migration."""
     cluster = cluster_or_404(request, cluster_id)
     migration = _migration_or_404(cluster, migration_id)
+    if migration.state == Migration.State.STOPPED:
+        messages.info(request, f"Migration {migration.public_id} is stopped already.")
+        return redirect("migration-detail", cluster_id=cluster.public_id, migration_id=migration_id)
     if request.method == "POST":
         services.migration_stop(migration=migration)
         messages.success(request, f"Migration {migration.public_id} stopped.")

@@ -22,6 +22,10 @@ from virtualclusters.mirror.services import migration_create
 
 pytestmark = pytest.mark.django_db
 
+# The watch page (reloaded every 3 s): the session, the person and their organization,
+# the cluster, the migration, its topics, their partitions.
+QUERIES = 10
+
 FORM = {
     "source_bootstrap": "kafka-1.internal:9092",
     "source_security__protocol": "SASL_SSL",
@@ -198,6 +202,8 @@ def test_a_cutover_and_a_stop_each_confirm_first_and_are_audited(client, alice):
     page = client.get(urls["page"]).content.decode()
     assert "data-refresh" not in page and "Stop migration" not in page
     assert client.post(urls["stop"]).status_code == 302  # stopping again changes nothing
+    again = client.get(urls["stop"], follow=True).content.decode()
+    assert "is stopped already" in again and "cannot be undone" not in again
 
     events = [
         (e.action, e.target_type, e.target_id, e.target_name, e.actor_label)
@@ -323,3 +329,18 @@ def test_the_page_shows_copied_configs_and_schema_linking_when_the_state_has_the
     for text in ("orders-.*", "http://registry.internal:8081", "<dd>20</dd>", "<dd>31</dd>",
                  "linking", "no text"):  # fmt: skip
         assert text in schemas, text
+
+
+def test_the_page_reloaded_every_few_seconds_costs_the_same_few_queries_at_any_size(
+    client, alice, django_assert_max_num_queries
+):
+    migration = _mirrored(alice["cluster"], topics=("orders",))
+    client.force_login(alice["user"])
+    url = _urls(alice["cluster"], migration)["page"]
+    with django_assert_max_num_queries(QUERIES):
+        assert client.get(url).status_code == 200
+    for n in range(12):  # many more topics, partitions and groups: no more queries
+        topic = topic_create(cluster=alice["cluster"], name=f"t{n}", num_partitions=4)
+        MigrationTopic.objects.create(migration=migration, name=f"t{n}", topic=topic)
+    with django_assert_max_num_queries(QUERIES):
+        assert client.get(url).status_code == 200
