@@ -121,8 +121,9 @@ def test_a_person_creates_watches_and_cuts_over_a_migration_from_tansu(
 
     # Cut over one topic: the box, then the page that says what happens.
     page.get_by_label("Cut over orders").check()
-    page.wait_for_timeout(3500)  # a reload of the state meanwhile keeps the box checked
-    expect(page.get_by_label("Cut over orders")).to_be_checked()
+    before = page.locator("#migration-live").element_handle()
+    page.wait_for_function("e => !e.isConnected", arg=before, timeout=10_000)  # swapped
+    expect(page.get_by_label("Cut over orders")).to_be_checked()  # the box kept
     page.get_by_role("button", name="Cut over selected…").click()
     confirm = page.locator("#confirm")
     expect(confirm).to_contain_text("Cut over 1 topic?")
@@ -135,6 +136,7 @@ def test_a_person_creates_watches_and_cuts_over_a_migration_from_tansu(
     expect(page.locator(".alert-success")).to_contain_text("Cut over: orders")
     expect(page.locator('tr[data-topic="orders"]')).to_contain_text("Cut over")
     expect(page.locator('tr[data-topic="payments"]')).to_contain_text("Mirroring")
+    shots_wide_and_narrow(page, screenshots, "migration-cut-over")
     assert Topic.objects.get(cluster=cluster, name="orders").mirrored_by == ""
     assert Topic.objects.get(cluster=cluster, name="payments").mirrored_by == migration.public_id
 
