@@ -148,6 +148,12 @@ def test_a_person_creates_watches_and_cuts_over_a_migration_from_tansu(
     page.get_by_role("button", name="Stop migration").click()
     expect(page.locator("#migration-state")).to_contain_text("Stopped")
     assert Migration.objects.get().state == "stopped"
+    page.get_by_role("link", name="Migrations").last.click()
+    listed = page.locator("#migrations tbody tr")
+    expect(listed).to_have_count(1)
+    expect(listed).to_contain_text(migration.public_id)
+    expect(listed).to_contain_text("Stopped")
+    shots_wide_and_narrow(page, screenshots, "migration-list")
 
     page.goto("/audit?target_type=migration")
     expect(page.locator('tr[data-event^="migration-"]')).to_have_count(3)
