@@ -1,9 +1,10 @@
 """The audit log: who created, changed or deleted clusters, keys, ACLs, SASL users, team
-members and schema-registry subjects, recorded in one place.
+members, schema-registry subjects and migrations, recorded in one place.
 
 Model signals record every save and delete of the audited models, so no write path can
 forget it (a write that is no model's save or delete — a subject's soft delete marks
-its versions — calls `event_record` itself); the actor is whoever the current request is for, set once per request: the
+its versions — or a model saved often by machines — a migration, by its copier's reports
+— calls `event_record` itself); the actor is whoever the current request is for, set once per request: the
 console's signed-in user (`AuditActorMiddleware`), an API key (the REST API's
 authentication), else "system" (Celery, agents' Kafka admin calls).
 """
@@ -22,7 +23,8 @@ _actor: contextvars.ContextVar[tuple[object | None, str]] = contextvars.ContextV
 )
 
 
-ACTIONS = ("created", "changed", "revoked", "deleted")
+# (A migration is also "cut over" and "stopped": `virtualclusters.mirror.services`.)
+ACTIONS = ("created", "changed", "revoked", "deleted", "cut over", "stopped")
 TARGET_TYPES = (
     "cluster",
     "agent_key",
@@ -32,6 +34,7 @@ TARGET_TYPES = (
     "member",
     "invitation",
     "schema_subject",
+    "migration",
 )
 
 

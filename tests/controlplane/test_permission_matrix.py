@@ -152,6 +152,14 @@ MATRIX = {
     ("GET", "cluster-security"): (MEMBER, 200, 404),
     ("POST", "cluster-security"): (ADMIN, 200, 404),
     ("GET", "cluster-throughput"): (MEMBER, 200, 404),
+    ("GET", "cluster-migrations"): (MEMBER, 200, 404),
+    ("GET", "migration-new"): (MEMBER, 200, 404),
+    ("POST", "migration-new"): (ADMIN, 302, 404),
+    ("GET", "migration-detail"): (MEMBER, 200, 404),
+    ("GET", "migration-cutover"): (MEMBER, 200, 404),  # the page that asks first
+    ("POST", "migration-cutover"): (ADMIN, 302, 404),
+    ("GET", "migration-stop"): (MEMBER, 200, 404),  # the page that asks first
+    ("POST", "migration-stop"): (ADMIN, 302, 404),
     ("POST", "console-api-key-create"): (ADMIN, 302, 404),
     ("POST", "console-api-key-revoke"): (ADMIN, 302, 404),
     ("GET", "console-api-keys"): (MEMBER, 200, 200),
@@ -316,6 +324,13 @@ BODIES = {
     ("POST", "schema-subject-delete"): {"confirm_name": "orders-value"},
     ("POST", "schema-version-delete"): {"version": "1", "confirm_name": "orders-value"},
     ("POST", "agent-key-create"): {"name": "made"},
+    ("POST", "migration-new"): {
+        "source_bootstrap": "127.0.0.1:9092",
+        "source_security__protocol": "PLAINTEXT",
+        "topics": "made-.*",
+    },
+    ("GET", "migration-cutover"): {"topics": ["moved"]},
+    ("POST", "migration-cutover"): {"topics": ["moved"]},
     ("POST", "team"): {"email": "made@example.com", "role": "member"},
     ("POST", "team-member"): {"action": "role", "role": "admin"},
     ("POST", "sasl-credential-create"): {"username": "made"},

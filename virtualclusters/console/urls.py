@@ -50,4 +50,5 @@ urlpatterns = [
         name="agent-key-revoke",
     ),
     path("", include("virtualclusters.console.security")),  # SASL users and ACLs
+    path("", include("virtualclusters.console.migrations")),  # from another Kafka
 ]

@@ -117,19 +117,42 @@ def migration_detail(migration: Migration) -> dict[str, Any]:
     return detail
 
 
+def migration_shown(migration: Migration) -> dict[str, Any]:
+    """`migration_detail` with each topic's totals, as the console shows it:
+    `records_behind` (None while a partition's source end is unknown), `bytes_copied`,
+    `errors`, and for its progress bar `source_records` (the source's log start to end)
+    and `copied_records` (of those, the ones the mirror holds); and the migration's
+    `mirroring` (how many topics it still mirrors) and their `records_behind`."""
+    detail = migration_detail(migration)
+    for topic in detail["topics"]:
+        partitions = topic["partitions"]
+        behind = [p["records_behind"] for p in partitions]
+        topic["records_behind"] = None if None in behind else sum(behind)
+        topic["bytes_copied"] = sum(p["bytes_copied"] for p in partitions)
+        topic["errors"] = [p["error"] for p in partitions if p["error"]]
+        known = [p for p in partitions if p["source_end_offset"] >= 0]
+        topic["source_records"] = sum(
+            max(0, p["source_end_offset"] - max(p["source_log_start"], 0)) for p in known
+        )
+        topic["copied_records"] = sum(
+            max(
+                0,
+                min(p["destination_end_offset"], p["source_end_offset"])
+                - max(p["source_log_start"], 0),
+            )
+            for p in known
+        )
+    mirroring = [t for t in detail["topics"] if t["state"] == MigrationTopic.State.MIRRORING]
+    behind_total = [t["records_behind"] for t in mirroring]
+    detail["mirroring"] = len(mirroring)
+    detail["records_behind"] = None if None in behind_total else sum(behind_total)
+    return detail
+
+
 def migrations_shown(cluster: Any, *, limit: int = 5) -> list[dict[str, Any]]:
-    """The cluster page's migrations: running ones first, then the latest stopped, each
-    with its topics (and their totals of records behind and bytes copied)."""
+    """The cluster's migrations as `migration_shown` shows each: running ones first, then
+    the latest stopped."""
     rows = Migration.objects.filter(cluster=cluster).order_by(
         models.Case(models.When(state=Migration.State.RUNNING, then=0), default=1), "-id"
     )[:limit]
-    shown = []
-    for migration in rows:
-        detail = migration_detail(migration)
-        for topic in detail["topics"]:
-            behind = [p["records_behind"] for p in topic["partitions"]]
-            topic["records_behind"] = None if None in behind else sum(behind)
-            topic["bytes_copied"] = sum(p["bytes_copied"] for p in topic["partitions"])
-            topic["errors"] = [p["error"] for p in topic["partitions"] if p["error"]]
-        shown.append(detail)
-    return shown
+    return [migration_shown(migration) for migration in rows]

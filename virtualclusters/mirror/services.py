@@ -38,6 +38,7 @@ from metadata_store.topics import (
     topic_create,
     topic_partitions_create,
 )
+from team.audit import event_record
 from tenancy.sealed import secret_open, secret_seal
 from virtualclusters.mirror.models import Migration, MigrationTopic
 from virtualclusters.models import VirtualCluster
@@ -134,7 +135,7 @@ def migration_create(
                 "topics", f"topic {name!r} is mirrored by a running migration", conflict=True
             )
     registry_url, registry_user, registry_password = _schema_registry(source_schema_registry)
-    return Migration.objects.create(
+    migration = Migration.objects.create(
         cluster=cluster,
         source_bootstrap=source_bootstrap,
         source_security=security,
@@ -146,6 +147,20 @@ def migration_create(
         schema_registry_username=registry_user,
         schema_registry_password_sealed=secret_seal(registry_password) if registry_password else "",
         subjects_regex=_regex("subjects", subjects or ".*") if registry_url else "",
+    )
+    _audited(migration, "created", f"{migration.topics_regex} from {source_bootstrap}")
+    return migration
+
+
+def _audited(migration: Migration, action: str, what: str) -> None:
+    """The audit log's line for a user's action on `migration` (created, cut over,
+    stopped): the copier's frequent saves are no user's, so no model signal records them."""
+    event_record(
+        organization_id=migration.cluster.organization_id,
+        action=action,
+        target_type="migration",
+        target_id=migration.public_id,
+        target_name=what,
     )
 
 
@@ -202,22 +217,28 @@ def migration_cutover(
         raise MigrationInvalid("topics", f"not mirrored by this migration: {', '.join(unknown)}")
     if schemas:
         _schemas_release(migration, cut_over=True)
-    return _release(migration, topics)
+    done = _release(migration, topics)
+    _audited(migration, "cut over", ", ".join(sorted(done)))
+    return done
 
 
 @transaction.atomic
 def migration_stop(*, migration: Migration) -> None:
-    """Stop copying; every topic still mirrored becomes writable (as at a cutover)."""
-    Migration.objects.select_for_update().filter(pk=migration.pk).first()
+    """Stop copying; every topic still mirrored becomes writable (as at a cutover).
+    Stopping a stopped migration changes nothing."""
+    locked = Migration.objects.select_for_update().filter(pk=migration.pk).first()
+    if locked is None or locked.state == Migration.State.STOPPED:
+        return
     migration.refresh_from_db()
     _schemas_release(migration, cut_over=False)
-    _release(migration, None)
+    released = _release(migration, None)
     migration.state = Migration.State.STOPPED
     migration.stopped_at = timezone.now()
     migration.save(update_fields=["state", "stopped_at"])
     leases.lease_end(
         cluster_id=migration.cluster_id, subject=leases.migration_subject(migration.public_id)
     )
+    _audited(migration, "stopped", ", ".join(sorted(released)) or migration.topics_regex)
 
 
 # --- the copier's calls (agent API) --------------------------------------------------

@@ -61,6 +61,17 @@ def _fits_the_screen(page) -> None:
             assert box and 0 <= box["x"] and box["x"] + box["width"] <= page.viewport_size["width"]
 
 
+def shots_wide_and_narrow(page, screenshots, name: str) -> None:
+    """The whole page at 1366 and 375 px, each checked to fit the screen, saved as
+    `<name>-<width>.png`; the viewport back to the fixture's 1280 px after."""
+    for width in (1366, 375):
+        page.set_viewport_size({"width": width, "height": 900})
+        _fits_the_screen(page)
+        page.evaluate("window.scrollTo(0, 0)")  # the sticky bar stays at the top
+        page.screenshot(path=screenshots / f"{name}-{width}.png", full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+
 def test_the_main_pages_fit_a_phone_and_a_laptop(page, live_server, screenshots, settings):
     # The page loop takes 15–30 s on a loaded machine, past the 15 s an agent's heartbeat
     # counts as live: the one heartbeat below must still count when the cluster page is

@@ -13,7 +13,7 @@ from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegis
 from playwright.sync_api import expect
 
 from tests.agents.conftest import agent, bucket_url  # noqa: F401 - fixtures
-from tests.controlplane.browser.test_console_pages import _fits_the_screen
+from tests.controlplane.browser.test_console_pages import shots_wide_and_narrow
 from tests.controlplane.browser.test_team_page import log_in
 from tests.factories import make_cluster, make_org
 
@@ -27,15 +27,6 @@ MONEY = {"type": "record", "name": "Money", "namespace": "shop",
          "fields": [{"name": "cents", "type": "long"}]}  # fmt: skip
 INVOICE = {"type": "record", "name": "Invoice", "namespace": "shop",
            "fields": [{"name": "total", "type": "shop.Money"}]}  # fmt: skip
-
-
-def _shots(page, screenshots, name: str) -> None:
-    for width in (1366, 375):
-        page.set_viewport_size({"width": width, "height": 900})
-        _fits_the_screen(page)
-        page.evaluate("window.scrollTo(0, 0)")  # the sticky bar stays at the top
-        page.screenshot(path=screenshots / f"schemas-{name}-{width}.png", full_page=True)
-    page.set_viewport_size({"width": 1280, "height": 800})
 
 
 def test_the_schemas_page_reads_texts_through_an_agent_and_deletes_with_the_name_typed(
@@ -62,7 +53,7 @@ def test_the_schemas_page_reads_texts_through_an_agent_and_deletes_with_the_name
     rows = page.locator("tr[data-subject]")
     expect(rows).to_have_count(3)
     expect(page.locator('tr[data-subject="orders-value"]')).to_contain_text(str(second))
-    _shots(page, screenshots, "subjects")
+    shots_wide_and_narrow(page, screenshots, "schemas-subjects")
 
     page.get_by_role("link", name="orders-value").click()
     expect(page.locator("tr[data-version]")).to_have_count(2)
@@ -71,7 +62,7 @@ def test_the_schemas_page_reads_texts_through_an_agent_and_deletes_with_the_name
     page.locator('[data-diff="1-2"]').click()
     expect(page.locator("#schema-diff .diff-add")).to_contain_text(['+      "name": "note",'])
     expect(page.locator("#schema-diff .diff-del")).to_have_count(0)
-    _shots(page, screenshots, "diff")
+    shots_wide_and_narrow(page, screenshots, "schemas-diff")
 
     page.goto(f"/clusters/{cluster.public_id}/schemas/money/")
     expect(page.locator("#referenced-by")).to_have_text(f"schema id {invoice}")
@@ -91,7 +82,7 @@ def test_the_schemas_page_reads_texts_through_an_agent_and_deletes_with_the_name
     page.goto(f"/clusters/{cluster.public_id}/schemas/orders-value/")
     page.locator("#confirm-subject").fill("orders-value")
     page.locator("#delete-subject").get_by_label("Permanently").check()
-    _shots(page, screenshots, "delete")
+    shots_wide_and_narrow(page, screenshots, "schemas-delete")
     page.locator("#delete-subject").get_by_label("Permanently").uncheck()
     page.get_by_role("button", name="Delete subject").click()
     expect(page.locator(".alert-success")).to_contain_text("deleted (soft")
