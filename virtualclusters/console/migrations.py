@@ -92,6 +92,33 @@ class MigrationForm(forms.Form):
         help_text="Copy from each source partition's end rather than its log start.",
     )
 
+    source_schema_registry__url = forms.CharField(
+        label="Source Schema Registry URL",
+        required=False,
+        max_length=1024,
+        help_text="Schema linking: its subjects are copied with their ids until cutover.",
+        widget=forms.TextInput(attrs={"placeholder": "https://registry.example.com:8081"}),
+    )
+    source_schema_registry__username = forms.CharField(
+        label="Registry username",
+        required=False,
+        max_length=255,
+        widget=forms.TextInput(attrs={"autocomplete": "off"}),
+    )
+    source_schema_registry__password = forms.CharField(
+        label="Registry password",
+        required=False,
+        strip=False,
+        max_length=1024,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )
+    subjects = forms.CharField(
+        label="Subjects (regex)",
+        required=False,
+        max_length=1000,
+        help_text="Subjects linked; every one when left empty.",
+    )
+
     FIELDSETS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("Source", ("source_bootstrap",)),
         (
@@ -105,6 +132,15 @@ class MigrationForm(forms.Form):
             ),
         ),
         ("What to copy", ("topics", "groups", "start_from_now")),
+        (
+            "Schema linking (optional)",
+            (
+                "source_schema_registry__url",
+                "source_schema_registry__username",
+                "source_schema_registry__password",
+                "subjects",
+            ),
+        ),
     )
 
     def fieldsets(self) -> list[tuple[str, list[forms.BoundField]]]:
@@ -208,7 +244,9 @@ def migration_cutover(request, cluster_id: str, migration_id: str):
         return back
     if request.method == "POST":
         try:
-            done = services.migration_cutover(migration=migration, topics=chosen)
+            done = services.migration_cutover(
+                migration=migration, topics=chosen, schemas=request.POST.get("schemas") == "on"
+            )
         except services.MigrationInvalid as exc:
             messages.error(request, exc.message)
         else:
