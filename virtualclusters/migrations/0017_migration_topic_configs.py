@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("virtualclusters", "0015_consumer_group_reports"),
+        ("virtualclusters", "0016_leases"),
     ]
 
     operations = [

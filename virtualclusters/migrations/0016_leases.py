@@ -19,7 +19,7 @@ CARRY_OVER = (
 class Migration(migrations.Migration):
     dependencies = [
         ("virtualclusters", "0015_consumer_group_reports"),
-        ("metadata_store", "0018_mirrorg_leases_and_group_use"),
+        ("metadata_store", "0018_leases_and_group_use"),
     ]
 
     operations = [

@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("virtualclusters", "0015_consumer_group_reports"),
+        ("virtualclusters", "0017_migration_topic_configs"),
     ]
 
     operations = [
