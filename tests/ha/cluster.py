@@ -386,7 +386,7 @@ class HACluster:
         leaders = [m for m in members if m["role"] == "leader" and m["state"] == "running"]
         streaming = [m for m in members if m["role"] != "leader" and m["state"] == "streaming"]
         sync = [m for m in streaming if m["role"] == "sync_standby"]
-        return len(leaders) == 1 and len(streaming) == wanted - 1 and bool(sync)
+        return len(leaders) == 1 and len(streaming) == wanted - 1 and (wanted == 1 or bool(sync))
 
     def wait_healthy(self, timeout_s: float = 90, nodes: int | None = None) -> None:
         try:
