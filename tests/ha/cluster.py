@@ -445,6 +445,25 @@ class HACluster:
             os.kill(postmaster, signal.SIGKILL)
             _wait("the postmaster is gone", lambda: not _pid_alive(postmaster), 10, 0.05)
 
+    def kill_all(self) -> None:
+        """Every node's Patroni and postmaster SIGKILLed at once (the primary's first), as
+        losing every machine would: nothing more is committed or archived after it."""
+        order = sorted(self.nodes, key=lambda node: node.name != self._primary_or_none())
+        postmasters = [node.postmaster_pid() for node in order]
+        for node, postmaster in zip(order, postmasters, strict=True):
+            if postmaster is not None and _pid_alive(postmaster):
+                os.kill(postmaster, signal.SIGKILL)
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.kill()
+        for node in order:
+            self.kill_node(node.name)  # waits for each to be gone
+
+    def _primary_or_none(self) -> str | None:
+        try:
+            return self.primary()
+        except (LookupError, ConnectionError):
+            return None
+
     def kill_primary(self) -> str:
         """SIGKILL the primary's postmaster and its Patroni; returns the node's name."""
         name = self.primary()

@@ -93,9 +93,12 @@ class Acked:
     at: float  # time.time() when the acknowledgement arrived
 
 
-def produce_steadily(bootstrap: str, topic: str, seconds: float, rate: int) -> dict[str, Acked]:
-    """An idempotent producer (acks=all) sending `rate` records a second for `seconds`;
-    returns each acknowledged record's value → where it was stored and when it was acked."""
+def produce_steadily(
+    bootstrap: str, topic: str, seconds: float, rate: int, prefix: str = "r"
+) -> dict[str, Acked]:
+    """An idempotent producer (acks=all) sending `rate` records a second for `seconds`, the
+    values `prefix` and a number; returns each acknowledged record's value → where it was
+    stored and when it was acknowledged."""
     from confluent_kafka import Producer
 
     producer = Producer(
@@ -118,7 +121,7 @@ def produce_steadily(bootstrap: str, topic: str, seconds: float, rate: int) -> d
 
     started, n = time.monotonic(), 0
     while time.monotonic() - started < seconds:
-        producer.produce(topic, value=f"r{n:06d}".encode(), on_delivery=on_delivery)
+        producer.produce(topic, value=f"{prefix}{n:06d}".encode(), on_delivery=on_delivery)
         n += 1
         producer.poll(0)
         time.sleep(max(0.0, started + n / rate - time.monotonic()))
