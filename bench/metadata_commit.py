@@ -12,8 +12,9 @@ each partition) and catching up (1 MiB per partition from offset 0). Prints one 
 
 With `--ha`, the commits (no fetch plans) against the replicated metadata PostgreSQL
 (tests/ha/cluster.py: three Patroni nodes, synchronous replication, WAL archived to a moto
-S3 bucket, fsync on) and against one such node alone, in one sitting, each in a fresh run
-of this script; prints both and the ratios (three nodes over one).
+S3 bucket, fsync on) and against one such node alone, in one sitting, in `--rounds` rounds
+(3) of a fresh run of this script each, the order flipped every round; prints each run,
+the medians and the ratios (three nodes over one).
 """
 
 from __future__ import annotations
@@ -216,6 +217,7 @@ def main() -> None:
         action="store_true",
         help="compare a synchronous three-node Patroni cluster with one node (commits only)",
     )
+    parser.add_argument("--rounds", type=int, default=3, help="with --ha: rounds of each")
     parser.add_argument("--skip-fetch-plans", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.ha:
@@ -259,10 +261,14 @@ def main() -> None:
 
 
 def compare_ha(args: argparse.Namespace) -> None:
-    """This benchmark's commits on one Patroni node, then on three (synchronous), each in a
-    child run of this script with `DATABASE_URL` pointing at the cluster's primary."""
+    """This benchmark's commits on one Patroni node and on three (synchronous), both
+    clusters up side by side, each run a child of this script with `DATABASE_URL` at that
+    cluster's primary; `--rounds` rounds, the order flipped every round (the machine's
+    load moves), each figure the median of its rounds."""
+    import contextlib
     import logging
     import os
+    import statistics
     import subprocess
     import sys
 
@@ -276,19 +282,33 @@ def compare_ha(args: argparse.Namespace) -> None:
                "--committers", args.committers, "--skip-fetch-plans"]  # fmt: skip
     if args.per_batch:
         command.append("--per-batch")
-    runs = {}
-    for label, nodes in (("one node", 1), ("three nodes, synchronous", 3)):
-        with ha_cluster(nodes=nodes, fsync=True) as cluster:
-            url = cluster.node_dsn(cluster.primary(), "postgres")
-            print(f"{label}: {url}", flush=True)
-            done = subprocess.run(
-                command, env={**os.environ, "DATABASE_URL": url}, cwd=ROOT, check=True,
-                capture_output=True, text=True, timeout=120 + 10 * args.seconds,
-            )  # fmt: skip
-            runs[label] = json.loads(done.stdout[done.stdout.index("{\n") :])["commit"]
-            for row in runs[label]:
-                print(json.dumps(row), flush=True)
-    one, three = runs["one node"], runs["three nodes, synchronous"]
+    labels = {"one node": 1, "three nodes, synchronous": 3}
+    runs: dict[str, list[list[dict]]] = {label: [] for label in labels}
+    with contextlib.ExitStack() as stack:
+        urls = {}
+        for label, nodes in labels.items():
+            cluster = stack.enter_context(ha_cluster(nodes=nodes, fsync=True))
+            urls[label] = cluster.node_dsn(cluster.primary(), "postgres")
+        for n in range(args.rounds):
+            for label in list(labels)[:: 1 if n % 2 == 0 else -1]:
+                done = subprocess.run(
+                    command, env={**os.environ, "DATABASE_URL": urls[label]}, cwd=ROOT,
+                    check=True, capture_output=True, text=True, timeout=180 + 10 * args.seconds,
+                )  # fmt: skip
+                runs[label].append(json.loads(done.stdout[done.stdout.index("{\n") :])["commit"])
+                for row in runs[label][-1]:
+                    print(json.dumps({"round": n + 1, "database": label, **row}), flush=True)
+
+    def median(label: str) -> list[dict]:
+        rows = list(zip(*runs[label], strict=True))  # per committers, a row per round
+        return [
+            {"committers": same[0]["committers"],
+             "commits_per_s": statistics.median(r["commits_per_s"] for r in same),
+             "p99_ms": statistics.median(r["p99_ms"] for r in same)}
+            for same in rows
+        ]  # fmt: skip
+
+    one, three = median("one node"), median("three nodes, synchronous")
     ratios = [
         {
             "committers": a["committers"],

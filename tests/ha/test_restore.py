@@ -67,8 +67,11 @@ def test_all_nodes_lost_floe_restored_from_the_bucket_serves_what_was_archived(
         floe.stop()
     assert len(acked) >= RATE * 12, f"only {len(acked)} acknowledged"
 
+    began = time.monotonic()
     restored = ha.restore_to("latest")
+    restored_in = time.monotonic() - began
     served = _serve_from(restored.dsn, bucket_url, tmp_path / "latest", key)
+    serving_in = time.monotonic() - began
 
     moved = {v: (a.partition, a.offset) for v, a in acked.items()
              if v in served and served[v] != (a.partition, a.offset)}  # fmt: skip
@@ -84,7 +87,8 @@ def test_all_nodes_lost_floe_restored_from_the_bucket_serves_what_was_archived(
         f" missing {len(missing)} (RPO {rpo_s:.1f} s, archive_timeout {ARCHIVE_TIMEOUT_S} s)"
     )))  # fmt: skip
     print(f"\nrestore to latest: {len(missing)} of {len(acked)} acknowledged records missing,"
-          f" RPO {rpo_s:.1f} s (archive_timeout {ARCHIVE_TIMEOUT_S} s)")  # fmt: skip
+          f" RPO {rpo_s:.1f} s (archive_timeout {ARCHIVE_TIMEOUT_S} s); restored in"
+          f" {restored_in:.1f} s, Floe serving it all {serving_in:.1f} s after the restore began")  # fmt: skip
     assert rpo_s <= ARCHIVE_TIMEOUT_S + 3, (rpo_s, missing[:5])
     assert len(kept_after) <= len(acked) // 100, "records kept past a missing one"
     restored.stop()
