@@ -217,6 +217,12 @@ def main() -> None:
         action="store_true",
         help="compare a synchronous three-node Patroni cluster with one node (commits only)",
     )
+    parser.add_argument(
+        "--synchronous-commit",
+        default="on",
+        choices=["on", "remote_write"],
+        help="with --ha: PostgreSQL's synchronous_commit on both clusters",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="with --ha: rounds of each")
     parser.add_argument("--skip-fetch-plans", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -287,7 +293,9 @@ def compare_ha(args: argparse.Namespace) -> None:
     with contextlib.ExitStack() as stack:
         urls = {}
         for label, nodes in labels.items():
-            cluster = stack.enter_context(ha_cluster(nodes=nodes, fsync=True))
+            cluster = stack.enter_context(
+                ha_cluster(nodes=nodes, fsync=True, synchronous_commit=args.synchronous_commit)
+            )
             urls[label] = cluster.node_dsn(cluster.primary(), "postgres")
         for n in range(args.rounds):
             for label in list(labels)[:: 1 if n % 2 == 0 else -1]:

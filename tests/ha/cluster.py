@@ -146,12 +146,16 @@ class HACluster:
         nodes: int = 3,
         archive_timeout_s: int = ARCHIVE_TIMEOUT_S,
         fsync: bool = False,
+        synchronous_commit: str = "on",
     ) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="floe-ha-"))
         self.s3_endpoint = s3_endpoint
         self.backup_url = f"s3://{bucket}/metadata"
         self.archive_timeout_s = archive_timeout_s
         self.fsync = fsync
+        # "on": a commit returns once the synchronous standby has flushed it;
+        # "remote_write": once it has written it (to its OS, not yet to its disk).
+        self.synchronous_commit = synchronous_commit
         self.bin = Path(sys.executable).parent  # the venv's: patroni, barman-cloud-*
         self.as_root = os.geteuid() == 0
         self.etcd_port, self.etcd_peer_port = free_port(), free_port()
@@ -227,8 +231,10 @@ class HACluster:
 
     # -- configuration -----------------------------------------------------------------
 
-    def _barman(self, tool: str) -> str:
-        return f"timeout 60 {self.bin / tool} --cloud-provider aws-s3 --endpoint-url {self.s3_endpoint}"
+    def _barman(self, tool: str, timeout_s: float = 60) -> str:
+        """A barman-cloud command line's start, bounded by `timeout_s` (coreutils' timeout)."""
+        return (f"timeout {int(timeout_s)} {self.bin / tool} --cloud-provider aws-s3"
+                f" --endpoint-url {self.s3_endpoint}")  # fmt: skip
 
     def _patroni_config(self, node: Node) -> dict:
         archive = (
@@ -272,6 +278,7 @@ class HACluster:
                             "archive_mode": "on",
                             "archive_command": archive,
                             "archive_timeout": self.archive_timeout_s,
+                            "synchronous_commit": self.synchronous_commit,
                         },
                     },
                 },
@@ -507,7 +514,7 @@ class HACluster:
         primary's machine: it reads the data folder); returns its id."""
         node = self.node(self.primary())
         self._as_user(
-            [*self._barman("barman-cloud-backup").replace("timeout 60", f"timeout {int(timeout_s)}").split(),
+            [*self._barman("barman-cloud-backup", timeout_s).split(),
              "--immediate-checkpoint", "-h", str(node.data.parent), "-p", str(node.pg_port),
              "-U", "postgres", self.backup_url, SERVER_NAME],
             timeout=timeout_s + 10,
@@ -553,11 +560,7 @@ class HACluster:
             recovery = f"recovery_target_time = '{when}'\nrecovery_target_inclusive = on\n"
         else:
             raise ValueError(f"restore target must be 'latest' or a datetime, not {target!r}")
-        (*tool,) = (
-            self._barman("barman-cloud-restore")
-            .replace("timeout 60", f"timeout {int(timeout_s)}")
-            .split()
-        )
+        tool = self._barman("barman-cloud-restore", timeout_s).split()
         self._as_user([*tool, *chosen[:-1], self.backup_url, SERVER_NAME, chosen[-1], str(data)],
                       timeout=timeout_s + 10)  # fmt: skip
         restore = (
@@ -571,8 +574,9 @@ class HACluster:
             )
         (data / "recovery.signal").touch()
         self._chown(data / "recovery.signal")
-        options = (f"-p {port} -k {data.parent} -c listen_addresses=127.0.0.1 "
-                   "-c fsync=off -c synchronous_standby_names= -c hba_file=" + str(data.parent / "pg_hba.conf"))  # fmt: skip
+        # Patroni's own settings came with the backup: no synchronous standby to wait for.
+        options = (f"-p {port} -k {data.parent} -c listen_addresses=127.0.0.1 -c fsync=off"
+                   f" -c synchronous_standby_names= -c hba_file={data.parent / 'pg_hba.conf'}")  # fmt: skip
         (data.parent / "pg_hba.conf").write_text(
             "local all all trust\nhost all all 127.0.0.1/32 trust\n"
         )
