@@ -15,10 +15,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## Debian packages the test suite drives: Chromium (browser tests), kcat (a Kafka client).
+## Debian packages the test suite drives: Chromium (browser tests), kcat (a Kafka client),
+## and the replicated metadata PostgreSQL's parts (tests/ha): PostgreSQL 15's server, etcd,
+## and libpq's headers (barman-cloud's psycopg2 builds against them).
 system-deps:
 	@missing=""; command -v chromium >/dev/null || missing="$$missing chromium"; \
 	 command -v kcat >/dev/null || missing="$$missing kcat"; \
+	 test -x /usr/lib/postgresql/15/bin/postgres || missing="$$missing postgresql-15"; \
+	 command -v etcd >/dev/null || missing="$$missing etcd-server"; \
+	 test -e /usr/include/postgresql/libpq-fe.h || missing="$$missing libpq-dev"; \
 	 if [ -n "$$missing" ]; then echo "installing$$missing (apt)"; \
 	   $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
 
@@ -42,7 +47,7 @@ format: install
 ## The suite on TEST_WORKERS processes (a file's tests stay together: module fixtures
 ## such as a Spark master or the fault suite's world start once).
 TEST_WORKERS ?= 2
-test: install system-deps js-deps lint
+test: system-deps install js-deps lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 run: install
