@@ -348,8 +348,16 @@ def test_a_planned_switchover_pauses_produce_briefly_and_loses_nothing(floe, ha,
     def inject():
         started = time.monotonic()
         old = ha.primary()
+        # A clean stop archives every WAL segment still waiting for it first: the backlog
+        # is part of the switchover's pause.
+        backlog = _archive_backlog(ha, old)
         new = ha.switchover()
-        return {"old": old, "new": new, "writable_after_s": _writable_after(ha, started)}
+        return {
+            "old": old,
+            "new": new,
+            "writable_after_s": _writable_after(ha, started),
+            "wal_segments_waiting_for_archive": backlog,
+        }
 
     figures = _through_a_fault(floe, ha, request, "ha-switchover", inject)
     assert figures["produce_back_s"] - figures["detail"]["writable_after_s"] <= FLOE_BOUND_S
@@ -373,6 +381,17 @@ def _writable_after(ha, since: float) -> float:
         ha.describe()
     )
     return time.monotonic() - since
+
+
+def _archive_backlog(ha, node: str) -> int:
+    """WAL segments of `node` written but not archived yet."""
+    import psycopg
+
+    with psycopg.connect(ha.node_dsn(node), connect_timeout=3) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_ls_archive_statusdir() WHERE name LIKE '%.ready'"
+        ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _wait_sync_standby(ha, timeout_s: float = 120) -> None:
