@@ -3,6 +3,7 @@ and beat (each its own process, as production runs them)."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -11,7 +12,50 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tests.agents.conftest import AgentProcess, agent_command
 from tests.faults.world import REPO, _wait_port, free_port
+
+
+def floe_env(*, database_url: str, redis_url: str, folder: Path) -> dict[str, str]:
+    """The environment of a test's Floe processes (web, worker, beat): its database and
+    Redis, beat's transaction check every second (a task that touches the database to
+    watch the worker by), outside pytest's variables."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "SECRET_KEY": "fault-processes-" + "x" * 40,
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "FLOE_DATA_DIR": str(folder / "data"),
+        "DEBUG": "0",
+        "PYTHONUNBUFFERED": "1",
+        "FLOE_TXN_TIMEOUT_CHECK_S": "1",
+    }
+    for name in ("PYTEST_VERSION", "PYTEST_CURRENT_TEST"):
+        env.pop(name, None)
+    return env
+
+
+def agent_start(
+    env: dict[str, str], folder: Path, name: str, *, control_plane_url: str, key: str
+) -> AgentProcess:
+    """An agent on OS-chosen ports with the bucket ``folder/bucket`` (shared by every
+    agent started on `folder`), once it serves."""
+    bucket = folder / "bucket"
+    bucket.mkdir(exist_ok=True)
+    command = agent_command(
+        control_plane_url=control_plane_url,
+        key=key,
+        bucket_url=bucket.as_uri(),
+        batch_timeout_ms=50,
+    )
+    out, err = folder / f"{name}.out", folder / f"{name}.err"
+    agent_env = {k: v for k, v in env.items() if not k.startswith("FLOE_")}
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        proc = subprocess.Popen(command, env=agent_env, stdout=stdout, stderr=stderr)
+    agent = AgentProcess(proc, out, err)
+    agent.wait_ready(60)
+    return agent
 
 
 class RedisServer:

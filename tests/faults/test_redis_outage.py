@@ -9,7 +9,6 @@ Runs ~60 s: the 30 s outage is the acceptance point's."""
 from __future__ import annotations
 
 import json
-import os
 import time
 import urllib.error
 import urllib.request
@@ -17,10 +16,9 @@ import urllib.request
 import pytest
 from django.db import connection
 
-from tests.agents.conftest import AgentProcess, agent_command
 from tests.factories import make_api_key, make_cluster, make_org
 from tests.faults.probe import FAULT_ROW, Probe
-from tests.faults.services import CeleryProcess, RedisServer, wait_until
+from tests.faults.services import CeleryProcess, RedisServer, agent_start, floe_env, wait_until
 from tests.faults.world import WebServer
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka]
@@ -48,48 +46,22 @@ def processes(transactional_db, tmp_path):
         f"{settings['PORT'] or 5432}/{settings['NAME']}"
     )
     redis = RedisServer(tmp_path / "redis")
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "REDIS_URL": redis.url,
-        "SECRET_KEY": "redis-outage-" + "x" * 40,
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "FLOE_DATA_DIR": str(tmp_path / "data"),
-        "DEBUG": "0",
-        "PYTHONUNBUFFERED": "1",
-        "FLOE_TXN_TIMEOUT_CHECK_S": "1",
-        "FLOE_BROWSE_POLL_S": "5",
-    }
-    for name in ("PYTEST_VERSION", "PYTEST_CURRENT_TEST"):
-        env.pop(name, None)
+    env = floe_env(database_url=database_url, redis_url=redis.url, folder=tmp_path)
+    env["FLOE_BROWSE_POLL_S"] = "5"
     _, org = make_org("Outage")
     cluster, agent_key = make_cluster("outage", org=org, auto_create_topics=True)
     web = WebServer(env, tmp_path)
     web.start()
     worker = CeleryProcess("worker", env, tmp_path)
     beat = CeleryProcess("beat", env, tmp_path)
-    (tmp_path / "bucket").mkdir()
-    command = agent_command(
-        control_plane_url=web.url,
-        key=agent_key,
-        bucket_url=(tmp_path / "bucket").as_uri(),
-        batch_timeout_ms=50,
-    )
-    out, err = tmp_path / "agent.out", tmp_path / "agent.err"
-    agent_env = {k: v for k, v in env.items() if not k.startswith("FLOE_")}
-    import subprocess
-
-    agent = AgentProcess(
-        subprocess.Popen(command, env=agent_env, stdout=out.open("wb"), stderr=err.open("wb")),
-        out,
-        err,
-    )
+    agent = None
     try:
-        agent.wait_ready(60)
+        agent = agent_start(env, tmp_path, "agent", control_plane_url=web.url, key=agent_key)
         browse = f"{web.url}/api/v1/clusters/{cluster.public_id}/topics/outage/records/"
         yield redis, web, worker, beat, agent, browse, make_api_key(org)
     finally:
-        agent.stop()
+        if agent is not None:
+            agent.stop()
         beat.stop()
         worker.stop()
         web.stop()

@@ -14,8 +14,6 @@ takes ~3-4 minutes (the cluster's start with its first backup ~30 s, Floe's proc
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import threading
 import time
 import urllib.error
@@ -24,9 +22,9 @@ from collections import Counter
 
 import pytest
 
-from tests.agents.conftest import AgentProcess, agent_command
+from tests.agents.conftest import AgentProcess
 from tests.faults.probe import FAULT_ROW, Probe
-from tests.faults.services import CeleryProcess, RedisServer, wait_until
+from tests.faults.services import CeleryProcess, RedisServer, agent_start, floe_env, wait_until
 from tests.faults.world import WebServer, prepare_database
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka]
@@ -54,42 +52,19 @@ class FloeOnHA:
     def __init__(self, ha, folder) -> None:
         self.folder = folder
         self.redis = RedisServer(folder / "redis")
-        env = {
-            **os.environ,
-            "DATABASE_URL": ha.dsn,
-            "REDIS_URL": self.redis.url,
-            "SECRET_KEY": "ha-faults-" + "x" * 40,
-            "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "FLOE_DATA_DIR": str(folder / "data"),
-            "DEBUG": "0",
-            "PYTHONUNBUFFERED": "1",
-            "FLOE_TXN_TIMEOUT_CHECK_S": "1",
-        }
-        for name in ("PYTEST_VERSION", "PYTEST_CURRENT_TEST"):
-            env.pop(name, None)
+        env = floe_env(database_url=ha.dsn, redis_url=self.redis.url, folder=folder)
         self.env = env
         self.agent_key, self.api_key = prepare_database(env)
         self.web = WebServer(env, folder)
         self.web.start()
         self.worker = CeleryProcess("worker", env, folder)
         self.beat = CeleryProcess("beat", env, folder)
-        (folder / "bucket").mkdir()
         self.agents = [self._start_agent(n) for n in range(2)]
 
     def _start_agent(self, n: int) -> AgentProcess:
-        command = agent_command(
-            control_plane_url=self.web.url,
-            key=self.agent_key,
-            bucket_url=(self.folder / "bucket").as_uri(),
-            batch_timeout_ms=50,
+        return agent_start(
+            self.env, self.folder, f"agent{n}", control_plane_url=self.web.url, key=self.agent_key
         )
-        out, err = self.folder / f"agent{n}.out", self.folder / f"agent{n}.err"
-        env = {k: v for k, v in self.env.items() if not k.startswith("FLOE_")}
-        with out.open("wb") as stdout, err.open("wb") as stderr:
-            proc = subprocess.Popen(command, env=env, stdout=stdout, stderr=stderr)
-        agent = AgentProcess(proc, out, err)
-        agent.wait_ready(60)
-        return agent
 
     @property
     def bootstrap(self) -> str:
