@@ -82,14 +82,7 @@ class FloeOnHA:
     def status(self, path: str, *, api: bool = False) -> int:
         """The HTTP status of a GET of the web server's `path` (0: no answer)."""
         headers = {"Authorization": f"Bearer {self.api_key}"} if api else {}
-        request = urllib.request.Request(self.web.url + path, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=5) as response:
-                return response.status
-        except urllib.error.HTTPError as exc:
-            return exc.code
-        except OSError:
-            return 0
+        return _status(urllib.request.Request(self.web.url + path, headers=headers))
 
     def healthz(self) -> dict:
         try:
@@ -168,7 +161,7 @@ class GroupReader:
 
 class Watch:
     """Samples, every 0.2 s in a thread, the web's /healthz, a REST API read (the console's
-    data) and the first agent's /healthz: what each said while the fault lasted."""
+    data) and the agents' /healthz: what each said while the fault lasted."""
 
     def __init__(self, floe: FloeOnHA) -> None:
         self.floe = floe
@@ -178,19 +171,14 @@ class Watch:
         self._thread.start()
 
     def _run(self) -> None:
-        agent = self.floe.agents[0]
         while not self._stop.is_set():
             t = time.monotonic()
             health = self.floe.status("/healthz")
             api = self.floe.status("/api/v1/clusters/", api=True)
-            try:
-                with urllib.request.urlopen(agent.http_url + "/healthz", timeout=5) as r:
-                    agent_status = r.status
-            except urllib.error.HTTPError as exc:
-                agent_status = exc.code
-            except OSError:
-                agent_status = 0
-            self.samples.append((t, health, api, agent_status))
+            # An agent says 503 while its commits are stuck: the worst of the two (one
+            # that leads no partition of the probe's topic commits nothing).
+            agents = [_status(agent.http_url + "/healthz") for agent in self.floe.agents]
+            self.samples.append((t, health, api, 503 if 503 in agents else max(agents)))
             time.sleep(0.2)
 
     def stop(self) -> None:
@@ -209,6 +197,17 @@ class Watch:
         return any(t >= since and codes[column - 1] == status for t, *codes in self.samples)
 
 
+def _status(url: str | urllib.request.Request) -> int:
+    """The HTTP status of a GET (0: no answer)."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
 def _create_topic(bootstrap: str, topic: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -224,7 +223,9 @@ def _through_a_fault(floe, ha, request, name: str, inject) -> dict:
     try:
         with Probe(floe.bootstrap, name) as probe:
             assert probe.wait_acked(50, 30), "the probe did not get going"
-            assert wait_until(lambda: sum(reader.committed().values()) > 0, 30) is not None
+            # The group has joined and committed on every partition (-1001: nothing yet).
+            joined = wait_until(lambda: min(reader.committed().values()) > 0, 90)
+            assert joined is not None, (reader.committed(), len(reader.seen))
             before = reader.committed()
             watch = Watch(floe)
             at = time.monotonic()
