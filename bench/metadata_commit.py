@@ -9,6 +9,12 @@ fetch-plan calls/s for 100 partitions, for consumers at the tail (the last few b
 each partition) and catching up (1 MiB per partition from offset 0). Prints one JSON object.
 
     .venv/bin/python bench/metadata_commit.py [--seconds 10] [--committers 1,8,32] [--per-batch]
+
+With `--ha`, the commits (no fetch plans) against the replicated metadata PostgreSQL
+(tests/ha/cluster.py: three Patroni nodes, synchronous replication, WAL archived to a moto
+S3 bucket, fsync on) and against one such node alone, in one sitting, in `--rounds` rounds
+(3) of a fresh run of this script each, the order flipped every round; prints each run,
+the medians and the ratios (three nodes over one).
 """
 
 from __future__ import annotations
@@ -206,7 +212,23 @@ def main() -> None:
         action="store_true",
         help="one commit entry per batch (idempotent producers' shape), not per partition run",
     )
+    parser.add_argument(
+        "--ha",
+        action="store_true",
+        help="compare a synchronous three-node Patroni cluster with one node (commits only)",
+    )
+    parser.add_argument(
+        "--synchronous-commit",
+        default="on",
+        choices=["on", "remote_write"],
+        help="with --ha: PostgreSQL's synchronous_commit on both clusters",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="with --ha: rounds of each")
+    parser.add_argument("--skip-fetch-plans", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.ha:
+        compare_ha(args)
+        return
     data_dir = Path(tempfile.mkdtemp(prefix="floe-bench-"))
     env = bench_env(data_dir)
     django_setup(env)
@@ -237,11 +259,73 @@ def main() -> None:
                 )
             )
             print(json.dumps(results["commit"][-1]), flush=True)
-        for tail in (True, False):
+        for tail in () if args.skip_fetch_plans else (True, False):
             results["fetch_plan"].append(
                 run_fetch_plans(url, key, str(topic.id), args.seconds, tail=tail)
             )
     print(json.dumps(results, indent=2))
+
+
+def compare_ha(args: argparse.Namespace) -> None:
+    """This benchmark's commits on one Patroni node and on three (synchronous), both
+    clusters up side by side, each run a child of this script with `DATABASE_URL` at that
+    cluster's primary; `--rounds` rounds, the order flipped every round (the machine's
+    load moves), each figure the median of its rounds."""
+    import contextlib
+    import logging
+    import os
+    import statistics
+    import subprocess
+    import sys
+
+    from common import ROOT
+
+    sys.path.insert(0, str(ROOT))
+    from tests.ha.cluster import ha_cluster
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    command = [sys.executable, __file__, "--seconds", str(args.seconds),
+               "--committers", args.committers, "--skip-fetch-plans"]  # fmt: skip
+    if args.per_batch:
+        command.append("--per-batch")
+    labels = {"one node": 1, "three nodes, synchronous": 3}
+    runs: dict[str, list[list[dict]]] = {label: [] for label in labels}
+    with contextlib.ExitStack() as stack:
+        urls = {}
+        for label, nodes in labels.items():
+            cluster = stack.enter_context(
+                ha_cluster(nodes=nodes, fsync=True, synchronous_commit=args.synchronous_commit)
+            )
+            urls[label] = cluster.node_dsn(cluster.primary(), "postgres")
+        for n in range(args.rounds):
+            for label in list(labels)[:: 1 if n % 2 == 0 else -1]:
+                done = subprocess.run(
+                    command, env={**os.environ, "DATABASE_URL": urls[label]}, cwd=ROOT,
+                    check=True, capture_output=True, text=True, timeout=180 + 10 * args.seconds,
+                )  # fmt: skip
+                runs[label].append(json.loads(done.stdout[done.stdout.index("{\n") :])["commit"])
+                for row in runs[label][-1]:
+                    print(json.dumps({"round": n + 1, "database": label, **row}), flush=True)
+
+    def median(label: str) -> list[dict]:
+        rows = list(zip(*runs[label], strict=True))  # per committers, a row per round
+        return [
+            {"committers": same[0]["committers"],
+             "commits_per_s": statistics.median(r["commits_per_s"] for r in same),
+             "p99_ms": statistics.median(r["p99_ms"] for r in same)}
+            for same in rows
+        ]  # fmt: skip
+
+    one, three = median("one node"), median("three nodes, synchronous")
+    ratios = [
+        {
+            "committers": a["committers"],
+            "commits_per_s_ratio": round(b["commits_per_s"] / a["commits_per_s"], 2),
+            "p99_ratio": round(b["p99_ms"] / a["p99_ms"], 2),
+        }
+        for a, b in zip(one, three, strict=True)
+    ]
+    print(json.dumps({"one_node": one, "three_nodes": three, "ratios": ratios}, indent=2))
 
 
 if __name__ == "__main__":

@@ -146,12 +146,16 @@ class HACluster:
         nodes: int = 3,
         archive_timeout_s: int = ARCHIVE_TIMEOUT_S,
         fsync: bool = False,
+        synchronous_commit: str = "on",
     ) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="floe-ha-"))
         self.s3_endpoint = s3_endpoint
         self.backup_url = f"s3://{bucket}/metadata"
         self.archive_timeout_s = archive_timeout_s
         self.fsync = fsync
+        # "on": a commit returns once the synchronous standby has flushed it;
+        # "remote_write": once it has written it (to its OS, not yet to its disk).
+        self.synchronous_commit = synchronous_commit
         self.bin = Path(sys.executable).parent  # the venv's: patroni, barman-cloud-*
         self.as_root = os.geteuid() == 0
         self.etcd_port, self.etcd_peer_port = free_port(), free_port()
@@ -227,8 +231,10 @@ class HACluster:
 
     # -- configuration -----------------------------------------------------------------
 
-    def _barman(self, tool: str) -> str:
-        return f"timeout 60 {self.bin / tool} --cloud-provider aws-s3 --endpoint-url {self.s3_endpoint}"
+    def _barman(self, tool: str, timeout_s: float = 60) -> str:
+        """A barman-cloud command line's start, bounded by `timeout_s` (coreutils' timeout)."""
+        return (f"timeout {int(timeout_s)} {self.bin / tool} --cloud-provider aws-s3"
+                f" --endpoint-url {self.s3_endpoint}")  # fmt: skip
 
     def _patroni_config(self, node: Node) -> dict:
         archive = (
@@ -272,11 +278,11 @@ class HACluster:
                             "archive_mode": "on",
                             "archive_command": archive,
                             "archive_timeout": self.archive_timeout_s,
+                            "synchronous_commit": self.synchronous_commit,
                         },
                     },
                 },
-                # 1 MiB WAL segments: an archived segment each `archive_timeout` costs little.
-                "initdb": [{"encoding": "UTF8"}, {"wal-segsize": "1"}, "data-checksums"],
+                "initdb": [{"encoding": "UTF8"}, "data-checksums"],
             },
             "postgresql": {
                 "listen": f"127.0.0.1:{node.pg_port}",
@@ -379,14 +385,24 @@ class HACluster:
     def replicas(self) -> list[str]:
         return [m["name"] for m in self.members() if m["role"] != "leader"]
 
+    def status(self, name: str) -> dict:
+        """What a node's own Patroni says of it (`GET /patroni`: state, role,
+        replication_state, …): fresher than the DCS's view."""
+        return _get_json(self.node(name).api + "/patroni")
+
     def healthy(self, nodes: int | None = None) -> bool:
-        """A running leader, every other node streaming, one of them synchronous."""
-        members = self.members()
-        wanted = len(self.nodes) if nodes is None else nodes
-        leaders = [m for m in members if m["role"] == "leader" and m["state"] == "running"]
-        streaming = [m for m in members if m["role"] != "leader" and m["state"] == "streaming"]
-        sync = [m for m in streaming if m["role"] == "sync_standby"]
-        return len(leaders) == 1 and len(streaming) == wanted - 1 and bool(sync)
+        """Each node, asked itself (the DCS keeps a dead member's last word until its TTL):
+        PostgreSQL running, one primary, every other node streaming from it; and one
+        synchronous standby named in the DCS."""
+        wanted = self.nodes if nodes is None else self.nodes[:nodes]
+        states = [self.status(node.name) for node in wanted]
+        if any(state.get("state") != "running" for state in states):
+            return False
+        primaries = [s for s in states if s.get("role") in ("primary", "master")]
+        streaming = [s for s in states if s.get("replication_state") == "streaming"]
+        if len(primaries) != 1 or len(streaming) != len(wanted) - 1:
+            return False
+        return len(wanted) == 1 or any(m["role"] == "sync_standby" for m in self.members())
 
     def wait_healthy(self, timeout_s: float = 90, nodes: int | None = None) -> None:
         try:
@@ -395,17 +411,23 @@ class HACluster:
             raise TimeoutError(f"{error}\n{self.describe()}") from None
 
     def wait_primary(self, timeout_s: float = 60, other_than: str | None = None) -> str:
-        """The name of a running leader (not `other_than`), once there is one."""
+        """The name of the primary (not `other_than`) once it takes writes."""
+        import psycopg
 
-        def check():
-            members = self.members()
-            return next(
-                (m["name"] for m in members
-                 if m["role"] == "leader" and m["state"] == "running" and m["name"] != other_than),
-                None,
-            )  # fmt: skip
+        def check() -> str | None:
+            for node in self.nodes:
+                if node.name == other_than or node.proc is None or node.proc.poll() is not None:
+                    continue
+                with contextlib.suppress(OSError, ValueError):
+                    status = self.status(node.name)
+                    if status.get("role") in ("primary", "master") and status["state"] == "running":
+                        with psycopg.connect(self.node_dsn(node.name, "postgres"),
+                                             connect_timeout=2) as conn:  # fmt: skip
+                            if not conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+                                return node.name
+            return None
 
-        return _wait("a new primary", check, timeout_s, 0.1)
+        return _wait("a primary taking writes", check, timeout_s, 0.1)
 
     def describe(self) -> str:
         """The members and each node's log tail, for a failing assertion's message."""
@@ -430,6 +452,25 @@ class HACluster:
             os.kill(postmaster, signal.SIGKILL)
             _wait("the postmaster is gone", lambda: not _pid_alive(postmaster), 10, 0.05)
 
+    def kill_all(self) -> None:
+        """Every node's Patroni and postmaster SIGKILLed at once (the primary's first), as
+        losing every machine would: nothing more is committed or archived after it."""
+        order = sorted(self.nodes, key=lambda node: node.name != self._primary_or_none())
+        postmasters = [node.postmaster_pid() for node in order]
+        for node, postmaster in zip(order, postmasters, strict=True):
+            if postmaster is not None and _pid_alive(postmaster):
+                os.kill(postmaster, signal.SIGKILL)
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.kill()
+        for node in order:
+            self.kill_node(node.name)  # waits for each to be gone
+
+    def _primary_or_none(self) -> str | None:
+        try:
+            return self.primary()
+        except (LookupError, ConnectionError):
+            return None
+
     def kill_primary(self) -> str:
         """SIGKILL the primary's postmaster and its Patroni; returns the node's name."""
         name = self.primary()
@@ -448,24 +489,23 @@ class HACluster:
         return self.wait_primary(timeout_s, other_than=old)
 
     def destroy_replica(self, name: str | None = None) -> str:
-        """Stop a replica's PostgreSQL (SIGKILL) and delete its data folder, leaving its
-        Patroni running, as a replaced disk would; returns its name. Patroni rebuilds it
-        by itself (`replica_method()` says how)."""
+        """A replica's machine replaced: its Patroni and PostgreSQL killed, its data folder
+        deleted, and its Patroni started again on the empty folder, as its service manager
+        would; returns its name. Patroni rebuilds it by itself (`replica_methods()` says
+        how). (Deleting the folder under a running Patroni races its restart of PostgreSQL.)"""
         name = name or self.replicas()[0]
         node = self.node(name)
-        postmaster = node.postmaster_pid()
-        if postmaster is not None and _pid_alive(postmaster):
-            os.kill(postmaster, signal.SIGKILL)
-            _wait("the postmaster is gone", lambda: not _pid_alive(postmaster), 10, 0.05)
+        self.kill_node(name)
         shutil.rmtree(node.data)
+        self.start_node(name)
         return name
 
-    def replica_method(self, name: str) -> str | None:
-        """The replica creation method Patroni last reported using for `name` (its log's
-        "replica has been created using …"), or None."""
+    def replica_methods(self, name: str) -> list[str]:
+        """The replica creation methods Patroni reported using for `name`, oldest first
+        (its log's "replica has been created using …")."""
         marker = "replica has been created using "
-        lines = [ln for ln in self.node(name).log.read_text().splitlines() if marker in ln]
-        return lines[-1].split(marker, 1)[1].strip() if lines else None
+        lines = self.node(name).log.read_text(errors="replace").splitlines()
+        return [ln.split(marker, 1)[1].strip() for ln in lines if marker in ln]
 
     # -- backups -----------------------------------------------------------------------
 
@@ -474,7 +514,7 @@ class HACluster:
         primary's machine: it reads the data folder); returns its id."""
         node = self.node(self.primary())
         self._as_user(
-            [*self._barman("barman-cloud-backup").replace("timeout 60", f"timeout {int(timeout_s)}").split(),
+            [*self._barman("barman-cloud-backup", timeout_s).split(),
              "--immediate-checkpoint", "-h", str(node.data.parent), "-p", str(node.pg_port),
              "-U", "postgres", self.backup_url, SERVER_NAME],
             timeout=timeout_s + 10,
@@ -520,11 +560,7 @@ class HACluster:
             recovery = f"recovery_target_time = '{when}'\nrecovery_target_inclusive = on\n"
         else:
             raise ValueError(f"restore target must be 'latest' or a datetime, not {target!r}")
-        (*tool,) = (
-            self._barman("barman-cloud-restore")
-            .replace("timeout 60", f"timeout {int(timeout_s)}")
-            .split()
-        )
+        tool = self._barman("barman-cloud-restore", timeout_s).split()
         self._as_user([*tool, *chosen[:-1], self.backup_url, SERVER_NAME, chosen[-1], str(data)],
                       timeout=timeout_s + 10)  # fmt: skip
         restore = (
@@ -538,8 +574,9 @@ class HACluster:
             )
         (data / "recovery.signal").touch()
         self._chown(data / "recovery.signal")
-        options = (f"-p {port} -k {data.parent} -c listen_addresses=127.0.0.1 "
-                   "-c fsync=off -c synchronous_standby_names= -c hba_file=" + str(data.parent / "pg_hba.conf"))  # fmt: skip
+        # Patroni's own settings came with the backup: no synchronous standby to wait for.
+        options = (f"-p {port} -k {data.parent} -c listen_addresses=127.0.0.1 -c fsync=off"
+                   f" -c synchronous_standby_names= -c hba_file={data.parent / 'pg_hba.conf'}")  # fmt: skip
         (data.parent / "pg_hba.conf").write_text(
             "local all all trust\nhost all all 127.0.0.1/32 trust\n"
         )
