@@ -6,9 +6,8 @@ to its postmaster and its Patroni) and while the primary is switched over. Nobod
 restarts a Floe process; each finds the new primary by itself.
 
 Each case prints its row of the fault table (tests/faults/probe.py). Long: the module
-takes ~3-4 minutes (the cluster's start with its first backup ~30 s, Floe's processes
-~20 s, the kill case ~60 s — Patroni's leader key lives its 20 s ttl —, the switchover
-~30 s).
+takes 2.5-3.5 minutes (the cluster's start with its first backup, Floe's processes, the
+kill case ~60 s — Patroni's leader key lives its 20 s ttl —, the switchover ~30 s).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from tests.faults.probe import FAULT_ROW, Probe
 from tests.faults.services import CeleryProcess, RedisServer, agent_start, floe_env, wait_until
 from tests.faults.world import WebServer, prepare_database
 
-pytestmark = [pytest.mark.faults, pytest.mark.kafka]
+pytestmark = [pytest.mark.ha, pytest.mark.faults, pytest.mark.kafka]
 
 PARTITIONS = 2
 EXPIRE_TASK = "metadata_store.tasks.transactions_expire"  # beat sends it every second here
