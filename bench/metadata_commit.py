@@ -219,7 +219,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--synchronous-commit",
-        default="on",
+        default="remote_write",
         choices=["on", "remote_write"],
         help="with --ha: PostgreSQL's synchronous_commit on both clusters",
     )

@@ -146,15 +146,16 @@ class HACluster:
         nodes: int = 3,
         archive_timeout_s: int = ARCHIVE_TIMEOUT_S,
         fsync: bool = False,
-        synchronous_commit: str = "on",
+        synchronous_commit: str = "remote_write",
     ) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="floe-ha-"))
         self.s3_endpoint = s3_endpoint
         self.backup_url = f"s3://{bucket}/metadata"
         self.archive_timeout_s = archive_timeout_s
         self.fsync = fsync
-        # "on": a commit returns once the synchronous standby has flushed it;
-        # "remote_write": once it has written it (to its OS, not yet to its disk).
+        # "remote_write" (deploy/ha/patroni.yml's too): a commit returns once the primary
+        # has flushed it and the synchronous standby has written it (to its OS, flushed
+        # within its WAL writer's next round); "on": once the standby has flushed it too.
         self.synchronous_commit = synchronous_commit
         self.bin = Path(sys.executable).parent  # the venv's: patroni, barman-cloud-*
         self.as_root = os.geteuid() == 0
