@@ -73,30 +73,79 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+# Bounds every connection of the control plane gets unless the URL names its own: a host
+# that does not answer is given up after CONNECT_TIMEOUT_S (libpq applies it per host, then
+# tries the next one of a multi-host URL), and a connection whose peer vanished without a
+# word (a machine lost, a partition) is found dead by TCP keepalives within ~11 s instead
+# of the kernel's two hours.
+CONNECT_DEFAULTS = {
+    "connect_timeout": "3",
+    "keepalives": "1",
+    "keepalives_idle": "5",
+    "keepalives_interval": "2",
+    "keepalives_count": "3",
+}
+
+
 def database_from_url(url: str) -> dict:
     """Django's DATABASES entry for a ``postgres://`` / ``postgresql://`` URL.
 
     A ``host`` query parameter (a socket folder) wins over the network location, as libpq
-    does, so the embedded server's socket URL works too.
+    does, so the embedded server's socket URL works too. Several hosts, as libpq takes
+    them (``postgres://u@h1:5432,h2:5432,h3/floe?target_session_attrs=read-write``),
+    become comma-separated HOST and PORT lists that psycopg hands to libpq, which tries
+    them in turn and skips a host that is down or (with ``target_session_attrs``) not the
+    primary: after a failover every new connection finds the new primary by itself.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # an unbalanced IPv6 bracket
+        raise ImproperlyConfigured(f"DATABASE_URL is not a URL: {exc}") from None
     if parts.scheme not in ("postgres", "postgresql"):
         raise ImproperlyConfigured(
             f"DATABASE_URL must start with postgres:// or postgresql://, got {parts.scheme!r}"
         )
     query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
     name = unquote(parts.path.lstrip("/")) or "postgres"
-    try:
-        port = parts.port
-    except ValueError:
-        raise ImproperlyConfigured("DATABASE_URL has an invalid port") from None
-    host = query.pop("host", None) or parts.hostname or ""
+    hosts, ports = _hosts_and_ports(parts.netloc.rpartition("@")[2])
+    host = query.pop("host", None) or ",".join(hosts)
+    port = query.pop("port", None) or ",".join(ports)
+    if not any(ports):
+        port = ""
+    for key, value in CONNECT_DEFAULTS.items():
+        query.setdefault(key, value)
+    if len(hosts) > 1:  # a replica answers reads only: the metadata store must write
+        query.setdefault("target_session_attrs", "read-write")
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": name,
         "USER": unquote(parts.username or "postgres"),
         "PASSWORD": unquote(parts.password or ""),
         "HOST": host,
-        "PORT": str(port or ""),
+        "PORT": port,
         "OPTIONS": query,
     }
+
+
+def _hosts_and_ports(netloc: str) -> tuple[list[str], list[str]]:
+    """``h1:5432,[::1]:5433,h3`` → (["h1", "::1", "h3"], ["5432", "5433", ""])."""
+    hosts: list[str] = []
+    ports: list[str] = []
+    for item in netloc.split(",") if netloc else []:
+        if item.startswith("["):  # an IPv6 address: [addr] or [addr]:port
+            address, bracket, rest = item[1:].partition("]")
+            if not bracket or (rest and not rest.startswith(":")):
+                raise ImproperlyConfigured(f"DATABASE_URL has an invalid host {item!r}")
+            host, port = address, rest[1:]
+        else:
+            host, _, port = item.partition(":")
+        if not host:
+            raise ImproperlyConfigured(f"DATABASE_URL has an empty host in {netloc!r}")
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise ImproperlyConfigured(f"DATABASE_URL has an invalid port in {item!r}")
+        hosts.append(unquote(host))
+        ports.append(port)
+    if any(ports) and not all(ports):
+        # libpq pairs the lists by position; one port alone would apply to every host.
+        ports = [port or "5432" for port in ports]
+    return hosts, ports

@@ -172,6 +172,15 @@ CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Redis is not a store of record (beat's checks are repeated and every task is safe to run
+# twice): a worker that lost it retries for as long as it takes — Celery's default gives
+# up and exits after 100 tries — with each call on the broker bounded in time.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": 2,
+    "socket_timeout": 10,  # above the transport's 1 s BRPOP
+    "socket_keepalive": True,
+}
 CELERY_TIMEZONE = "UTC"
 
 # The URL agents use to reach this control plane (shown in the agent command).

@@ -1,14 +1,9 @@
 """Root URLs: the console, the REST API, the agent API, the Iceberg catalogs, health."""
 
-from django.http import HttpResponse
 from django.urls import include, path
 
+from controlplane.health import healthz
 from controlplane.metrics import metrics_view
-
-
-def healthz(request):
-    return HttpResponse("ok", content_type="text/plain")
-
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),

@@ -54,6 +54,8 @@ PREFIX = "/agent/v1/"
 # segment's commit takes tens of milliseconds to decode).
 DECODE_ON_LOOP_BYTES = 256 * 1024
 _JSON = [(b"content-type", b"application/json")]
+# The commit pool stops re-dialling a lost connection after this long (see _commit_files).
+RECONNECT_GIVE_UP_S = 3.0
 
 # ASGI's shapes (the spec's dicts, as uvicorn hands them over).
 Scope = dict[str, Any]
@@ -156,6 +158,7 @@ class AgentApi:
             max_workers=settings.FLOE_AGENT_API_THREADS, thread_name_prefix="agent-api"
         )
         self._pool: AsyncConnectionPool | None = None
+        self._pool_check: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
         self._relay: asyncio.Task[None] | None = None
         self.pipeline = CommitPipeline(self._commit_files)
@@ -234,6 +237,8 @@ class AgentApi:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._listener = self._relay = None
+        if self._pool_check is not None:
+            self._pool_check.cancel()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
@@ -394,12 +399,37 @@ class AgentApi:
                 timeout=settings.FLOE_AGENT_API_LOCK_TIMEOUT_MS / 1000,
                 name="floe-commits",
                 open=False,
+                # A failover breaks every connection at once. psycopg_pool re-dials a
+                # lost one with a doubling back-off (1, 2, 4, 8 s…), which would leave
+                # commits without a connection long after the new primary is up: give
+                # each chain up after a few seconds instead, and let the next commit
+                # that finds the pool empty dial at once (multi-host DATABASE_URL:
+                # libpq finds the primary).
+                reconnect_timeout=RECONNECT_GIVE_UP_S,
             )
             await self._pool.open(wait=False)
         bound = settings.FLOE_AGENT_API_STATEMENT_TIMEOUT_MS / 1000 + 2.0
-        async with asyncio.timeout(bound), self._pool.connection() as conn:
-            cursor = await conn.execute(store.COMMIT_SQL, store.commit_params(cluster_id, commits))
-            return store.commit_rows(commits, await cursor.fetchall())
+        try:
+            async with asyncio.timeout(bound), self._pool.connection() as conn:
+                cursor = await conn.execute(
+                    store.COMMIT_SQL, store.commit_params(cluster_id, commits)
+                )
+                return store.commit_rows(commits, await cursor.fetchall())
+        except psycopg.OperationalError:
+            # This connection died (the pool drops it); its idle siblings most likely
+            # went with it (the database restarted or failed over): check them now, so
+            # the agent's retry does not meet them one by one.
+            if self._pool_check is None or self._pool_check.done():
+                self._pool_check = asyncio.create_task(_check_idle(self._pool))
+            raise
+
+
+async def _check_idle(pool: AsyncConnectionPool) -> None:
+    """Drop the pool's idle connections that no longer answer (it dials replacements)."""
+    try:
+        await pool.check()
+    except Exception as exc:  # noqa: BLE001 - a closing pool; the next commit tells more
+        log.info("commit pool check: %s", exc)
 
 
 async def _disconnected(receive: Receive) -> None:

@@ -149,6 +149,20 @@ class Probe:
         after = [t for t in acked if t >= self.ended_at]
         return (min(after) - self.ended_at) if after else None
 
+    def longest_pause(self, since: float) -> tuple[float, float]:
+        """The longest wait between one acknowledgement and the next from `since` on (the
+        moment of a fault: `since` itself counts as one), and when that wait ended: how
+        long produce stopped, and when it worked again."""
+        with self._lock:
+            times = sorted(t for t in self.acked_at.values() if t >= since)
+        longest, ended = 0.0, since
+        previous = since
+        for t in times:
+            if t - previous > longest:
+                longest, ended = t - previous, t
+            previous = t
+        return longest, ended
+
     def read_back(self, timeout_s: float = 60) -> Counter:
         """Every message of the topic, counted by sequence number."""
         from confluent_kafka import Consumer, TopicPartition

@@ -224,3 +224,49 @@ def test_tailing_consumers_through_a_web_server_restart_and_a_frozen_feed(world,
     assert len(at) == len(set(at)), "a record reached the tailing consumer twice"
     assert acked <= {v for _, _, v in got}, len(acked - {v for _, _, v in got})
     assert after > before, (before, after)  # planned from the tail index again
+
+
+def test_a_commit_applied_whose_answer_is_lost_lands_once(world, outcomes):
+    """Issue 39: the database applies a commit and the connection dies before the answer
+    gets out — as when a primary fails after a synchronous commit reached its standby.
+    Made exact here: with a synchronous standby named that never comes, a commit is
+    written and waits for it (wait event SyncRep); its backend is then terminated, which
+    leaves the transaction committed ("canceling wait for synchronous replication … the
+    transaction has already committed locally") and the web server without an answer. The
+    agent retries the same file key and is given the first answer: nothing is stored
+    twice, and no file has two offset ranges in a partition."""
+    waiting = (
+        "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+        " AND query LIKE '%%floe_commit_files%%'"
+    )
+    killed: list[int] = []
+
+    def failed_commits() -> int:
+        return sum(a.stderr_path.read_bytes().count(b"commit failed") for a in world.agents)
+
+    failed_before = failed_commits()
+
+    def inject():
+        with psycopg.connect(world.pg.url, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+            conn.execute("SELECT pg_reload_conf()")
+            try:
+                deadline = time.monotonic() + 15
+                while len(killed) < 3 and time.monotonic() < deadline:
+                    for (pid,) in conn.execute(waiting).fetchall():
+                        conn.execute("SELECT pg_terminate_backend(%s)", [pid])
+                        killed.append(pid)
+                    time.sleep(0.05)
+            finally:
+                conn.execute("ALTER SYSTEM RESET synchronous_standby_names")
+                conn.execute("SELECT pg_reload_conf()")
+
+    _run(world, outcomes, "commit-applied-answer-lost", inject)
+    assert killed, "no commit waited for the synchronous standby"
+    with psycopg.connect(world.pg.url) as conn:
+        twice = conn.execute(
+            "SELECT file_id, partition_id FROM floe_batch"
+            " GROUP BY file_id, partition_id HAVING count(*) > 1"
+        ).fetchall()
+    assert twice == []
+    assert failed_commits() > failed_before, "no agent saw a commit fail and retried it"

@@ -159,6 +159,32 @@ class WebServer:
                 self.kill()
 
 
+def prepare_database(env: dict[str, str]) -> tuple[str, str]:
+    """Migrate the database at the environment's DATABASE_URL and make the cluster
+    ``faults`` (topics created on first use); returns its agent key and an API key of its
+    organization."""
+    script = (
+        "import django; django.setup();"
+        "from django.core.management import call_command;"
+        "call_command('migrate', verbosity=0);"
+        "from tests.factories import make_api_key, make_cluster;"
+        "c, key = make_cluster('faults', auto_create_topics=True);"
+        "print('KEY', key, make_api_key(c.organization))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        env={**env, "DJANGO_SETTINGS_MODULE": "controlplane.settings"},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    agent_key, api_key = done.stdout.split("KEY ", 1)[1].split()
+    return agent_key, api_key
+
+
 class World:
     """Everything the fault suite runs: see the module docstring."""
 
@@ -194,25 +220,7 @@ class World:
             self.agents.append(self._start_agent(n))
 
     def _prepare_database(self) -> str:
-        script = (
-            "import django; django.setup();"
-            "from django.core.management import call_command;"
-            "call_command('migrate', verbosity=0);"
-            "from tests.factories import make_cluster;"
-            "c, key = make_cluster('faults', auto_create_topics=True);"
-            "print('KEY', key)"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            cwd=REPO,
-            env={**self.env, "DJANGO_SETTINGS_MODULE": "controlplane.settings"},
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(done.stderr[-3000:])
-        return done.stdout.split("KEY ", 1)[1].strip()
+        return prepare_database(self.env)[0]
 
     @property
     def bootstrap(self) -> str:
