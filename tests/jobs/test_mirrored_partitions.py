@@ -12,6 +12,7 @@ from core.kafka.errors import ErrorCode
 from core.kafka.records import iter_batches, patch_base_offset
 from core.segment import SegmentBuilder
 from metadata_store import store as metadata
+from metadata_store.leases import lease_take, migration_subject
 from metadata_store.mirroring import MirroredBatch, mirrored_file_commit, topic_mirroring_set
 from metadata_store.models import Partition, SegmentFile
 from tests.jobs import driver
@@ -44,8 +45,17 @@ def _mirror_commit(writer, topic, partition: int, base_offset: int, data: bytes)
     segment = builder.finish()
     key = f"{writer.cluster.public_id}/mirror/mig_test/{uuid.uuid4().hex}.seg"
     writer.store.put(key, segment)
+    lease = lease_take(
+        cluster_id=writer.cluster.id,
+        subject=migration_subject("mig_test"),
+        holder="agt-copier",
+        seconds=60,
+    )
+    assert lease is not None
     answer = mirrored_file_commit(
         cluster_id=writer.cluster.id,
+        migration_id="mig_test",
+        lease=lease.token,
         file_key=key,
         size=len(segment),
         batches=[

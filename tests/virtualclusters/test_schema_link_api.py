@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from metadata_store import leases
 from schema_registry.models import Subject
 from tests.metadata_store.conftest import AgentApi
 from tests.virtualclusters.test_migrations_api import _leased, _url
@@ -187,7 +188,9 @@ def test_cutting_the_schemas_over_gives_the_linked_subjects_back(api, alice):
         _url(alice["cluster"], created["id"], "cutover"), {"schemas": True}, format="json"
     )
     assert again.status_code == 400
-    Migration.objects.filter(public_id=created["id"]).update(lease_expires_at=None)
+    leases.lease_end(
+        cluster_id=alice["cluster"].pk, subject=leases.migration_subject(created["id"])
+    )
     assert _leased(alice)[1]["schema_registry"] is None
 
 

@@ -18,7 +18,7 @@ from tenancy.models import Membership
 from tests import factories
 from virtualclusters.mirror.models import Migration, MigrationTopic
 from virtualclusters.mirror.selectors import migration_shown
-from virtualclusters.mirror.services import migration_create
+from virtualclusters.mirror.services import migration_create, migration_lease
 
 pytestmark = pytest.mark.django_db
 
@@ -58,7 +58,8 @@ def _mirrored(cluster, *, topics=("orders", "payments")) -> Migration:
         cluster=cluster, source_bootstrap="kafka-1.internal:9092", topics="|".join(topics),
         groups="billing-.*",
     )  # fmt: skip
-    migration.lease_agent = "agt-jobs-1"
+    _, lease = migration_lease(cluster=cluster, agent_id="agt-jobs-1", lease_s=60)
+    migration.refresh_from_db()
     migration.waiting_for = "the source: KafkaConnectionError: connect to 10.0.0.9:9092"
     migration.groups = {
         "billing-1": {
@@ -70,7 +71,7 @@ def _mirrored(cluster, *, topics=("orders", "payments")) -> Migration:
         },
         "billing-2": {"state": "waiting for the copy to reach its offsets", "partitions": []},
     }
-    migration.save(update_fields=["lease_agent", "waiting_for", "groups"])
+    migration.save(update_fields=["waiting_for", "groups"])
     for name in topics:
         topic = topic_create(cluster=cluster, name=name, num_partitions=2)
         MigrationTopic.objects.create(
@@ -84,7 +85,8 @@ def _mirrored(cluster, *, topics=("orders", "payments")) -> Migration:
         )  # fmt: skip
         topic_mirroring_set(topic=topic, migration_id=migration.public_id)
         mirrored_file_commit(
-            cluster_id=cluster.pk, file_key=f"{cluster.public_id}/mirror/{name}.seg", size=100,
+            cluster_id=cluster.pk, migration_id=migration.public_id, lease=lease.token,
+            file_key=f"{cluster.public_id}/mirror/{name}.seg", size=100,
             batches=[MirroredBatch(topic.id, 0, 0, 1199, 1200, 0, 100)],
         )  # fmt: skip
     return migration
