@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 
+from agents.control_plane_link import ControlPlaneLink
 from agents.metrics import Histogram
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ class ControlPlaneClient:
         }
         self._timeout = call_timeout(timeout_s)
         self._session: aiohttp.ClientSession | None = None
+        self.link = ControlPlaneLink()
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -112,6 +114,10 @@ class ControlPlaneClient:
         try:
             async with session.post(self.base_url + name, data=data, timeout=timeout) as resp:
                 payload = await resp.read()
+                if resp.status >= 500:
+                    self.link.record_failure()
+                else:
+                    self.link.record_answer()
                 if resp.status == 200:
                     outcome = "ok"
                     return json.loads(payload)
@@ -125,6 +131,7 @@ class ControlPlaneClient:
                     f"{name}: HTTP {resp.status}: {message}", outcome_unknown=False
                 )
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            self.link.record_failure()
             # Refused before sending → nothing happened; dropped mid-call → unknown.
             unknown = not isinstance(
                 exc, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
@@ -133,6 +140,7 @@ class ControlPlaneClient:
                 f"{name}: {type(exc).__name__}: {exc}", outcome_unknown=unknown
             ) from exc
         except TimeoutError as exc:
+            self.link.record_failure()
             outcome = "timeout"
             raise ControlPlaneUnavailable(f"{name}: timed out", outcome_unknown=True) from exc
         except ValueError as exc:  # undecodable JSON in a 200

@@ -12,7 +12,11 @@ import urllib.request
 
 import pytest
 
-from agents.control_plane import ControlPlaneClient, ControlPlaneUnavailable
+from agents.control_plane import (
+    ControlPlaneClient,
+    ControlPlaneRejected,
+    ControlPlaneUnavailable,
+)
 from agents.runtime import SHUTDOWN_FLUSH_S
 from agents.write_path import COMMIT_TIMEOUT_S
 from tests.agents.faults import TcpProxy
@@ -34,12 +38,52 @@ def test_a_call_to_a_control_plane_that_never_answers_times_out():
             with pytest.raises(ControlPlaneUnavailable) as caught:
                 await asyncio.wait_for(client.call("topics/list", {}), 10)
             assert caught.value.outcome_unknown
+            assert not client.link.up  # the next decision need not wait to find out
             return time.monotonic() - started
         finally:
             await client.close()
             server.close()
 
     assert asyncio.run(scenario()) < 3
+
+
+def test_the_link_goes_down_on_a_failed_call_and_up_on_the_next_answer():
+    """`client.link` follows the calls: down on a refused connection or a 5xx, up again on
+    any answer (a 4xx included: the control plane is there), waking whoever waits."""
+
+    async def scenario() -> None:
+        status = {"code": 503}
+
+        async def answer(reader, writer):
+            await reader.readuntil(b"\r\n\r\n")
+            code = status["code"]
+            writer.write(
+                f"HTTP/1.1 {code} X\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}".encode()
+            )
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = ControlPlaneClient(f"http://127.0.0.1:{port}", "key", timeout_s=2.0)
+        try:
+            assert client.link.up
+            with pytest.raises(ControlPlaneUnavailable):
+                await client.call("topics/list", {})
+            assert not client.link.up
+            assert client.link.down_for_s >= 0
+            assert not await client.link.wait_up(0.05)
+            waiter = asyncio.ensure_future(client.link.wait_up(5))
+            status["code"] = 404
+            with pytest.raises(ControlPlaneRejected):
+                await client.call("topics/list", {})
+            assert client.link.up and client.link.down_for_s == 0
+            assert await asyncio.wait_for(waiter, 1)
+        finally:
+            await client.close()
+            server.close()
+
+    asyncio.run(scenario())
 
 
 def _health(agent) -> tuple[int, str]:
