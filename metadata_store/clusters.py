@@ -51,6 +51,8 @@ class VirtualCluster(models.Model):
     # and group.consumer.heartbeat.interval.ms, for every such group of the cluster.
     consumer_session_timeout_ms = models.PositiveIntegerField(default=45_000)
     consumer_heartbeat_interval_ms = models.PositiveIntegerField(default=5_000)
+    # floe.topic.type of topics that do not set it: "standard" or "lightning".
+    default_topic_type = models.CharField(max_length=16, default="standard")
     # The cluster's bucket (BYOC): fixed by the first agent that registers (or at
     # creation); agents with another bucket are refused. A URL, never credentials.
     bucket_url = models.CharField(max_length=1024, blank=True, default="")
@@ -80,6 +82,7 @@ class VirtualCluster(models.Model):
         "max_flush_bytes",
         "consumer_session_timeout_ms",
         "consumer_heartbeat_interval_ms",
+        "default_topic_type",
     )
 
     def config(self) -> dict[str, Any]:

@@ -63,6 +63,14 @@ class ClusterConfigForm(forms.Form):
         f"({_bounds('consumer_heartbeat_interval_ms')}).",
     )
 
+    default_topic_type = forms.ChoiceField(
+        required=False,
+        label="Default topic type",
+        choices=[("standard", "standard"), ("lightning", "lightning")],
+        help_text="For topics that do not set floe.topic.type: lightning acknowledges a "
+        "produce once its file is in the bucket and commits it asynchronously.",
+    )
+
     # Service field → form field, for errors the service reports.
     SERVICE_FIELDS = {"default_retention_ms": "retention_value"}
 
