@@ -161,6 +161,7 @@ class AgentRuntime:
         if ctx is None:
             return
         ctx.cluster_config = dict(answer["cluster"].get("config") or {})
+        self.config.learned.ripcord = ctx.cluster_config.get("ripcord") is True
         ctx.groups.consumer.settings = ctx.cluster_config  # KIP-848 groups' timeouts
         # Only agents that serve clients are brokers, coordinators or cache peers.
         ctx.live_agents = [a for a in answer.get("agents") or [] if serves_clients(a)]

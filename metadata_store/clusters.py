@@ -51,6 +51,10 @@ class VirtualCluster(models.Model):
     # and group.consumer.heartbeat.interval.ms, for every such group of the cluster.
     consumer_session_timeout_ms = models.PositiveIntegerField(default=45_000)
     consumer_heartbeat_interval_ms = models.PositiveIntegerField(default=5_000)
+    # Ripcord: agents keep producing (journaled to the bucket, committed later) and keep
+    # serving metadata, groups and committed data while the control plane is unreachable.
+    # An agent's --ripcord flag turns it on for that agent whatever this says.
+    ripcord = models.BooleanField(default=False)
     # The cluster's bucket (BYOC): fixed by the first agent that registers (or at
     # creation); agents with another bucket are refused. A URL, never credentials.
     bucket_url = models.CharField(max_length=1024, blank=True, default="")
@@ -80,6 +84,7 @@ class VirtualCluster(models.Model):
         "max_flush_bytes",
         "consumer_session_timeout_ms",
         "consumer_heartbeat_interval_ms",
+        "ripcord",
     )
 
     def config(self) -> dict[str, Any]:

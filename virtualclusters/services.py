@@ -48,7 +48,7 @@ def _check_config(config: dict) -> dict:
     for field, value in config.items():
         if field not in VirtualCluster.CONFIG_FIELDS:
             errors[field] = ["Unknown configuration field."]
-        elif field in ("auto_create_topics", "acls_enabled"):
+        elif field in ("auto_create_topics", "acls_enabled", "ripcord"):
             if not isinstance(value, bool):
                 errors[field] = ["Must be true or false."]
             else:

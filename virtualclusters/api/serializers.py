@@ -48,6 +48,12 @@ class ClusterConfigSerializer(StrictSerializer):
         max_value=CONFIG_BOUNDS["consumer_heartbeat_interval_ms"][1],
         help_text="group.consumer.heartbeat.interval.ms of KIP-848 groups.",
     )
+    ripcord = serializers.BooleanField(
+        required=False,
+        help_text="Ripcord: while the control plane is unreachable, agents acknowledge produce "
+        "once it is journaled in the bucket (committed when the control plane is back) and "
+        "answer metadata, groups and reads of committed data from what they know.",
+    )
 
 
 class ClusterSerializer(serializers.ModelSerializer):
