@@ -11,7 +11,7 @@ import os
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NoReturn
 from urllib.parse import urlsplit
 
@@ -38,6 +38,13 @@ ROLES = ("produce", "consume", "jobs", "schema-registry")
 CLIENT_ROLES = frozenset({"produce", "consume"})
 # Kafka's socket.request.max.bytes: the largest request frame a client may send.
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
+
+
+@dataclass
+class LearnedClusterSettings:
+    """Cluster settings the agent learns from the control plane, kept through an outage."""
+
+    ripcord: bool = False
 
 
 class ConfigError(Exception):
@@ -78,6 +85,17 @@ class AgentConfig:
     job_lease_s: int = 120  # jobs role: a lease lasts this long unless renewed
     # jobs role: a migration's lease lasts this long unless renewed (every 2 s)
     migration_lease_s: int = 30
+    ripcord_flag: bool = False  # --ripcord: on for this agent whatever the cluster says
+    # What the control plane last said of the cluster (the runtime updates it on every
+    # register/heartbeat answer): the frozen config's one mutable part.
+    learned: LearnedClusterSettings = field(
+        default_factory=LearnedClusterSettings, compare=False, repr=False
+    )
+
+    @property
+    def ripcord(self) -> bool:
+        """Ripcord's effective value: the agent's flag OR the cluster setting last learned."""
+        return self.ripcord_flag or self.learned.ripcord
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -226,6 +244,14 @@ def _build_parser() -> _OneLineParser:
         help="jobs role: a migration copier's lease length, renewed every 2 s (default 30)"
         " [FLOE_MIGRATION_LEASE_S]",
     )
+    add(
+        "--ripcord",
+        action="store_true",
+        default=None,
+        help="keep serving clients while the control plane is unreachable: acknowledge "
+        "produce once journaled in the bucket, commit when it is back (also a cluster "
+        "setting; either turns it on) [FLOE_RIPCORD]",
+    )
     return parser
 
 
@@ -259,6 +285,7 @@ _ENV = {
     "spark_master": ("SPARK_MASTER", str),
     "job_lease_s": ("FLOE_JOB_LEASE_S", _positive_int(10)),
     "migration_lease_s": ("FLOE_MIGRATION_LEASE_S", _positive_int(10)),
+    "ripcord": ("FLOE_RIPCORD", _boolean),
 }
 
 
@@ -364,4 +391,5 @@ def parse_config(
         spark_master=str(values["spark_master"] or ""),
         job_lease_s=_int_value(values, "job_lease_s", 120),
         migration_lease_s=_int_value(values, "migration_lease_s", 30),
+        ripcord_flag=bool(values["ripcord"]),
     )

@@ -31,6 +31,12 @@ _LATENCY = Histogram(
 # a dropped NAT entry or a frozen host would otherwise wedge whoever awaits it.
 DEFAULT_TIMEOUT_S = 15.0
 CONNECT_TIMEOUT_S = 5.0
+# Calls the control plane holds open until something happens (or their wait ends): a
+# long wait for their answer says nothing about the link, so it does not watch them.
+LONG_POLLS = frozenset({"tail-feed", "browse/poll", "jobs/lease"})
+# While the link is down, `/healthz` of the control plane is asked this often, each time
+# bounded by this: the link comes back up within about that of the control plane.
+PROBE_TIMEOUT_S = 1.0
 
 
 def call_timeout(total_s: float) -> aiohttp.ClientTimeout:
@@ -82,6 +88,7 @@ class ControlPlaneClient:
         self._timeout = call_timeout(timeout_s)
         self._session: aiohttp.ClientSession | None = None
         self.link = ControlPlaneLink()
+        self.link.set_probe(self.probe)
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -95,6 +102,7 @@ class ControlPlaneClient:
 
     async def close(self) -> None:
         """Close the keep-alive connections."""
+        await self.link.close()
         if self._session is not None and not self._session.closed:
             await self._session.close()
 
@@ -111,6 +119,8 @@ class ControlPlaneClient:
         outcome = "error"
         # Never None: aiohttp reads timeout=None as "no timeout at all".
         timeout = call_timeout(timeout_s) if timeout_s else self._timeout
+        watched = name not in LONG_POLLS and (timeout.total or 0) <= DEFAULT_TIMEOUT_S
+        token = self.link.call_started() if watched else None
         try:
             async with session.post(self.base_url + name, data=data, timeout=timeout) as resp:
                 payload = await resp.read()
@@ -148,7 +158,21 @@ class ControlPlaneClient:
                 f"{name}: bad answer: {exc}", outcome_unknown=True
             ) from exc
         finally:
+            if token is not None:
+                self.link.call_ended(token)
             _LATENCY.observe(time.perf_counter() - started, name, outcome)
+
+    async def probe(self) -> bool:
+        """Whether the control plane answers now: its `/healthz` (healthy only while the
+        metadata store takes writes) on a fresh connection — the pooled ones may be the
+        frozen ones — within `PROBE_TIMEOUT_S`."""
+        timeout = call_timeout(PROBE_TIMEOUT_S)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.get(self.root_url + "/healthz") as resp,
+        ):
+            await resp.read()
+            return resp.status < 500
 
     async def call_with_retries(
         self,

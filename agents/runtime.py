@@ -170,6 +170,7 @@ class AgentRuntime:
         if ctx is None:
             return
         ctx.cluster_config = dict(answer["cluster"].get("config") or {})
+        self.config.learned.ripcord = ctx.cluster_config.get("ripcord") is True
         ctx.groups.consumer.settings = ctx.cluster_config  # KIP-848 groups' timeouts
         # Only agents that serve clients are brokers, coordinators or cache peers.
         ctx.live_agents = [a for a in answer.get("agents") or [] if serves_clients(a)]
@@ -294,7 +295,7 @@ class AgentRuntime:
                 # Ripcord (the agent's flag or the cluster's setting, as last learned):
                 # every segment is a journal entry, answered without the control plane
                 # when it does not answer in time.
-                ripcord=lambda: bool(getattr(config, "ripcord", False)),
+                ripcord=lambda: config.ripcord,
             )
             journal_keeper = JournalKeeper(
                 self.client,

@@ -53,6 +53,10 @@ class VirtualCluster(models.Model):
     consumer_heartbeat_interval_ms = models.PositiveIntegerField(default=5_000)
     # floe.topic.type of topics that do not set it: "standard" or "lightning".
     default_topic_type = models.CharField(max_length=16, default="standard")
+    # Ripcord: agents keep producing (journaled to the bucket, committed later) and keep
+    # serving metadata, groups and committed data while the control plane is unreachable.
+    # An agent's --ripcord flag turns it on for that agent whatever this says.
+    ripcord = models.BooleanField(default=False)
     # The cluster's bucket (BYOC): fixed by the first agent that registers (or at
     # creation); agents with another bucket are refused. A URL, never credentials.
     bucket_url = models.CharField(max_length=1024, blank=True, default="")
@@ -83,6 +87,7 @@ class VirtualCluster(models.Model):
         "consumer_session_timeout_ms",
         "consumer_heartbeat_interval_ms",
         "default_topic_type",
+        "ripcord",
     )
 
     def config(self) -> dict[str, Any]:

@@ -54,7 +54,7 @@ def _check_config(config: dict) -> dict:
                 errors[field] = [f"Must be one of {', '.join(TOPIC_TYPES)}."]
             else:
                 clean[field] = value
-        elif field in ("auto_create_topics", "acls_enabled"):
+        elif field in ("auto_create_topics", "acls_enabled", "ripcord"):
             if not isinstance(value, bool):
                 errors[field] = ["Must be true or false."]
             else:

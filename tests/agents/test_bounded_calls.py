@@ -86,6 +86,55 @@ def test_the_link_goes_down_on_a_failed_call_and_up_on_the_next_answer():
     asyncio.run(scenario())
 
 
+def test_a_frozen_call_takes_the_link_down_fast_and_a_probe_brings_it_back():
+    """A call unanswered for the stall bound, with nothing else answered meanwhile, marks
+    the link down long before the call's own bound ends; while down, the control plane's
+    /healthz is probed and the first healthy answer brings the link up without any call.
+    A long poll left waiting does not count as a frozen link."""
+
+    async def scenario() -> None:
+        healthy = {"now": False}
+
+        async def serve(reader, writer):
+            head = await reader.readuntil(b"\r\n\r\n")
+            if head.startswith(b"GET /healthz"):
+                code = 200 if healthy["now"] else 503
+                writer.write(
+                    f"HTTP/1.1 {code} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
+                )
+                await writer.drain()
+                writer.close()
+                return
+            await asyncio.sleep(30)  # every POST: accepted, never answered (frozen)
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = ControlPlaneClient(f"http://127.0.0.1:{port}", "key", timeout_s=10.0)
+        try:
+            poll = asyncio.ensure_future(client.call("tail-feed", {}, timeout_s=8))
+            await asyncio.sleep(client.link.stall_after_s * 2)
+            assert client.link.up, "a long poll waiting is not a frozen link"
+            started = time.monotonic()
+            commit = asyncio.ensure_future(client.call("commit", {}))
+            while client.link.up and time.monotonic() - started < 5:
+                await asyncio.sleep(0.02)
+            took = time.monotonic() - started
+            assert not client.link.up and took < 1.0, took
+            assert not commit.done()  # the call itself still waits out its own bound
+            await asyncio.sleep(client.link.probe_interval_s * 3)
+            assert not client.link.up  # the probe got 503s: still down
+            healthy["now"] = True
+            assert await client.link.wait_up(3), "the probe brings the link back up"
+            for task in (poll, commit):
+                task.cancel()
+            await asyncio.gather(poll, commit, return_exceptions=True)
+        finally:
+            await client.close()
+            server.close()
+
+    asyncio.run(scenario())
+
+
 def _health(agent) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(agent.http_url + "/healthz", timeout=5) as resp:

@@ -100,9 +100,10 @@ def test_the_cluster_default_makes_new_topics_lightning_and_a_standard_topic_sta
     assert _described(a.bootstrap, "quick")["floe.topic.type"] == "lightning"
     assert _described(a.bootstrap, "plain")["floe.topic.type"] == "standard"
     messages = [(None, b"x", None)] * 3
-    assert confluent_produce(
-        a.bootstrap, "quick", messages, partition=0, **{"batch.num.messages": 1}
-    ) == [(0, None)] * 3
+    assert (
+        confluent_produce(a.bootstrap, "quick", messages, partition=0, **{"batch.num.messages": 1})
+        == [(0, None)] * 3
+    )
     assert confluent_produce(a.bootstrap, "plain", messages, partition=0) == [
         (0, 0),
         (0, 1),

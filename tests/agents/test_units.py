@@ -58,6 +58,21 @@ def test_bad_environment_values_are_one_line_errors(env, message):
         parse_config(REQUIRED, env)
 
 
+def test_ripcord_is_the_flag_or_the_cluster_setting_last_learned():
+    assert parse_config(REQUIRED, {}).ripcord is False
+    assert parse_config([*REQUIRED, "--ripcord"], {}).ripcord is True
+    assert parse_config(REQUIRED, {"FLOE_RIPCORD": "true"}).ripcord is True
+    assert parse_config(REQUIRED, {"FLOE_RIPCORD": "false"}).ripcord is False
+    with pytest.raises(ConfigError, match="FLOE_RIPCORD: expected true or false"):
+        parse_config(REQUIRED, {"FLOE_RIPCORD": "maybe"})
+    config = parse_config(REQUIRED, {})
+    config.learned.ripcord = True  # what a heartbeat answer says of the cluster
+    assert config.ripcord is True
+    flagged = parse_config([*REQUIRED, "--ripcord"], {})
+    flagged.learned.ripcord = False  # the cluster's setting never turns the flag off
+    assert flagged.ripcord is True
+
+
 def test_roles_default_to_all_and_take_a_list_of_known_names():
     assert parse_config(REQUIRED, {}).roles == ("produce", "consume", "jobs", "schema-registry")
     assert parse_config(REQUIRED, {}).schema_registry_port == 8081

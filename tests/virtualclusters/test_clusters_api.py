@@ -80,6 +80,18 @@ def test_it_reads_and_updates_the_configuration(api, alice):
     assert unknown.status_code == 400 and "colour" in unknown.json()["error"]
 
 
+def test_it_turns_ripcord_on_for_the_clusters_agents(api, alice, bob):
+    client, cid = api(alice["admin"]), alice["cluster"].public_id
+    assert client.get(f"/api/v1/clusters/{cid}/config/").json()["ripcord"] is False
+    on = client.patch(f"/api/v1/clusters/{cid}/config/", {"ripcord": True}, format="json")
+    assert on.status_code == 200 and on.json()["ripcord"] is True
+    alice["cluster"].refresh_from_db()
+    assert alice["cluster"].config()["ripcord"] is True  # what agents learn on heartbeat
+    assert bob["cluster"].config()["ripcord"] is False
+    bad = client.patch(f"/api/v1/clusters/{cid}/config/", {"ripcord": "sometimes"}, format="json")
+    assert bad.status_code == 400 and "ripcord" in bad.json()["error"]
+
+
 def test_it_sets_the_consumer_group_protocols_timeouts(api, alice):
     client, cid = api(alice["admin"]), alice["cluster"].public_id
     config = client.get(f"/api/v1/clusters/{cid}/config/").json()

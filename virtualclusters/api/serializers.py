@@ -55,6 +55,12 @@ class ClusterConfigSerializer(StrictSerializer):
         help_text="floe.topic.type of topics that do not set it: lightning topics acknowledge "
         "a produce once its file is in the bucket and commit it asynchronously.",
     )
+    ripcord = serializers.BooleanField(
+        required=False,
+        help_text="Ripcord: while the control plane is unreachable, agents acknowledge produce "
+        "once it is journaled in the bucket (committed when the control plane is back) and "
+        "answer metadata, groups and reads of committed data from what they know.",
+    )
 
 
 class ClusterSerializer(serializers.ModelSerializer):

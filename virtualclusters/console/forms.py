@@ -62,6 +62,12 @@ class ClusterConfigForm(forms.Form):
         help_text="…and heartbeats this often, below the session timeout "
         f"({_bounds('consumer_heartbeat_interval_ms')}).",
     )
+    ripcord = forms.BooleanField(
+        required=False,
+        label="Ripcord",
+        help_text="Keep producing while the control plane is unreachable: agents journal "
+        "records to the bucket, acknowledge them, and commit them when it is back.",
+    )
 
     default_topic_type = forms.ChoiceField(
         required=False,

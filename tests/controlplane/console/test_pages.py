@@ -201,6 +201,7 @@ def test_it_creates_a_cluster_and_shows_its_page(client, alice):
         "max_flush_bytes": 4 * 1024 * 1024,
         "consumer_session_timeout_ms": 45_000,  # left empty: Kafka's defaults
         "consumer_heartbeat_interval_ms": 5_000,
+        "ripcord": False,
     }
     page = client.get(response.url).content.decode()
     assert "Cluster prod created." in page
@@ -258,12 +259,19 @@ def test_retention_of_minus_one_keeps_messages_forever(client, alice):
 
 def test_it_updates_the_configuration(client, alice):
     cluster = alice["cluster"]
-    data = {**VALID_CLUSTER, "acls_enabled": "on", "retention_value": "3", "retention_unit": "days"}
+    data = {
+        **VALID_CLUSTER,
+        "acls_enabled": "on",
+        "ripcord": "on",
+        "retention_value": "3",
+        "retention_unit": "days",
+    }
     del data["auto_create_topics"]  # an unticked box is absent from the POST
     response = signed_in(client, alice).post(cluster_url(cluster, "config"), data)
     assert response.status_code == 302
     cluster.refresh_from_db()
     assert cluster.acls_enabled is True and cluster.auto_create_topics is False
+    assert cluster.ripcord is True
     assert cluster.default_retention_ms == 3 * 24 * 3600 * 1000
     form = client.get(cluster_url(cluster)).context["config_form"]
     assert (form["retention_value"].value(), form["retention_unit"].value()) == (3, "days")
