@@ -783,6 +783,11 @@ class SegmentWriter:
         finally:
             self._closing = closing
 
+    @property
+    def journal_started(self) -> bool:
+        """This writer has PUT its journal's marker (it journals)."""
+        return self._marker_put_at > float("-inf")
+
     def journal_backlog(self) -> tuple[int, float]:
         """Bytes journaled and not yet sequenced, and the oldest such entry's age (s)."""
         if not self._journaled:
