@@ -206,24 +206,36 @@ def pytest_terminal_summary(terminalreporter) -> None:
 # Files whose tests take minutes (each says why in its docstring): handed out first, so
 # the two workers do not finish the suite waiting on them one after the other.
 LONGEST_FIRST = (
-    "tests/agents/test_migration_retention.py",  # 5 minutes of retention checks (issue 38)
     "tests/ha/",  # three Patroni nodes: failover, switchover, rebuild, restore (issue 39)
     "tests/virtualclusters/security/test_rest_schemathesis_cli.py",
 )
 
 
-def _longest_first(nodeid: str) -> int:
-    return next(
-        (rank for rank, prefix in enumerate(LONGEST_FIRST) if nodeid.startswith(prefix)),
-        len(LONGEST_FIRST),
-    )
+def _test_file(item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items) -> None:
     """pytest-xdist hands tests out by node id: two tests with one id would run as one.
-    The longest files go first (a stable sort: every file's tests stay together, in order)."""
+
+    `--dist loadfile` hands out whole files in the order of this list when its own
+    reordering is off (`make test` passes `--no-loadscope-reorder`; by default it sorts
+    the files by their number of tests, which put these one-test files last): the
+    longest files first, then the others by their number of tests, as pytest-xdist
+    would. Each file's tests stay together, in order."""
     twice = sorted(n for n, times in Counter(i.nodeid for i in items).items() if times > 1)
     if twice:
         raise pytest.UsageError(f"tests sharing a node id (one would not run): {twice[:3]}")
-    items.sort(key=lambda item: _longest_first(item.nodeid))
+    tests = Counter(_test_file(item) for item in items)
+    first_seen = {name: n for n, name in enumerate(dict.fromkeys(map(_test_file, items)))}
+
+    def order(item) -> tuple[int, int, int]:
+        name = _test_file(item)
+        rank = next(
+            (rank for rank, prefix in enumerate(LONGEST_FIRST) if name.startswith(prefix)),
+            len(LONGEST_FIRST),
+        )
+        return rank, -tests[name], first_seen[name]
+
+    items.sort(key=order)
