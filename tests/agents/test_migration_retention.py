@@ -2,9 +2,9 @@
 
 Records whose timestamps are far older than Floe's default retention (2023), on topics
 whose source set no retention: while mirrored, Floe's retention check — twenty checks over
-the window, which runs retention on the cluster's own expired topic — leaves them alone,
-so the mirror's (log start, end) offsets and records stay the source's; the log start follows the source's
-only (DeleteRecords on a Floe source). The source's effective retention is copied (a
+the window, which run retention on the cluster's own expired topic — leaves them alone,
+so the mirror's (log start, end) offsets and records stay the source's; the log start
+follows the source's only (DeleteRecords on a Floe source). The source's effective retention is copied (a
 Floe source's cluster default, as its DescribeConfigs reports it; Kafka's 7 days where
 the source reports none, as Tansu) and applies from the cutover on.
 """
