@@ -45,10 +45,11 @@ format: install
 	$(BIN)/ruff check --fix .
 
 ## The suite on TEST_WORKERS processes (a file's tests stay together: module fixtures
-## such as a Spark master or the fault suite's world start once).
+## such as a Spark master or the fault suite's world start once), in the order tests/conftest.py
+## gives them: the longest files first.
 TEST_WORKERS ?= 2
 test: system-deps install js-deps lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 run: install
 	@command -v java >/dev/null || echo "note: Java 17+ is not installed; Spark jobs (compaction, retention) will not run until it is."

