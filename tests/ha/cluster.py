@@ -241,9 +241,6 @@ class HACluster:
         archive = (
             f"{self._barman('barman-cloud-wal-archive')} --gzip {self.backup_url} {SERVER_NAME} %p"
         )
-        restore = (
-            f"{self._barman('barman-cloud-wal-restore')} {self.backup_url} {SERVER_NAME} %f %p"
-        )
         trust = [
             "local all all trust",
             "host all all 127.0.0.1/32 trust",
@@ -304,7 +301,9 @@ class HACluster:
                 "create_replica_methods": ["barman_cloud", "basebackup"],
                 "barman_cloud": {"command": str(REPLICA_FROM_BACKUP), "no_leader": True},
                 "basebackup": {"checkpoint": "fast"},
-                "recovery_conf": {"restore_command": restore},
+                # No restore_command: a standby streams (the slots keep what it needs), and
+                # a promotion does not wait on the archive; a node rebuilt from a backup
+                # gets the archived WAL it needs first (replica_from_backup.sh).
             },
         }
 
