@@ -41,6 +41,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections
 from django.urls import URLPattern, URLResolver, get_resolver
 from psycopg_pool import AsyncConnectionPool
+from psycopg_pool.base import AttemptWithBackoff
 
 from metadata_store import mirroring, store
 from metadata_store.agent_api import endpoint, feed_relay, key_changes, schemas, views
@@ -56,6 +57,13 @@ DECODE_ON_LOOP_BYTES = 256 * 1024
 _JSON = [(b"content-type", b"application/json")]
 # The commit pool stops re-dialling a lost connection after this long (see _commit_files).
 RECONNECT_GIVE_UP_S = 3.0
+# ... and re-dials every quarter second until then. psycopg_pool waits 1 s, then 2 s, 4 s
+# between dials (its AttemptWithBackoff's class attributes, the only knob it has; this
+# process's only pool is the commit pool): a commit waiting for a connection through a
+# switchover met the new primary up to ~1 s after it took writes. A dial to a standby or
+# a stopped node fails in milliseconds (multi-host DATABASE_URL, read-write wanted).
+AttemptWithBackoff.INITIAL_DELAY = 0.25
+AttemptWithBackoff.DELAY_BACKOFF = 1.0
 
 # ASGI's shapes (the spec's dicts, as uvicorn hands them over).
 Scope = dict[str, Any]

@@ -16,14 +16,13 @@ from tests.agents.conftest import AgentProcess, agent_command
 from tests.faults.world import REPO, _wait_port, free_port
 
 
-def floe_env(*, database_url: str, redis_url: str, folder: Path) -> dict[str, str]:
+def floe_env(*, database_url: str, redis_url: str | None = None, folder: Path) -> dict[str, str]:
     """The environment of a test's Floe processes (web, worker, beat): its database and
-    Redis, beat's transaction check every second (a task that touches the database to
-    watch the worker by), outside pytest's variables."""
+    Redis (else the test run's own), beat's transaction check every second (a task that
+    touches the database to watch the worker by), outside pytest's variables."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
-        "REDIS_URL": redis_url,
         "SECRET_KEY": "fault-processes-" + "x" * 40,
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "FLOE_DATA_DIR": str(folder / "data"),
@@ -31,28 +30,38 @@ def floe_env(*, database_url: str, redis_url: str, folder: Path) -> dict[str, st
         "PYTHONUNBUFFERED": "1",
         "FLOE_TXN_TIMEOUT_CHECK_S": "1",
     }
+    if redis_url is not None:
+        env["REDIS_URL"] = redis_url
     for name in ("PYTEST_VERSION", "PYTEST_CURRENT_TEST"):
         env.pop(name, None)
     return env
 
 
 def agent_start(
-    env: dict[str, str], folder: Path, name: str, *, control_plane_url: str, key: str
+    env: dict[str, str],
+    folder: Path,
+    name: str,
+    *,
+    control_plane_url: str,
+    key: str,
+    bucket_url: str | None = None,
 ) -> AgentProcess:
-    """An agent on OS-chosen ports with the bucket ``folder/bucket`` (shared by every
-    agent started on `folder`), once it serves."""
-    bucket = folder / "bucket"
-    bucket.mkdir(exist_ok=True)
+    """An agent on OS-chosen ports, once it serves; its bucket `bucket_url`, else the
+    folder ``folder/bucket`` (shared by every agent started on `folder`)."""
+    if bucket_url is None:
+        bucket = folder / "bucket"
+        bucket.mkdir(exist_ok=True)
+        bucket_url = bucket.as_uri()
     command = agent_command(
         control_plane_url=control_plane_url,
         key=key,
-        bucket_url=bucket.as_uri(),
+        bucket_url=bucket_url,
         batch_timeout_ms=50,
     )
     out, err = folder / f"{name}.out", folder / f"{name}.err"
     agent_env = {k: v for k, v in env.items() if not k.startswith("FLOE_")}
     with out.open("wb") as stdout, err.open("wb") as stderr:
-        proc = subprocess.Popen(command, env=agent_env, stdout=stdout, stderr=stderr)
+        proc = subprocess.Popen(command, cwd=REPO, env=agent_env, stdout=stdout, stderr=stderr)
     agent = AgentProcess(proc, out, err)
     agent.wait_ready(60)
     return agent
@@ -119,6 +128,11 @@ class CeleryProcess:
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

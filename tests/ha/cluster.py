@@ -147,6 +147,7 @@ class HACluster:
         archive_timeout_s: int = ARCHIVE_TIMEOUT_S,
         fsync: bool = False,
         synchronous_commit: str = "remote_write",
+        standby_restore_command: bool = False,
     ) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="floe-ha-"))
         self.s3_endpoint = s3_endpoint
@@ -157,6 +158,10 @@ class HACluster:
         # has flushed it and the synchronous standby has written it (to its OS, flushed
         # within its WAL writer's next round); "on": once the standby has flushed it too.
         self.synchronous_commit = synchronous_commit
+        # Standbys replaying the archive through barman-cloud-wal-restore as well as
+        # streaming: the shape before, kept to measure what it costs a switchover
+        # (bench/metadata_failover.py --standby-restore-command).
+        self.standby_restore_command = standby_restore_command
         self.bin = Path(sys.executable).parent  # the venv's: patroni, barman-cloud-*
         self.as_root = os.geteuid() == 0
         self.etcd_port, self.etcd_peer_port = free_port(), free_port()
@@ -241,15 +246,12 @@ class HACluster:
         archive = (
             f"{self._barman('barman-cloud-wal-archive')} --gzip {self.backup_url} {SERVER_NAME} %p"
         )
-        restore = (
-            f"{self._barman('barman-cloud-wal-restore')} {self.backup_url} {SERVER_NAME} %f %p"
-        )
         trust = [
             "local all all trust",
             "host all all 127.0.0.1/32 trust",
             "host replication all 127.0.0.1/32 trust",
         ]
-        return {
+        config = {
             "scope": "floe-metadata",
             "name": node.name,
             "log": {"level": "INFO"},
@@ -304,9 +306,17 @@ class HACluster:
                 "create_replica_methods": ["barman_cloud", "basebackup"],
                 "barman_cloud": {"command": str(REPLICA_FROM_BACKUP), "no_leader": True},
                 "basebackup": {"checkpoint": "fast"},
-                "recovery_conf": {"restore_command": restore},
+                # No restore_command: a standby streams (the slots keep what it needs), and
+                # a promotion does not wait on the archive; a node rebuilt from a backup
+                # gets the archived WAL it needs first (replica_from_backup.sh).
             },
         }
+        if self.standby_restore_command:
+            restore = (
+                f"{self._barman('barman-cloud-wal-restore')} {self.backup_url} {SERVER_NAME} %f %p"
+            )
+            config["postgresql"]["recovery_conf"] = {"restore_command": restore}
+        return config
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -600,25 +610,11 @@ class HACluster:
 
     # -- teardown ----------------------------------------------------------------------
 
-    def stop_all(self, timeout_s: float = 30) -> None:
-        """Stop every Patroni (which stops its PostgreSQL), then kill what is left."""
-        for node in self.nodes:
-            if node.proc is not None and node.proc.poll() is None:
-                node.proc.terminate()
-        deadline = time.monotonic() + timeout_s
-        for node in self.nodes:
-            if node.proc is not None:
-                try:
-                    node.proc.wait(max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    pass
-            self.kill_node(node.name)
-
     def close(self) -> None:
         for restored in self.restored:
             restored.stop()
         with contextlib.suppress(Exception):
-            self.stop_all(timeout_s=20)
+            self.kill_all()  # thrown away: a clean stop would wait on the archive first
         for node in self.nodes:  # the postmaster's children, should any be left
             if node.proc is not None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):

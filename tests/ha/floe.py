@@ -1,19 +1,17 @@
 """Floe on a given metadata PostgreSQL: its migrations applied, the control plane's web
-server and one agent (real processes, as tests/faults/world.py starts them), and the Kafka
-client side the restore tests use — a producer that keeps each acknowledged record's place,
-and a reader of everything a topic serves."""
+server and one agent (real processes, started as the fault suite starts them:
+tests/faults/services.py), and the Kafka client side the restore tests use — a producer
+that keeps each acknowledged record's place, and a reader of everything a topic serves."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.agents.conftest import AgentProcess, agent_command
-from tests.faults.world import REPO, WebServer
+from tests.agents.conftest import AgentProcess
+from tests.faults.services import agent_start, floe_env
+from tests.faults.world import WebServer, prepare_database
 
 
 class FloeOn:
@@ -24,59 +22,22 @@ class FloeOn:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self.bucket_url = bucket_url
-        env = {
-            **os.environ,
-            "DATABASE_URL": database_url,
-            "SECRET_KEY": "ha-suite-" + "x" * 40,
-            "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "FLOE_DATA_DIR": str(folder / "data"),
-            "DEBUG": "0",
-            "PYTHONUNBUFFERED": "1",
-        }
-        env.pop("PYTEST_VERSION", None)
-        env.pop("PYTEST_CURRENT_TEST", None)
-        self.env = env
+        self.env = floe_env(database_url=database_url, folder=folder)
         self.web: WebServer | None = None
         self.agent: AgentProcess | None = None
 
     def prepare(self, *, make_cluster: bool) -> str | None:
-        script = (
-            "import django; django.setup();"
-            "from django.core.management import call_command;"
-            "call_command('migrate', verbosity=0);"
-        )
-        if make_cluster:
-            script += (
-                "from tests.factories import make_cluster;"
-                "c, key = make_cluster('ha', auto_create_topics=True);"
-                "print('KEY', key)"
-            )
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            cwd=REPO,
-            env={**self.env, "DJANGO_SETTINGS_MODULE": "controlplane.settings"},
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(done.stderr[-3000:])
-        return done.stdout.split("KEY ", 1)[1].strip() if make_cluster else None
+        agent_key, _ = prepare_database(self.env, make_cluster=make_cluster)
+        return agent_key or None
 
     def start(self, key: str) -> str:
         """The web server and one agent; returns the agent's bootstrap address."""
         self.web = WebServer(self.env, self.folder)
         self.web.start()
-        command = agent_command(
-            control_plane_url=self.web.url, key=key, bucket_url=self.bucket_url,
-            batch_timeout_ms=50,
+        self.agent = agent_start(
+            self.env, self.folder, "agent", control_plane_url=self.web.url, key=key,
+            bucket_url=self.bucket_url,
         )  # fmt: skip
-        out, err = self.folder / "agent.out", self.folder / "agent.err"
-        env = {k: v for k, v in self.env.items() if not k.startswith("FLOE_")}
-        with out.open("wb") as stdout, err.open("ab") as stderr:
-            proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=stdout, stderr=stderr)
-        self.agent = AgentProcess(proc, out, err)
-        self.agent.wait_ready(60)
         return self.agent.bootstrap
 
     def stop(self) -> None:

@@ -6,8 +6,8 @@ to its postmaster and its Patroni) and while the primary is switched over. Nobod
 restarts a Floe process; each finds the new primary by itself.
 
 Each case prints its row of the fault table (tests/faults/probe.py). Long: the module
-takes 2.5-3.5 minutes (the cluster's start with its first backup, Floe's processes, the
-kill case ~60 s — Patroni's leader key lives its 20 s ttl —, the switchover ~30 s).
+takes ~2.5 minutes (the cluster's start with its first backup and Floe's processes ~80 s,
+the kill case ~30 s — Patroni's leader key lives its 20 s ttl —, the switchover ~20 s).
 """
 
 from __future__ import annotations
@@ -31,18 +31,17 @@ pytestmark = [pytest.mark.ha, pytest.mark.faults, pytest.mark.kafka]
 PARTITIONS = 2
 EXPIRE_TASK = "metadata_store.tasks.transactions_expire"  # beat sends it every second here
 # Issue 39 asks produce acknowledged again (and the console answering) within 15 s of the
-# primary's kill, and a planned switchover's longest produce pause within 5 s. Most of
-# either is the database's own: Patroni replaces a leader that died silently only when
-# its leader key expires — `ttl`, 20 s at the least (Patroni raises anything lower) — and
-# the promotion then runs the archive's restore_command for the timeline's files (1-3 s
-# each for barman-cloud on a loaded 2-core machine). Floe's part is what follows the
-# database taking writes again through the multi-host DSN; that is what is bounded here,
-# and the whole figures are printed in the fault table and the line below it.
+# primary's kill, and a planned switchover's longest produce pause within 5 s. The second
+# is asserted whole. The first is not the database's to meet: Patroni replaces a leader
+# that died silently only when its leader key expires — `ttl`, 20 s at the least (Patroni
+# raises anything lower) —, so what is bounded here is Floe's part, from the database
+# taking writes again through the multi-host DSN, and the whole is printed in the fault
+# table and the line below it.
 FLOE_BOUND_S = 5.0
-# What the database alone may take (ttl 20 s + promotion), so the test still fails if
-# something hangs without end.
-KILL_TOTAL_BOUND_S = 45.0
-SWITCHOVER_TOTAL_BOUND_S = 30.0
+SWITCHOVER_PAUSE_BOUND_S = 5.0
+# What the database alone may take after a kill (ttl 20 s, then the promotion, ~0.5 s
+# here), so the test still fails if a promotion starts waiting on something again.
+KILL_TOTAL_BOUND_S = 30.0
 
 
 class FloeOnHA:
@@ -91,11 +90,12 @@ class FloeOnHA:
             return json.loads(exc.read())
 
     def close(self) -> None:
+        """Everything killed: thrown away, a clean stop would only wait."""
         for agent in self.agents:
-            agent.stop()
-        self.beat.stop()
-        self.worker.stop()
-        self.web.stop()
+            agent.kill()
+        self.beat.kill()
+        self.worker.kill()
+        self.web.kill()
         self.redis.kill()
 
 
@@ -336,7 +336,7 @@ def test_a_planned_switchover_pauses_produce_briefly_and_loses_nothing(floe, ha,
 
     figures = _through_a_fault(floe, ha, request, "ha-switchover", inject)
     assert figures["produce_back_s"] - figures["detail"]["writable_after_s"] <= FLOE_BOUND_S
-    assert figures["pause_s"] <= SWITCHOVER_TOTAL_BOUND_S, figures
+    assert figures["pause_s"] <= SWITCHOVER_PAUSE_BOUND_S, figures
     assert floe.healthz()["database"]["role"] == "primary"
 
 

@@ -5,6 +5,7 @@ Real etcd, Patroni, PostgreSQL 15 and barman-cloud against moto's S3 server."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import psycopg
@@ -40,6 +41,11 @@ def test_a_destroyed_replica_is_rebuilt_from_the_backup_and_streams_again(ha):
     rebuilt_in = time.monotonic() - started
 
     assert ha.replica_methods(name)[methods_before:] == ["barman_cloud"], ha.describe()
+    # The WAL archived since the backup came from the bucket (standbys have no
+    # restore_command: the rebuild fetched it into pg_wal/ before the node started).
+    fetched = re.findall(r"fetch_archived_wal: (\d+) archived WAL segments",
+                         ha.node(name).log.read_text(errors="replace"))  # fmt: skip
+    assert fetched and int(fetched[-1]) >= 1, ha.describe()
     status = ha.status(name)
     assert (status["role"], status["replication_state"]) == ("replica", "streaming"), status
     _write(ha.dsn, "after the rebuild")
