@@ -36,7 +36,9 @@ class InvoiceLineSerializer(serializers.ModelSerializer):
 class InvoiceSerializer(serializers.ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
     number = serializers.CharField(source="display_number", read_only=True)
-    corrects = serializers.CharField(source="corrects.public_id", default=None, read_only=True)
+    corrects = serializers.CharField(
+        source="corrects.public_id", default=None, allow_null=True, read_only=True
+    )
 
     class Meta:
         model = Invoice
