@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from google.protobuf import descriptor_pb2
 
-from agents.schema_registry.formats import ParsedSchema
+from core.schemas.formats import ParsedSchema
 
 FieldProto = descriptor_pb2.FieldDescriptorProto
 MessageProto = descriptor_pb2.DescriptorProto
