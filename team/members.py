@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -35,7 +36,7 @@ Role = Membership.Role
 
 @transaction.atomic
 def invitation_create(
-    *, organization: Organization, email: str, role: str, invited_by, link_base: str
+    *, organization: Organization, email: str, role: str, invited_by: Any, link_base: str
 ) -> tuple[Invitation, str, bool]:
     """An invitation and its link (shown once); ``sent`` says whether an email went."""
     email = (email or "").strip().lower()
@@ -83,7 +84,7 @@ ACCOUNT_LINK_MAX_AGE_S = 3 * 24 * 3600
 _ACCOUNT_LINK_SALT = "floe.team.invitation-account"
 
 
-def invitation_accept(*, invitation: Invitation, token: str, password: str, link_base: str):
+def invitation_accept(*, invitation: Invitation, token: str, password: str, link_base: str) -> Any:
     """Whoever holds an invitation's link and is not signed in: the invited email's
     account joins with its own password; any other password joins nothing, and the
     invited email gets a mail — a link to choose a password and join when it has no
@@ -127,7 +128,7 @@ def invitation_account_link_read(signed: str) -> Invitation | None:
 
 
 @transaction.atomic
-def invitation_account_create(*, invitation: Invitation, password: str):
+def invitation_account_create(*, invitation: Invitation, password: str) -> Any:
     """A new account for the invited email, joining the invitation's organization — for
     whoever followed the link mailed to that email (so it may say the email is taken)."""
     if User.objects.filter(username=invitation.email).exists():
@@ -150,7 +151,7 @@ def _mail(subject: str, body: str, to: str) -> None:
 
 
 @transaction.atomic
-def invitation_join(*, invitation: Invitation, user):
+def invitation_join(*, invitation: Invitation, user: Any) -> Any:
     """`user` (signed in as the invited email) joins the invitation's organization."""
     if user.username != invitation.email:
         raise ValidationError("This invitation is for another email.")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -117,9 +117,9 @@ def api_key_create(
     organization: Organization,
     name: str,
     role: str = Membership.Role.ADMIN,
-    owner=None,
+    owner: Any = None,
     service_account: bool = False,
-    created_by=None,
+    created_by: Any = None,
     ceiling: str | None = None,
 ) -> tuple[ApiKey, str]:
     """A new API key — `owner`'s, or the organization's service account's — with `role`;
@@ -158,7 +158,7 @@ def api_key_create(
     return key, secret.plaintext
 
 
-def _member_role(organization: Organization | int, user) -> str | None:
+def _member_role(organization: Organization | int, user: Any) -> str | None:
     if user is None:
         return None
     return (

@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.views import LoginView, LogoutView
 from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
@@ -17,7 +18,7 @@ from tenancy.console.forms import add_service_errors
 
 
 @require_http_methods(["GET", "POST"])
-def signup(request):
+def signup(request: HttpRequest) -> HttpResponse:
     """Ask for an email (and an organization's name) and mail it the link that finishes
     the sign-up; the answer is the same whether the email has an account or not."""
     if request.user.is_authenticated:
@@ -38,7 +39,7 @@ def signup(request):
 
 
 @require_http_methods(["GET", "POST"])
-def signup_finish(request, signed: str):
+def signup_finish(request: HttpRequest, signed: str) -> HttpResponse:
     """The mailed link's page: choose a password, then the account and its organization
     are made, and the person is signed in on the dashboard."""
     found = signup_link_read(signed)

@@ -48,7 +48,7 @@ class EmailAuthenticationForm(AuthenticationForm):
     }
 
     def clean_username(self) -> str:
-        return self.cleaned_data["username"].strip().lower()
+        return str(self.cleaned_data["username"]).strip().lower()
 
 
 class ApiKeyCreateForm(forms.Form):

@@ -6,13 +6,15 @@ switcher."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -42,7 +44,7 @@ class AcceptForm(forms.Form):
     )
 
 
-def _page(request, form=None, status=200):
+def _page(request: HttpRequest, form: Any = None, status: int = 200) -> HttpResponse:
     org = org_or_404(request)
     found = one_time_secret.take(request, "invitation", scope=org.public_id)
     context = {
@@ -61,7 +63,7 @@ def _page(request, form=None, status=200):
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def team_page(request):
+def team_page(request: HttpRequest) -> HttpResponse:
     """The team; a POST invites someone (owners and admins only: see ReadOnlyMembers)."""
     if request.method == "GET":
         return _page(request)
@@ -90,7 +92,7 @@ def team_page(request):
 
 @login_required
 @require_POST
-def member_change(request, email: str):
+def member_change(request: HttpRequest, email: str) -> HttpResponse:
     """Change a member's role, remove them, or hand them ownership."""
     org = org_or_404(request)
     target = get_object_or_404(Membership, organization=org, user__email=email)
@@ -112,7 +114,7 @@ def member_change(request, email: str):
 
 
 @require_http_methods(["GET", "POST"])
-def invitation_accept(request, token: str):
+def invitation_accept(request: HttpRequest, token: str) -> HttpResponse:
     """The invitation link. Signed in as the invited email: one button joins. Otherwise
     the account's password joins; anything else mails the invited email (a link to
     choose a password when it has no account) and answers the same either way, so the
@@ -152,7 +154,7 @@ def invitation_accept(request, token: str):
 
 
 @require_http_methods(["GET", "POST"])
-def invitation_account(request, signed: str):
+def invitation_account(request: HttpRequest, signed: str) -> HttpResponse:
     """The link mailed to an invited email without an account: choose a password, and
     the new account joins the organization."""
     invitation = team.invitation_account_link_read(signed)
@@ -171,7 +173,7 @@ def invitation_account(request, signed: str):
     return render(request, "console/invitation.html", context)
 
 
-def _joined(request, invitation, user, *, sign_in: bool):
+def _joined(request: HttpRequest, invitation: Any, user: Any, *, sign_in: bool) -> HttpResponse:
     if sign_in:
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
     request.session[ORG_SESSION_KEY] = invitation.organization.public_id
@@ -181,7 +183,7 @@ def _joined(request, invitation, user, *, sign_in: bool):
 
 @login_required
 @require_POST
-def org_switch(request):
+def org_switch(request: HttpRequest) -> HttpResponse:
     """Work in another of the person's organizations (the nav's switcher)."""
     chosen = request.POST.get("org", "")
     membership = next(
