@@ -138,7 +138,7 @@ class _Migration:
     linker: SchemaLinker | None = None  # schema linking (agents/schema_linker.py)
 
     def leader(self, part: MirroredPartition) -> int | None:
-        from aiokafka.structs import TopicPartition  # type: ignore[import-untyped]
+        from aiokafka.structs import TopicPartition
 
         if self.metadata is None:
             return None
@@ -381,7 +381,7 @@ class MigrationCopier:
     # --- copying --------------------------------------------------------------------
 
     async def _copy_loop(self, migration: _Migration) -> None:
-        from aiokafka.client import AIOKafkaClient  # type: ignore[import-untyped]
+        from aiokafka.client import AIOKafkaClient
 
         delay = 1.0
         while True:
@@ -468,8 +468,8 @@ class MigrationCopier:
         """The committed offsets of the source's groups the regex names, for the mirrored
         partitions, each stored in Floe while the group is empty there — a partition only
         once the mirror holds its offset (a consumer moved over must find it)."""
-        from aiokafka.protocol.admin import ListGroupsRequest  # type: ignore[import-untyped]
-        from aiokafka.protocol.commit import OffsetFetchRequest  # type: ignore[import-untyped]
+        from aiokafka.protocol.admin import ListGroupsRequest
+        from aiokafka.protocol.commit import OffsetFetchRequest
 
         assert migration.groups is not None
         names: set[str] = set()
@@ -652,7 +652,7 @@ class MigrationCopier:
         probe: bool = False,
     ) -> list[tuple[MirroredPartition, bytes]]:
         """Fetch `parts` from their leader; (partition, whole batches) for those with data."""
-        from aiokafka.protocol.fetch import FetchRequest  # type: ignore[import-untyped]
+        from aiokafka.protocol.fetch import FetchRequest
 
         topics: dict[str, list[tuple[int, int, int]]] = {}
         for p in parts:
@@ -720,7 +720,7 @@ class MigrationCopier:
         self, migration: _Migration, source: Any, part: MirroredPartition
     ) -> None:
         """The source partition's log start offset (ListOffsets earliest)."""
-        from aiokafka.protocol.offset import OffsetRequest  # type: ignore[import-untyped]
+        from aiokafka.protocol.offset import OffsetRequest
 
         leader = migration.leader(part)
         response = await asyncio.wait_for(

@@ -20,6 +20,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+# The control plane's /metrics answers only the scraper holding its token.
+METRICS_TOKEN = "bench-metrics-" + "m" * 40
+
+
+def metrics_text(url: str) -> str:
+    """``url``'s /metrics (the control plane's wants the token; an agent's ignores it)."""
+    request = urllib.request.Request(
+        url + "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.read().decode()
+
+
 def bench_env(data_dir: Path, database: str | None = None) -> dict:
     """Environment for a control plane on a fresh bench database.
 
@@ -38,6 +51,7 @@ def bench_env(data_dir: Path, database: str | None = None) -> dict:
         ALLOWED_HOSTS="127.0.0.1,localhost",
         FLOE_DATA_DIR=str(data_dir),
         PYTHONUNBUFFERED="1",
+        FLOE_METRICS_TOKEN=METRICS_TOKEN,
     )
     database = database or env.get("FLOE_BENCH_DATABASE", "floe_bench")
     # An embedded server here belongs to the benchmark: it stops when the benchmark exits.

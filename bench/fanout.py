@@ -26,10 +26,9 @@ import struct
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
-from common import bench_env, control_plane, django_setup, percentile
+from common import bench_env, control_plane, django_setup, metrics_text, percentile
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from zones import Agent
@@ -52,8 +51,7 @@ def cpu_seconds(pid: int | None = None) -> float:
 
 def api_calls(url: str) -> dict[str, float]:
     """The control plane's agent-API calls so far, by call (every outcome)."""
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
-        text = response.read().decode()
+    text = metrics_text(url)
     calls: dict[str, float] = {}
     for call, value in re.findall(r'floe_agent_api_calls_total\{call="([^"]+)"[^}]*\} (\S+)', text):
         calls[call] = calls.get(call, 0.0) + float(value)

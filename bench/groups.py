@@ -36,10 +36,9 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
-from common import bench_env, control_plane, django_setup, percentile
+from common import bench_env, control_plane, django_setup, metrics_text, percentile
 from metadata_commit import Client, run_commits
 
 AGENTS, MEMBERS, PARTITIONS = 3, 3, 6
@@ -202,7 +201,7 @@ _SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} ([0-9.e+]+)$")
 
 def counters(url: str, name: str, label: str) -> dict[str, float]:
     """A counter's value by one of its labels, summed over the others, from /metrics."""
-    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    text = metrics_text(url)
     out: dict[str, float] = {}
     for line in text.splitlines():
         match = _SAMPLE.match(line)

@@ -218,7 +218,7 @@ def avro_values(cluster, bucket: str, record_bytes: int):
 
     import fastavro
 
-    from agents.schema_registry.formats import parse
+    from core.schemas.formats import parse
     from jobs.segment_io import store_for
     from schema_registry.services import schema_register
 

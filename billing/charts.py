@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 WIDTH, HEIGHT, TOP = 600, 160, 10
 
@@ -17,7 +18,7 @@ class Bar:
     title: str
 
 
-def bar_chart(points: list[tuple[str, float, str]]) -> dict:
+def bar_chart(points: list[tuple[str, float, str]]) -> dict[str, Any]:
     """``points``: (label, value, tooltip) in order → bars scaled to the largest value."""
     top = max((value for _, value, _ in points), default=0) or 1
     step = WIDTH / max(len(points), 1)

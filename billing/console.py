@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -26,7 +26,7 @@ def _gib(value: int) -> str:
 
 
 @login_required
-def billing_usage(request):
+def billing_usage(request: HttpRequest) -> HttpResponse:
     org = org_or_404(request)
     month = request.GET.get("month") or None
     try:
@@ -71,7 +71,7 @@ def billing_usage(request):
 
 @login_required
 @require_POST
-def billing_plan_change(request):
+def billing_plan_change(request: HttpRequest) -> HttpResponse:
     org = org_or_404(request)  # owners only: tenancy.permissions
     plan = get_object_or_404(selectors.public_plans(), code=request.POST.get("plan", ""))
     services.subscription_change(organization=org, plan=plan)
@@ -81,7 +81,7 @@ def billing_plan_change(request):
 
 @login_required
 @require_POST
-def billing_budget(request):
+def billing_budget(request: HttpRequest) -> HttpResponse:
     org = org_or_404(request)  # owners only: tenancy.permissions
     raw = request.POST.get("budget", "").strip()
     try:
@@ -94,7 +94,7 @@ def billing_budget(request):
     return redirect("billing-usage")
 
 
-def _invoice(request, invoice_id: str) -> Invoice:
+def _invoice(request: HttpRequest, invoice_id: str) -> Invoice:
     return get_object_or_404(
         Invoice.objects.for_org(current_org(request)).prefetch_related("lines"),
         public_id=invoice_id,
@@ -102,10 +102,10 @@ def _invoice(request, invoice_id: str) -> Invoice:
 
 
 @login_required
-def billing_invoice(request, invoice_id: str):
+def billing_invoice(request: HttpRequest, invoice_id: str) -> HttpResponse:
     return render(request, "billing/invoice.html", {"invoice": _invoice(request, invoice_id)})
 
 
 @login_required
-def billing_invoice_file(request, invoice_id: str, fmt: str):
+def billing_invoice_file(request: HttpRequest, invoice_id: str, fmt: str) -> HttpResponse:
     return invoice_file_response(_invoice(request, invoice_id), fmt)

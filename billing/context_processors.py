@@ -4,7 +4,10 @@ failing sees why wherever they look. The Usage & billing page shows its own aler
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.cache import cache
+from django.http import HttpRequest
 
 from billing.quotas import month_bytes_written
 from billing.selectors import alerts, current_plan
@@ -14,7 +17,7 @@ BANNERLESS = ("/api/", "/agent/", "/billing")  # no page, or the page with its o
 CACHE_S = 30  # the meters run every minute: a banner half a minute late is still on time
 
 
-def usage_banners(request) -> dict:
+def usage_banners(request: HttpRequest) -> dict[str, Any]:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated or request.path.startswith(BANNERLESS):
         return {}

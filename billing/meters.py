@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -69,7 +70,7 @@ def _mark(name: str) -> MeterMark:
     return MeterMark.objects.select_for_update().get(pk=mark.pk)
 
 
-def _add(cursor, rows: list[tuple]) -> None:
+def _add(cursor: Any, rows: list[tuple[Any, ...]]) -> None:
     """Add (org, cluster, public id, hour, written, files, byte-s, partition-s[, gets,
     read, written uncompressed]) to the hour's row."""
     if rows:
@@ -110,7 +111,7 @@ def meter_written(*, now: datetime | None = None) -> int:
     return sum(row[5] for row in found)
 
 
-def _hour_pieces(start: datetime, end: datetime):
+def _hour_pieces(start: datetime, end: datetime) -> Any:
     """[start, end) cut at hour boundaries: (hour start, microseconds in it)."""
     cursor = start
     while cursor < end:

@@ -48,6 +48,6 @@ PLANS: list[dict[str, Any]] = [
 ]
 
 
-def plan_defaults(code: str) -> dict:
+def plan_defaults(code: str) -> dict[str, Any]:
     """The catalog's data for one plan code."""
     return next(plan for plan in PLANS if plan["code"] == code)

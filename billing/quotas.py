@@ -7,6 +7,8 @@ heartbeat (3 s) of the meter run that crossed it (`billing.meters`, every minute
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db.models import Sum
 from django.utils import timezone
 
@@ -22,7 +24,7 @@ def written_cap(org: Organization | int) -> int | None:
     return int(cap) if cap else None
 
 
-def month_bytes_written(org: Organization | int, *, now=None) -> int:
+def month_bytes_written(org: Organization | int, *, now: datetime | None = None) -> int:
     """The bytes metered as written this month (UTC) by the organization's clusters."""
     start = month_start(now or timezone.now())
     used = UsageHour.objects.filter(organization=org, hour__gte=start).aggregate(
@@ -31,7 +33,7 @@ def month_bytes_written(org: Organization | int, *, now=None) -> int:
     return used or 0
 
 
-def produce_quota_exceeded(org: Organization | int, *, now=None) -> bool:
+def produce_quota_exceeded(org: Organization | int, *, now: datetime | None = None) -> bool:
     """True when this month's metered writes have reached the plan's cap."""
     cap = written_cap(org)
     if cap is None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 GIB = 1024**3
 HOUR_S = 3600
@@ -73,7 +74,7 @@ class Span:
 
 
 def plan_terms(
-    *, code: str, name: str, currency: str, monthly_minimum_micros: int, prices: dict
+    *, code: str, name: str, currency: str, monthly_minimum_micros: int, prices: dict[str, Any]
 ) -> PlanTerms:
     """A plan's stored data as terms; raises ValueError on a malformed price list."""
     parsed = {}
@@ -190,7 +191,9 @@ def total(lines: list[Line]) -> int:
     return sum(line.amount_micros for line in lines)
 
 
-def forecast(quantities: dict[str, Fraction], *, elapsed_s: int, month_seconds: int):
+def forecast(
+    quantities: dict[str, Fraction], *, elapsed_s: int, month_seconds: int
+) -> dict[str, Fraction]:
     """Usage so far extrapolated linearly to the month's end."""
     if elapsed_s <= 0:
         return dict(quantities)

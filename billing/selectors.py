@@ -9,7 +9,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, cast
 
-from django.db.models import Count, Sum
+from django.db.models import Count, QuerySet, Sum
 from django.db.models.functions import TruncDay
 from django.utils import timezone
 
@@ -39,7 +39,7 @@ def catalog_plan(code: str) -> Plan:
     return plan
 
 
-def public_plans():
+def public_plans() -> QuerySet[Plan]:
     """The plans on offer, cheapest first (the catalog's rows are made if missing)."""
     for plan in PLANS:
         catalog_plan(plan["code"])
@@ -124,7 +124,9 @@ def usage_between(org: Organization, start: datetime, end: datetime) -> Usage:
     return usage
 
 
-def month_spans(org: Organization, start: datetime, end: datetime, *, until=None):
+def month_spans(
+    org: Organization, start: datetime, end: datetime, *, until: datetime | None = None
+) -> Any:
     """The month's spans (plan, its part of the month, the usage in it up to ``until``)."""
     month_seconds = int((end - start).total_seconds())
     spans = []
@@ -137,7 +139,9 @@ def month_spans(org: Organization, start: datetime, end: datetime, *, until=None
     return spans
 
 
-def month_lines(org: Organization, start: datetime, end: datetime, *, until=None):
+def month_lines(
+    org: Organization, start: datetime, end: datetime, *, until: datetime | None = None
+) -> Any:
     """The month's lines under the plans in force, and its currency."""
     month_seconds = int((end - start).total_seconds())
     spans = month_spans(org, start, end, until=until)
@@ -145,7 +149,9 @@ def month_lines(org: Organization, start: datetime, end: datetime, *, until=None
     return rating.rate_month(spans, month_seconds=month_seconds), currency
 
 
-def month_report(org: Organization, month: str | None = None, *, now=None) -> dict:
+def month_report(
+    org: Organization, month: str | None = None, *, now: datetime | None = None
+) -> dict[str, Any]:
     """Everything the usage page and the usage API show for one month."""
     now = now or timezone.now()
     if month:
@@ -156,7 +162,9 @@ def month_report(org: Organization, month: str | None = None, *, now=None) -> di
     month_seconds = int((end - start).total_seconds())
     elapsed = int((min(now, end) - start).total_seconds()) if now > start else 0
     hours = UsageHour.objects.filter(organization=org, hour__gte=start, hour__lt=end)
-    days: dict = defaultdict(lambda: {"bytes_written": 0, "stored_byte_seconds": 0, "files": 0})
+    days: dict[Any, dict[str, int]] = defaultdict(
+        lambda: {"bytes_written": 0, "stored_byte_seconds": 0, "files": 0}
+    )
     for row in (
         hours.annotate(day=TruncDay("hour"))
         .values("day")
@@ -296,7 +304,7 @@ def _size(num_bytes: int) -> str:
 
 def alerts(
     *, plan: Plan, bytes_written: int, cost_micros: int, budget_micros: int | None, currency: str
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """The console's banners: the plan's cap (produce is refused at 100 %) and the
     owner's budget, each at 80 % and 100 %."""
     found = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -24,7 +25,9 @@ from tenancy.models import Organization
 
 
 @transaction.atomic
-def subscription_change(*, organization: Organization, plan: Plan, at: datetime | None = None):
+def subscription_change(
+    *, organization: Organization, plan: Plan, at: datetime | None = None
+) -> Any:
     """Put the organization on ``plan`` from ``at`` (default now); the month is prorated
     between the plans at that instant."""
     at = at or timezone.now()

@@ -5,17 +5,24 @@ the same registry; the topic tables' lag is read from the database at each scrap
 `virtualclusters.tables.metrics`). `/metrics` on the web app; the worker serves its own on
 `FLOE_WORKER_METRICS_PORT` when set.
 
+The web app's `/metrics` is on the public port and its series name clusters and tables of
+every organization, so it answers only a scraper that sends the token of the setting
+`FLOE_METRICS_TOKEN` (`Authorization: Bearer <token>`): 401 without it, 404 when no token
+is set (the endpoint is off).
+
 Several web server workers (uvicorn --workers): set `PROMETHEUS_MULTIPROC_DIR` (an empty folder) and each
 scrape adds up every worker's numbers; without it a scrape sees one worker's.
 """
 
 from __future__ import annotations
 
+import hmac
 import os
 import time
 from importlib.metadata import PackageNotFoundError, version
 
-from django.http import HttpResponse
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -63,8 +70,30 @@ class RequestMetricsMiddleware:
         return response
 
 
-def metrics_view(request) -> HttpResponse:
-    """The exposition, every worker's when PROMETHEUS_MULTIPROC_DIR is set."""
+def scraper_allowed(request: HttpRequest) -> bool:
+    """Whether the request carries the metrics token (compared in constant time)."""
+    token: str | None = settings.FLOE_METRICS_TOKEN
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    return bool(token) and scheme.lower() == "bearer" and hmac.compare_digest(given, token or "")
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """The exposition, every worker's when PROMETHEUS_MULTIPROC_DIR is set — to the scraper
+    holding `FLOE_METRICS_TOKEN` only."""
+    if not settings.FLOE_METRICS_TOKEN:
+        return HttpResponse(
+            "/metrics is off: set FLOE_METRICS_TOKEN and scrape with it as a bearer token\n",
+            status=404,
+            content_type="text/plain",
+        )
+    if not scraper_allowed(request):
+        response = HttpResponse(
+            "/metrics wants the FLOE_METRICS_TOKEN as a bearer token\n",
+            status=401,
+            content_type="text/plain",
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
     # Imported here: the Celery worker imports this module before the apps are ready.
     from virtualclusters.tables.metrics import TABLES_REGISTRY
 

@@ -40,6 +40,18 @@ ALLOWED_HOSTS = env_list(
 )
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
+
+def _metrics_token() -> str | None:
+    """The bearer token `/metrics` asks of its scraper (its series name every organization's
+    clusters and tables); unset, `/metrics` is off."""
+    token = env_str("FLOE_METRICS_TOKEN") or None
+    if token is not None and len(token) < 32:
+        raise ImproperlyConfigured("FLOE_METRICS_TOKEN must be at least 32 characters")
+    return token
+
+
+FLOE_METRICS_TOKEN = _metrics_token()
+
 INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -34,6 +34,18 @@ class LeaseLost(Exception):
     """The lease is not (or no longer) held with this token: superseded, expired, ended."""
 
 
+# How long a lease lasts: what its holder asks, within these bounds, per kind of work (a
+# Spark step may run an hour between two renewals; a copier reports every few seconds).
+SHORTEST_S = 10
+LONGEST_S = {"job": 3600, "migration": 600}
+
+
+def lease_seconds(subject: str, asked: float) -> float:
+    """The length of a lease of `subject` (a job's, a migration's) whose holder asked for
+    `asked` seconds: what its takers and renewers pass to `lease_take`/`lease_renew`."""
+    return min(max(asked, SHORTEST_S), LONGEST_S[subject.split(" ", 1)[0]])
+
+
 def migration_subject(migration_id: str) -> str:
     """The lease subject of a migration's copier."""
     return f"migration {migration_id}"

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.apps import AppConfig
 
 
@@ -17,7 +19,7 @@ class SchemaRegistryConfig(AppConfig):
         from schema_registry.selectors import subject_versions
         from virtualclusters.tables.topic_tables import SUBJECT_VERSIONS
 
-        def _versions(cluster, subject: str) -> list[dict]:
+        def _versions(cluster: Any, subject: str) -> list[dict[str, Any]]:
             return list(
                 subject_versions(cluster=cluster, subject=subject, deleted=False, missing_ok=True)[
                     "versions"
@@ -32,10 +34,10 @@ class SchemaRegistryConfig(AppConfig):
         from schema_registry.services import link_release, mode_set
         from virtualclusters.mirror.services import SCHEMA_LINK_IMPORT, SCHEMA_LINK_RELEASE
 
-        def _import(cluster, subject: str) -> None:
+        def _import(cluster: Any, subject: str) -> None:
             mode_set(cluster=cluster, subject=subject, mode="IMPORT", force=True)
 
-        def _release(cluster, subjects: list[str], subjects_regex: str) -> None:
+        def _release(cluster: Any, subjects: list[str], subjects_regex: str) -> None:
             link_release(cluster=cluster, subjects=subjects, subjects_regex=subjects_regex)
 
         SCHEMA_LINK_IMPORT[:] = [_import]

@@ -53,13 +53,14 @@ class SchemaTexts(_Body, frozen=True):
 _texts = msgspec.json.Decoder(SchemaTexts)
 
 
-def texts_check(raw: bytes, owner: dict) -> dict:
+def texts_check(raw: bytes, owner: dict[str, Any]) -> dict[str, Any]:
     """An agent's answer to a ``schema_texts`` request as the console will read it: the
     documents of exactly the fingerprints asked, or `schemas.BadBody`."""
     answer = answer_decoded(raw, _texts, what="schema texts", max_bytes=MAX_ANSWER_BYTES)
     if sorted(answer.texts) != sorted(owner.get("fingerprints") or []):
         raise schemas.BadBody("schema texts: other fingerprints than the ones asked")
-    return msgspec.to_builtins(answer)
+    checked: dict[str, Any] = msgspec.to_builtins(answer)
+    return checked
 
 
 def schema_texts(cluster: VirtualCluster, fingerprints: list[str]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -33,7 +33,7 @@ def readable(document: dict[str, Any]) -> str:
             return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
         except ValueError:
             pass
-    return text
+    return str(text)
 
 
 def diff_lines(old: str, new: str, *, old_name: str, new_name: str) -> list[dict[str, str]]:
@@ -62,7 +62,7 @@ def _number(value: str | None) -> int | None:
 
 @login_required
 @require_GET
-def cluster_schemas(request, cluster_id: str):
+def cluster_schemas(request: HttpRequest, cluster_id: str) -> HttpResponse:
     """The cluster's subjects (soft-deleted ones with ``?deleted=1``) and its global level."""
     cluster = cluster_or_404(request, cluster_id)
     deleted = request.GET.get("deleted") == "1"
@@ -78,7 +78,7 @@ def cluster_schemas(request, cluster_id: str):
 
 @login_required
 @require_GET
-def schema_subject(request, cluster_id: str, subject: str):
+def schema_subject(request: HttpRequest, cluster_id: str, subject: str) -> HttpResponse:
     """A subject: its versions, one version's text (``?version=``, default the latest),
     and its diff from another (``?compare=``)."""
     cluster = cluster_or_404(request, cluster_id)
@@ -129,7 +129,9 @@ def _subject_page(cluster_id: str, subject: str, anchor: str = "") -> str:
     return reverse("schema-subject", args=[cluster_id, subject]) + anchor
 
 
-def _deleted(request, cluster, subject: str, delete, done: str):
+def _deleted(
+    request: HttpRequest, cluster: Any, subject: str, delete: Any, done: str
+) -> HttpResponse:
     """Run `delete(permanent)` once the person typed the subject's name; say `done`
     (with how) or why not. Where to go next: the subject's page, or the list when the
     subject has no version left."""
@@ -155,7 +157,7 @@ def _deleted(request, cluster, subject: str, delete, done: str):
 
 @login_required
 @require_POST
-def schema_subject_delete(request, cluster_id: str, subject: str):
+def schema_subject_delete(request: HttpRequest, cluster_id: str, subject: str) -> HttpResponse:
     """Delete a subject: soft, or (``permanent``, after a soft delete) for good."""
     cluster = cluster_or_404(request, cluster_id)
     return _deleted(
@@ -171,7 +173,7 @@ def schema_subject_delete(request, cluster_id: str, subject: str):
 
 @login_required
 @require_POST
-def schema_version_delete(request, cluster_id: str, subject: str):
+def schema_version_delete(request: HttpRequest, cluster_id: str, subject: str) -> HttpResponse:
     """Delete one version of a subject: soft, or (``permanent``) one soft-deleted already."""
     cluster = cluster_or_404(request, cluster_id)
     version = _number(request.POST.get("version"))
@@ -191,7 +193,7 @@ def schema_version_delete(request, cluster_id: str, subject: str):
 
 @login_required
 @require_POST
-def schema_subject_config(request, cluster_id: str, subject: str):
+def schema_subject_config(request: HttpRequest, cluster_id: str, subject: str) -> HttpResponse:
     """Set a subject's compatibility level, or (empty) let it follow the global one."""
     cluster = cluster_or_404(request, cluster_id)
     level = request.POST.get("compatibility", "").strip()
@@ -214,7 +216,7 @@ def schema_subject_config(request, cluster_id: str, subject: str):
 
 @login_required
 @require_POST
-def cluster_schemas_config(request, cluster_id: str):
+def cluster_schemas_config(request: HttpRequest, cluster_id: str) -> HttpResponse:
     """Set the cluster's compatibility level (subjects without their own follow it)."""
     cluster = cluster_or_404(request, cluster_id)
     try:

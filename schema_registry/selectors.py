@@ -61,7 +61,7 @@ def _subject_setting(
         .first()
     )
     if own:
-        return own
+        return str(own)
     if default_to_global:
         return _global_setting(cluster, setting)
     raise RegistryError(

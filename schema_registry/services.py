@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from django.db import models, transaction
-from django.db.models import Max
+from django.db.models import Max, QuerySet
 
 from metadata_store.clusters import VirtualCluster
 from schema_registry.models import (
@@ -59,7 +59,7 @@ def registry_locked(cluster: VirtualCluster) -> Registry:
     return Registry.objects.select_for_update().get(cluster=cluster)
 
 
-def _live_versions(subject: Subject):
+def _live_versions(subject: Subject) -> QuerySet[SubjectVersion]:
     return subject.versions.filter(deleted=False).order_by("version")
 
 
@@ -277,7 +277,7 @@ def version_delete(
         target.delete()
         _drop_unused_schemas(row.registry_id)
         _deletion_audited(cluster, subject, f"version {target.version} (permanently)")
-        return target.version
+        return int(target.version)
     if target.deleted:
         raise RegistryError(
             40406, f"Subject '{subject}' Version {target.version} was soft deleted."
@@ -290,7 +290,7 @@ def version_delete(
     target.deleted = True
     target.save(update_fields=["deleted"])
     _deletion_audited(cluster, subject, f"version {target.version} (soft)")
-    return target.version
+    return int(target.version)
 
 
 def _check_level(level: str) -> str:

@@ -12,9 +12,12 @@ authentication), else "system" (Celery, agents' Kafka admin calls).
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.db.models.signals import post_delete, post_save
+from django.http import HttpRequest, HttpResponse
 
 from team.models import AuditEvent
 
@@ -38,7 +41,7 @@ TARGET_TYPES = (
 )
 
 
-def audit_events(org, *, action: str = "", target_type: str = "", actor: str = ""):
+def audit_events(org: Any, *, action: str = "", target_type: str = "", actor: str = "") -> Any:
     """The organization's events, newest first, filtered (exact what, actor contains)."""
     events = AuditEvent.objects.for_org(org).order_by("-at", "-id")
     if action:
@@ -50,16 +53,16 @@ def audit_events(org, *, action: str = "", target_type: str = "", actor: str = "
     return events
 
 
-def set_actor(user, label: str) -> None:
+def set_actor(user: Any, label: str) -> None:
     """Who the writes of the current request are for (a user, or None and a label)."""
     _actor.set((user, label))
 
 
 class AuditActorMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponse:
         user = getattr(request, "user", None)
         token = _actor.set(
             (user, user.email) if user is not None and user.is_authenticated else (None, "system")
@@ -70,7 +73,7 @@ class AuditActorMiddleware:
             _actor.reset(token)
 
 
-def _organization(instance):
+def _organization(instance: Any) -> Any:
     for path in ("organization", "cluster.organization"):
         obj = instance
         try:
@@ -82,7 +85,7 @@ def _organization(instance):
     return None
 
 
-def _name(instance) -> str:
+def _name(instance: Any) -> str:
     for attribute in ("name", "username", "email"):
         value = getattr(instance, attribute, None)
         if value:
@@ -108,7 +111,7 @@ def event_record(
     )
 
 
-def _record(instance, action: str) -> None:
+def _record(instance: Any, action: str) -> None:
     org = _organization(instance)
     if org is None or org.pk is None:
         return
@@ -121,7 +124,7 @@ def _record(instance, action: str) -> None:
     )
 
 
-def _saved(sender, instance, created, update_fields=None, **_):
+def _saved(sender: Any, instance: Any, created: bool, update_fields: Any = None, **_: Any) -> None:
     if created:
         action = "created"
     elif update_fields and "revoked_at" in update_fields:
@@ -131,7 +134,7 @@ def _saved(sender, instance, created, update_fields=None, **_):
     _record(instance, action)
 
 
-def _deleted(sender, instance, **_):
+def _deleted(sender: Any, instance: Any, **_: Any) -> None:
     _record(instance, "deleted")
 
 

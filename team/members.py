@@ -8,11 +8,14 @@ the owner hands ownership on, and a person who leaves loses their API keys at on
 
 from __future__ import annotations
 
+import logging
 import secrets
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
+from django.core import signing
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.core.validators import validate_email
@@ -26,13 +29,14 @@ from tenancy.errors import conflict
 from tenancy.ids import secret_digest
 from tenancy.models import Invitation, Membership, Organization
 
+logger = logging.getLogger(__name__)
 User = get_user_model()
 Role = Membership.Role
 
 
 @transaction.atomic
 def invitation_create(
-    *, organization: Organization, email: str, role: str, invited_by, link_base: str
+    *, organization: Organization, email: str, role: str, invited_by: Any, link_base: str
 ) -> tuple[Invitation, str, bool]:
     """An invitation and its link (shown once); ``sent`` says whether an email went."""
     email = (email or "").strip().lower()
@@ -75,36 +79,79 @@ def invitation_for_token(token: str) -> Invitation | None:
     )
 
 
-@transaction.atomic
-def invitation_accept(*, invitation: Invitation, password: str):
-    """The invited email joins the organization with the invitation's role: an existing
-    account with its password (a person may be in several organizations), else a new
-    account with this password. The link works once."""
+# How long a link mailed to finish joining (or signing up) works.
+ACCOUNT_LINK_MAX_AGE_S = 3 * 24 * 3600
+_ACCOUNT_LINK_SALT = "floe.team.invitation-account"
+
+
+def invitation_accept(*, invitation: Invitation, token: str, password: str, link_base: str) -> Any:
+    """Whoever holds an invitation's link and is not signed in: the invited email's
+    account joins with its own password; any other password joins nothing, and the
+    invited email gets a mail — a link to choose a password and join when it has no
+    account, a notice when it has one. The caller learns only "joined" (the account's
+    password) or ``None``, alike whether the email has an account or not: the link may
+    be in another hand than the email's (the inviter sees it)."""
     user = User.objects.filter(username=invitation.email).first()
-    if user is not None:
-        if not user.check_password(password or ""):
-            raise ValidationError({"password": [WRONG_PASSWORD]})
-    else:
-        try:
-            validate_password(password or "", user=User(username=invitation.email))
-        except ValidationError:
-            raise ValidationError({"password": [WRONG_PASSWORD]}) from None
-        user = User.objects.create_user(
-            username=invitation.email, email=invitation.email, password=password
+    if user is not None and user.check_password(password or ""):
+        return invitation_join(invitation=invitation, user=user)
+    base = link_base.rstrip("/")
+    if user is None:
+        signed = invitation_account_link_token(token)
+        body = (
+            f"To join {invitation.organization.name} on Floe, choose a password for your new "
+            f"account here (the link works for 3 days):\n\n{base}/invite/account/{signed}\n"
         )
+    else:
+        body = (
+            f"Someone tried to join {invitation.organization.name} on Floe as {invitation.email} "
+            "with a password that is not your account's. If it was you, log in and open the "
+            f"invitation link again:\n\n{base}/login\n"
+        )
+    _mail(f"Join {invitation.organization.name} on Floe", body, invitation.email)
+    return None
+
+
+def invitation_account_link_token(token: str) -> str:
+    """The signed part of the mailed link that makes an invited email's account."""
+    return signing.TimestampSigner(salt=_ACCOUNT_LINK_SALT).sign(token)
+
+
+def invitation_account_link_read(signed: str) -> Invitation | None:
+    """The open invitation a mailed "choose a password" link names, while it works."""
+    try:
+        token = signing.TimestampSigner(salt=_ACCOUNT_LINK_SALT).unsign(
+            signed, max_age=ACCOUNT_LINK_MAX_AGE_S
+        )
+    except signing.BadSignature:
+        return None
+    return invitation_for_token(token)
+
+
+@transaction.atomic
+def invitation_account_create(*, invitation: Invitation, password: str) -> Any:
+    """A new account for the invited email, joining the invitation's organization — for
+    whoever followed the link mailed to that email (so it may say the email is taken)."""
+    if User.objects.filter(username=invitation.email).exists():
+        raise conflict("password", "This email has an account already: log in to join.")
+    try:
+        validate_password(password or "", user=User(username=invitation.email))
+    except ValidationError as exc:
+        raise ValidationError({"password": list(exc.messages)}) from None
+    user = User.objects.create_user(
+        username=invitation.email, email=invitation.email, password=password
+    )
     return invitation_join(invitation=invitation, user=user)
 
 
-# Said alike whether the email has an account or not (the page must not tell whoever
-# holds the link): an account's password must be its own, a new one strong.
-WRONG_PASSWORD = (
-    "This password cannot be used: if this email has a Floe account, enter its password; "
-    "if not, choose one of at least 10 characters that is not a common one."
-)
+def _mail(subject: str, body: str, to: str) -> None:
+    try:
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [to])
+    except OSError:  # no mail server: the log says so; the answer cannot (it would tell)
+        logger.warning("could not mail %s: %s", to, subject)
 
 
 @transaction.atomic
-def invitation_join(*, invitation: Invitation, user):
+def invitation_join(*, invitation: Invitation, user: Any) -> Any:
     """`user` (signed in as the invited email) joins the invitation's organization."""
     if user.username != invitation.email:
         raise ValidationError("This invitation is for another email.")

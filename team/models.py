@@ -34,7 +34,7 @@ class AuditEvent(models.Model):
         indexes = [models.Index(fields=["organization", "-at"], name="audit_org_at")]
 
 
-class ApiKeyQuerySet(OrgScopedQuerySet):
+class ApiKeyQuerySet(OrgScopedQuerySet["ApiKey"]):
     def active(self) -> ApiKeyQuerySet:
         return self.filter(revoked_at__isnull=True)
 

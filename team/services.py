@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
+from django.core import signing
 from django.core.exceptions import ValidationError
+from django.core.mail import send_mail
 from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
@@ -17,7 +21,12 @@ from tenancy.errors import beyond_authority, conflict
 from tenancy.ids import new_secret, secret_digest
 from tenancy.models import Membership, Organization
 
+logger = logging.getLogger(__name__)
 User = get_user_model()
+
+# A sign-up is confirmed by a link mailed to its email, which works this long.
+SIGNUP_LINK_MAX_AGE_S = 3 * 24 * 3600
+_SIGNUP_SALT = "floe.team.signup"
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User as UserModel
@@ -53,15 +62,64 @@ def user_signup(
     return user, org
 
 
+def signup_request(*, email: str, organization_name: str = "", link_base: str) -> str:
+    """The first step of a sign-up: mail ``email`` a link that finishes it (a password,
+    then the account and its organization), or, when the email has an account already, a
+    notice saying so. The answer (the normalized email) is the same either way: the form
+    must not tell whoever fills it in whether an email has a Floe account. Raises
+    ``ValidationError`` on a malformed email."""
+    email = (email or "").strip().lower()
+    try:
+        validate_email(email)
+    except ValidationError:
+        raise ValidationError({"email": ["Enter a valid email address."]}) from None
+    organization_name = (organization_name or "").strip()[:100]
+    base = link_base.rstrip("/")
+    if User.objects.filter(username=email).exists():
+        body = (
+            f"Someone asked to sign up to Floe with {email}, which has an account already. "
+            f"Log in here:\n\n{base}/login\n\nIf it was not you, nothing changed."
+        )
+    else:
+        signed = signup_link_token(email=email, organization_name=organization_name)
+        body = (
+            "Choose a password to finish signing up to Floe (the link works for 3 days):"
+            f"\n\n{base}/signup/{signed}\n\nIf it was not you, ignore this mail."
+        )
+    try:
+        send_mail("Your Floe sign-up", body, settings.DEFAULT_FROM_EMAIL, [email])
+    except OSError:  # no mail server: the log says so; the answer cannot (it would tell)
+        logger.warning("could not mail the sign-up link to %s", email)
+    return email
+
+
+def signup_link_token(*, email: str, organization_name: str) -> str:
+    """The signed part of a sign-up link (`signup_link_read` reads it back)."""
+    return signing.TimestampSigner(salt=_SIGNUP_SALT).sign_object(
+        {"email": email, "organization_name": organization_name}
+    )
+
+
+def signup_link_read(signed: str) -> dict[str, str] | None:
+    """What a mailed sign-up link carries (``email``, ``organization_name``), while it works."""
+    try:
+        found: dict[str, str] = signing.TimestampSigner(salt=_SIGNUP_SALT).unsign_object(
+            signed, max_age=SIGNUP_LINK_MAX_AGE_S
+        )
+    except signing.BadSignature:
+        return None
+    return found
+
+
 @transaction.atomic
 def api_key_create(
     *,
     organization: Organization,
     name: str,
     role: str = Membership.Role.ADMIN,
-    owner=None,
+    owner: Any = None,
     service_account: bool = False,
-    created_by=None,
+    created_by: Any = None,
     ceiling: str | None = None,
 ) -> tuple[ApiKey, str]:
     """A new API key — `owner`'s, or the organization's service account's — with `role`;
@@ -100,7 +158,7 @@ def api_key_create(
     return key, secret.plaintext
 
 
-def _member_role(organization: Organization | int, user) -> str | None:
+def _member_role(organization: Organization | int, user: Any) -> str | None:
     if user is None:
         return None
     return (

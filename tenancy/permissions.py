@@ -2,10 +2,10 @@
 
 A request is an action named by its URL (the console's page or the REST API's
 operation) and its method. Reading needs any role; changing needs an admin; the actions
-in `OWNER_ONLY` need the owner; `OPEN` console forms (signing in or out, accepting an
+in `OWNER_ONLY` need the owner; `OPEN` console forms (signing up, in or out, accepting an
 invitation, switching organization) change no organization and need none. The console's
-middleware (``console.tenancy.RolePermissions``) and the REST API's permission class
-(``api.auth.ApiKeyPermission``) both ask `allows`; an API key's role is the lower of its
+middleware (``tenancy.console.scope.RolePermissions``) and the REST API's permission class
+(``team.api.auth.ApiKeyPermission``) both ask `allows`; an API key's role is the lower of its
 own and its owner's current role (`lower`).
 """
 
@@ -24,7 +24,17 @@ OWNER_ONLY = {
 }
 _OWNER_ONLY_URLS = {name: action for action, names in OWNER_ONLY.items() for name in names}
 # Console forms that change no organization: anyone may send them.
-OPEN = frozenset({"login", "logout", "signup", "invitation-accept", "org-switch"})
+OPEN = frozenset(
+    {
+        "login",
+        "logout",
+        "signup",
+        "signup-finish",
+        "invitation-accept",
+        "invitation-account",
+        "org-switch",
+    }
+)
 
 
 def required_role(url_name: str | None, method: str) -> str | None:

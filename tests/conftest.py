@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 from tenancy.models import Membership
 from tests import factories
 from tests.faults.probe import FAULT_ROW, Outcome
+from tests.openapi_responses import SchemaCheckedClient
 
 
 class AsgiLiveServer:
@@ -173,10 +174,11 @@ def bob(db):
 
 @pytest.fixture
 def api():
-    """A REST client; ``api(key)`` returns one that sends that API key."""
+    """A REST client; ``api(key)`` returns one that sends that API key. Every answer of a
+    documented operation is checked against the OpenAPI schema (`tests.openapi_responses`)."""
 
     def client(key: str | None = None) -> APIClient:
-        c = APIClient()
+        c = SchemaCheckedClient()
         if key:
             c.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
         return c

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.schema_registry.formats import ParsedSchema
+from core.schemas.formats import ParsedSchema
 
 # Avro's promotions: a writer's type → the reader types that read it.
 _PROMOTIONS = {

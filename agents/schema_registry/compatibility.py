@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from agents.schema_registry import avro_compat, json_compat, protobuf_compat
-from agents.schema_registry.formats import ParsedSchema
+from core.schemas.formats import ParsedSchema
 
 _RULES: dict[str, Callable[[ParsedSchema, ParsedSchema], list[str]]] = {
     "AVRO": avro_compat.can_read,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agents.schema_registry.formats import ParsedSchema
+from core.schemas.formats import ParsedSchema
 
 _UNCHECKED = (
     "$ref",

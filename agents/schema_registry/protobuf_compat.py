@@ -18,14 +18,16 @@ oneof, several fields moved into one oneof, a field moved into a oneof that had 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from google.protobuf import descriptor_pb2
 
-from agents.schema_registry.formats import ParsedSchema
+from core.schemas.formats import ParsedSchema
 
 FieldProto = descriptor_pb2.FieldDescriptorProto
 MessageProto = descriptor_pb2.DescriptorProto
+EnumProto = descriptor_pb2.EnumDescriptorProto
 
 ALLOWED = frozenset(
     {
@@ -79,8 +81,8 @@ class _Side:
             side._add(file.package, file.package, file.message_type)
         return side
 
-    def _add(self, package: str, scope: str, messages: object) -> None:
-        for message in messages:  # type: ignore[attr-defined]
+    def _add(self, package: str, scope: str, messages: Iterable[MessageProto]) -> None:
+        for message in messages:
             name = f"{scope}.{message.name}" if scope else message.name
             self.messages[f".{name}"] = (message, package)
             self._add(package, name, message.nested_type)
@@ -127,9 +129,9 @@ class _Diff:
             else:
                 self.enum(where, old_enums[name], new_enums[name])
 
-    def enum(self, path: str, original: object, update: object) -> None:
-        old = {v.number: v.name for v in original.value}  # type: ignore[attr-defined]
-        new = {v.number: v.name for v in update.value}  # type: ignore[attr-defined]
+    def enum(self, path: str, original: EnumProto, update: EnumProto) -> None:
+        old = {v.number: v.name for v in original.value}
+        new = {v.number: v.name for v in update.value}
         for number in sorted(old.keys() | new.keys()):
             if number not in new:
                 self.add("ENUM_CONST_REMOVED", f"{path}.{number}")

@@ -23,7 +23,7 @@ from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError
 from agents.schema_registry import compatibility
-from agents.schema_registry.formats import InvalidSchema, ParsedSchema, parse, sent_as_descriptor
+from core.schemas.formats import InvalidSchema, ParsedSchema, parse, sent_as_descriptor
 from core.storage import ObjectNotFound, ObjectStore
 
 log = logging.getLogger(__name__)

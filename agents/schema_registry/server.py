@@ -20,9 +20,9 @@ from typing import Any
 
 from aiohttp import web
 
-from agents.schema_registry.formats import TYPES, ParsedSchema, proto_text, serialized
 from agents.schema_registry.registry import RestError, SchemaRegistry, parse_version
 from agents.security.caches import CredentialCache
+from core.schemas.formats import TYPES, ParsedSchema, proto_text, serialized
 from core.security.scram import plain_verify
 
 log = logging.getLogger(__name__)

@@ -6,9 +6,10 @@ from rest_framework import serializers
 
 from billing.models import Invoice, InvoiceLine, Plan
 from tenancy.api.strict import StrictSerializer
+from tenancy.api.typed import ModelSerializer, Serializer
 
 
-class PlanSerializer(serializers.ModelSerializer):
+class PlanSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
 
     class Meta:
@@ -17,7 +18,7 @@ class PlanSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class InvoiceLineSerializer(serializers.ModelSerializer):
+class InvoiceLineSerializer(ModelSerializer):
     quantity = serializers.DecimalField(max_digits=30, decimal_places=9, coerce_to_string=True)
 
     class Meta:
@@ -33,10 +34,12 @@ class InvoiceLineSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class InvoiceSerializer(serializers.ModelSerializer):
+class InvoiceSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
     number = serializers.CharField(source="display_number", read_only=True)
-    corrects = serializers.CharField(source="corrects.public_id", default=None, read_only=True)
+    corrects = serializers.CharField(
+        source="corrects.public_id", default=None, allow_null=True, read_only=True
+    )
 
     class Meta:
         model = Invoice
@@ -71,6 +74,6 @@ class BudgetSerializer(StrictSerializer):
     monthly_micros = serializers.IntegerField(min_value=1, max_value=10**15, allow_null=True)
 
 
-class MonthQuerySerializer(serializers.Serializer):
+class MonthQuerySerializer(Serializer):
     # Billing began this millennium; a month far outside it is a 400, not arithmetic.
     month = serializers.RegexField(r"^2\d{3}-(0[1-9]|1[0-2])$", required=False)

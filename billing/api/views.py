@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from billing import selectors, services
@@ -23,7 +26,7 @@ from billing.models import Invoice
 from tenancy.api.views import OrgScopedView
 
 
-def _line(line) -> dict:
+def _line(line: Any) -> dict[str, Any]:
     return {
         "description": line.description,
         "dimension": line.dimension,
@@ -33,7 +36,7 @@ def _line(line) -> dict:
     }
 
 
-def usage_json(report: dict) -> dict:
+def usage_json(report: dict[str, Any]) -> dict[str, Any]:
     usage = report["usage"]
     return {
         "month": report["month"],
@@ -71,7 +74,7 @@ class UsageView(OrgScopedView):
         responses=OpenApiTypes.OBJECT,
         summary="Usage and cost of a month",
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         if request.query_params.get("month") == "":  # DRF would read it as "not given"
             raise ValidationError({"month": ["Give the month as YYYY-MM."]})
         query = MonthQuerySerializer(data=request.query_params)
@@ -85,13 +88,13 @@ class PlanListView(OrgScopedView):
     pagination_class = None  # a short list, whole
 
     @extend_schema(responses=PlanSerializer(many=True), summary="Plans on offer")
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         return Response(PlanSerializer(selectors.public_plans(), many=True).data)
 
 
 class CurrentPlanView(OrgScopedView):
     @extend_schema(responses=PlanSerializer, summary="The organization's plan")
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         return Response(PlanSerializer(selectors.current_plan(self.organization)).data)
 
     @extend_schema(
@@ -99,7 +102,7 @@ class CurrentPlanView(OrgScopedView):
         responses={200: PlanSerializer, 404: OpenApiResponse(description="No such plan on offer.")},
         summary="Change plan",
     )
-    def put(self, request):
+    def put(self, request: Request) -> Response:
         data = PlanChangeSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         code = data.validated_data["plan"]
@@ -112,7 +115,7 @@ class CurrentPlanView(OrgScopedView):
 
 class BudgetView(OrgScopedView):
     @extend_schema(request=BudgetSerializer, responses=BudgetSerializer, summary="Set budget")
-    def put(self, request):
+    def put(self, request: Request) -> Response:
         data = BudgetSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         services.budget_set(
@@ -125,14 +128,14 @@ class InvoiceListView(OrgScopedView):
     pagination_class = None  # a short list, whole
 
     @extend_schema(responses=InvoiceSerializer(many=True), summary="Invoices")
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         invoices = Invoice.objects.for_org(self.organization).order_by("-number")
         return Response(InvoiceSerializer(invoices, many=True).data)
 
 
 class InvoiceDetailView(OrgScopedView):
     @extend_schema(responses=InvoiceDetailSerializer, summary="An invoice and its lines")
-    def get(self, request, invoice_id: str):
+    def get(self, request: Request, invoice_id: str) -> Response:
         invoice = get_object_or_404(
             Invoice.objects.for_org(self.organization).prefetch_related("lines"),
             public_id=invoice_id,
@@ -152,7 +155,7 @@ def invoice_file_response(invoice: Invoice, fmt: str) -> HttpResponse:
 
 class InvoiceFileView(OrgScopedView):
     @extend_schema(responses={(200, "application/pdf"): bytes}, summary="Invoice PDF or CSV")
-    def get(self, request, invoice_id: str, fmt: str):
+    def get(self, request: Request, invoice_id: str, fmt: str) -> HttpResponse:
         invoice = get_object_or_404(
             Invoice.objects.for_org(self.organization).prefetch_related("lines"),
             public_id=invoice_id,

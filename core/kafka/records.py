@@ -34,10 +34,10 @@ import cramjam
 from crc32c import crc32c
 
 try:  # aiokafka's record reader, compiled: see `distinct_prefixes`
-    from aiokafka.errors import (  # type: ignore[import-untyped]
+    from aiokafka.errors import (
         CorruptRecordException as _CompiledCorrupt,
     )
-    from aiokafka.record._crecords.default_records import (  # type: ignore[import-untyped]
+    from aiokafka.record._crecords.default_records import (
         DefaultRecordBatch as _COMPILED_BATCH,
     )
 except ImportError:  # pragma: no cover - aiokafka publishes compiled wheels for CPython

@@ -6,9 +6,10 @@ from rest_framework import serializers
 
 from schema_registry.models import COMPATIBILITY_LEVELS, SCHEMA_TYPES
 from tenancy.api.strict import StrictSerializer
+from tenancy.api.typed import Serializer
 
 
-class SubjectSerializer(serializers.Serializer):
+class SubjectSerializer(Serializer):
     name = serializers.CharField()
     versions = serializers.IntegerField(source="live_versions", help_text="Live versions.")
     latest_version = serializers.IntegerField(
@@ -25,13 +26,13 @@ class SubjectSerializer(serializers.Serializer):
     )
 
 
-class ReferenceSerializer(serializers.Serializer):
+class ReferenceSerializer(Serializer):
     name = serializers.CharField()
     subject = serializers.CharField()
     version = serializers.IntegerField()
 
 
-class VersionSerializer(serializers.Serializer):
+class VersionSerializer(Serializer):
     version = serializers.IntegerField()
     id = serializers.IntegerField(help_text="The schema id.")
     schema_type = serializers.ChoiceField(choices=SCHEMA_TYPES)
@@ -39,7 +40,7 @@ class VersionSerializer(serializers.Serializer):
     deleted = serializers.BooleanField(help_text="Soft-deleted.")
 
 
-class SubjectDetailSerializer(serializers.Serializer):
+class SubjectDetailSerializer(Serializer):
     name = serializers.CharField()
     compatibility = serializers.ChoiceField(
         choices=COMPATIBILITY_LEVELS, help_text="The level in force for the subject."
@@ -77,7 +78,7 @@ class ConfigSerializer(StrictSerializer):
     )
 
 
-class DeleteQuerySerializer(serializers.Serializer):
+class DeleteQuerySerializer(Serializer):
     permanent = serializers.BooleanField(
         required=False,
         default=False,
@@ -85,7 +86,7 @@ class DeleteQuerySerializer(serializers.Serializer):
     )
 
 
-class SubjectListQuerySerializer(serializers.Serializer):
+class SubjectListQuerySerializer(Serializer):
     deleted = serializers.BooleanField(
         required=False,
         default=False,
@@ -93,5 +94,5 @@ class SubjectListQuerySerializer(serializers.Serializer):
     )
 
 
-class DeletedVersionsSerializer(serializers.Serializer):
+class DeletedVersionsSerializer(Serializer):
     versions = serializers.ListField(child=serializers.IntegerField())

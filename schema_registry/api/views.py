@@ -4,9 +4,12 @@ agent of the cluster over the browse channel (`schema_registry.browser`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from schema_registry import selectors, services
@@ -41,7 +44,7 @@ def _refusal(exc: RegistryError) -> Exception:
 
 
 class SubjectScopedView(ClusterScopedView):
-    def subject(self, cluster_id: str, subject: str) -> tuple:
+    def subject(self, cluster_id: str, subject: str) -> tuple[Any, ...]:
         """(the cluster, the subject's versions as the registry answers them); 404
         without a version (soft-deleted ones count)."""
         cluster = self.cluster(cluster_id)
@@ -58,7 +61,7 @@ class SubjectListView(ClusterScopedView):
         responses=SubjectSerializer(many=True),
         summary="List a cluster's schema subjects",
     )
-    def get(self, request, cluster_id: str):
+    def get(self, request: Request, cluster_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         deleted = query_params(request, SubjectListQuerySerializer)["deleted"]
         return self.paginated(
@@ -66,7 +69,7 @@ class SubjectListView(ClusterScopedView):
         )
 
 
-def _summary(detail: dict) -> dict:
+def _summary(detail: dict[str, Any]) -> dict[str, Any]:
     live = [v["version"] for v in detail["versions"] if not v["deleted"]]
     return {
         "name": detail["name"],
@@ -79,7 +82,7 @@ def _summary(detail: dict) -> dict:
 
 class SubjectDetailView(SubjectScopedView):
     @extend_schema(responses=SubjectDetailSerializer, summary="Describe a schema subject")
-    def get(self, request, cluster_id: str, subject: str):
+    def get(self, request: Request, cluster_id: str, subject: str) -> Response:
         _, detail = self.subject(cluster_id, subject)
         return Response(SubjectDetailSerializer(_summary(detail)).data)
 
@@ -88,7 +91,7 @@ class SubjectDetailView(SubjectScopedView):
         responses=SubjectDetailSerializer,
         summary="Set a subject's compatibility level (null: follow the cluster's)",
     )
-    def patch(self, request, cluster_id: str, subject: str):
+    def patch(self, request: Request, cluster_id: str, subject: str) -> Response:
         cluster, detail = self.subject(cluster_id, subject)
         data = SubjectPatchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -108,7 +111,7 @@ class SubjectDetailView(SubjectScopedView):
         responses={204: None, 409: OpenApiResponse(description="Refused by the subject's state")},
         summary="Delete a schema subject (soft, or permanently after a soft delete)",
     )
-    def delete(self, request, cluster_id: str, subject: str):
+    def delete(self, request: Request, cluster_id: str, subject: str) -> Response:
         cluster, _ = self.subject(cluster_id, subject)
         permanent = query_params(request, DeleteQuerySerializer)["permanent"]
         try:
@@ -124,13 +127,13 @@ class VersionListView(SubjectScopedView):
         responses=VersionSerializer(many=True),
         summary="List a subject's versions (soft-deleted ones included)",
     )
-    def get(self, request, cluster_id: str, subject: str):
+    def get(self, request: Request, cluster_id: str, subject: str) -> Response:
         _, detail = self.subject(cluster_id, subject)
         return self.paginated(detail["versions"], VersionSerializer)
 
 
 class VersionDetailView(SubjectScopedView):
-    def _version(self, cluster_id: str, subject: str, version: int) -> tuple:
+    def _version(self, cluster_id: str, subject: str, version: int) -> tuple[Any, ...]:
         cluster, detail = self.subject(cluster_id, subject)
         found = next((v for v in detail["versions"] if v["version"] == version), None)
         if found is None:
@@ -144,7 +147,7 @@ class VersionDetailView(SubjectScopedView):
         "cluster, connected over the channel it opens, reads the text from the bucket and "
         "it is passed on, never stored.",
     )
-    def get(self, request, cluster_id: str, subject: str, version: int):
+    def get(self, request: Request, cluster_id: str, subject: str, version: int) -> Response:
         cluster, found = self._version(cluster_id, subject, version)
         with agent_read_errors():
             page = schema_texts(cluster, [found["fingerprint"]])
@@ -163,7 +166,7 @@ class VersionDetailView(SubjectScopedView):
         responses={204: None, 409: OpenApiResponse(description="Refused by the version's state")},
         summary="Delete a subject's version (soft, or permanently after a soft delete)",
     )
-    def delete(self, request, cluster_id: str, subject: str, version: int):
+    def delete(self, request: Request, cluster_id: str, subject: str, version: int) -> Response:
         cluster, found = self._version(cluster_id, subject, version)
         permanent = query_params(request, DeleteQuerySerializer)["permanent"]
         try:
@@ -177,7 +180,7 @@ class VersionDetailView(SubjectScopedView):
 
 class ConfigView(ClusterScopedView):
     @extend_schema(responses=ConfigSerializer, summary="The cluster's compatibility level")
-    def get(self, request, cluster_id: str):
+    def get(self, request: Request, cluster_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         return Response({"compatibility": selectors.global_compatibility(cluster)})
 
@@ -186,7 +189,7 @@ class ConfigView(ClusterScopedView):
         responses=ConfigSerializer,
         summary="Set the cluster's compatibility level",
     )
-    def put(self, request, cluster_id: str):
+    def put(self, request: Request, cluster_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         data = ConfigSerializer(data=request.data)
         data.is_valid(raise_exception=True)

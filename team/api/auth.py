@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
 
 from team import audit
 from team.models import ApiKey
@@ -30,7 +32,7 @@ class ApiPrincipal:
 class ApiKeyAuthentication(BaseAuthentication):
     keyword = "Bearer"
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[Any, ApiPrincipal] | None:
         header = request.headers.get("Authorization", "")
         plaintext = request.headers.get("X-Api-Key", "")
         if header:
@@ -50,19 +52,19 @@ class ApiKeyAuthentication(BaseAuthentication):
         audit.set_actor(key.owner, f"API key {key.name} ({key.public_id})")
         return principal, principal
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         return self.keyword
 
 
 class ApiKeyPermission(BasePermission):
     """The one rule per action (``tenancy.permissions``), for the key's role."""
 
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: Any) -> bool:
         principal = request.auth
         if not isinstance(principal, ApiPrincipal):
             return False
         url_name = request.resolver_match.url_name if request.resolver_match else None
-        if permissions.allows(principal.role, url_name, request.method):
+        if permissions.allows(principal.role, url_name, request.method or ""):
             return True
         self.message = permissions.refusal(url_name)
         return False
@@ -74,7 +76,7 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
     target_class = ApiKeyAuthentication
     name = "apiKey"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
         return {
             "type": "http",
             "scheme": "bearer",

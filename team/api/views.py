@@ -3,6 +3,8 @@ of the caller's organization."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
@@ -10,9 +12,12 @@ from django.urls import Resolver404, resolve
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotAuthenticated
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from team import members as team
+from team.api.auth import ApiPrincipal
 from team.audit import ACTIONS, TARGET_TYPES, audit_events
 from team.models import ApiKey, AuditEvent
 from team.services import api_key_create, api_key_revoke
@@ -22,11 +27,12 @@ from tenancy.api.pagination import (
     query_params,
 )
 from tenancy.api.strict import StrictSerializer
+from tenancy.api.typed import ModelSerializer, Serializer
 from tenancy.api.views import OrgScopedView, created
 from tenancy.models import Membership
 
 
-class ApiKeySerializer(serializers.ModelSerializer):
+class ApiKeySerializer(ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
     owner = serializers.EmailField(
         source="owner.email",
@@ -85,7 +91,7 @@ class ApiKeyListView(OrgScopedView):
         parameters=[KeyListQuerySerializer, *PAGE_PARAMETERS],
         summary="List API keys (active ones; revoked ones too on request)",
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         keys = (
             ApiKey.objects.for_org(self.organization)
             .select_related("owner")
@@ -100,10 +106,10 @@ class ApiKeyListView(OrgScopedView):
         responses={201: ApiKeyCreatedSerializer},
         summary="Create an API key",
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         data = ApiKeyCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        caller = request.auth.key
+        caller = _principal(request).key
         service_account = data.validated_data["service_account"] or caller.service_account
         key, plaintext = api_key_create(
             organization=self.organization,
@@ -112,7 +118,7 @@ class ApiKeyListView(OrgScopedView):
             owner=None if service_account else caller.owner,
             service_account=service_account,
             created_by=caller.owner,
-            ceiling=request.auth.role,
+            ceiling=_principal(request).role,
         )
         shown = {**ApiKeyCreatedSerializer(key).data, "key": plaintext}
         return created(shown, "api-key", key_id=key.public_id)
@@ -122,20 +128,21 @@ class ApiKeyDetailView(OrgScopedView):
     def _key(self, key_id: str) -> ApiKey:
         """An active key of the caller's organization: a revoked (deleted) key is a 404."""
         keys = ApiKey.objects.for_org(self.organization).active()
-        return get_object_or_404(keys, public_id=key_id)
+        key: ApiKey = get_object_or_404(keys, public_id=key_id)
+        return key
 
     @extend_schema(responses=ApiKeySerializer, summary="Describe an API key")
-    def get(self, request, key_id: str):
+    def get(self, request: Request, key_id: str) -> Response:
         return Response(ApiKeySerializer(self._key(key_id)).data)
 
     @extend_schema(responses={204: None}, summary="Revoke an API key")
-    def delete(self, request, key_id: str):
+    def delete(self, request: Request, key_id: str) -> Response:
         api_key_revoke(key=self._key(key_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 @csrf_exempt
-def not_found(request, *args, **kwargs) -> JsonResponse:
+def not_found(request: Request, *args: Any, **kwargs: Any) -> JsonResponse:
     """Any other ``/api/v1/`` path: a JSON 404 (never the HTML debug page), with a hint
     when the path only lacks its trailing slash."""
     message = f"No API endpoint at {request.path}."
@@ -149,14 +156,14 @@ def not_found(request, *args, **kwargs) -> JsonResponse:
     return JsonResponse({"error": message}, status=404)
 
 
-class AuditEventSerializer(serializers.ModelSerializer):
+class AuditEventSerializer(ModelSerializer):
     class Meta:
         model = AuditEvent
         fields = ["at", "actor_label", "action", "target_type", "target_id", "target_name"]
         read_only_fields = fields
 
 
-class AuditQuerySerializer(serializers.Serializer):
+class AuditQuerySerializer(Serializer):
     action = serializers.ChoiceField(choices=list(ACTIONS), required=False)
     target_type = serializers.ChoiceField(choices=list(TARGET_TYPES), required=False)
     actor = serializers.CharField(
@@ -170,7 +177,7 @@ class AuditEventListView(OrgScopedView):
         responses=AuditEventSerializer(many=True),
         summary="The organization's audit log, newest first",
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         query = query_params(request, AuditQuerySerializer)
         return self.paginated(audit_events(self.organization, **query), AuditEventSerializer)
 
@@ -179,7 +186,7 @@ class AuditEventListView(OrgScopedView):
 TEAM_ROLES = [Membership.Role.ADMIN.value, Membership.Role.MEMBER.value]
 
 
-class MemberSerializer(serializers.ModelSerializer):
+class MemberSerializer(ModelSerializer):
     email = serializers.EmailField(source="user.email", read_only=True)
 
     class Meta:
@@ -197,16 +204,24 @@ class InvitationCreateSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=TEAM_ROLES)
 
 
-class InvitationCreatedSerializer(serializers.Serializer):
+class InvitationCreatedSerializer(Serializer):
     email = serializers.EmailField()
     role = serializers.CharField()
     link = serializers.CharField(help_text="Works once. Shown once; pass it on now.")
     emailed = serializers.BooleanField()
 
 
-def _api_actor(request) -> Membership:
+def _principal(request: Request) -> ApiPrincipal:
+    """The caller, as `ApiKeyAuthentication` found it (the views' permission requires one)."""
+    if not isinstance(request.auth, ApiPrincipal):
+        raise NotAuthenticated("This operation takes an API key.")
+    return request.auth
+
+
+def _api_actor(request: Request) -> Membership:
     """An API key acts as a member of its organization with the key's role now."""
-    return Membership(organization=request.auth.organization, role=request.auth.role)
+    principal = _principal(request)
+    return Membership(organization=principal.organization, role=principal.role)
 
 
 class MemberListView(OrgScopedView):
@@ -215,7 +230,7 @@ class MemberListView(OrgScopedView):
         parameters=PAGE_PARAMETERS,
         summary="List the organization's members and their roles",
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         members = Membership.objects.filter(organization=self.organization).select_related("user")
         return self.paginated(members.order_by("user__email"), MemberSerializer)
 
@@ -231,7 +246,7 @@ class MemberDetailView(OrgScopedView):
     @extend_schema(
         request=MemberRoleSerializer, responses=MemberSerializer, summary="Change a member's role"
     )
-    def patch(self, request, email: str):
+    def patch(self, request: Request, email: str) -> Response:
         member = self._member(email)
         data = MemberRoleSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -244,7 +259,7 @@ class MemberDetailView(OrgScopedView):
         return Response(MemberSerializer(member).data)
 
     @extend_schema(responses={204: None}, summary="Remove a member (not the owner)")
-    def delete(self, request, email: str):
+    def delete(self, request: Request, email: str) -> Response:
         team.member_remove(actor=_api_actor(request), target=self._member(email))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -255,12 +270,12 @@ class InvitationListView(OrgScopedView):
         responses={201: InvitationCreatedSerializer},
         summary="Invite someone by email (the link is also in the answer, once)",
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         data = InvitationCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         invitation, link, sent = team.invitation_create(
             organization=self.organization,
-            invited_by=request.auth.key.owner,
+            invited_by=_principal(request).key.owner,
             link_base=settings.FLOE_PUBLIC_URL,
             **data.validated_data,
         )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -17,7 +20,9 @@ from tenancy.console.forms import add_service_errors
 from tenancy.console.scope import ACTIVE_FIRST, current_org, membership_or_404, org_or_404
 
 
-def _render(request, *, form=None, new_key=None):
+def _render(
+    request: HttpRequest, *, form: Any = None, new_key: dict[str, Any] | None = None
+) -> HttpResponse:
     keys = (
         ApiKey.objects.for_org(current_org(request))
         .select_related("owner")
@@ -33,7 +38,7 @@ def _render(request, *, form=None, new_key=None):
 
 
 @login_required
-def api_key_list(request):
+def api_key_list(request: HttpRequest) -> HttpResponse:
     """The keys; right after one was created it shows its secret, once."""
     found = one_time_secret.take(request, "api-key")
     if found is None:
@@ -48,7 +53,7 @@ def api_key_list(request):
 
 @login_required
 @require_POST
-def api_key_create(request):
+def api_key_create(request: HttpRequest) -> HttpResponse:
     """Create a key, then redirect to the list, which shows its secret once."""
     org = org_or_404(request)
     form = ApiKeyCreateForm(request.POST)
@@ -75,7 +80,7 @@ def api_key_create(request):
 
 @login_required
 @require_POST
-def api_key_revoke(request, key_id: str):
+def api_key_revoke(request: HttpRequest, key_id: str) -> HttpResponse:
     key = get_object_or_404(ApiKey.objects.for_org(current_org(request)), public_id=key_id)
     services.api_key_revoke(key=key)
     messages.success(request, f"API key {key.name} revoked.")

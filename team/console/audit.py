@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -14,7 +15,7 @@ PAGE = 200
 
 @login_required
 @require_GET
-def audit_log(request):
+def audit_log(request: HttpRequest) -> HttpResponse:
     org = org_or_404(request)
     query = {
         "action": request.GET.get("action", "") if request.GET.get("action") in ACTIONS else "",

@@ -16,16 +16,21 @@ class SignupForm(forms.Form):
         max_length=254,
         widget=forms.EmailInput(attrs={"autocomplete": "email", "autofocus": True}),
     )
-    password = forms.CharField(
-        strip=False,
-        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
-        help_text="At least 10 characters, not a common password.",
-    )
     organization_name = forms.CharField(
         label="Organization name",
         max_length=100,
         required=False,
         help_text="Defaults to the first part of your email.",
+    )
+
+
+class NewPasswordForm(forms.Form):
+    """The password of a new account, chosen on the page a mailed link opens."""
+
+    password = forms.CharField(
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password", "autofocus": True}),
+        help_text="At least 10 characters, not a common password.",
     )
 
 
@@ -43,7 +48,7 @@ class EmailAuthenticationForm(AuthenticationForm):
     }
 
     def clean_username(self) -> str:
-        return self.cleaned_data["username"].strip().lower()
+        return str(self.cleaned_data["username"]).strip().lower()
 
 
 class ApiKeyCreateForm(forms.Form):

@@ -43,7 +43,7 @@ def current_org(request) -> Organization | None:
 class RolePermissions:
     """Middleware, the console's side of ``tenancy.permissions``: a signed-in
     person whose role in the organization does not allow the page's action gets a 403
-    that says why. (The REST API asks the same rule in ``api.auth.ApiKeyPermission``.)"""
+    that says why. (The REST API asks the same rule in ``team.api.auth.ApiKeyPermission``.)"""
 
     def __init__(self, get_response):
         self.get_response = get_response

@@ -8,10 +8,10 @@ import json
 import time
 
 import pytest
-from rest_framework.test import APIClient
 
 from tests.agents.faults import TcpProxy
 from tests.factories import make_api_key, make_cluster, make_org
+from tests.openapi_responses import SchemaCheckedClient
 from virtualclusters.browsing import channel
 
 
@@ -25,7 +25,7 @@ def test_the_agent_polls_again_after_the_control_plane_comes_back(agent, live_se
     settings.FLOE_BROWSE_POLL_S = 3
     _, org = make_org("Blips")
     cluster, key = make_cluster("blips", org=org, auto_create_topics=True)
-    api = APIClient()
+    api = SchemaCheckedClient()
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {make_api_key(org)}")
     url = f"/api/v1/clusters/{cluster.public_id}/topics/seen/records/"
     proxy = TcpProxy(live_server.port)

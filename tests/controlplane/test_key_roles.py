@@ -19,7 +19,7 @@ def join(org, email: str, role: str):
     invitation, _, _ = team.invitation_create(
         organization=org, email=email, role=role, invited_by=None, link_base="http://x"
     )
-    user = team.invitation_accept(invitation=invitation, password=PASSWORD)
+    user = team.invitation_account_create(invitation=invitation, password=PASSWORD)
     return user, Membership.objects.get(organization=org, user=user)
 
 

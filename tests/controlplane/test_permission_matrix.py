@@ -30,7 +30,7 @@ from metadata_store.mirroring import topic_mirroring_set
 from metadata_store.topics import topic_create
 from schema_registry.services import schema_register
 from team import members as team
-from team.services import api_key_create
+from team.services import api_key_create, signup_link_token
 from tenancy.models import Membership
 from tests import factories
 from virtualclusters.mirror.models import MigrationTopic
@@ -168,6 +168,8 @@ MATRIX = {
     ("POST", "dashboard"): (ADMIN, 200, 200),
     ("GET", "invitation-accept"): (ANYONE, 200, 200),
     ("POST", "invitation-accept"): (ANYONE, 200, 200),
+    ("GET", "invitation-account"): (ANYONE, 200, 200),
+    ("POST", "invitation-account"): (ANYONE, 200, 200),
     ("GET", "login"): (ANYONE, 302, 302),
     ("POST", "login"): (ANYONE, 302, 302),
     ("POST", "logout"): (ANYONE, 302, 302),
@@ -182,6 +184,8 @@ MATRIX = {
     ("POST", "sasl-credential-delete"): (ADMIN, 302, 404),
     ("GET", "signup"): (ANYONE, 302, 302),
     ("POST", "signup"): (ANYONE, 302, 302),
+    ("GET", "signup-finish"): (ANYONE, 200, 200),
+    ("POST", "signup-finish"): (ANYONE, 200, 200),
     ("GET", "team"): (MEMBER, 200, 404),
     ("POST", "team"): (ADMIN, 302, 404),
     ("POST", "team-member"): (ADMIN, 302, 404),
@@ -228,7 +232,9 @@ def world(db):
             organization=org, email=f"{name}@example.com", role=role, invited_by=alice,
             link_base="http://x",
         )  # fmt: skip
-        people[name] = team.invitation_accept(invitation=invitation, password=factories.PASSWORD)
+        people[name] = team.invitation_account_create(
+            invitation=invitation, password=factories.PASSWORD
+        )
     keys = {
         "owner": factories.make_api_key(org, role=OWNER, owner=alice),
         "admin": factories.make_api_key(org, role=ADMIN, owner=people["ada"]),
@@ -272,6 +278,8 @@ def world(db):
             "fmt": "pdf",
             "email": "eve@example.com",
             "token": link.rsplit("/", 1)[1],
+            "invitation_signed": team.invitation_account_link_token(link.rsplit("/", 1)[1]),
+            "signup_signed": signup_link_token(email="new@example.com", organization_name=""),
             "api_key_id": victim_key.public_id,
             "agent_key_id": cluster.agent_keys.get().public_id,
             "migration_id": migration.public_id,
@@ -416,7 +424,8 @@ def console_routes() -> list[tuple[str, list[str]]]:
 
 def console_url(name: str, kwargs: list[str], params: dict) -> str:
     key_id = params["api_key_id"] if "api-key" in name else params["agent_key_id"]
-    values = {**params, "key_id": key_id}
+    signed = params["signup_signed"] if name == "signup-finish" else params["invitation_signed"]
+    values = {**params, "key_id": key_id, "signed": signed}
     return reverse(name, kwargs={k: values[k] for k in kwargs})
 
 
@@ -444,7 +453,7 @@ def test_every_console_page_and_form_answers_each_caller_as_the_table_says(world
                 response = once(send, url, body)
                 got[(method, name, caller)] = response.status_code
                 row = MATRIX.get((method, name), (None, 0, 0))
-                want = expected_in_console(caller, row, bool(set(kwargs) - {"token"}))
+                want = expected_in_console(caller, row, bool(set(kwargs) - {"token", "signed"}))
                 if response.status_code != want:
                     wrong.append((method, name, caller, response.status_code, want))
     judge("console pages or forms", got, missing, wrong)

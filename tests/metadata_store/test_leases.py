@@ -115,3 +115,11 @@ def test_a_takeover_waits_for_the_writes_that_checked_the_old_lease(alice):
         assert thread.is_alive() and not taken
     thread.join(10)
     assert taken and taken[0].epoch == 2
+
+
+def test_a_lease_lasts_what_its_holder_asks_within_its_kinds_bounds():
+    """One rule for both kinds of work: at least 10 s; a job's at most an hour (a Spark
+    step between two renewals), a migration copier's at most 10 minutes."""
+    job, migration = leases.job_subject("jr_x"), leases.migration_subject("mig_x")
+    assert [leases.lease_seconds(job, s) for s in (1, 60, 7200)] == [10, 60, 3600]
+    assert [leases.lease_seconds(migration, s) for s in (1, 60, 7200)] == [10, 60, 600]

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from schema_registry.models import Subject, SubjectVersion
-from team.members import invitation_accept, invitation_create
+from team.members import invitation_account_create, invitation_create
 from team.models import AuditEvent
 from tenancy.models import Membership
 from tests.factories import PASSWORD, make_cluster, make_org
@@ -108,7 +108,7 @@ def test_another_organizations_schemas_are_a_404_and_a_member_cannot_delete(alic
         organization=alice.org, email="mo@example.com", role=Membership.Role.MEMBER,
         invited_by=alice.user, link_base="http://x",
     )  # fmt: skip
-    client.force_login(invitation_accept(invitation=invitation, password=PASSWORD))
+    client.force_login(invitation_account_create(invitation=invitation, password=PASSWORD))
     assert client.get(f"{alice.base}/orders-value/").status_code == 200
     refused = client.post(f"{alice.base}/orders-value/delete", {"confirm_name": "orders-value"})
     assert refused.status_code == 403

@@ -16,10 +16,10 @@ import urllib.error
 import urllib.request
 
 import pytest
-from rest_framework.test import APIClient
 
 from tests.factories import make_api_key, make_cluster, make_org
 from tests.metadata_store.conftest import AgentApi
+from tests.openapi_responses import SchemaCheckedClient
 from virtualclusters.browsing import channel
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -145,7 +145,7 @@ def browsed():
     user, org = make_org("Browsing")
     cluster, key = make_cluster("browsed", org=org)
     AgentApi(key).create_topic("orders")
-    api = APIClient()
+    api = SchemaCheckedClient()
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {make_api_key(org)}")
     url = f"/api/v1/clusters/{cluster.public_id}/topics/orders/records/"
 

@@ -288,8 +288,9 @@ class RecordPageSerializer(serializers.Serializer):
     agent = serializers.CharField(help_text="The agent that read them.")
     from_offset = serializers.IntegerField(
         required=False,
+        allow_null=True,
         help_text="By time: the offset the timestamp resolved to, as ListOffsets by time "
-        "answers it (-1: every record is older).",
+        "answers it (-1: every record is older); null when the records were not asked by time.",
     )
     records = RecordSerializer(many=True)
 

@@ -29,13 +29,8 @@ from virtualclusters.models import VirtualCluster
 __all__ = ["LeaseLost", "job_lease_renew", "job_run_lease", "job_run_report"]
 
 State = JobRun.State
-MIN_LEASE_S, MAX_LEASE_S = 10, 3600
 # A lease that finds a run with nothing to do finishes it and looks at the next one.
 MAX_RUNS_PER_LEASE_CALL = 8
-
-
-def _lease_length(lease_s: int) -> int:
-    return min(max(lease_s, MIN_LEASE_S), MAX_LEASE_S)
 
 
 def job_run_lease(
@@ -54,11 +49,12 @@ def job_run_lease(
             )
             if run is None:
                 return None
+            subject = leases.job_subject(run.public_id)
             lease = leases.lease_take(
                 cluster_id=cluster.pk,
-                subject=leases.job_subject(run.public_id),
+                subject=subject,
                 holder=agent_id,
-                seconds=_lease_length(lease_s),
+                seconds=leases.lease_seconds(subject, lease_s),
             )
             if lease is None:  # (a lease of an earlier attempt still live: not yet)
                 return None
@@ -117,11 +113,12 @@ def job_lease_renew(
         )
         if not updated:
             raise LeaseLost(f"job run {run_id} is not leased with this token (the lease was lost)")
+        subject = leases.job_subject(run_id)
         leases.lease_renew(
             cluster_id=cluster.pk,
-            subject=leases.job_subject(run_id),
+            subject=subject,
             token=token,
-            seconds=_lease_length(lease_s),
+            seconds=leases.lease_seconds(subject, lease_s),
         )
     return run
 

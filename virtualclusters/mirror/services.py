@@ -43,7 +43,6 @@ from tenancy.sealed import secret_open, secret_seal
 from virtualclusters.mirror.models import Migration, MigrationTopic
 from virtualclusters.models import VirtualCluster
 
-MIN_LEASE_S, MAX_LEASE_S = 10, 600
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # A source Schema Registry's URL: http(s), a host name or IPv4 address, a port, a path.
@@ -244,10 +243,6 @@ def migration_stop(*, migration: Migration) -> None:
 # --- the copier's calls (agent API) --------------------------------------------------
 
 
-def _length(lease_s: int) -> int:
-    return min(max(lease_s, MIN_LEASE_S), MAX_LEASE_S)
-
-
 def migration_lease(
     *, cluster: VirtualCluster, agent_id: str, lease_s: int
 ) -> tuple[Migration, Lease] | None:
@@ -274,7 +269,10 @@ def migration_lease(
             if locked is None:
                 continue  # another agent is leasing it right now
             lease = leases.lease_take(
-                cluster_id=cluster.pk, subject=subject, holder=agent_id, seconds=_length(lease_s)
+                cluster_id=cluster.pk,
+                subject=subject,
+                holder=agent_id,
+                seconds=leases.lease_seconds(subject, lease_s),
             )
             if lease is None:
                 continue  # another agent was first
@@ -324,7 +322,10 @@ def _leased(
         leases.lease_check(cluster_id=cluster.pk, subject=subject, token=token)
     else:
         leases.lease_renew(
-            cluster_id=cluster.pk, subject=subject, token=token, seconds=_length(renew_s)
+            cluster_id=cluster.pk,
+            subject=subject,
+            token=token,
+            seconds=leases.lease_seconds(subject, renew_s),
         )
     return migration
 

@@ -153,6 +153,51 @@ def table_get(cluster: VirtualCluster, namespace: str, name: str) -> IcebergTabl
     return found
 
 
+# Iceberg's table properties that tell a writer where to put files.
+PATH_PROPERTIES = (
+    "write.data.path",
+    "write.metadata.path",
+    "write.object-storage.path",
+    "write.folder-storage.path",
+)
+
+
+def _within(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or under it, spelled plainly: no ``.``/``..`` segment,
+    no escape (``%``, a backslash) that a FileIO might read as one."""
+    if "%" in path or "\\" in path:
+        return False
+    scheme, sep, rest = path.partition("://")
+    if not sep or any(part in (".", "..") for part in rest.split("/")):
+        return False
+    root = root.rstrip("/")
+    return path == root or path.startswith(root + "/")
+
+
+def _check_paths(metadata: TableMetadata, *, root: str) -> None:
+    """A table's files stay under its own prefix in its cluster's bucket: its location,
+    the paths its properties give writers and its snapshots' manifest lists — otherwise a
+    commit could point a writer (and the orphan sweep) at another cluster's folder."""
+    moved = [("location", metadata.location)] if not _within(metadata.location, root) else []
+    moved += [
+        (key, metadata.properties[key])
+        for key in PATH_PROPERTIES
+        if key in metadata.properties and not _within(metadata.properties[key], root)
+    ]
+    moved += [
+        (f"snapshot {snapshot.snapshot_id}'s manifest list", snapshot.manifest_list)
+        for snapshot in metadata.snapshots
+        if not _within(snapshot.manifest_list, root)
+    ]
+    if moved:
+        what, where = moved[0]
+        raise CatalogError(
+            403,
+            "ForbiddenException",
+            f"{what} {where!r} is outside the table's own prefix {root!r}"[:500],
+        )
+
+
 def _metadata_file(location: str, version: int) -> str:
     return f"{location}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
 
@@ -185,6 +230,7 @@ def table_create(
         location=location,
         properties=dict(properties or {}),
     )
+    _check_paths(metadata, root=location)
     try:
         with transaction.atomic():
             return IcebergTable.objects.create(
@@ -231,6 +277,7 @@ def table_commit(
         )
     except (ValueError, TypeError) as exc:
         raise CatalogError(400, "BadRequestException", f"cannot apply the updates: {exc}") from None
+    _check_paths(updated, root=base.location)
     version = int(table.metadata_location.rsplit("/", 1)[-1].split("-", 1)[0]) + 1
     table.metadata = _document(updated)
     table.metadata_location = _metadata_file(updated.location, version)

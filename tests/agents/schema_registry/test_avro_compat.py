@@ -9,7 +9,7 @@ import json
 import pytest
 
 from agents.schema_registry.compatibility import incompatibilities
-from agents.schema_registry.formats import InvalidSchema, parse
+from core.schemas.formats import InvalidSchema, parse
 
 
 def record(*fields: dict, name: str = "User", **extra) -> object:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from agents.schema_registry.compatibility import incompatibilities
-from agents.schema_registry.formats import parse
+from core.schemas.formats import parse
 
 
 def obj(properties: dict, *, closed: bool = False, required=(), **extra):

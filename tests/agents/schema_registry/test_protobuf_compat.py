@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import descriptor_pb2
 
 from agents.schema_registry.compatibility import incompatibilities
-from agents.schema_registry.formats import (
+from core.schemas.formats import (
     InvalidSchema,
     ParsedSchema,
     parse,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.conf import settings
+from django.core import mail
 from playwright.sync_api import expect
 
 from metadata_store.clusters import agent_key_authenticate
@@ -12,16 +15,29 @@ from tests.factories import PASSWORD
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+def finish_sign_up(page) -> None:
+    """Open the link the sign-up mailed and choose the password."""
+    page.goto(re.search(r"(/signup/\S+)", mail.outbox[-1].body).group(1))
+    expect(page.get_by_role("heading", name="Finish signing up")).to_be_visible()
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Create account").click()
+
+
 def test_a_new_user_signs_up_creates_a_cluster_and_gets_an_agent_command(
     page, live_server, screenshots
 ):
     page.goto("/signup")
     expect(page.locator("body")).to_have_css("background-color", "rgb(245, 247, 250)")  # CSS
     page.get_by_label("Email").fill("erin@example.com")
-    page.get_by_label("Password").fill(PASSWORD)
     page.get_by_label("Organization name").fill("Erin Labs")
     page.screenshot(path=screenshots / "1-signup.png")
     page.get_by_role("button", name="Sign up").click()
+    expect(page.get_by_role("heading", name="Check your email")).to_be_visible()
+    for width in (1366, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.screenshot(path=screenshots / f"1-signup-sent-{width}.png", full_page=True)
+    finish_sign_up(page)
+    page.set_viewport_size({"width": 1366, "height": 800})
 
     expect(page).to_have_url(live_server.url + "/")
     expect(page.get_by_role("heading", name="No clusters yet")).to_be_visible()
@@ -65,8 +81,8 @@ def test_a_new_user_signs_up_creates_a_cluster_and_gets_an_agent_command(
 def test_revoking_an_agent_key_asks_first(page, live_server):
     page.goto("/signup")
     page.get_by_label("Email").fill("frank@example.com")
-    page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign up").click()
+    finish_sign_up(page)
     page.goto("/clusters/new")
     page.get_by_label("Name", exact=True).fill("events")
     page.get_by_role("button", name="Create cluster").click()

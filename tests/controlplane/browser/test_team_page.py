@@ -3,7 +3,10 @@ link and can look at the clusters but not change them."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from django.core import mail
 from playwright.sync_api import expect
 
 from tests.factories import PASSWORD, make_cluster, make_org
@@ -31,6 +34,14 @@ def test_an_invited_member_logs_in_with_the_members_limits(page, live_server, sc
 
     page.goto("/invite/" + link.rsplit("/invite/", 1)[1])
     expect(page.get_by_role("heading", name="Join Team Co")).to_be_visible()
+    page.get_by_role("button", name="Join").click()  # no account: a mail goes to the email
+    expect(page.locator("#invitation-mailed")).to_be_visible()
+    for width in (1366, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.screenshot(path=screenshots / f"invitation-mailed-{width}.png", full_page=True)
+    page.set_viewport_size({"width": 1366, "height": 800})
+    account = re.search(r"(/invite/account/\S+)", mail.outbox[-1].body).group(1)
+    page.goto(account)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Join").click()
     expect(page.get_by_role("link", name="shared")).to_be_visible()  # looks at the clusters

@@ -101,7 +101,7 @@ def _member(org, owner):
         organization=org, email="viewer@example.com", role=Membership.Role.MEMBER,
         invited_by=owner, link_base="http://x",
     )  # fmt: skip
-    return team.invitation_accept(invitation=invitation, password=factories.PASSWORD)
+    return team.invitation_account_create(invitation=invitation, password=factories.PASSWORD)
 
 
 def test_the_form_creates_a_migration_and_shows_errors_next_to_their_fields(client, alice):

@@ -8,7 +8,7 @@ import re
 import pytest
 from django.core import mail
 
-from team.members import invitation_accept
+from team.members import invitation_account_create
 from tenancy.models import Invitation, Membership
 from tests.factories import PASSWORD
 
@@ -22,6 +22,11 @@ def invite(client, email: str, role: str = "member") -> str:
     return re.search(r"http://[^\s<\"]+/invite/[A-Za-z0-9_-]+", page).group(0)
 
 
+def mailed_path(body: str, prefix: str) -> str:
+    """The path of the link a mail carries."""
+    return prefix + re.search(re.escape(prefix) + r"([^\s]+)", body).group(1)
+
+
 def test_an_invited_member_joins_and_can_look_but_not_change(client, alice):
     client.force_login(alice["user"])
     link = invite(client, "dora@example.com")
@@ -30,8 +35,16 @@ def test_an_invited_member_joins_and_can_look_but_not_change(client, alice):
     client.logout()
 
     path = "/invite/" + link.rsplit("/invite/", 1)[1]
-    joined = client.post(path, {"password": PASSWORD})
+    # No account yet: the link's holder is told a mail went; the mail's link makes one.
+    mailed = client.post(path, {"password": ""})
+    assert mailed.status_code == 200 and 'id="invitation-mailed"' in mailed.content.decode()
+    assert not Membership.objects.filter(user__email="dora@example.com").exists()
+    assert mail.outbox[-1].to == ["dora@example.com"]
+    account = mailed_path(mail.outbox[-1].body, "/invite/account/")
+    assert client.post(account, {"password": "short"}).status_code == 200  # too weak
+    joined = client.post(account, {"password": PASSWORD})
     assert joined.status_code == 302
+    assert client.post(account, {"password": PASSWORD}).status_code == 404  # used
     membership = Membership.objects.get(user__email="dora@example.com")
     assert membership.organization == alice["org"] and membership.role == "member"
     assert client.post(path, {"password": PASSWORD}).status_code == 404  # works once
@@ -48,7 +61,7 @@ def test_owners_change_roles_remove_members_and_hand_ownership_on(client, alice)
     client.force_login(alice["user"])
     invite(client, "ed@example.com", "admin")
     invitation = Invitation.objects.get(email="ed@example.com")
-    ed = invitation_accept(invitation=invitation, password=PASSWORD)
+    ed = invitation_account_create(invitation=invitation, password=PASSWORD)
     ed_membership = Membership.objects.get(user=ed)
     assert ed_membership.role == "admin"
     client.post("/team/members/ed@example.com", {"action": "role", "role": "member"})
@@ -76,7 +89,9 @@ def test_the_rest_api_lists_invites_and_changes_members(api, alice, bob):
     admin = api(alice["admin"])
     invited = admin.post("/api/v1/invitations/", {"email": "fay@example.com", "role": "admin"})
     assert invited.status_code == 201 and "/invite/" in invited.json()["link"]
-    invitation_accept(invitation=Invitation.objects.get(email="fay@example.com"), password=PASSWORD)
+    invitation_account_create(
+        invitation=Invitation.objects.get(email="fay@example.com"), password=PASSWORD
+    )
     emails = [m["email"] for m in admin.get("/api/v1/members/").json()]
     assert emails == sorted([alice["user"].email, "fay@example.com"])
     changed = admin.patch("/api/v1/members/fay@example.com/", {"role": "member"})
@@ -87,7 +102,7 @@ def test_the_rest_api_lists_invites_and_changes_members(api, alice, bob):
     assert api(bob["admin"]).delete(f"/api/v1/members/{alice['user'].email}/").status_code == 404
 
 
-# --- several organizations (issue 25, finding 5) -----------------------------------------
+# --- several organizations -----------------------------------------
 
 
 def link_path(link: str) -> str:
@@ -133,14 +148,21 @@ def test_the_invitation_answers_alike_whether_the_email_has_an_account(client, a
     invited = Invitation.objects.filter(organization=alice["org"]).values_list("email", flat=True)
     assert sorted(invited) == sorted([bob["user"].email, "nobody-yet@example.com"])
     client.logout()
-    # The link's page and a bad password's answer: the same, but for the email itself.
+    # The link's page and the answer to any password but the account's: the same, but
+    # for the email itself — a strong one included, which used to make the new email an
+    # account at once (and tell the link's holder there was none).
     pages, refusals = [], []
     for email in (bob["user"].email, "nobody-yet@example.com"):
         invitation = Invitation.objects.get(organization=alice["org"], email=email)
         pages.append(_invitation_page(client, invitation).replace(email, "EMAIL"))
-        refusals.append(_invitation_post(client, invitation, "short").replace(email, "EMAIL"))
+        for password in ("short", "a-strong-passphrase-nobody-has", ""):
+            answer = _invitation_post(client, invitation, password).replace(email, "EMAIL")
+            refusals.append(answer)
+            assert mail.outbox[-1].to == [email]
     assert pages[0] == pages[1]
-    assert refusals[0] == refusals[1] and "cannot be used" in refusals[0]
+    assert len(set(refusals)) == 1 and 'id="invitation-mailed"' in refusals[0]
+    assert not Membership.objects.filter(user__username="nobody-yet@example.com").exists()
+    assert not Membership.objects.filter(organization=alice["org"], user=bob["user"]).exists()
 
 
 def _fresh_token(invitation) -> str:

@@ -22,7 +22,7 @@ from fastavro.schema import SchemaParseException, UnknownType
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
 
-from agents.schema_registry import protoc
+from core.schemas import protoc
 
 # A schema text larger than this is refused (422): schemas are read on every cache miss.
 MAX_SCHEMA_BYTES = 256 * 1024
