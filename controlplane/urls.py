@@ -13,3 +13,6 @@ urlpatterns = [
     path("iceberg/", include("virtualclusters.tables.catalog_urls")),
     path("", include("controlplane.console_urls")),
 ]
+
+# 503 with Retry-After, not 500, while the metadata store is unreachable.
+handler500 = "controlplane.unavailable.server_error"

@@ -9,6 +9,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from controlplane.unavailable import MESSAGE, RETRY_AFTER_S, is_database_unavailable
 from tenancy.errors import BEYOND_AUTHORITY, is_conflict, marked
 
 
@@ -32,7 +33,15 @@ _ROW_GONE = (
 )
 
 
+class DatabaseUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = MESSAGE
+
+
 def exception_handler(exc, context):
+    if is_database_unavailable(exc):
+        exc = DatabaseUnavailable()
+        exc.wait = RETRY_AFTER_S  # DRF sends it as Retry-After
     if isinstance(exc, ObjectDoesNotExist) or (
         isinstance(exc, DatabaseError) and str(exc) in _ROW_GONE
     ):
