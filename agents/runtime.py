@@ -113,10 +113,34 @@ class AgentRuntime:
         self._stop.set()
 
     def _unhealthy_reason(self) -> str | None:
-        """What /healthz reports: not registered, or commits not going through."""
+        """What /healthz reports: not registered, or commits not going through — unless
+        Ripcord keeps produce going while the control plane is away (`_degraded`)."""
         if not self.registered:
             return "not registered"
-        return self.ctx.writer.commits_stuck() if self.ctx is not None else None
+        if self.ctx is None or self._ripcord_active():
+            return None
+        return self.ctx.writer.commits_stuck()
+
+    def _ripcord_active(self) -> bool:
+        return self.config.ripcord and not self.client.link.up
+
+    def _degraded(self) -> list[str]:
+        """What /healthz adds to a healthy answer: Ripcord serving while the control plane
+        is away, and what is journaled but not yet sequenced."""
+        lines = []
+        if self._ripcord_active():
+            lines.append(
+                f"ripcord active: control plane unreachable for {self.client.link.down_for_s:.0f}s"
+            )
+        backlog = getattr(self.ctx.writer, "journal_backlog", None) if self.ctx else None
+        if backlog is not None:
+            unsequenced, oldest_s = backlog()
+            if unsequenced:
+                lines.append(
+                    f"journal backlog: {int(unsequenced)} bytes not yet sequenced, "
+                    f"oldest {oldest_s:.0f}s"
+                )
+        return lines
 
     def _heartbeat_body(self, port: int, load: float = 0.0) -> dict[str, Any]:
         return {
@@ -304,6 +328,10 @@ class AgentRuntime:
                 port=port,
                 groups=GroupCoordinator.start_for(me, self.client),
             )
+            # Ripcord: groups keep their coordinator through a control-plane outage, and
+            # topic lookups answer from the cache without waiting on a down link.
+            ctx.groups.leases.keep_through_outage = lambda: config.ripcord
+            ctx.topics.keep_through_outage = lambda: config.ripcord
             # Every agent validates produce for topics that ask (schema-registry role or not).
             registry = SchemaRegistry(
                 self.client,
@@ -323,7 +351,7 @@ class AgentRuntime:
             )
             log.info("Kafka listener security protocol: %s", security.protocol)
             await server.start_on(sock)
-            app = build_app(self._unhealthy_reason)
+            app = build_app(self._unhealthy_reason, self._degraded)
             add_peer_routes(
                 app,
                 secret=lambda: ctx.peer_secret,
@@ -351,6 +379,7 @@ class AgentRuntime:
             lag_watch = asyncio.get_running_loop().create_task(_watch_loop_lag())
             if CLIENT_ROLES & set(config.roles):  # an agent that serves Fetch
                 ctx.tail = TailFeed(self.client, watch)
+                ctx.tail.keep_through_outage = lambda: config.ripcord
                 tail_feed = asyncio.get_running_loop().create_task(ctx.tail.run_forever())
             browsing = BrowseChannel(
                 self.client,

@@ -5,7 +5,9 @@ HTTP call. Entries live `ttl_s` seconds; a miss (unknown name or id, or a partit
 the cached count) asks the control plane once, and concurrent misses share that call.
 Admin handlers invalidate what they change so this agent sees its own changes at once;
 changes made through other agents show up within the TTL. While the control plane is
-unreachable, expired entries still answer (`last_known`, and name lookups that fail).
+unreachable, expired entries still answer (`last_known`, and lookups that fail). With
+Ripcord (`keep_through_outage()` true) a lookup does not even ask while the link is down:
+what this agent knew answers at once, and a topic it never knew gets a retriable error.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -76,6 +78,8 @@ class TopicCache:
         self._by_name: dict[str, tuple[float, TopicInfo | None]] = {}
         self._by_id: dict[uuid.UUID, tuple[float, TopicInfo]] = {}
         self._inflight: dict[frozenset[str] | None, asyncio.Future] = {}
+        # Set by the runtime: whether Ripcord is on (then a down link is not even asked).
+        self.keep_through_outage: Callable[[], bool] = lambda: False
 
     def invalidate(self, names: Iterable[str] = (), topic_ids: Iterable[uuid.UUID] = ()) -> None:
         """Forget these topics (after this agent created, deleted or changed them)."""
@@ -170,16 +174,32 @@ class TopicCache:
         now = time.monotonic()
         wanted = list(topic_ids)
         if any((e := self._by_id.get(t)) is None or e[0] <= now for t in wanted):
-            await self._load(None)
+            try:
+                await self._load(None)
+            except ControlPlaneUnavailable:
+                # The control plane is away: what we last knew serves, if we knew them all.
+                if any(t not in self._by_id for t in wanted):
+                    raise
         return {t: (e[1] if (e := self._by_id.get(t)) else None) for t in wanted}
 
     async def all_topics(self) -> list[TopicInfo]:
-        """Every topic of the cluster, freshly listed."""
-        await self._load(None)
+        """Every topic of the cluster, freshly listed (while the control plane is away
+        with Ripcord on: every topic this agent last knew of)."""
+        try:
+            await self._load(None)
+        except ControlPlaneUnavailable:
+            if not self.keep_through_outage():
+                raise
+            return self.last_known_all()
         now = time.monotonic()
         return sorted((t for exp, t in self._by_id.values() if exp > now), key=lambda t: t.name)
 
     async def _load(self, names: frozenset[str] | None) -> None:
+        if self.keep_through_outage() and not self._client.link.up:
+            raise ControlPlaneUnavailable(
+                "the control plane is unreachable (Ripcord: answering from what this agent knew)",
+                outcome_unknown=False,
+            )
         # Single flight: concurrent misses for the same names wait on one call.
         pending = self._inflight.get(names)
         if pending is not None:

@@ -117,17 +117,21 @@ def _known_offset(
     read_committed: bool = False,
 ):
     """A latest or earliest answer from what the agent learned in the last moment
-    (read_committed's latest: the last stable offset)."""
+    (read_committed's latest: the last stable offset); while Ripcord answers for a
+    control plane that is away, from what it learned at any time."""
     timestamp = _TIMESTAMP_ALIASES.get(request.get("timestamp", LATEST), request.get("timestamp"))
     if "timestamp" in request and timestamp not in (LATEST, EARLIEST):
         return None
-    known = ctx.offsets.fresh(info.topic_id_str, request[index_field])
+    # Ripcord, the control plane away: nothing is committed meanwhile that it could tell
+    # us of, so what this agent last learned answers, however old.
+    any_age = ctx.ripcord_active
+    known = ctx.offsets.fresh(info.topic_id_str, request[index_field], any_age=any_age)
     if known is None:
         return None
     if timestamp == EARLIEST:
         offset = known[1]
     elif read_committed:
-        stable = ctx.offsets.fresh_stable(info.topic_id_str, request[index_field])
+        stable = ctx.offsets.fresh_stable(info.topic_id_str, request[index_field], any_age=any_age)
         if stable is None:
             return None
         offset = stable
