@@ -35,6 +35,7 @@ from agents.groups.coordinator import GroupCoordinator
 from agents.groups.ring import Peer, node_id_for
 from agents.http_server import build_app, start_http_on
 from agents.job_runner import JobRunner
+from agents.journal_recovery import JournalKeeper
 from agents.metrics import Counter, Gauge, Histogram
 from agents.migration_copier import MigrationCopier
 from agents.partition_offsets import PartitionOffsets
@@ -156,8 +157,16 @@ class AgentRuntime:
             "stats": {
                 **heartbeat_stats(),
                 **(self.ctx.tail.stats() if self.ctx and self.ctx.tail else {}),
+                **(self._journal_stats()),
             },
         }
+
+    def _journal_stats(self) -> dict[str, int]:
+        """Journaled-but-unsequenced bytes and the oldest entry's age (heartbeat stats)."""
+        if self.ctx is None:
+            return {}
+        pending, age_s = self.ctx.writer.journal_backlog()
+        return {"journal_unsequenced_bytes": pending, "journal_oldest_ms": int(age_s * 1000)}
 
     async def _register(self, port: int) -> dict[str, Any]:
         delay = 0.5
@@ -264,6 +273,7 @@ class AgentRuntime:
         heartbeat: asyncio.Task | None = None
         lag_watch: asyncio.Task | None = None
         tail_feed: asyncio.Task | None = None
+        journals: asyncio.Task | None = None
         jobs: asyncio.Task | None = None
         migrations: asyncio.Task | None = None
         browse_polls: asyncio.Task | None = None
@@ -306,6 +316,21 @@ class AgentRuntime:
                 on_committed=cache.insert_file,
                 watch=watch,
                 offsets=offsets,
+                # Ripcord (the agent's flag or the cluster's setting, as last learned):
+                # every segment is a journal entry, answered without the control plane
+                # when it does not answer in time.
+                ripcord=lambda: config.ripcord,
+            )
+            journal_keeper = JournalKeeper(
+                self.client,
+                store,
+                cluster_id=cluster_id,
+                agent_id=config.agent_id,
+                journal=writer.journal,
+                live_agents=lambda: {
+                    str(a.get("agent_id")) for a in (self.ctx.live_agents if self.ctx else [])
+                },
+                executor=self.executor,
             )
             me = Peer(
                 config.agent_id,
@@ -376,6 +401,8 @@ class AgentRuntime:
                 log.info("schema registry on http://%s:%d/", config.host, registry_port)
             http_port = self.http_port
             heartbeat = asyncio.get_running_loop().create_task(self._heartbeat_loop(port))
+            if CLIENT_ROLES & set(config.roles):  # an agent that takes produce journals
+                journals = asyncio.get_running_loop().create_task(journal_keeper.run_forever())
             lag_watch = asyncio.get_running_loop().create_task(_watch_loop_lag())
             if CLIENT_ROLES & set(config.roles):  # an agent that serves Fetch
                 ctx.tail = TailFeed(self.client, watch)
@@ -420,6 +447,7 @@ class AgentRuntime:
             try:
                 # Bounded: a control plane that never answers must not keep us alive.
                 await asyncio.wait_for(writer.close(), SHUTDOWN_FLUSH_S)
+                await journal_keeper.close(all_sequenced=writer.journal_backlog()[0] == 0)
             except TimeoutError:
                 log.error(
                     "shutting down: segments still uncommitted after %.0fs; their "
@@ -430,7 +458,15 @@ class AgentRuntime:
             await ctx.groups.close()
             await server.close_connections()
         finally:
-            for task in (heartbeat, lag_watch, jobs, migrations, browse_polls, tail_feed):
+            for task in (
+                heartbeat,
+                lag_watch,
+                jobs,
+                migrations,
+                browse_polls,
+                tail_feed,
+                journals,
+            ):
                 if task is not None:
                     task.cancel()
             if job_runner is not None:

@@ -13,6 +13,17 @@ Ordering: PUTs of successive segments may run concurrently, but each commit wait
 the previous segment's commit to finish (succeed or fail). An idempotent producer with
 several requests in flight therefore sees its batches committed in the order it sent
 them, whichever file's PUT finished first.
+
+Journal segments (lightning topics, and every segment while Ripcord is on): the file's key
+names the agent's journal and the segment's position in it (core/journal_keys.py), so the
+one PUT is both the data and the journal entry. A lightning request is answered as soon as
+its file is in the bucket (base offset -1: not known yet); the commit follows in the same
+segment order — the chain of commits *is* the sequencer — retried until it lands, with the
+same body every time (a file key committed twice gets its first answer: exactly once).
+With Ripcord, a standard topic's request in a journal segment is answered after its commit
+as usual, unless the commit has not answered `ripcord_ack_s` after the PUT or the control
+plane is known to be away: then it is answered like a lightning one. What is journaled and
+not yet sequenced is recovered by another agent if this one dies (agents/journal_recovery.py).
 """
 
 from __future__ import annotations
@@ -29,11 +40,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlPlaneUnavailable
-from agents.metrics import Counter, Gauge, Histogram, size_histogram
+from agents.journal_sequences import SequenceWatch
+from agents.metrics import Counter, Gauge, Histogram, error_label, size_histogram
 from agents.partition_offsets import PartitionOffsets
+from core.journal_keys import JournalName
 from core.kafka.errors import ErrorCode
-from core.kafka.records import BatchHeader, CorruptRecord, uncompressed_size
-from core.segment import SegmentBuilder
+from core.kafka.records import BatchHeader, CorruptRecord, iter_batches, uncompressed_size
+from core.segment import SegmentBuilder, read_index
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +70,34 @@ WRITTEN_UNCOMPRESSED_BYTES = Counter(
     "Committed record-batch bytes with their records decompressed.",
 )
 _INFLIGHT = Gauge("floe_segment_inflight_bytes", "Bytes of sealed segments not yet committed.")
+_EARLY_ACKS = Counter(
+    "floe_journal_early_acks_total",
+    "Produce requests answered once their journal entry was in the bucket, by why.",
+    ("reason",),
+)
+# The agent's writer (the last one made: one per agent process), read at scrape time.
+_BACKLOG_OF: list[SegmentWriter] = []
+
+
+def _backlog(index: int) -> float:
+    return _BACKLOG_OF[-1].journal_backlog()[index] if _BACKLOG_OF else 0.0
+
+
+_JOURNAL_BYTES = Gauge(
+    "floe_journal_unsequenced_bytes",
+    "Bytes journaled in the bucket (and acknowledged) whose commit has not answered.",
+    callback=lambda: _backlog(0),
+)
+_JOURNAL_AGE = Gauge(
+    "floe_journal_oldest_unsequenced_seconds",
+    "Age of the oldest journal entry whose commit has not answered (0: none).",
+    callback=lambda: _backlog(1),
+)
+_SEQUENCE_LOST = Counter(
+    "floe_journal_refused_after_ack_total",
+    "Batches acknowledged from the journal that the commit then refused, by error.",
+    ("error",),
+)
 
 # Back-off before each retry. A commit may be retried safely: re-committing a file key
 # returns the first answer (docs/AGENT_API.md), so a commit whose outcome is unknown (a
@@ -82,6 +123,18 @@ MAX_SEALED_PENDING = 2
 # A segment is sealed before it holds more batches than this: the commit call carries an
 # entry per batch and the control plane refuses more than twice this many in one.
 MAX_SEGMENT_BATCHES = 50_000
+# A journal entry's commit is retried until it lands (its requests were answered already):
+# these delays, then the last one forever.
+JOURNAL_RETRY_DELAYS_S = (0.1, 0.2, 0.4, 0.8, 1.0)
+# Ripcord: a standard topic's request in a journal segment is answered from the journal
+# when its commit has not answered this long after the PUT (a frozen control-plane
+# connection answers nothing; acks stay within the flush age + PUT + this).
+RIPCORD_ACK_S = 0.5
+# A journal's marker is PUT again before an entry when it is older than this, so a
+# journal that still gets entries always has a marker younger than this.
+MARKER_REFRESH_S = 60.0
+# Early answers: no offset yet (Kafka's -1, as for acks=0-like unknown offsets).
+_JOURNALED = {"error_code": 0, "base_offset": -1, "log_start_offset": -1}
 
 
 @dataclass(frozen=True)
@@ -92,6 +145,7 @@ class BatchToWrite:
     partition: int
     data: memoryview  # the batch exactly as the producer sent it
     header: BatchHeader
+    lightning: bool = False  # its topic is a lightning topic: answered from the journal
 
 
 @dataclass(eq=False)  # identity: sealed segments are kept in a set until answered
@@ -99,8 +153,13 @@ class _Segment:
     size: int = 0  # bytes of batches appended
     sealed: bool = False
     batches: list[BatchToWrite] = field(default_factory=list)  # in append order
-    # (future, index of the request's first batch, number of batches), append order
-    waiters: list[tuple[asyncio.Future, int, int]] = field(default_factory=list)
+    # (future, index of the request's first batch, number of batches, may be answered
+    # from the journal), append order
+    waiters: list[tuple[asyncio.Future, int, int, bool]] = field(default_factory=list)
+    lightning: bool = False  # holds a lightning batch: a journal entry, sealed on time
+    journal: bool = False  # decided when sealed: its key is a journal entry's
+    key: str = ""
+    journaled_at: float | None = None  # monotonic, once in the bucket (journal only)
     touched: set[tuple[str, int]] = field(default_factory=set)
     committed: asyncio.Future | None = None
     timer: asyncio.TimerHandle | None = None
@@ -222,6 +281,32 @@ def _merged_entries(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
     return merged, counts
 
 
+def commit_entries_of(data: bytes) -> list[dict[str, Any]]:
+    """The commit's entries for a segment file read back from the bucket — a journal
+    entry another agent wrote (agents/journal_recovery.py): the same entries its writer
+    sends (`_lay_out`), from the file's footer and its batches' attributes."""
+    entries: list[dict[str, Any]] = []
+    for entry in read_index(data):
+        batch = memoryview(data)[entry.position : entry.end]
+        _, _, header = next(iter_batches(batch))
+        item = {
+            "topic_id": str(entry.topic_id),
+            "partition": entry.partition,
+            "pos": entry.position,
+            "len": entry.length,
+            "records": entry.record_count,
+            "base_ts": entry.base_timestamp,
+            "max_ts": entry.max_timestamp,
+            "producer_id": entry.producer_id,
+            "producer_epoch": entry.producer_epoch,
+            "base_sequence": entry.base_sequence,
+        }
+        if header.is_transactional:
+            item["transactional"] = True
+        entries.append(item)
+    return _merged_entries(entries)[0]
+
+
 class CommitWatch:
     """Wakes long-polling fetches when this agent commits batches of their partitions.
 
@@ -292,8 +377,23 @@ class SegmentWriter:
         put_retry_delays_s: tuple[float, ...] = PUT_RETRY_DELAYS_S,
         commit_retry_delays_s: tuple[float, ...] = COMMIT_RETRY_DELAYS_S,
         commit_timeout_s: float = COMMIT_TIMEOUT_S,
+        ripcord: Callable[[], bool] | None = None,
+        journal_retry_delays_s: tuple[float, ...] = JOURNAL_RETRY_DELAYS_S,
+        ripcord_ack_s: float = RIPCORD_ACK_S,
     ) -> None:
         self.commit_timeout_s = commit_timeout_s
+        self._ripcord = ripcord or (lambda: False)
+        self.journal_retry_delays_s = journal_retry_delays_s
+        self.ripcord_ack_s = ripcord_ack_s
+        self._marker_put_at = float("-inf")  # monotonic, of the journal marker's last PUT
+        # Journal entries in the bucket whose commit has not answered: segment → size.
+        self._journaled: dict[_Segment, int] = {}
+        # Idempotent batches answered from the journal that the commit then refused:
+        # (producer id, topic id, partition) → error code, answered to the producer's
+        # next batch there (agents/handlers/produce.py).
+        self.refused_after_ack: dict[tuple[int, str, int], int] = {}
+        self.sequences = SequenceWatch()
+        _BACKLOG_OF[:] = [self]
         self._attempt_started: float | None = None  # monotonic, while a commit call is out
         self._failing_since: float | None = None  # first failure since the last success
         self._last_failure = float("-inf")
@@ -315,6 +415,7 @@ class SegmentWriter:
         self._unanswered: set[_Segment] = set()  # sealed, their waiters not answered yet
         self._sequence = 0
         self._boot = secrets.token_hex(3)
+        self.journal = JournalName(agent_id, f"{int(time.time()):010d}-{self._boot}")
         self._inflight_bytes = 0
         self._sealed_pending = 0  # sealed segments whose commit has not finished
         self._max_inflight = max_inflight_bytes or max(64 * 1024 * 1024, 8 * max_bytes)
@@ -343,12 +444,15 @@ class SegmentWriter:
         while not self._room.is_set():
             await self._room.wait()
 
-    def append(self, batches: list[BatchToWrite], *, wait: bool) -> asyncio.Future | None:
+    def append(
+        self, batches: list[BatchToWrite], *, wait: bool, early: bool = False
+    ) -> asyncio.Future | None:
         """Add a request's batches to the open segment (all to the same one).
 
         With `wait`, returns a future resolving to one commit result dict per batch
         (`error_code`, `base_offset`, `log_start_offset`), in order; without it
-        (acks=0), None.
+        (acks=0), None. `early`: the request may be answered from the journal (base
+        offset -1) — its batches are all lightning ones, or Ripcord may take it.
         """
         if self._closing:
             raise RuntimeError("the segment writer is closed")
@@ -369,16 +473,49 @@ class SegmentWriter:
         segment.size += incoming
         for batch in batches:
             segment.touched.add((str(batch.topic_id), batch.partition))
+            if batch.lightning:
+                segment.lightning = True
         future = None
         if wait:
+            early = early or all(b.lightning for b in batches)
+            if not early and self._ripcord():
+                # A transactional batch's commit may be refused (its transaction's
+                # state): never answered before it.
+                early = not any(b.header.is_transactional for b in batches)
             future = asyncio.get_running_loop().create_future()
-            segment.waiters.append((future, first, len(batches)))
+            segment.waiters.append((future, first, len(batches), early))
         if segment.size >= self.max_bytes:
             self._seal("size")
         return future
 
+    def _journaling(self) -> bool:
+        """Every segment is a journal entry now (Ripcord is on)."""
+        return self._ripcord()
+
+    def _commits_lagging(self) -> bool:
+        """The control plane is away, or the commit out has not answered in time."""
+        started = self._attempt_started
+        return not self._client.link.up or (
+            started is not None and time.monotonic() - started > self.ripcord_ack_s
+        )
+
     def _seal_if_open(self, segment: _Segment) -> None:
         if self._open is not segment:
+            return
+        if self._sealed_pending >= MAX_SEALED_PENDING and (
+            segment.lightning or (self._journaling() and self._commits_lagging())
+        ):
+            # A journal entry is answered when it is in the bucket, not when committed:
+            # holding it for the commits ahead would put the control plane back in the
+            # produce path.
+            self._seal("age")
+            return
+        if self._sealed_pending >= MAX_SEALED_PENDING and self._journaling():
+            # Ripcord: group commit while the control plane keeps up; look again soon,
+            # for when it stops answering (a frozen connection does not fail a call).
+            segment.overdue = True
+            loop = asyncio.get_running_loop()
+            segment.timer = loop.call_later(0.05, self._seal_if_open, segment)
             return
         if self._sealed_pending >= MAX_SEALED_PENDING:
             # Group commit: commits are serial, so sealing now would only queue another
@@ -395,6 +532,7 @@ class SegmentWriter:
             return
         self._open = None
         segment.sealed = True
+        segment.journal = segment.lightning or self._journaling()
         if segment.timer is not None:
             segment.timer.cancel()
         _FLUSH_REASON.inc(1, reason)
@@ -412,9 +550,11 @@ class SegmentWriter:
         self._flushes.add(task)
         task.add_done_callback(self._flushes.discard)
 
-    def _object_key(self) -> str:
+    def _object_key(self, journal: bool = False) -> str:
         now = datetime.now(UTC)
         self._sequence += 1
+        if journal:  # the sequence is the entry's position in this boot's journal
+            return self.journal.entry_key(self.cluster_id, self._sequence)
         # Leading milliseconds make names sort by time; agent id, boot token and sequence
         # make them unique across agents and restarts.
         name = (
@@ -425,12 +565,20 @@ class SegmentWriter:
     def _finish_and_put(self, key: str, segment: _Segment) -> _Written:
         # Runs in a worker thread: the sealed segment is no longer touched by the loop.
         written = _lay_out(segment.batches)
+        if segment.journal and time.monotonic() - self._marker_put_at > MARKER_REFRESH_S:
+            # The journal's marker first: a recovering agent finds journals by it.
+            self._put_with_retries(self.journal.marker_key(self.cluster_id), b"journal\n")
+            self._marker_put_at = time.monotonic()
+        self._put_with_retries(key, written.data)
+        return written
+
+    def _put_with_retries(self, key: str, data: bytes) -> None:
         for delay in (*self.put_retry_delays_s, None):
             started = time.perf_counter()
             try:
-                self._put(key, written.data)
+                self._put(key, data)
                 _PUT_SECONDS.observe(time.perf_counter() - started, "ok")
-                return written
+                return
             except Exception as exc:  # any backend failure; retried, then reported
                 _PUT_SECONDS.observe(time.perf_counter() - started, "error")
                 if delay is None:
@@ -441,7 +589,7 @@ class SegmentWriter:
 
     async def _flush(self, segment: _Segment, previous: asyncio.Future | None, size: int) -> None:
         started = time.perf_counter()
-        key = self._object_key()
+        key = segment.key = self._object_key(segment.journal)
         outcome = "ok"
         results: list[dict[str, Any]] | None = None
         error_code = 0
@@ -455,14 +603,19 @@ class SegmentWriter:
             except Exception as exc:
                 log.error("segment %s: PUT failed, failing its requests: %s", key, exc)
                 error_code, outcome = KAFKA_STORAGE_ERROR, "put_failed"
+            if segment.journal and written is not None:
+                self._journaled_now(segment, size)
             if previous is not None:
                 await asyncio.shield(previous)  # commits go out in segment order
             if not error_code and written is not None:
-                results, error_code, outcome = await self._commit(key, written)
+                results, error_code, outcome = await self._commit(
+                    key, written, journal=segment.journal
+                )
         except Exception:  # our bug: never leave producers hanging
             log.exception("segment %s: flush failed", key)
             results, error_code, outcome = None, KAFKA_STORAGE_ERROR, "error"
         finally:
+            self._journaled.pop(segment, None)
             self._inflight_bytes -= size
             _INFLIGHT.set(self._inflight_bytes)
             if self._inflight_bytes <= self._max_inflight:
@@ -497,13 +650,15 @@ class SegmentWriter:
                             log_start=result["log_start_offset"],
                         )
             results = written.in_append_order(results)
+            if segment.journal:
+                self._note_refused_after_ack(segment, results)
         self._answer(segment, results, error_code)
 
     def _answer(
         self, segment: _Segment, results: list[dict[str, Any]] | None, error_code: int
     ) -> None:
         self._unanswered.discard(segment)
-        for future, first, count in segment.waiters:
+        for future, first, count, _ in segment.waiters:
             if future.done():  # the client went away
                 continue
             if results is not None:
@@ -512,13 +667,82 @@ class SegmentWriter:
                 failed = {"error_code": error_code, "base_offset": -1, "log_start_offset": -1}
                 future.set_result([failed] * count)
 
+    def _journaled_now(self, segment: _Segment, size: int) -> None:
+        """The journal entry is in the bucket: answer what may be answered from it."""
+        segment.journaled_at = time.monotonic()
+        self._journaled[segment] = size
+        lightning = [w for w in segment.waiters if w[3] and self._all_lightning(segment, w)]
+        if lightning:
+            self._answer_early(segment, lightning, "lightning")
+        if any(w[3] for w in segment.waiters if w not in lightning):
+            # Ripcord: standard topics' requests wait for the commit a little, no longer.
+            delay = 0.0 if not self._client.link.up else self.ripcord_ack_s
+            asyncio.get_running_loop().call_later(delay, self._ripcord_due, segment)
+
+    @staticmethod
+    def _all_lightning(segment: _Segment, waiter: tuple[asyncio.Future, int, int, bool]) -> bool:
+        _, first, count, _ = waiter
+        return all(b.lightning for b in segment.batches[first : first + count])
+
+    def _ripcord_due(self, segment: _Segment) -> None:
+        if segment in self._journaled:  # still not committed
+            waiters = [w for w in segment.waiters if w[3]]
+            self._answer_early(segment, waiters, "ripcord")
+
+    @staticmethod
+    def _answer_early(
+        segment: _Segment, waiters: list[tuple[asyncio.Future, int, int, bool]], reason: str
+    ) -> None:
+        for future, _, count, _ in waiters:
+            if not future.done():
+                future.set_result([_JOURNALED] * count)
+                _EARLY_ACKS.inc(1, reason)
+
+    def _note_refused_after_ack(self, segment: _Segment, results: list[dict[str, Any]]) -> None:
+        """Batches answered from the journal that the commit refused (an idempotent
+        producer's sequence gap or fenced epoch): the producer was told they were
+        written, so its next batch to the partition gets the error instead
+        (agents/handlers/produce.py)."""
+        early = {
+            index
+            for future, first, count, _ in segment.waiters
+            if future.done()
+            for index in range(first, first + count)
+        }
+        for index, (batch, result) in enumerate(zip(segment.batches, results, strict=True)):
+            code = result.get("error_code", 0)
+            if code and index in early:
+                _SEQUENCE_LOST.inc(1, error_label(code))
+                log.error(
+                    "journal entry %s: batch of producer %s to %s-%s refused after it was"
+                    " acknowledged (error %s)",
+                    segment.key,
+                    batch.header.producer_id,
+                    batch.topic_id,
+                    batch.partition,
+                    code,
+                )
+                if batch.header.producer_id >= 0:
+                    key = (batch.header.producer_id, str(batch.topic_id), batch.partition)
+                    self.refused_after_ack[key] = code
+
+    def journal_backlog(self) -> tuple[int, float]:
+        """Bytes journaled and not yet sequenced, and the oldest such entry's age (s)."""
+        if not self._journaled:
+            return 0, 0.0
+        now = time.monotonic()
+        oldest = min(s.journaled_at or now for s in self._journaled)
+        return sum(self._journaled.values()), now - oldest
+
     async def _commit(
-        self, key: str, written: _Written
+        self, key: str, written: _Written, *, journal: bool = False
     ) -> tuple[list[dict[str, Any]] | None, int, str]:
         """The commit answer, one result per batch in file order (the body's order)."""
         body = {"file_key": key, "size": len(written.data), "batches": written.entries}
         try:
-            results, code, outcome = await self._commit_attempts(key, body, len(written.entries))
+            results, code, outcome = await self._commit_attempts(
+                key, body, len(written.entries), journal=journal
+            )
             if results is not None:
                 results = written.per_batch(results)
         finally:
@@ -528,11 +752,20 @@ class SegmentWriter:
         self._failing_since = None
         return results, code, outcome
 
+    def _retry_delays(self, journal: bool) -> Iterable[float | None]:
+        if not journal:
+            yield from (*self.commit_retry_delays_s, None)
+            return
+        # A journal entry was (or may be) acknowledged: its commit never gives up.
+        yield from self.journal_retry_delays_s
+        while True:
+            yield self.journal_retry_delays_s[-1]
+
     async def _commit_attempts(
-        self, key: str, body: dict[str, Any], count: int
+        self, key: str, body: dict[str, Any], count: int, *, journal: bool = False
     ) -> tuple[list[dict[str, Any]] | None, int, str]:
         unknown = False  # did any attempt end without an answer (it may have landed)?
-        for delay in (*self.commit_retry_delays_s, None):
+        for delay in self._retry_delays(journal):
             started = time.perf_counter()
             self._attempt_started = time.monotonic()
             try:

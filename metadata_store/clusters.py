@@ -51,6 +51,8 @@ class VirtualCluster(models.Model):
     # and group.consumer.heartbeat.interval.ms, for every such group of the cluster.
     consumer_session_timeout_ms = models.PositiveIntegerField(default=45_000)
     consumer_heartbeat_interval_ms = models.PositiveIntegerField(default=5_000)
+    # floe.topic.type of topics that do not set it: "standard" or "lightning".
+    default_topic_type = models.CharField(max_length=16, default="standard")
     # Ripcord: agents keep producing (journaled to the bucket, committed later) and keep
     # serving metadata, groups and committed data while the control plane is unreachable.
     # An agent's --ripcord flag turns it on for that agent whatever this says.
@@ -84,6 +86,7 @@ class VirtualCluster(models.Model):
         "max_flush_bytes",
         "consumer_session_timeout_ms",
         "consumer_heartbeat_interval_ms",
+        "default_topic_type",
         "ripcord",
     )
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.kafka.errors import ErrorCode
+from core.topic_types import LIGHTNING, STANDARD, TOPIC_TYPE
 
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 10_000
@@ -161,11 +162,25 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "confluent.value.schema.validation": ConfigDef("false", _choice("true", "false")),
     "confluent.key.subject.name.strategy": ConfigDef(_TOPIC_NAME, _choice(*_STRATEGIES)),
     "confluent.value.subject.name.strategy": ConfigDef(_TOPIC_NAME, _choice(*_STRATEGIES)),
+    # Floe's own: a lightning topic's produce is acknowledged once its file (the journal
+    # entry) is in the bucket and committed asynchronously, in order (docs/ARCHITECTURE.md
+    # "Lightning topics"). Unset: the cluster's default_topic_type.
+    TOPIC_TYPE: ConfigDef(STANDARD, _choice(STANDARD, LIGHTNING)),
 }
+
+# Other names a config is known by (WarpStream's), stored under Floe's name.
+CONFIG_ALIASES = {"warpstream.topic.type": TOPIC_TYPE}
+
+
+def canonical_config_name(name: object) -> object:
+    """A config's own name for one of its aliases (``warpstream.topic.type`` →
+    ``floe.topic.type``); any other name unchanged."""
+    return CONFIG_ALIASES.get(name, name) if isinstance(name, str) else name
 
 
 def config_problem(name: str, value: object) -> str | None:
     """Why ``name=value`` is not a valid topic config, or ``None``."""
+    name = str(canonical_config_name(name))
     definition = TOPIC_CONFIGS.get(name)
     if definition is None:
         return f"Unknown topic config name: {name}"
@@ -176,12 +191,14 @@ def config_problem(name: str, value: object) -> str | None:
 
 
 def effective_configs(
-    overrides: dict[str, Any], *, default_retention_ms: int
+    overrides: dict[str, Any], *, default_retention_ms: int, default_topic_type: str = STANDARD
 ) -> list[dict[str, Any]]:
-    """Every known config of a topic with its value and whether it is a default."""
+    """Every known config of a topic with its value and whether it is a default (the
+    cluster's default retention and topic type where it has them)."""
+    cluster_defaults = {"retention.ms": str(default_retention_ms), TOPIC_TYPE: default_topic_type}
     result = []
     for name, definition in sorted(TOPIC_CONFIGS.items()):
-        default = str(default_retention_ms) if name == "retention.ms" else definition.default
+        default = cluster_defaults.get(name, definition.default)
         if name in overrides:
             result.append({"name": name, "value": str(overrides[name]), "is_default": False})
         else:
@@ -215,7 +232,11 @@ def config_ops_apply(
     """
     configs = {k: str(v) for k, v in current.items()} if incremental else {}
     for op in ops:
-        name, kind, value = op.get("name"), op.get("op", "set"), op.get("value")
+        name, kind, value = (
+            canonical_config_name(op.get("name")),
+            op.get("op", "set"),
+            op.get("value"),
+        )
         if not isinstance(name, str):
             raise ConfigOpError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {name}")
         if kind == "delete":

@@ -18,6 +18,7 @@ from metadata_store.store import JSON
 from metadata_store.topic_configs import (
     MAX_PARTITIONS,
     ConfigOpError,
+    canonical_config_name,
     config_ops_apply,
     config_problem,
     topic_name_problem,
@@ -39,7 +40,7 @@ def _validate_configs(configs: dict[str, Any] | None) -> dict[str, str]:
         problem = config_problem(name, value)
         if problem:
             raise TopicError(ErrorCode.INVALID_CONFIG, problem)
-        clean[name] = str(value)
+        clean[str(canonical_config_name(name))] = str(value)
     return clean
 
 

@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from core.topic_types import TOPIC_TYPES
 from metadata_store.clusters import bucket_url_clean
 from metadata_store.topic_configs import MAX_PARTITIONS
 from tenancy.errors import CONFLICT, conflict
@@ -48,6 +49,11 @@ def _check_config(config: dict) -> dict:
     for field, value in config.items():
         if field not in VirtualCluster.CONFIG_FIELDS:
             errors[field] = ["Unknown configuration field."]
+        elif field == "default_topic_type":
+            if value not in TOPIC_TYPES:
+                errors[field] = [f"Must be one of {', '.join(TOPIC_TYPES)}."]
+            else:
+                clean[field] = value
         elif field in ("auto_create_topics", "acls_enabled", "ripcord"):
             if not isinstance(value, bool):
                 errors[field] = ["Must be true or false."]

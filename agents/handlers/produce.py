@@ -19,6 +19,7 @@ from agents.topics import TopicInfo
 from agents.write_path import MAX_SEGMENT_BATCHES, BatchToWrite
 from core.kafka.errors import ErrorCode
 from core.kafka.records import CorruptRecord, RecordTooLarge, validate_batches
+from core.topic_types import LIGHTNING, STANDARD, TOPIC_TYPE
 
 _PRODUCED_BYTES = Counter("floe_produce_bytes_total", "Record batch bytes accepted for writing.")
 _PRODUCED_BATCHES = Counter("floe_produce_batches_total", "Record batches accepted for writing.")
@@ -30,6 +31,20 @@ _PARTITION_ERRORS = Counter(
 # How long a client refused by its plan's cap is asked to wait before trying again.
 QUOTA_THROTTLE_MS = 1000
 QUOTA_EXCEEDED_MESSAGE = "the organization's plan caps this month's writes and the cap is reached"
+
+
+def lightning_topic(ctx: AgentContext, info: TopicInfo) -> bool:
+    """The topic's floe.topic.type (the cluster's default_topic_type when unset)."""
+    default = ctx.cluster_config.get("default_topic_type") or STANDARD
+    return str(info.configs.get(TOPIC_TYPE, default)) == LIGHTNING
+
+
+def lightning_txn_message(info: TopicInfo) -> str:
+    """Why a transactional batch to a lightning topic is refused."""
+    return (
+        f"topic {info.name!r} is a lightning topic ({TOPIC_TYPE}=lightning): transactions"
+        " are not supported on lightning topics; use a standard topic"
+    )
 
 
 def mirrored_message(info: TopicInfo) -> str:
@@ -138,10 +153,17 @@ async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dic
             if problem is not None:
                 result.update(problem)
                 continue
+            lightning = lightning_topic(ctx, info)
+            if lightning and any(h.is_transactional for _, _, h in validated):
+                result["error_code"] = ErrorCode.POLICY_VIOLATION
+                result["error_message"] = lightning_txn_message(info)
+                continue
             first = len(batches)
             for pos, length, batch_header in validated:
                 batches.append(
-                    BatchToWrite(info.topic_id, index, view[pos : pos + length], batch_header)
+                    BatchToWrite(
+                        info.topic_id, index, view[pos : pos + length], batch_header, lightning
+                    )
                 )
             slots.append((result, first, len(validated)))
 
@@ -160,9 +182,13 @@ async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dic
                 # Shutting down: nothing more is written here. NOT_LEADER_OR_FOLLOWER is
                 # retriable and sends the client to refresh metadata and try another agent.
                 return _all_failed(topic_data, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            _PRODUCED_BATCHES.inc(len(batches))
-            _PRODUCED_BYTES.inc(sum(len(b.data) for b in batches))
-            pending = ctx.writer.append(batches, wait=acks != 0)
+            # In arrival order (the turn): the journal path's sequence checks.
+            batches, slots = _journal_sequence_checks(ctx, batches, slots)
+            pending = None
+            if batches:
+                _PRODUCED_BATCHES.inc(len(batches))
+                _PRODUCED_BYTES.inc(sum(len(b.data) for b in batches))
+                pending = ctx.writer.append(batches, wait=acks != 0)
         finally:
             if turn is not None:
                 turn.release()
@@ -183,6 +209,48 @@ async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dic
         for result in topic["partition_responses"]:
             _PARTITION_ERRORS.inc(1, error_label(int(result["error_code"])))
     return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _journal_sequence_checks(
+    ctx: AgentContext,
+    batches: list[BatchToWrite],
+    slots: list[tuple[dict[str, Any], int, int]],
+) -> tuple[list[BatchToWrite], list[tuple[dict[str, Any], int, int]]]:
+    """The batches and slots left once lightning partitions whose idempotent producer
+    skipped sequences (or whose earlier batch the commit refused after it was answered)
+    are refused: agents/journal_sequences.py."""
+    writer = ctx.writer
+    kept: list[BatchToWrite] = []
+    kept_slots: list[tuple[dict[str, Any], int, int]] = []
+    for result, first, count in slots:
+        mine = batches[first : first + count]
+        problem: tuple[int, str] | None = None
+        for batch in mine:
+            if not batch.lightning or batch.header.producer_id < 0:
+                continue
+            key = (batch.header.producer_id, str(batch.topic_id), batch.partition)
+            refused = writer.refused_after_ack.pop(key, None)
+            if refused is not None:
+                problem = (
+                    refused,
+                    "an earlier batch of this producer, acknowledged from the journal, was "
+                    "refused when it was sequenced (error "
+                    f"{error_label(refused)}): its records were not written",
+                )
+                break
+            gap = writer.sequences.gap(batch)
+            if gap is not None:
+                problem = (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, gap)
+                break
+        if problem is not None:
+            result["error_code"], result["error_message"] = problem
+            continue
+        for batch in mine:
+            if batch.lightning:
+                writer.sequences.answered(batch)
+        kept_slots.append((result, len(kept), count))
+        kept.extend(mine)
+    return kept, kept_slots
 
 
 async def _schema_problem(

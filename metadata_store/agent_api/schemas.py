@@ -268,6 +268,21 @@ class JobLeaseRequest(_Body, frozen=True):
     lease_s: LEASE_S = 120
 
 
+class JournalLeaseRequest(_Body, frozen=True):
+    """Take or renew the lease of an agent's journal (docs/AGENT_API.md "journal/lease")."""
+
+    journal: Annotated[str, Meta(min_length=3, max_length=200, pattern=r"^[^/\s]+/[^/\s]+$")]
+    agent_id: AGENT_ID
+    lease_s: LEASE_S = 15
+    token: TOKEN | None = None
+
+
+class JournalStatusRequest(_Body, frozen=True):
+    """Which of these journal entries the metadata store has as files."""
+
+    file_keys: Annotated[list[Annotated[str, Meta(max_length=512)]], Meta(max_length=MAX_ITEMS)]
+
+
 class MigrationLeaseRequest(_Body, frozen=True):
     agent_id: AGENT_ID
     lease_s: LEASE_S = 60

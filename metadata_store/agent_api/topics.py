@@ -80,7 +80,9 @@ def topics_create(cluster: VirtualCluster, requests: list[JSON], validate_only: 
                 topic_id=str(topic.id) if not validate_only else None,
                 num_partitions=topic.partition_count,
                 configs=effective_configs(
-                    topic.configs, default_retention_ms=cluster.default_retention_ms
+                    topic.configs,
+                    default_retention_ms=cluster.default_retention_ms,
+                    default_topic_type=cluster.default_topic_type,
                 ),
             )
         )
@@ -163,7 +165,9 @@ def topics_describe_configs(cluster: VirtualCluster, names: list[str]) -> JSON:
         configs = [
             {**c, "read_only": False, "sensitive": False}
             for c in effective_configs(
-                topic.configs, default_retention_ms=cluster.default_retention_ms
+                topic.configs,
+                default_retention_ms=cluster.default_retention_ms,
+                default_topic_type=cluster.default_topic_type,
             )
         ]
         answers.append(_error(name, 0, None, configs=configs))

@@ -26,6 +26,8 @@ urlpatterns = [
     path("offsets/fetch", a.offsets_fetch),
     path("groups/leases", a.groups_leases),
     path("groups/save", a.groups_save),
+    path("journal/lease", a.journal_lease),
+    path("journal/status", a.journal_status_view),
     path("txn/add-partitions", a.txn_add_partitions),
     path("txn/add-offsets", a.txn_add_offsets),
     path("txn/offset-commit", a.txn_offset_commit),

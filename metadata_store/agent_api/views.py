@@ -29,6 +29,7 @@ from metadata_store.broker_configs import broker_configs_alter, broker_configs_d
 from metadata_store.clusters import BucketMismatch, VirtualCluster, cluster_bucket_claim
 from metadata_store.group_leases import group_leases_exchange, group_state_save
 from metadata_store.group_offsets import group_offsets_commit, group_offsets_fetch
+from metadata_store.journals import journal_lease_hold, journal_status
 from metadata_store.leases import LeaseLost
 from metadata_store.live_agents import AgentBeat, agents_heartbeat
 from metadata_store.models import Agent
@@ -276,6 +277,28 @@ def offsets_fetch(cluster: VirtualCluster, body: schemas.OffsetsFetchRequest) ->
     return group_offsets_fetch(
         cluster, body.group_id, partitions, require_stable=body.require_stable
     )
+
+
+# --- journals (lightning topics, Ripcord; docs/AGENT_API.md "journal/…") ----------------
+
+
+@endpoint(schemas.JournalLeaseRequest)
+def journal_lease(cluster: VirtualCluster, body: schemas.JournalLeaseRequest) -> Answer:
+    return journal_lease_hold(
+        cluster_id=cluster.pk,
+        journal=body.journal,
+        agent_id=body.agent_id,
+        seconds=body.lease_s,
+        token=body.token,
+    )
+
+
+@endpoint(schemas.JournalStatusRequest)
+def journal_status_view(cluster: VirtualCluster, body: schemas.JournalStatusRequest) -> Answer:
+    prefix = cluster.public_id + "/"
+    if any(not key.startswith(prefix) for key in body.file_keys):
+        raise CallRefused(400, "bad request: $.file_keys: keys must be under the cluster's prefix")
+    return {"committed": journal_status(cluster_id=cluster.pk, file_keys=list(body.file_keys))}
 
 
 # --- transactions (KIP-98; metadata_store/transactions.py) ------------------------------

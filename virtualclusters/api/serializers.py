@@ -5,6 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.topic_types import TOPIC_TYPES
 from metadata_store.models import Topic
 from metadata_store.selectors import bootstrap_servers
 from metadata_store.topic_configs import MAX_PARTITIONS, configs_schema
@@ -47,6 +48,12 @@ class ClusterConfigSerializer(StrictSerializer):
         min_value=CONFIG_BOUNDS["consumer_heartbeat_interval_ms"][0],
         max_value=CONFIG_BOUNDS["consumer_heartbeat_interval_ms"][1],
         help_text="group.consumer.heartbeat.interval.ms of KIP-848 groups.",
+    )
+    default_topic_type = serializers.ChoiceField(
+        required=False,
+        choices=list(TOPIC_TYPES),
+        help_text="floe.topic.type of topics that do not set it: lightning topics acknowledge "
+        "a produce once its file is in the bucket and commit it asynchronously.",
     )
     ripcord = serializers.BooleanField(
         required=False,

@@ -69,6 +69,14 @@ class ClusterConfigForm(forms.Form):
         "records to the bucket, acknowledge them, and commit them when it is back.",
     )
 
+    default_topic_type = forms.ChoiceField(
+        required=False,
+        label="Default topic type",
+        choices=[("standard", "standard"), ("lightning", "lightning")],
+        help_text="For topics that do not set floe.topic.type: lightning acknowledges a "
+        "produce once its file is in the bucket and commits it asynchronously.",
+    )
+
     # Service field → form field, for errors the service reports.
     SERVICE_FIELDS = {"default_retention_ms": "retention_value"}
 

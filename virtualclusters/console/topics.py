@@ -132,7 +132,9 @@ def topic_detail(request, cluster_id: str, name: str):
         "topic": topic,
         "partitions": partitions,
         "configs": effective_configs(
-            topic.configs, default_retention_ms=cluster.default_retention_ms
+            topic.configs,
+            default_retention_ms=cluster.default_retention_ms,
+            default_topic_type=cluster.default_topic_type,
         ),
         "query": query,
         "formats": FORMATS,

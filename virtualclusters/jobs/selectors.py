@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Sum
 
+from core.journal_keys import JOURNAL_FOLDER
 from metadata_store import retention as index_retention
 from metadata_store import rewrites
 from metadata_store.models import Agent, Batch, SegmentFile, Topic
@@ -184,11 +185,15 @@ def known_file_keys(cluster: VirtualCluster, keys: list[str] | None = None) -> s
 def protected_output_roots(
     cluster: VirtualCluster, *, exclude_run: JobRun | None = None
 ) -> list[str]:
-    """Object prefixes of jobs that are queued or running: their outputs are not orphans."""
+    """Object prefixes that hold no orphans: outputs of jobs that are queued or running,
+    and the agents' journals (a lightning file is in the bucket, acknowledged, before it
+    is committed — possibly long after, by another agent: docs/ARCHITECTURE.md
+    "Lightning topics")."""
     runs = JobRun.objects.active().filter(cluster=cluster)
     if exclude_run is not None:
         runs = runs.exclude(pk=exclude_run.pk)
-    return [root for root in runs.values_list("details__output_root", flat=True) if root]
+    roots = [root for root in runs.values_list("details__output_root", flat=True) if root]
+    return [f"{cluster.public_id}/{JOURNAL_FOLDER}/", *roots]
 
 
 def orphan_cleanup_due(cluster: VirtualCluster) -> bool:
