@@ -62,6 +62,9 @@ REGISTER_ATTEMPTS = 5
 # SIGTERM waits at most this long for sealed segments to commit (one commit timeout and
 # a retry), then fails what is left: the process always ends.
 SHUTDOWN_FLUSH_S = 15.0
+# /healthz names the journal backlog once its oldest entry is this old (or Ripcord is
+# active): before that it is a lightning topic's ordinary wait for its commit.
+JOURNAL_BACKLOG_DEGRADED_S = 1.0
 _HEARTBEATS = Counter("floe_heartbeats_total", "Heartbeats sent, by outcome.", ("outcome",))
 _UP_SINCE = Gauge("floe_agent_start_time_seconds", "Unix time the agent started.")
 _LOOP_LAG = Histogram(
@@ -133,10 +136,10 @@ class AgentRuntime:
             lines.append(
                 f"ripcord active: control plane unreachable for {self.client.link.down_for_s:.0f}s"
             )
-        backlog = getattr(self.ctx.writer, "journal_backlog", None) if self.ctx else None
-        if backlog is not None:
-            unsequenced, oldest_s = backlog()
-            if unsequenced:
+        if self.ctx is not None:
+            unsequenced, oldest_s = self.ctx.writer.journal_backlog()
+            # A lightning topic's entries wait a moment for their commit as a rule.
+            if unsequenced and (lines or oldest_s >= JOURNAL_BACKLOG_DEGRADED_S):
                 lines.append(
                     f"journal backlog: {int(unsequenced)} bytes not yet sequenced, "
                     f"oldest {oldest_s:.0f}s"

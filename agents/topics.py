@@ -148,8 +148,9 @@ class TopicCache:
                 continue
             result[name] = topic
         if missing:
+            known = all((e := self._by_name.get(n)) is not None and e[1] for n in missing)
             try:
-                await self._load(frozenset(missing))
+                await self._load(frozenset(missing), known=known)
             except ControlPlaneUnavailable:
                 # The control plane is away: what we last knew serves, if we knew it.
                 stale = {name: self._by_name.get(name) for name in missing}
@@ -175,7 +176,7 @@ class TopicCache:
         wanted = list(topic_ids)
         if any((e := self._by_id.get(t)) is None or e[0] <= now for t in wanted):
             try:
-                await self._load(None)
+                await self._load(None, known=all(t in self._by_id for t in wanted))
             except ControlPlaneUnavailable:
                 # The control plane is away: what we last knew serves, if we knew them all.
                 if any(t not in self._by_id for t in wanted):
@@ -186,7 +187,7 @@ class TopicCache:
         """Every topic of the cluster, freshly listed (while the control plane is away
         with Ripcord on: every topic this agent last knew of)."""
         try:
-            await self._load(None)
+            await self._load(None, known=bool(self._by_id))
         except ControlPlaneUnavailable:
             if not self.keep_through_outage():
                 raise
@@ -194,8 +195,11 @@ class TopicCache:
         now = time.monotonic()
         return sorted((t for exp, t in self._by_id.values() if exp > now), key=lambda t: t.name)
 
-    async def _load(self, names: frozenset[str] | None) -> None:
-        if self.keep_through_outage() and not self._client.link.up:
+    async def _load(self, names: frozenset[str] | None, *, known: bool = False) -> None:
+        """Ask the control plane — unless Ripcord is on, the link is down and the caller
+        can answer from what it `known`s (a topic this agent never saw is still asked
+        for: the link may be only briefly down, and a new topic deserves the chance)."""
+        if known and self.keep_through_outage() and not self._client.link.up:
             raise ControlPlaneUnavailable(
                 "the control plane is unreachable (Ripcord: answering from what this agent knew)",
                 outcome_unknown=False,

@@ -67,9 +67,12 @@ def _result(resource: dict[str, Any], error: int = 0, message: str | None = None
     }
 
 
-async def _ask_unless_away(ctx: AgentContext, call: str, body: dict[str, Any]) -> Any:
-    """The control plane's answer — not even asked while Ripcord answers for it."""
-    if ctx.ripcord_active:
+async def _ask_unless_away(
+    ctx: AgentContext, call: str, body: dict[str, Any], *, known: bool
+) -> Any:
+    """The control plane's answer — not even asked while Ripcord answers for it from
+    what is `known`."""
+    if known and ctx.ripcord_active:
         raise ControlPlaneUnavailable(f"{call}: the control plane is away", outcome_unknown=False)
     return await ctx.client.call(call, body)
 
@@ -84,7 +87,12 @@ async def handle_describe_configs(
     last = ctx.described_configs
     if topic_names:
         try:
-            answer = await _ask_unless_away(ctx, "topics/describe-configs", {"names": topic_names})
+            answer = await _ask_unless_away(
+                ctx,
+                "topics/describe-configs",
+                {"names": topic_names},
+                known=all(("topic", n) in last for n in topic_names),
+            )
         except ControlPlaneUnavailable:
             # Ripcord: the last answers serve; a topic never described waits (retriable).
             if not ctx.config.ripcord or any(("topic", n) not in last for n in topic_names):
@@ -96,7 +104,11 @@ async def handle_describe_configs(
     dynamic: dict[str, Any] = {}
     if any(r["resource_type"] == RESOURCE_BROKER for r in resources):
         try:
-            dynamic = (await _ask_unless_away(ctx, "broker-configs/describe", {}))["configs"]
+            dynamic = (
+                await _ask_unless_away(
+                    ctx, "broker-configs/describe", {}, known=("broker", "") in last
+                )
+            )["configs"]
         except ControlPlaneUnavailable:
             if not ctx.config.ripcord or ("broker", "") not in last:
                 raise
