@@ -62,6 +62,9 @@ REGISTER_ATTEMPTS = 5
 # SIGTERM waits at most this long for sealed segments to commit (one commit timeout and
 # a retry), then fails what is left: the process always ends.
 SHUTDOWN_FLUSH_S = 15.0
+# After an outage, agents the control plane does not list yet are kept this long: its
+# liveness window (FLOE_AGENT_LIVENESS_S, 15 s), within which each has heartbeated again.
+LIVENESS_AFTER_OUTAGE_S = 15.0
 # /healthz names the journal backlog once its oldest entry is this old (or Ripcord is
 # active): before that it is a lightning topic's ordinary wait for its commit.
 JOURNAL_BACKLOG_DEGRADED_S = 1.0
@@ -200,7 +203,15 @@ class AgentRuntime:
         self.config.learned.ripcord = ctx.cluster_config.get("ripcord") is True
         ctx.groups.consumer.settings = ctx.cluster_config  # KIP-848 groups' timeouts
         # Only agents that serve clients are brokers, coordinators or cache peers.
-        ctx.live_agents = [a for a in answer.get("agents") or [] if serves_clients(a)]
+        live = [a for a in answer.get("agents") or [] if serves_clients(a)]
+        if self.config.ripcord and self.client.link.since_outage_s < LIVENESS_AFTER_OUTAGE_S:
+            # Just after an outage the control plane has heard from few agents (their
+            # heartbeats failed too): the others it does not list yet are kept, or every
+            # client would drop them as brokers — and an idempotent producer's requests
+            # in flight to them with them — only to find them again a moment later.
+            named = {a.get("agent_id") for a in live}
+            live += [a for a in ctx.live_agents if a.get("agent_id") not in named]
+        ctx.live_agents = live
         secret = answer.get("peer_secret")
         if isinstance(secret, str) and 0 < len(secret) <= 256:
             ctx.peer_secret = secret

@@ -165,6 +165,7 @@ LONGEST_FIRST = (
     "tests/agents/test_migration_retention.py",  # 5 minutes of retention checks (issue 38)
     "tests/ha/",  # three Patroni nodes: failover, switchover, rebuild, restore (issue 39)
     "tests/virtualclusters/security/test_rest_schemathesis_cli.py",
+    "tests/faults/test_ripcord.py",  # a 60 s and a 30 s control-plane outage under load
 )
 
 
