@@ -25,6 +25,9 @@ from agents.control_plane import ControlPlaneClient, ControlPlaneUnavailable
 # A topic listing is small and answered from indexes: waiting longer only delays the
 # fallback to what this agent last knew.
 LIST_TIMEOUT_S = 5.0
+# With Ripcord, how often a lookup waiting on the control plane looks whether the link
+# went down (then what the agent knew answers at once).
+LINK_CHECK_S = 0.05
 # Kafka's default max.message.bytes (1 MiB + the 12-byte log overhead).
 DEFAULT_MAX_MESSAGE_BYTES = 1048588
 
@@ -150,7 +153,7 @@ class TopicCache:
         if missing:
             known = all((e := self._by_name.get(n)) is not None and e[1] for n in missing)
             try:
-                await self._load(frozenset(missing), known=known)
+                await self._load_or_answer(frozenset(missing), known=known)
             except ControlPlaneUnavailable:
                 # The control plane is away: what we last knew serves, if we knew it.
                 stale = {name: self._by_name.get(name) for name in missing}
@@ -176,7 +179,7 @@ class TopicCache:
         wanted = list(topic_ids)
         if any((e := self._by_id.get(t)) is None or e[0] <= now for t in wanted):
             try:
-                await self._load(None, known=all(t in self._by_id for t in wanted))
+                await self._load_or_answer(None, known=all(t in self._by_id for t in wanted))
             except ControlPlaneUnavailable:
                 # The control plane is away: what we last knew serves, if we knew them all.
                 if any(t not in self._by_id for t in wanted):
@@ -187,13 +190,32 @@ class TopicCache:
         """Every topic of the cluster, freshly listed (while the control plane is away
         with Ripcord on: every topic this agent last knew of)."""
         try:
-            await self._load(None, known=bool(self._by_id))
+            await self._load_or_answer(None, known=bool(self._by_id))
         except ControlPlaneUnavailable:
             if not self.keep_through_outage():
                 raise
             return self.last_known_all()
         now = time.monotonic()
         return sorted((t for exp, t in self._by_id.values() if exp > now), key=lambda t: t.name)
+
+    async def _load_or_answer(self, names: frozenset[str] | None, *, known: bool) -> None:
+        """`_load` — but with Ripcord on and an answer from what this agent knew, stop
+        waiting as soon as the link goes down (a frozen connection: the call would wait
+        out its bounds, seconds, with every Produce of the topic behind it). The call
+        goes on in the background and fills the cache if it is answered after all."""
+        if not (known and self.keep_through_outage()):
+            return await self._load(names, known=known)
+        task = asyncio.ensure_future(self._load(names, known=known))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        while not task.done():
+            await asyncio.wait([task], timeout=LINK_CHECK_S)
+            if not task.done() and not self._client.link.up:
+                raise ControlPlaneUnavailable(
+                    "the control plane stopped answering (Ripcord: answering from what this "
+                    "agent knew)",
+                    outcome_unknown=False,
+                )
+        return task.result()
 
     async def _load(self, names: frozenset[str] | None, *, known: bool = False) -> None:
         """Ask the control plane — unless Ripcord is on, the link is down and the caller

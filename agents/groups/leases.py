@@ -114,6 +114,12 @@ class GroupLeases:
             lease.valid_until = now + self.renew_interval_s + CALL_TIMEOUT_S
         return lease.epoch
 
+    def resuming(self, group_id: str) -> bool:
+        """The lease was kept through an outage and is not yet resumed: writes fenced by
+        it (offset commits) would be refused by the store until it is."""
+        lease = self.held.get(group_id)
+        return lease is not None and lease.resume
+
     def _in_outage(self) -> bool:
         """Ripcord is on and the control plane has been unreachable (not too long)."""
         if not self.keep_through_outage():
@@ -286,6 +292,11 @@ class GroupLeases:
         epoch = self.epoch(group_id)
         if epoch is None:
             return False
+        if self.resuming(group_id):
+            # Kept through an outage, not yet resumed: the store would refuse the epoch
+            # until it is. Saved then (renew_once).
+            self._unsaved[group_id] = state
+            return True
         body = {"agent_id": self.agent_id, "group_id": group_id, "epoch": epoch, **state}
         self._unsaved.pop(group_id, None)  # this state supersedes one not yet saved
         try:

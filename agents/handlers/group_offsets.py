@@ -84,12 +84,15 @@ async def handle_offset_commit(ctx: AgentContext, header, body: dict[str, Any]) 
             epoch = ctx.groups.leases.epoch(group_id)
             if epoch is None:
                 return _commit_answer(topics, _everywhere(topics, ErrorCode.NOT_COORDINATOR))
-            if ctx.config.ripcord and not ctx.client.link.up:
+            if ctx.config.ripcord and (
+                not ctx.client.link.up or ctx.groups.leases.resuming(group_id)
+            ):
                 # Ripcord: the commit cannot be stored now. A retriable error that keeps
                 # the client on this coordinator (NOT_COORDINATOR or
                 # COORDINATOR_NOT_AVAILABLE would send it looking for another): it keeps
                 # its offsets and commits them again, and they are stored once the
-                # control plane is back — nothing lost, the members kept.
+                # control plane is back and the lease resumed (before, the store would
+                # refuse the lease's epoch) — nothing lost, the members kept.
                 return _commit_answer(
                     topics, _everywhere(topics, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
                 )
