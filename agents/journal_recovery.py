@@ -63,6 +63,7 @@ class JournalKeeper:
         scan_s: float = SCAN_S,
         lease_s: int = LEASE_S,
         forget_after_s: float = FORGET_AFTER_S,
+        journaling: Callable[[], bool] = lambda: True,
     ) -> None:
         self.client = client
         self.store = store
@@ -75,6 +76,7 @@ class JournalKeeper:
         self.scan_s = scan_s
         self.lease_s = lease_s
         self.forget_after_s = forget_after_s
+        self.journaling = journaling  # has this agent's journal an entry yet?
         self._token: str | None = None
         self._last_scan = float("-inf")
 
@@ -93,8 +95,9 @@ class JournalKeeper:
         """One round: renew the own lease; scan when due."""
         if not self.client.link.up and self.client.link.down_for_s < self.lease_s:
             return  # calls would only time out; the link's state changes with any call
-        answer = await self._lease(self.journal, self._token)
-        self._token = answer.get("token")
+        if self.journaling():  # no lease row for an agent that never journals
+            answer = await self._lease(self.journal, self._token)
+            self._token = answer.get("token")
         now = time.monotonic()
         if now - self._last_scan >= self.scan_s:
             self._last_scan = now

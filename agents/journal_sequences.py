@@ -15,10 +15,8 @@ answered with the refusal instead (`SegmentWriter.refused_after_ack`).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from agents.write_path import BatchToWrite
+from core.kafka.records import BatchHeader
 
 SEQUENCE_WRAP = 2**31  # KIP-98: sequences wrap to 0 after Int32.MAX_VALUE
 
@@ -31,12 +29,11 @@ class SequenceWatch:
         self.max_entries = max_entries
         self._next: dict[tuple[int, str, int], tuple[int, int, float]] = {}
 
-    def gap(self, batch: BatchToWrite) -> str | None:
-        """Why `batch` cannot follow what was answered before (a sequence gap), or None."""
-        header = batch.header
+    def gap(self, topic_id: str, partition: int, header: BatchHeader) -> str | None:
+        """Why the batch cannot follow what was answered before (a sequence gap), or None."""
         if header.producer_id < 0:
             return None
-        known = self._next.get((header.producer_id, str(batch.topic_id), batch.partition))
+        known = self._next.get((header.producer_id, topic_id, partition))
         if known is None:
             return None
         epoch, expected, seen_at = known
@@ -50,12 +47,11 @@ class SequenceWatch:
             f" {expected - 1 if expected else SEQUENCE_WRAP - 1}: {ahead} sequences missing"
         )
 
-    def answered(self, batch: BatchToWrite) -> None:
-        """`batch` is taken (it will be answered from the journal)."""
-        header = batch.header
+    def answered(self, topic_id: str, partition: int, header: BatchHeader) -> None:
+        """The batch is taken (it will be answered from the journal)."""
         if header.producer_id < 0:
             return
-        key = (header.producer_id, str(batch.topic_id), batch.partition)
+        key = (header.producer_id, topic_id, partition)
         known = self._next.get(key)
         following = (header.base_sequence + header.record_count) % SEQUENCE_WRAP
         if known is not None and known[0] == header.producer_epoch:

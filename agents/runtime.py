@@ -345,6 +345,7 @@ class AgentRuntime:
                     str(a.get("agent_id")) for a in (self.ctx.live_agents if self.ctx else [])
                 },
                 executor=self.executor,
+                journaling=lambda: writer.journal_started,
             )
             me = Peer(
                 config.agent_id,

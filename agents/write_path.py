@@ -133,6 +133,11 @@ RIPCORD_ACK_S = 0.5
 # A journal's marker is PUT again before an entry when it is older than this, so a
 # journal that still gets entries always has a marker younger than this.
 MARKER_REFRESH_S = 60.0
+# A batch answered from the journal and refused for a sequence gap is journaled again
+# and retried this often, this long: the missing batch may sit in a dead agent's journal
+# until another agent takes it over (lease 15 s + a scan every 5 s).
+GAP_RETRY_S = 1.0
+GAP_PATIENCE_S = 60.0
 # Early answers: no offset yet (Kafka's -1, as for acks=0-like unknown offsets).
 _JOURNALED = {"error_code": 0, "base_offset": -1, "log_start_offset": -1}
 
@@ -281,6 +286,17 @@ def _merged_entries(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
     return merged, counts
 
 
+def _batch_ident(batch: BatchToWrite) -> tuple[int, int, str, int, int]:
+    header = batch.header
+    return (
+        header.producer_id,
+        header.producer_epoch,
+        str(batch.topic_id),
+        batch.partition,
+        header.base_sequence,
+    )
+
+
 def commit_entries_of(data: bytes) -> list[dict[str, Any]]:
     """The commit's entries for a segment file read back from the bucket — a journal
     entry another agent wrote (agents/journal_recovery.py): the same entries its writer
@@ -380,6 +396,8 @@ class SegmentWriter:
         ripcord: Callable[[], bool] | None = None,
         journal_retry_delays_s: tuple[float, ...] = JOURNAL_RETRY_DELAYS_S,
         ripcord_ack_s: float = RIPCORD_ACK_S,
+        gap_retry_s: float = GAP_RETRY_S,
+        gap_patience_s: float = GAP_PATIENCE_S,
     ) -> None:
         self.commit_timeout_s = commit_timeout_s
         self._ripcord = ripcord or (lambda: False)
@@ -392,6 +410,12 @@ class SegmentWriter:
         # (producer id, topic id, partition) → error code, answered to the producer's
         # next batch there (agents/handlers/produce.py).
         self.refused_after_ack: dict[tuple[int, str, int], int] = {}
+        # Batches refused for a sequence gap after their ack, journaled again until then.
+        self._gap_deadlines: dict[tuple[int, int, str, int, int], float] = {}
+        self._gaps_pending = 0
+        self._abandoned = False
+        self.gap_retry_s = gap_retry_s
+        self.gap_patience_s = gap_patience_s
         self.sequences = SequenceWatch()
         _BACKLOG_OF[:] = [self]
         self._attempt_started: float | None = None  # monotonic, while a commit call is out
@@ -699,9 +723,14 @@ class SegmentWriter:
                 _EARLY_ACKS.inc(1, reason)
 
     def _note_refused_after_ack(self, segment: _Segment, results: list[dict[str, Any]]) -> None:
-        """Batches answered from the journal that the commit refused (an idempotent
-        producer's sequence gap or fenced epoch): the producer was told they were
-        written, so its next batch to the partition gets the error instead
+        """Batches answered from the journal that the commit refused.
+
+        A sequence gap may be an earlier batch of the producer still in a dead agent's
+        journal (acknowledged there, not sequenced yet — its recovery takes a lease's
+        length): such batches are journaled again, in order, and committed again after
+        `gap_retry_s`, until `gap_patience_s` has passed. Any other refusal (a fenced
+        epoch), or a gap that outlasts that: the producer was told the batch was written,
+        so its next batch to the partition gets the error instead
         (agents/handlers/produce.py)."""
         early = {
             index
@@ -709,22 +738,55 @@ class SegmentWriter:
             if future.done()
             for index in range(first, first + count)
         }
+        again: list[BatchToWrite] = []
+        now = time.monotonic()
         for index, (batch, result) in enumerate(zip(segment.batches, results, strict=True)):
             code = result.get("error_code", 0)
-            if code and index in early:
-                _SEQUENCE_LOST.inc(1, error_label(code))
-                log.error(
-                    "journal entry %s: batch of producer %s to %s-%s refused after it was"
-                    " acknowledged (error %s)",
-                    segment.key,
-                    batch.header.producer_id,
-                    batch.topic_id,
-                    batch.partition,
-                    code,
-                )
-                if batch.header.producer_id >= 0:
-                    key = (batch.header.producer_id, str(batch.topic_id), batch.partition)
-                    self.refused_after_ack[key] = code
+            ident = _batch_ident(batch)
+            retried = ident in self._gap_deadlines
+            if not code:
+                self._gap_deadlines.pop(ident, None)
+                continue
+            if index not in early and not retried:
+                continue
+            if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+                deadline = self._gap_deadlines.setdefault(ident, now + self.gap_patience_s)
+                if now < deadline:
+                    again.append(batch)
+                    continue
+            self._gap_deadlines.pop(ident, None)
+            _SEQUENCE_LOST.inc(1, error_label(code))
+            log.error(
+                "journal entry %s: batch of producer %s to %s-%s refused after it was"
+                " acknowledged (error %s)",
+                segment.key,
+                batch.header.producer_id,
+                batch.topic_id,
+                batch.partition,
+                code,
+            )
+            if batch.header.producer_id >= 0:
+                key = (batch.header.producer_id, str(batch.topic_id), batch.partition)
+                self.refused_after_ack[key] = code
+        if again:
+            self._gaps_pending += 1
+            asyncio.get_running_loop().call_later(self.gap_retry_s, self._journal_again, again)
+
+    def _journal_again(self, batches: list[BatchToWrite]) -> None:
+        self._gaps_pending -= 1
+        if self._abandoned:
+            return
+        log.warning("journal: %d batches after a sequence gap journaled again", len(batches))
+        closing, self._closing = self._closing, False  # close() waits for these
+        try:
+            self.append(batches, wait=False)
+        finally:
+            self._closing = closing
+
+    @property
+    def journal_started(self) -> bool:
+        """This writer has PUT its journal's marker (it journals)."""
+        return self._marker_put_at > float("-inf")
 
     def journal_backlog(self) -> tuple[int, float]:
         """Bytes journaled and not yet sequenced, and the oldest such entry's age (s)."""
@@ -800,16 +862,21 @@ class SegmentWriter:
         self._seal("shutdown")
 
     async def close(self) -> None:
-        """Seal the open segment and wait until every sealed segment is answered."""
+        """Seal the open segment and wait until every sealed segment is answered (and
+        every batch journaled again after a sequence gap is committed or given up)."""
         self.flush_now()
         self._closing = True
-        while self._flushes:
-            await asyncio.wait(list(self._flushes))
+        while self._flushes or self._gaps_pending:
+            if self._flushes:
+                await asyncio.wait(list(self._flushes))
+            else:
+                await asyncio.sleep(self.gap_retry_s)
+            self.flush_now()
 
     def abandon(self) -> None:
         """Give up on what is not committed yet (shutdown ran out of time): its requests
         fail with REQUEST_TIMED_OUT, "possibly persisted", which producers retry."""
-        self._closing = True
+        self._closing = self._abandoned = True
         for task in list(self._flushes):
             task.cancel()
         for segment in list(self._unanswered):

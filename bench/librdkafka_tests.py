@@ -17,7 +17,9 @@ playground's logs in ``<workdir>/playground/logs``.
     .venv/bin/python bench/librdkafka_tests.py --src PATH [--tests 0099,0103] [--timeout 1200]
 
 ``--flush-age-ms N`` sets the cluster's ``max_flush_age_ms`` too (a latency-tuned cluster:
-librdkafka's 0129 needs it, as it produces 112 requests one after another).
+librdkafka's 0129 needs it, as it produces 112 requests one after another);
+``--default-topic-type lightning`` makes the topics the tests create lightning topics
+(acknowledged once journaled, without waiting for the control plane).
 
 ``TEST_KAFKA_VERSION`` (the broker version librdkafka's tests assume, which gates their
 sub-tests) defaults to 3.9.0 here, librdkafka's own default being 2.4.0.
@@ -242,6 +244,12 @@ def main() -> int:
         default=0,
         help="the cluster's max_flush_age_ms (default: the playground's, 250)",
     )
+    parser.add_argument(
+        "--default-topic-type",
+        choices=("standard", "lightning"),
+        default="",
+        help="the cluster's default_topic_type (default: the playground's, standard)",
+    )
     args = parser.parse_args()
     if not args.src:
         parser.error("give librdkafka's source tree: LIBRDKAFKA_SRC=<dir> or --src <dir>")
@@ -265,6 +273,8 @@ def main() -> int:
         config = {"default_partitions": DEFAULT_PARTITIONS}
         if args.flush_age_ms:
             config["max_flush_age_ms"] = args.flush_age_ms
+        if args.default_topic_type:
+            config["default_topic_type"] = args.default_topic_type
         playground.set_config(config)
         playground.wait_broker_partitions(DEFAULT_PARTITIONS)
         bootstrap = playground.lines["bootstrap"]
@@ -293,6 +303,7 @@ def main() -> int:
         "test_kafka_version": os.environ.get("TEST_KAFKA_VERSION", "3.9.0"),
         "default_partitions": DEFAULT_PARTITIONS,
         "max_flush_age_ms": args.flush_age_ms or 250,
+        "default_topic_type": args.default_topic_type or "standard",
         "seconds": round(time.monotonic() - started, 1),
         "counts": counts,
         "logs": str(workdir / "logs"),

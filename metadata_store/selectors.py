@@ -51,6 +51,17 @@ def live_agents(cluster: VirtualCluster) -> QuerySet[Agent]:
     return Agent.objects.filter(cluster=cluster, last_heartbeat__gte=live_since)
 
 
+def journal_backlog(cluster: VirtualCluster) -> tuple[int, int]:
+    """What the cluster's live agents last reported journaled and not yet sequenced:
+    the bytes (summed) and the oldest entry's age in milliseconds (the largest)."""
+    total = oldest = 0
+    for stats in live_agents(cluster).values_list("stats", flat=True):
+        stats = stats or {}
+        total += int(stats.get("journal_unsequenced_bytes") or 0)
+        oldest = max(oldest, int(stats.get("journal_oldest_ms") or 0))
+    return total, oldest
+
+
 _BATCH_TIMESTAMPS = """
 SELECT r.pid, r.off,
        (SELECT b.max_timestamp FROM floe_batch b

@@ -238,7 +238,7 @@ def _journal_sequence_checks(
                     f"{error_label(refused)}): its records were not written",
                 )
                 break
-            gap = writer.sequences.gap(batch)
+            gap = writer.sequences.gap(str(batch.topic_id), batch.partition, batch.header)
             if gap is not None:
                 problem = (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, gap)
                 break
@@ -247,7 +247,7 @@ def _journal_sequence_checks(
             continue
         for batch in mine:
             if batch.lightning:
-                writer.sequences.answered(batch)
+                writer.sequences.answered(str(batch.topic_id), batch.partition, batch.header)
         kept_slots.append((result, len(kept), count))
         kept.extend(mine)
     return kept, kept_slots

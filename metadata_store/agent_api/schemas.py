@@ -236,6 +236,10 @@ class AgentReadStats(_Body, frozen=True):
     tail_index_partitions: COUNT = 0
     tail_index_runs: COUNT = 0
     tail_feed_lag_ms: COUNT = 0
+    # Journal entries in the bucket (acknowledged) whose commit has not answered, and
+    # the oldest one's age (lightning topics, Ripcord).
+    journal_unsequenced_bytes: COUNT = 0
+    journal_oldest_ms: COUNT = 0
 
 
 class HeartbeatRequest(_Body, frozen=True):

@@ -156,14 +156,18 @@ def test_without_ripcord_a_standard_request_waits_for_its_commit():
 
 def test_the_agent_refuses_a_sequence_gap_and_passes_a_resend():
     watch = SequenceWatch()
-    first = batch(producer_id=7, producer_epoch=0, base_sequence=0)
-    watch.answered(first)
-    assert watch.gap(batch(producer_id=7, producer_epoch=0, base_sequence=1)) is None
-    assert watch.gap(first) is None  # a resend of what was answered
-    gap = watch.gap(batch(producer_id=7, producer_epoch=0, base_sequence=5))
+
+    def header(pid: int, epoch: int, seq: int):
+        return batch(producer_id=pid, producer_epoch=epoch, base_sequence=seq).header
+
+    watch.answered(str(TOPIC), 0, header(7, 0, 0))
+    assert watch.gap(str(TOPIC), 0, header(7, 0, 1)) is None
+    assert watch.gap(str(TOPIC), 0, header(7, 0, 0)) is None  # a resend of what was answered
+    gap = watch.gap(str(TOPIC), 0, header(7, 0, 5))
     assert gap is not None and "4 sequences missing" in gap
-    assert watch.gap(batch(producer_id=7, producer_epoch=1, base_sequence=5)) is None
-    assert watch.gap(batch(producer_id=8, producer_epoch=0, base_sequence=5)) is None
+    assert watch.gap(str(TOPIC), 1, header(7, 0, 5)) is None  # another partition
+    assert watch.gap(str(TOPIC), 0, header(7, 1, 5)) is None  # a new epoch
+    assert watch.gap(str(TOPIC), 0, header(8, 0, 5)) is None
 
 
 def test_another_agent_sequences_a_dead_agents_journal_after_what_was_committed():

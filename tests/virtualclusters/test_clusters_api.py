@@ -322,3 +322,23 @@ def test_it_changes_a_topics_configs(api, alice):
     assert back.json()["configs"] == {"cleanup.policy": "compact"}
     bad = client.patch(url, {"configs": {"retention.ms": "soon"}})
     assert bad.status_code == 400 and "integer" in bad.json()["error"]
+
+
+def test_it_sets_the_default_topic_type_of_the_clusters_topics(api, alice, bob):
+    cid, client = alice["cluster"].public_id, api(alice["admin"])
+    assert client.get(f"/api/v1/clusters/{cid}/config/").json()["default_topic_type"] == "standard"
+    on = client.patch(
+        f"/api/v1/clusters/{cid}/config/", {"default_topic_type": "lightning"}, format="json"
+    )
+    assert on.status_code == 200 and on.json()["default_topic_type"] == "lightning"
+    alice["cluster"].refresh_from_db()
+    assert alice["cluster"].config()["default_topic_type"] == "lightning"  # agents learn it
+    assert bob["cluster"].config()["default_topic_type"] == "standard"
+    bad = client.patch(
+        f"/api/v1/clusters/{cid}/config/", {"default_topic_type": "turbo"}, format="json"
+    )
+    assert bad.status_code == 400 and "default_topic_type" in bad.json()["error"]
+    other = api(bob["admin"]).patch(
+        f"/api/v1/clusters/{cid}/config/", {"default_topic_type": "standard"}, format="json"
+    )
+    assert other.status_code == 404

@@ -9,7 +9,7 @@ from django.db.models import Count
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from metadata_store.selectors import bootstrap_servers, live_agents
+from metadata_store.selectors import bootstrap_servers, journal_backlog, live_agents
 from tenancy.console.forms import add_service_errors
 from tenancy.console.scope import ACTIVE_FIRST, current_org, org_or_404
 from virtualclusters import selectors, services
@@ -72,6 +72,7 @@ def render_cluster_page(request, cluster: VirtualCluster, **context):
         "migrations": mirror_selectors.migrations_shown(cluster),
         "agent_keys": cluster.agent_keys.order_by(ACTIVE_FIRST, "-created_at"),
         "live_agents": live_agents(cluster).count(),
+        "journal_backlog": journal_backlog(cluster),
         "config_form": ClusterConfigForm(initial=ClusterConfigForm.initial_for(cluster)),
         "rename_form": ClusterRenameForm(initial={"name": cluster.name}),
         "delete_form": ClusterDeleteForm(),

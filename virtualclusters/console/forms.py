@@ -97,7 +97,7 @@ class ClusterConfigForm(forms.Form):
         config = {
             name: data[name]
             for name in VirtualCluster.CONFIG_FIELDS
-            if name in data and data[name] is not None  # left empty: unchanged
+            if name in data and data[name] not in (None, "")  # left empty: unchanged
         }
         config["default_retention_ms"] = (
             value * RETENTION_UNITS[data["retention_unit"]] if value > 0 else value

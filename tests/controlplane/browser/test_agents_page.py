@@ -44,3 +44,37 @@ def test_the_agents_page_lists_each_agent_with_its_zone(page, live_server, scree
     for width in (1366, 375):
         page.set_viewport_size({"width": width, "height": 800})
         page.screenshot(path=screenshots / f"agents-{width}.png", full_page=True)
+
+
+def test_the_cluster_page_shows_the_journal_backlog_and_the_default_topic_type(
+    page, live_server, screenshots
+):
+    """An agent that reported acknowledged-but-unsequenced journal bytes: the cluster
+    page's Unsequenced stat shows them with the oldest entry's age, and the configuration
+    form sets the default topic type."""
+    user, org = make_org("Journaled")
+    cluster, key = make_cluster("fast", org=org)
+    AgentApi(key)(
+        "heartbeat",
+        {
+            "agent_id": "agt-j",
+            "host": "10.0.1.2",
+            "port": 9092,
+            "stats": {"journal_unsequenced_bytes": 5 * 1024 * 1024, "journal_oldest_ms": 12_400},
+        },
+    )
+    page.goto("/login")
+    page.get_by_label("Email").fill(user.email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.goto(f"/clusters/{cluster.public_id}/")
+    expect(page.locator("#journal-backlog")).to_contain_text("5.0")
+    expect(page.locator("#journal-backlog")).to_contain_text("oldest 12 s")
+    page.get_by_label("Default topic type").select_option("lightning")
+    page.locator("#configuration").get_by_role("button").first.click()
+    expect(page.get_by_text("Configuration saved")).to_be_visible()
+    cluster.refresh_from_db()
+    assert cluster.default_topic_type == "lightning"
+    for width in (1366, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.screenshot(path=screenshots / f"cluster-journal-{width}.png", full_page=True)

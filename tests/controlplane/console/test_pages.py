@@ -202,6 +202,7 @@ def test_it_creates_a_cluster_and_shows_its_page(client, alice):
         "consumer_session_timeout_ms": 45_000,  # left empty: Kafka's defaults
         "consumer_heartbeat_interval_ms": 5_000,
         "ripcord": False,
+        "default_topic_type": "standard",  # left empty: standard
     }
     page = client.get(response.url).content.decode()
     assert "Cluster prod created." in page
@@ -452,3 +453,32 @@ def test_it_revokes_an_api_key(client, alice):
     key.refresh_from_db()
     assert key.revoked_at is not None
     assert f"API key {key.name} revoked." in client.get("/api-keys").content.decode()
+
+
+def test_the_cluster_page_shows_what_live_agents_journaled_and_not_yet_sequenced(client, alice):
+    """The Unsequenced stat sums the live agents' last reported journal backlog and shows
+    the oldest entry's age; a gone agent's report does not count."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from metadata_store.models import Agent
+
+    cluster = alice["cluster"]
+    now = timezone.now()
+    for agent_id, backlog, oldest, seen in (
+        ("agt-1", 2048, 1500, now),
+        ("agt-2", 1024, 4200, now),
+        ("agt-gone", 10**9, 99_000, now - timedelta(minutes=5)),
+    ):
+        Agent.objects.create(
+            cluster=cluster,
+            agent_id=agent_id,
+            host="h",
+            port=1,
+            last_heartbeat=seen,
+            stats={"journal_unsequenced_bytes": backlog, "journal_oldest_ms": oldest},
+        )
+    page = signed_in(client, alice).get(cluster_url(cluster)).content.decode()
+    stat = re.search(r'id="journal-backlog".*?</div>', page, re.S).group(0)
+    assert "3.0\xa0KB" in html.unescape(stat) and "oldest 4 s" in stat, stat
