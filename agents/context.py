@@ -46,6 +46,9 @@ class AgentContext:
     peers: PeerClient | None = None  # the channel to the cluster's other agents
     schema_validator: SchemaValidator | None = None  # confluent.*.schema.validation topics
     tail: TailFeed | None = None  # the tail feed and its index (fetches at the tail)
+    # Ripcord: the last DescribeConfigs answers of the control plane ("topic", name) /
+    # ("broker", ""), to answer from while it is away.
+    described_configs: dict[tuple[str, str], Any] = field(default_factory=dict)
     _coalesced: dict[str, CoalescedCalls] = field(default_factory=dict)
 
     def coalesced(self, call: str) -> CoalescedCalls:
@@ -54,6 +57,12 @@ class AgentContext:
         if calls is None:
             calls = self._coalesced[call] = CoalescedCalls(self.client, call)
         return calls
+
+    @property
+    def ripcord_active(self) -> bool:
+        """Ripcord is on and the control plane cannot be reached: answer from what this
+        agent knows (topics, groups, offsets, the tail index) instead of asking."""
+        return self.config.ripcord and not self.client.link.up
 
     @property
     def host(self) -> str:

@@ -53,6 +53,7 @@ class ControlPlaneLink:
         self._probe: Callable[[], Awaitable[bool]] | None = None
         self._probing: asyncio.Task | None = None
         self.outages = 0  # times the link went down (for /metrics and tests)
+        self._came_up_at = float("-inf")  # when the last outage ended (monotonic)
 
     @property
     def up(self) -> bool:
@@ -63,6 +64,11 @@ class ControlPlaneLink:
     def down_for_s(self) -> float:
         """Seconds since the link went down (0 while it is up)."""
         return 0.0 if self._down_since is None else time.monotonic() - self._down_since
+
+    @property
+    def since_outage_s(self) -> float:
+        """Seconds since the link last came back up (infinite: it never went down)."""
+        return time.monotonic() - self._came_up_at
 
     @property
     def last_ok_age_s(self) -> float:
@@ -76,6 +82,7 @@ class ControlPlaneLink:
             log.warning("control plane reachable again after %.1fs", self.down_for_s)
             self._up = True
             self._down_since = None
+            self._came_up_at = time.monotonic()
             self._came_up.set()
 
     def record_failure(self) -> None:

@@ -11,14 +11,19 @@ from aiohttp import web
 from agents.metrics import render_all
 
 
-def build_app(unhealthy_reason: Callable[[], str | None]) -> web.Application:
+def build_app(
+    unhealthy_reason: Callable[[], str | None],
+    degraded: Callable[[], list[str]] = lambda: [],
+) -> web.Application:
     """The aiohttp application; `unhealthy_reason` says why the agent cannot serve
-    (not registered, commits stuck), or None when it can."""
+    (not registered, commits stuck), or None when it can; `degraded` what it serves
+    differently now (Ripcord while the control plane is away) — still healthy: one
+    `degraded: …` line each after the `ok`."""
 
     async def healthz(request: web.Request) -> web.Response:
         reason = unhealthy_reason()
         if reason is None:
-            return web.Response(text="ok\n")
+            return web.Response(text="".join(["ok\n", *(f"degraded: {d}\n" for d in degraded())]))
         return web.Response(status=503, text=reason + "\n")
 
     async def metrics(request: web.Request) -> web.Response:

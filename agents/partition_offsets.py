@@ -47,17 +47,22 @@ class PartitionOffsets:
         """This agent's commit put the high watermark at `end` at least."""
         self.learn(topic_id, partition, high_watermark=end, log_start=log_start)
 
-    def fresh(self, topic_id: str, partition: int) -> tuple[int, int] | None:
-        """(high watermark, log start offset) learned within `max_age_s`, or None."""
+    def fresh(
+        self, topic_id: str, partition: int, *, any_age: bool = False
+    ) -> tuple[int, int] | None:
+        """(high watermark, log start offset) learned within `max_age_s` (or at any time,
+        with `any_age`: Ripcord's answer while the control plane is away), or None."""
         known = self._known.get((topic_id, partition))
-        if known is None or time.monotonic() - known[3] > self.max_age_s:
+        if known is None or (not any_age and time.monotonic() - known[3] > self.max_age_s):
             return None
         return known[0], known[1]
 
-    def fresh_stable(self, topic_id: str, partition: int) -> int | None:
-        """The last stable offset learned within `max_age_s`, or None."""
+    def fresh_stable(self, topic_id: str, partition: int, *, any_age: bool = False) -> int | None:
+        """The last stable offset learned within `max_age_s` (or at any time), or None."""
         known = self._known.get((topic_id, partition))
-        if known is None or known[2] < 0 or time.monotonic() - known[3] > self.max_age_s:
+        if known is None or known[2] < 0:
+            return None
+        if not any_age and time.monotonic() - known[3] > self.max_age_s:
             return None
         return known[2]
 

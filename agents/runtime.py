@@ -62,6 +62,12 @@ REGISTER_ATTEMPTS = 5
 # SIGTERM waits at most this long for sealed segments to commit (one commit timeout and
 # a retry), then fails what is left: the process always ends.
 SHUTDOWN_FLUSH_S = 15.0
+# After an outage, agents the control plane does not list yet are kept this long: its
+# liveness window (FLOE_AGENT_LIVENESS_S, 15 s), within which each has heartbeated again.
+LIVENESS_AFTER_OUTAGE_S = 15.0
+# /healthz names the journal backlog once its oldest entry is this old (or Ripcord is
+# active): before that it is a lightning topic's ordinary wait for its commit.
+JOURNAL_BACKLOG_DEGRADED_S = 1.0
 _HEARTBEATS = Counter("floe_heartbeats_total", "Heartbeats sent, by outcome.", ("outcome",))
 _UP_SINCE = Gauge("floe_agent_start_time_seconds", "Unix time the agent started.")
 _LOOP_LAG = Histogram(
@@ -114,10 +120,34 @@ class AgentRuntime:
         self._stop.set()
 
     def _unhealthy_reason(self) -> str | None:
-        """What /healthz reports: not registered, or commits not going through."""
+        """What /healthz reports: not registered, or commits not going through — unless
+        Ripcord keeps produce going while the control plane is away (`_degraded`)."""
         if not self.registered:
             return "not registered"
-        return self.ctx.writer.commits_stuck() if self.ctx is not None else None
+        if self.ctx is None or self._ripcord_active():
+            return None
+        return self.ctx.writer.commits_stuck()
+
+    def _ripcord_active(self) -> bool:
+        return self.config.ripcord and not self.client.link.up
+
+    def _degraded(self) -> list[str]:
+        """What /healthz adds to a healthy answer: Ripcord serving while the control plane
+        is away, and what is journaled but not yet sequenced."""
+        lines = []
+        if self._ripcord_active():
+            lines.append(
+                f"ripcord active: control plane unreachable for {self.client.link.down_for_s:.0f}s"
+            )
+        if self.ctx is not None:
+            unsequenced, oldest_s = self.ctx.writer.journal_backlog()
+            # A lightning topic's entries wait a moment for their commit as a rule.
+            if unsequenced and (lines or oldest_s >= JOURNAL_BACKLOG_DEGRADED_S):
+                lines.append(
+                    f"journal backlog: {int(unsequenced)} bytes not yet sequenced, "
+                    f"oldest {oldest_s:.0f}s"
+                )
+        return lines
 
     def _heartbeat_body(self, port: int, load: float = 0.0) -> dict[str, Any]:
         return {
@@ -173,7 +203,15 @@ class AgentRuntime:
         self.config.learned.ripcord = ctx.cluster_config.get("ripcord") is True
         ctx.groups.consumer.settings = ctx.cluster_config  # KIP-848 groups' timeouts
         # Only agents that serve clients are brokers, coordinators or cache peers.
-        ctx.live_agents = [a for a in answer.get("agents") or [] if serves_clients(a)]
+        live = [a for a in answer.get("agents") or [] if serves_clients(a)]
+        if self.config.ripcord and self.client.link.since_outage_s < LIVENESS_AFTER_OUTAGE_S:
+            # Just after an outage the control plane has heard from few agents (their
+            # heartbeats failed too): the others it does not list yet are kept, or every
+            # client would drop them as brokers — and an idempotent producer's requests
+            # in flight to them with them — only to find them again a moment later.
+            named = {a.get("agent_id") for a in live}
+            live += [a for a in ctx.live_agents if a.get("agent_id") not in named]
+        ctx.live_agents = live
         secret = answer.get("peer_secret")
         if isinstance(secret, str) and 0 < len(secret) <= 256:
             ctx.peer_secret = secret
@@ -330,6 +368,10 @@ class AgentRuntime:
                 port=port,
                 groups=GroupCoordinator.start_for(me, self.client),
             )
+            # Ripcord: groups keep their coordinator through a control-plane outage, and
+            # topic lookups answer from the cache without waiting on a down link.
+            ctx.groups.leases.keep_through_outage = lambda: config.ripcord
+            ctx.topics.keep_through_outage = lambda: config.ripcord
             # Every agent validates produce for topics that ask (schema-registry role or not).
             registry = SchemaRegistry(
                 self.client,
@@ -349,7 +391,7 @@ class AgentRuntime:
             )
             log.info("Kafka listener security protocol: %s", security.protocol)
             await server.start_on(sock)
-            app = build_app(self._unhealthy_reason)
+            app = build_app(self._unhealthy_reason, self._degraded)
             add_peer_routes(
                 app,
                 secret=lambda: ctx.peer_secret,
@@ -379,6 +421,7 @@ class AgentRuntime:
             lag_watch = asyncio.get_running_loop().create_task(_watch_loop_lag())
             if CLIENT_ROLES & set(config.roles):  # an agent that serves Fetch
                 ctx.tail = TailFeed(self.client, watch)
+                ctx.tail.keep_through_outage = lambda: config.ripcord
                 tail_feed = asyncio.get_running_loop().create_task(ctx.tail.run_forever())
             browsing = BrowseChannel(
                 self.client,

@@ -8,6 +8,12 @@ a `reset` (this agent's position fell out of the relay's ring, or another epoch:
 web process, a restart, a reconnect to the database) or a relay that is not live drops
 every entry, and until the feed is heard from again every Fetch is planned by the control
 plane. Nothing here waits unbounded: each poll is one call of at most ``CALL_TIMEOUT_S``.
+
+Ripcord (`keep_through_outage()` true) keeps the index through a control-plane outage
+instead: while the control plane cannot be reached nothing new is committed anywhere it
+could tell us of, so what the index holds is what was committed before the outage, and
+Fetches go on being served from it. The feed polls again, from where it was, once the
+link is back (a relay that lost our place answers with a reset, as always).
 """
 
 from __future__ import annotations
@@ -15,10 +21,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from agents.control_plane import ControlPlaneClient, ControlPlaneError
+from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlPlaneUnavailable
 from agents.metrics import Counter, Gauge
 from agents.shared_answers import Answer, SharedAnswers
 from agents.tail_index import TailIndex
@@ -93,10 +99,19 @@ class TailFeed:
         self._live = False
         self._heard = 0.0
         self.lag_s = 0.0
+        # Set by the runtime: whether Ripcord is on (then the index outlives an outage).
+        self.keep_through_outage: Callable[[], bool] = lambda: False
+        self._keeping = False  # serving the index through an outage now
 
     @property
     def live(self) -> bool:
-        return self._live and time.monotonic() - self._heard < STALE_S
+        if not self._live:
+            return False
+        return time.monotonic() - self._heard < STALE_S or self._kept()
+
+    def _kept(self) -> bool:
+        """Ripcord keeps the index while the control plane cannot be reached."""
+        return self.keep_through_outage() and not self.client.link.up
 
     def plan(
         self, partitions: list[dict[str, Any]], max_bytes: int, isolation_level: int
@@ -154,14 +169,21 @@ class TailFeed:
                     {"epoch": self.epoch, "after": self.seq, "wait_ms": WAIT_MS},
                     timeout_s=CALL_TIMEOUT_S,
                 )
-            except (ControlPlaneError, ValueError, KeyError) as exc:
-                if self._live:
-                    log.warning("tail feed: %s; fetches are planned by the control plane", exc)
-                self._live = False
-                self.epoch = ""
-                self._reset()
+            except ControlPlaneUnavailable as exc:
+                if self._live and self._kept():
+                    if not self._keeping:
+                        log.warning("tail feed: %s; Ripcord keeps serving the index", exc)
+                    self._keeping = True
+                    await self.client.link.wait_up(RETRY_S)
+                    continue
+                self._drop(exc)
                 await asyncio.sleep(RETRY_S)
                 continue
+            except (ControlPlaneError, ValueError, KeyError) as exc:
+                self._drop(exc)
+                await asyncio.sleep(RETRY_S)
+                continue
+            self._keeping = False
             try:
                 self.take(answer)
             except (ValueError, KeyError, TypeError) as exc:  # an answer that does not fit
@@ -173,6 +195,14 @@ class TailFeed:
                 continue
             if not self._live:
                 await asyncio.sleep(RETRY_S)
+
+    def _drop(self, exc: Exception) -> None:
+        """The feed failed: drop the index; Fetches are planned by the control plane."""
+        if self._live:
+            log.warning("tail feed: %s; fetches are planned by the control plane", exc)
+        self._live = False
+        self.epoch = ""
+        self._reset()
 
     def stats(self) -> dict[str, int]:
         """The heartbeat's counters (docs/AGENT_API.md)."""

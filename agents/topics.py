@@ -5,7 +5,9 @@ HTTP call. Entries live `ttl_s` seconds; a miss (unknown name or id, or a partit
 the cached count) asks the control plane once, and concurrent misses share that call.
 Admin handlers invalidate what they change so this agent sees its own changes at once;
 changes made through other agents show up within the TTL. While the control plane is
-unreachable, expired entries still answer (`last_known`, and name lookups that fail).
+unreachable, expired entries still answer (`last_known`, and lookups that fail). With
+Ripcord (`keep_through_outage()` true) a lookup does not even ask while the link is down:
+what this agent knew answers at once, and a topic it never knew gets a retriable error.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -23,6 +25,9 @@ from agents.control_plane import ControlPlaneClient, ControlPlaneUnavailable
 # A topic listing is small and answered from indexes: waiting longer only delays the
 # fallback to what this agent last knew.
 LIST_TIMEOUT_S = 5.0
+# With Ripcord, how often a lookup waiting on the control plane looks whether the link
+# went down (then what the agent knew answers at once).
+LINK_CHECK_S = 0.05
 # Kafka's default max.message.bytes (1 MiB + the 12-byte log overhead).
 DEFAULT_MAX_MESSAGE_BYTES = 1048588
 
@@ -76,6 +81,8 @@ class TopicCache:
         self._by_name: dict[str, tuple[float, TopicInfo | None]] = {}
         self._by_id: dict[uuid.UUID, tuple[float, TopicInfo]] = {}
         self._inflight: dict[frozenset[str] | None, asyncio.Future] = {}
+        # Set by the runtime: whether Ripcord is on (then a down link is not even asked).
+        self.keep_through_outage: Callable[[], bool] = lambda: False
 
     def invalidate(self, names: Iterable[str] = (), topic_ids: Iterable[uuid.UUID] = ()) -> None:
         """Forget these topics (after this agent created, deleted or changed them)."""
@@ -144,8 +151,9 @@ class TopicCache:
                 continue
             result[name] = topic
         if missing:
+            known = all((e := self._by_name.get(n)) is not None and e[1] for n in missing)
             try:
-                await self._load(frozenset(missing))
+                await self._load_or_answer(frozenset(missing), known=known)
             except ControlPlaneUnavailable:
                 # The control plane is away: what we last knew serves, if we knew it.
                 stale = {name: self._by_name.get(name) for name in missing}
@@ -170,16 +178,54 @@ class TopicCache:
         now = time.monotonic()
         wanted = list(topic_ids)
         if any((e := self._by_id.get(t)) is None or e[0] <= now for t in wanted):
-            await self._load(None)
+            try:
+                await self._load_or_answer(None, known=all(t in self._by_id for t in wanted))
+            except ControlPlaneUnavailable:
+                # The control plane is away: what we last knew serves, if we knew them all.
+                if any(t not in self._by_id for t in wanted):
+                    raise
         return {t: (e[1] if (e := self._by_id.get(t)) else None) for t in wanted}
 
     async def all_topics(self) -> list[TopicInfo]:
-        """Every topic of the cluster, freshly listed."""
-        await self._load(None)
+        """Every topic of the cluster, freshly listed (while the control plane is away
+        with Ripcord on: every topic this agent last knew of)."""
+        try:
+            await self._load_or_answer(None, known=bool(self._by_id))
+        except ControlPlaneUnavailable:
+            if not self.keep_through_outage():
+                raise
+            return self.last_known_all()
         now = time.monotonic()
         return sorted((t for exp, t in self._by_id.values() if exp > now), key=lambda t: t.name)
 
-    async def _load(self, names: frozenset[str] | None) -> None:
+    async def _load_or_answer(self, names: frozenset[str] | None, *, known: bool) -> None:
+        """`_load` — but with Ripcord on and an answer from what this agent knew, stop
+        waiting as soon as the link goes down (a frozen connection: the call would wait
+        out its bounds, seconds, with every Produce of the topic behind it). The call
+        goes on in the background and fills the cache if it is answered after all."""
+        if not (known and self.keep_through_outage()):
+            return await self._load(names, known=known)
+        task = asyncio.ensure_future(self._load(names, known=known))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        while not task.done():
+            await asyncio.wait([task], timeout=LINK_CHECK_S)
+            if not task.done() and not self._client.link.up:
+                raise ControlPlaneUnavailable(
+                    "the control plane stopped answering (Ripcord: answering from what this "
+                    "agent knew)",
+                    outcome_unknown=False,
+                )
+        return task.result()
+
+    async def _load(self, names: frozenset[str] | None, *, known: bool = False) -> None:
+        """Ask the control plane — unless Ripcord is on, the link is down and the caller
+        can answer from what it `known`s (a topic this agent never saw is still asked
+        for: the link may be only briefly down, and a new topic deserves the chance)."""
+        if known and self.keep_through_outage() and not self._client.link.up:
+            raise ControlPlaneUnavailable(
+                "the control plane is unreachable (Ripcord: answering from what this agent knew)",
+                outcome_unknown=False,
+            )
         # Single flight: concurrent misses for the same names wait on one call.
         pending = self._inflight.get(names)
         if pending is not None:

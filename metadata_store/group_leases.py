@@ -75,6 +75,7 @@ def group_leases_exchange(
     renew: list[tuple[str, int]],
     release: list[tuple[str, int]],
     offer: Sequence[tuple[str, str]] = (),
+    resume: Sequence[tuple[str, int]] = (),
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """One agent's lease traffic: releases, renewals, then acquisitions.
@@ -86,7 +87,13 @@ def group_leases_exchange(
     ids of `renew`) and ``leases``: for each group of `acquire` and `offer`, its holder
     (``agent_id``), ``epoch``, ``expires_in_ms``, ``expires_at_ms`` (the expiry on the
     database's clock: it moves exactly when the lease is renewed) and, when this agent
-    got it, the saved ``state``."""
+    got it, the saved ``state``.
+
+    `resume` renews leases this agent kept through a control-plane outage (Ripcord): one
+    that expired meanwhile is renewed too, as long as nobody took it since — its holder
+    and epoch are still this agent's, and any acquisition would have changed the epoch,
+    so nobody else acted on the group in between (the epoch fences). Its groups are
+    answered in ``renewed``/``lost`` like `renew`'s."""
     with connection.cursor() as cursor:
         n = _clock(cursor, now)
         if release:
@@ -108,6 +115,16 @@ def group_leases_exchange(
                 [n, ttl_ms / 1000, cluster_id, agent_id, n, list(groups), list(epochs)],
             )
             renewed = [r[0] for r in cursor.fetchall()]
+        if resume:
+            groups, epochs = zip(*resume, strict=True)
+            cursor.execute(
+                "UPDATE floe_group_lease SET expires_at = %s + make_interval(secs => %s)"
+                " WHERE cluster_id = %s AND agent_id = %s"
+                " AND (group_id, epoch) IN (SELECT * FROM unnest(%s::text[], %s::bigint[]))"
+                " RETURNING group_id",
+                [n, ttl_ms / 1000, cluster_id, agent_id, list(groups), list(epochs)],
+            )
+            renewed += [r[0] for r in cursor.fetchall()]
         leases: list[dict[str, Any]] = []
         targets = dict(offer)
         targets.update((g, agent_id) for g in acquire)
@@ -160,7 +177,7 @@ def group_leases_exchange(
                             "state": None,
                         }
                     )
-    lost = [g for g, _ in renew if g not in set(renewed)]
+    lost = [g for g, _ in (*renew, *resume) if g not in set(renewed)]
     return {"renewed": renewed, "lost": lost, "leases": leases}
 
 

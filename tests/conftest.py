@@ -210,6 +210,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
 LONGEST_FIRST = (
     "tests/ha/",  # three Patroni nodes: failover, switchover, rebuild, restore (issue 39)
     "tests/virtualclusters/security/test_rest_schemathesis_cli.py",
+    "tests/faults/test_ripcord.py",  # a 60 s and a 30 s control-plane outage under load
 )
 
 

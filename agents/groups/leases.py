@@ -11,6 +11,14 @@ store's expiry is its own clock plus the ttl from when it received the request, 
 than that, so the agent always lets go first (the margin absorbs clocks running at
 different rates). A lease renewal refused, or not confirmed in time, loses the group at
 once (`on_lost`). Acquisitions that arrive together go out as one call.
+
+Ripcord (`keep_through_outage()` true) changes one thing: while the control plane cannot
+be reached (`client.link` down), a held lease is not given up when its renewals fail —
+nobody can take the group meanwhile, since taking it goes through the same store — so
+the members keep their coordinator through the outage. Such a lease is then *resumed*:
+once the link is back it is renewed even if it expired at the store, unless another agent
+took it meanwhile (`groups/leases` `resume`); until that answer arrives it stays held for
+at most a renewal round. State saves that failed during the outage are sent again then.
 """
 
 from __future__ import annotations
@@ -33,6 +41,10 @@ LEASE_TTL_S = 4.0
 RENEW_INTERVAL_S = 1.0
 LEASE_MARGIN_S = 1.0
 CALL_TIMEOUT_S = 2.0
+# Ripcord: how long a lease is kept through an outage at most. Past this the members'
+# sessions (45 s by default) have long ended; keeping groups longer would only widen the
+# window in which an agent cut off alone holds a group another agent has taken.
+OUTAGE_HOLD_MAX_S = 300.0
 
 _LEASES = Counter(
     "floe_group_leases_total",
@@ -46,6 +58,7 @@ _LEASES = Counter(
 class Lease:
     epoch: int
     valid_until: float  # time.monotonic()
+    resume: bool = False  # kept through an outage: renew it with `resume`
 
 
 class GroupLeases:
@@ -77,6 +90,10 @@ class GroupLeases:
         # is no longer held.
         self.on_acquired: Callable[[str, int, dict[str, Any]], None] = lambda *_: None
         self.on_lost: Callable[[str], None] = lambda _: None
+        # Set by the runtime: whether Ripcord is on (then leases survive an outage).
+        self.keep_through_outage: Callable[[], bool] = lambda: False
+        # States whose save failed while the lease was kept through an outage.
+        self._unsaved: dict[str, dict[str, Any]] = {}
 
     # -- what is held ---------------------------------------------------------------------
 
@@ -86,12 +103,32 @@ class GroupLeases:
         lease = self.held.get(group_id)
         if lease is None:
             return None
-        if lease.valid_until <= time.monotonic():
-            self._lose(group_id, "not renewed in time")
-            return None
+        now = time.monotonic()
+        if lease.valid_until <= now:
+            if not self._in_outage():
+                self._lose(group_id, "not renewed in time")
+                return None
+            # Kept through the outage; once the link is back, valid until the resume
+            # has had a renewal round to be answered.
+            lease.resume = True
+            lease.valid_until = now + self.renew_interval_s + CALL_TIMEOUT_S
         return lease.epoch
 
+    def resuming(self, group_id: str) -> bool:
+        """The lease was kept through an outage and is not yet resumed: writes fenced by
+        it (offset commits) would be refused by the store until it is."""
+        lease = self.held.get(group_id)
+        return lease is not None and lease.resume
+
+    def _in_outage(self) -> bool:
+        """Ripcord is on and the control plane has been unreachable (not too long)."""
+        if not self.keep_through_outage():
+            return False
+        link = self.client.link
+        return not link.up and link.down_for_s < OUTAGE_HOLD_MAX_S
+
     def _lose(self, group_id: str, why: str) -> None:
+        self._unsaved.pop(group_id, None)
         if self.held.pop(group_id, None) is not None:
             _LEASES.inc(1, "lost")
             log.warning("lost the lease of group %s (%s)", group_id, why)
@@ -182,14 +219,20 @@ class GroupLeases:
     async def renew_once(self) -> None:
         """Renew every held lease (and send the releases) in one call."""
         renew = {g: lease.epoch for g, lease in self.held.items()}
+        resumed = {g for g, lease in self.held.items() if lease.resume}
         release, self._release = self._release, {}
         if not renew and not release:
             return
         sent = time.monotonic()
         try:
             answer = await self._exchange(
-                renew=[{"group_id": g, "epoch": e} for g, e in renew.items()],
+                renew=[{"group_id": g, "epoch": e} for g, e in renew.items() if g not in resumed],
                 release=[{"group_id": g, "epoch": e} for g, e in release.items()],
+                **(
+                    {"resume": [{"group_id": g, "epoch": renew[g]} for g in sorted(resumed)]}
+                    if resumed
+                    else {}
+                ),
             )
         except ControlPlaneError as exc:
             log.warning("renewing %d group leases failed: %s", len(renew), exc)
@@ -199,6 +242,12 @@ class GroupLeases:
                 lease = self.held.get(group_id)
                 if lease is not None and lease.epoch == renew.get(group_id):
                     lease.valid_until = sent + self.ttl_s - self.margin_s
+                    if lease.resume:
+                        lease.resume = False
+                        log.info("group %s: lease resumed after the outage", group_id)
+                    state = self._unsaved.get(group_id)
+                    if state is not None:
+                        asyncio.get_running_loop().create_task(self.save(group_id, state))
             for group_id in answer.get("lost") or ():
                 lease = self.held.get(group_id)
                 if lease is not None and lease.epoch == renew.get(group_id):
@@ -243,10 +292,23 @@ class GroupLeases:
         epoch = self.epoch(group_id)
         if epoch is None:
             return False
+        if self.resuming(group_id):
+            # Kept through an outage, not yet resumed: the store would refuse the epoch
+            # until it is. Saved then (renew_once).
+            self._unsaved[group_id] = state
+            return True
         body = {"agent_id": self.agent_id, "group_id": group_id, "epoch": epoch, **state}
+        self._unsaved.pop(group_id, None)  # this state supersedes one not yet saved
         try:
             answer = await self.client.call("groups/save", body, timeout_s=CALL_TIMEOUT_S)
         except ControlPlaneError as exc:
+            if self._in_outage() or (self.held.get(group_id) and self.held[group_id].resume):
+                # Ripcord: the members go on with this state; it is saved once the
+                # lease is resumed (a holder that dies first leaves the previous one,
+                # and the members rejoin the next holder once, as after any move).
+                log.info("group %s: state saved after the outage (%s)", group_id, exc)
+                self._unsaved[group_id] = state
+                return True
             log.warning("saving group %s failed: %s", group_id, exc)
             return False
         if answer.get("error_code"):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.context import REPORTED_REPLICATION_FACTOR, AgentContext
+from agents.control_plane import ControlPlaneUnavailable
 from agents.topics import DEFAULT_MAX_MESSAGE_BYTES
 from core.kafka.errors import ErrorCode
 
@@ -66,6 +67,16 @@ def _result(resource: dict[str, Any], error: int = 0, message: str | None = None
     }
 
 
+async def _ask_unless_away(
+    ctx: AgentContext, call: str, body: dict[str, Any], *, known: bool
+) -> Any:
+    """The control plane's answer — not even asked while Ripcord answers for it from
+    what is `known`."""
+    if known and ctx.ripcord_active:
+        raise ControlPlaneUnavailable(f"{call}: the control plane is away", outcome_unknown=False)
+    return await ctx.client.call(call, body)
+
+
 async def handle_describe_configs(
     ctx: AgentContext, header, body: dict[str, Any]
 ) -> dict[str, Any]:
@@ -73,12 +84,37 @@ async def handle_describe_configs(
     resources = body["resources"]
     topic_names = [r["resource_name"] for r in resources if r["resource_type"] == RESOURCE_TOPIC]
     described: dict[str, dict[str, Any]] = {}
+    last = ctx.described_configs
     if topic_names:
-        answer = await ctx.client.call("topics/describe-configs", {"names": topic_names})
-        described = {t["name"]: t for t in answer["topics"]}
+        try:
+            answer = await _ask_unless_away(
+                ctx,
+                "topics/describe-configs",
+                {"names": topic_names},
+                known=all(("topic", n) in last for n in topic_names),
+            )
+        except ControlPlaneUnavailable:
+            # Ripcord: the last answers serve; a topic never described waits (retriable).
+            if not ctx.config.ripcord or any(("topic", n) not in last for n in topic_names):
+                raise
+            described = {n: last[("topic", n)] for n in topic_names}
+        else:
+            described = {t["name"]: t for t in answer["topics"]}
+            last.update((("topic", n), t) for n, t in described.items() if not t["error_code"])
     dynamic: dict[str, Any] = {}
     if any(r["resource_type"] == RESOURCE_BROKER for r in resources):
-        dynamic = (await ctx.client.call("broker-configs/describe", {}))["configs"]
+        try:
+            dynamic = (
+                await _ask_unless_away(
+                    ctx, "broker-configs/describe", {}, known=("broker", "") in last
+                )
+            )["configs"]
+        except ControlPlaneUnavailable:
+            if not ctx.config.ripcord or ("broker", "") not in last:
+                raise
+            dynamic = last[("broker", "")]
+        else:
+            last[("broker", "")] = dynamic
     results = []
     for resource in resources:
         keys = resource.get("configuration_keys")

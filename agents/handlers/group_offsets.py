@@ -84,6 +84,18 @@ async def handle_offset_commit(ctx: AgentContext, header, body: dict[str, Any]) 
             epoch = ctx.groups.leases.epoch(group_id)
             if epoch is None:
                 return _commit_answer(topics, _everywhere(topics, ErrorCode.NOT_COORDINATOR))
+            if ctx.config.ripcord and (
+                not ctx.client.link.up or ctx.groups.leases.resuming(group_id)
+            ):
+                # Ripcord: the commit cannot be stored now. A retriable error that keeps
+                # the client on this coordinator (NOT_COORDINATOR or
+                # COORDINATOR_NOT_AVAILABLE would send it looking for another): it keeps
+                # its offsets and commits them again, and they are stored once the
+                # control plane is back and the lease resumed (before, the store would
+                # refuse the lease's epoch) — nothing lost, the members kept.
+                return _commit_answer(
+                    topics, _everywhere(topics, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+                )
             fence = {
                 "agent_id": ctx.groups.leases.agent_id,
                 "epoch": epoch,
@@ -100,9 +112,11 @@ async def handle_offset_commit(ctx: AgentContext, header, body: dict[str, Any]) 
                 # unless the control plane refused the request itself: then trying again
                 # cannot help, and the client is told so once.
                 code = (
-                    ErrorCode.COORDINATOR_NOT_AVAILABLE
-                    if exc.retriable
-                    else ErrorCode.INVALID_REQUEST
+                    ErrorCode.INVALID_REQUEST
+                    if not exc.retriable
+                    else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                    if ctx.config.ripcord
+                    else ErrorCode.COORDINATOR_NOT_AVAILABLE
                 )
                 for o in offsets:
                     errors[(o["topic"], o["partition"])] = code

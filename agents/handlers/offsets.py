@@ -27,6 +27,9 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 EARLIEST_LOCAL, LATEST_TIERED = -4, -5
 _TIMESTAMP_ALIASES = {EARLIEST_LOCAL: EARLIEST, LATEST_TIERED: LATEST}
 _LEADER_EPOCH = 0
+# Ripcord answers ListOffsets from watermarks however old once the link has been down
+# this long (agents.control_plane_link: a slow answer takes it down for a moment).
+STALE_OFFSETS_AFTER_S = 2.0
 
 
 async def _resolve(
@@ -117,17 +120,23 @@ def _known_offset(
     read_committed: bool = False,
 ):
     """A latest or earliest answer from what the agent learned in the last moment
-    (read_committed's latest: the last stable offset)."""
+    (read_committed's latest: the last stable offset); while Ripcord answers for a
+    control plane that is away, from what it learned at any time."""
     timestamp = _TIMESTAMP_ALIASES.get(request.get("timestamp", LATEST), request.get("timestamp"))
     if "timestamp" in request and timestamp not in (LATEST, EARLIEST):
         return None
-    known = ctx.offsets.fresh(info.topic_id_str, request[index_field])
+    # Ripcord, the control plane away: nothing is committed meanwhile that it could tell
+    # us of, so what this agent last learned answers, however old — once it has been
+    # away a while: a slow answer takes the link down for a moment too, and meanwhile
+    # other agents commit.
+    any_age = ctx.ripcord_active and ctx.client.link.down_for_s >= STALE_OFFSETS_AFTER_S
+    known = ctx.offsets.fresh(info.topic_id_str, request[index_field], any_age=any_age)
     if known is None:
         return None
     if timestamp == EARLIEST:
         offset = known[1]
     elif read_committed:
-        stable = ctx.offsets.fresh_stable(info.topic_id_str, request[index_field])
+        stable = ctx.offsets.fresh_stable(info.topic_id_str, request[index_field], any_age=any_age)
         if stable is None:
             return None
         offset = stable

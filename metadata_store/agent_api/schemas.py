@@ -558,6 +558,8 @@ class GroupsLeasesRequest(_Body, frozen=True):
     renew: Annotated[list[LeaseRef], Meta(max_length=MAX_LEASES)] = []
     release: Annotated[list[LeaseRef], Meta(max_length=MAX_LEASES)] = []
     offer: Annotated[list[LeaseOffer], Meta(max_length=MAX_LEASES)] = []
+    # Leases kept through a control-plane outage: renewed even if expired, unless taken.
+    resume: Annotated[list[LeaseRef], Meta(max_length=MAX_LEASES)] = []
 
 
 class SavedProtocol(_Body, frozen=True):

@@ -254,6 +254,7 @@ def groups_leases(cluster: VirtualCluster, body: schemas.GroupsLeasesRequest) ->
         renew=[(r.group_id, r.epoch) for r in body.renew],
         release=[(r.group_id, r.epoch) for r in body.release],
         offer=[(o.group_id, o.agent_id) for o in body.offer],
+        resume=[(r.group_id, r.epoch) for r in body.resume],
     )
 
 

@@ -79,6 +79,7 @@ class Probe:
         self.acked_at: dict[int, float] = {}
         self.failed: dict[int, str] = {}
         self.ended_at: float | None = None
+        self.out_of_order = 0  # records read back after a later one of their partition
         # The producer's thread writes sent_at and acked_at while the test reads them: a
         # read copies under this lock (a copy without it can meet a write mid-way when a
         # garbage collection in the copy runs Python code that lets the other thread in).
@@ -185,6 +186,7 @@ class Probe:
             where: dict[int, list[tuple[int, int]]] = {}
             read: set[tuple[int, int]] = set()
             positions = dict.fromkeys(partitions, 0)
+            last: dict[int, int] = {}
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline and any(positions[p] < ends[p] for p in partitions):
                 msg = consumer.poll(0.5)
@@ -195,6 +197,10 @@ class Probe:
                     continue
                 read.add(at)
                 value = int(msg.value())
+                # One producer: a partition holds its records in the order sent.
+                if value < last.get(msg.partition(), -1):
+                    self.out_of_order += 1
+                last[msg.partition()] = value
                 seen[value] += 1
                 where.setdefault(value, []).append(at)
                 positions[msg.partition()] = msg.offset() + 1

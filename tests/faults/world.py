@@ -191,9 +191,11 @@ def prepare_database(env: dict[str, str], *, make_cluster: bool = True) -> tuple
 
 
 class World:
-    """Everything the fault suite runs: see the module docstring."""
+    """Everything the fault suite runs: see the module docstring. `agent_flags` go on
+    every agent's command line (e.g. ``--ripcord``)."""
 
-    def __init__(self, s3_endpoint: str, bucket: str) -> None:
+    def __init__(self, s3_endpoint: str, bucket: str, *, agent_flags: tuple[str, ...] = ()) -> None:
+        self.agent_flags = list(agent_flags)
         self.folder = Path(tempfile.mkdtemp(prefix="floe-faults-"))
         os.chmod(self.folder, 0o755)
         self.pg = LocalPostgres(self.folder / "pg")
@@ -238,6 +240,7 @@ class World:
             key=self.agent_key,
             bucket_url=self.bucket_url,
             batch_timeout_ms=50,
+            extra=self.agent_flags,
         )
         command[command.index("--kafka-port") + 1] = str(kafka)
         command[command.index("--http-port") + 1] = str(http)
@@ -267,6 +270,15 @@ class World:
                 [topic],
             ).fetchall()
         return [row[0] for row in rows]
+
+    def stop_control_plane(self) -> None:
+        """The web server and PostgreSQL stopped (the control plane wholly away)."""
+        self.web.stop()
+        self.pg.stop()
+
+    def start_control_plane(self) -> None:
+        self.pg.start()
+        self.web.start()
 
     def stop_everything(self) -> None:
         for agent in self.agents:

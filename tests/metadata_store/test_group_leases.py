@@ -97,6 +97,36 @@ def test_one_agent_holds_a_group_and_the_others_are_told_who(agent_api, alice):
     assert again["leases"][0]["agent_id"] == "a2"
 
 
+def test_a_lease_kept_through_an_outage_resumes_unless_someone_took_it(alice):
+    """Ripcord: a holder cut off from the store keeps its groups; when it is back, a
+    `resume` renews the lease even though it expired meanwhile — unless another agent
+    took it (a new epoch), and then it is lost, as a plain renewal of it would be."""
+    cluster = alice["cluster"]
+    register(cluster, "a1", "a2")
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def exchange(agent_id: str, at_s: float, **parts) -> dict:
+        parts = {"acquire": [], "renew": [], "release": [], **parts}
+        return group_leases_exchange(
+            cluster_id=cluster.pk, agent_id=agent_id, ttl_ms=TTL_MS,
+            now=start + timedelta(seconds=at_s), **parts,
+        )  # fmt: skip
+
+    assert exchange("a1", 0, acquire=["g", "h"])["leases"][0]["epoch"] == 1
+    # 10 s of outage later both leases have expired; a plain renewal is refused...
+    assert exchange("a1", 10, renew=[("g", 1)])["lost"] == ["g"]
+    # ...a resume is not: nobody took them.
+    back = exchange("a1", 10, resume=[("g", 1), ("h", 1)])
+    assert sorted(back["renewed"]) == ["g", "h"] and back["lost"] == []
+    assert exchange("a2", 12, acquire=["g"])["leases"][0]["agent_id"] == "a1"  # live again
+    # An agent took h after it expired: a1's resume of it is refused, and stays refused.
+    taken = exchange("a2", 30, acquire=["h"])["leases"][0]
+    assert (taken["agent_id"], taken["epoch"]) == ("a2", 2)
+    late = exchange("a1", 31, resume=[("h", 1), ("g", 1)])
+    assert late["lost"] == ["h"] and late["renewed"] == ["g"]
+    assert GroupLease.objects.get(cluster=cluster, group_id="h").agent_id == "a2"
+
+
 def test_it_refuses_agents_the_cluster_does_not_know_and_bad_bodies(agent_api, alice):
     register(alice["cluster"], "a1")
     response = agent_api.raw("groups/leases", {"agent_id": "stranger", "acquire": ["g"]})

@@ -10,6 +10,7 @@ import asyncio
 import pytest
 
 from agents.control_plane import ControlPlaneUnavailable
+from agents.control_plane_link import ControlPlaneLink
 from agents.groups.coordinator import GroupCoordinator
 from agents.groups.leases import GroupLeases
 from agents.groups.ring import CoordinatorRing, Peer
@@ -49,8 +50,9 @@ class Store:
                     "state": {"generation": 0, "members": []} if mine else None,
                 }
             )
-        renewed = [] if self.refuse_renewals else [r["group_id"] for r in body.get("renew", [])]
-        lost = [r["group_id"] for r in body.get("renew", []) if r["group_id"] not in renewed]
+        asked = body.get("renew", []) + body.get("resume", [])
+        renewed = [] if self.refuse_renewals else [r["group_id"] for r in asked]
+        lost = [r["group_id"] for r in asked if r["group_id"] not in renewed]
         return {"leases": leases, "renewed": renewed, "lost": lost}
 
 
@@ -107,6 +109,47 @@ async def _a_lease_not_confirmed_in_time_is_given_up_without_the_store():
     await coord.leases.renew_once()
     assert "g" not in coord.groups
     assert not await coord.owns("g")  # the store cannot be asked: not ours
+
+
+def test_with_ripcord_a_lease_is_kept_through_an_outage_and_resumed_after():
+    asyncio.run(_with_ripcord_a_lease_is_kept_through_an_outage_and_resumed_after())
+
+
+async def _with_ripcord_a_lease_is_kept_through_an_outage_and_resumed_after():
+    """Ripcord: while the link is down the group stays loaded past its lease (members keep
+    their coordinator); once the link is back the lease is renewed with `resume` and the
+    state whose save failed meanwhile is saved; a resume refused unloads the group."""
+    store = Store()
+    store.link = ControlPlaneLink()
+    coord = coordinator(store, ttl_s=0.4)  # counts as held for 0.3 s
+    coord.leases.keep_through_outage = lambda: True
+    assert await coord.owns("g")
+    store.down = True
+    store.link.record_failure()
+    await asyncio.sleep(0.35)
+    await coord.leases.renew_once()
+    assert "g" in coord.groups and await coord.owns("g")  # kept, past its lease
+    assert await coord.leases.save("g", {"generation": 2, "members": []})  # kept for later
+    store.down = False
+    store.link.record_answer()
+    store.calls.clear()
+    await coord.leases.renew_once()
+    await asyncio.sleep(0)  # the saved-later state goes out
+    (name, body), *rest = store.calls
+    assert name == "groups/leases" and body["resume"] == [{"group_id": "g", "epoch": 1}]
+    assert body["renew"] == []
+    assert [c[0] for c in rest] == ["groups/save"] and rest[0][1]["generation"] == 2
+    assert not coord.leases.held["g"].resume
+    # Another outage, and this time the store gave the group away meanwhile.
+    store.down = True
+    store.link.record_failure()
+    await asyncio.sleep(0.35)
+    await coord.leases.renew_once()
+    assert "g" in coord.groups
+    store.down, store.refuse_renewals = False, True
+    store.link.record_answer()
+    await coord.leases.renew_once()
+    assert "g" not in coord.groups and not coord.leases.held
 
 
 class ExpiringStore(Store):
