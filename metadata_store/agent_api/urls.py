@@ -26,6 +26,8 @@ urlpatterns = [
     path("offsets/fetch", a.offsets_fetch),
     path("groups/leases", a.groups_leases),
     path("groups/save", a.groups_save),
+    path("share/heartbeat", a.share_heartbeat_view),
+    path("share/fetch", a.share_fetch_view),
     path("txn/add-partitions", a.txn_add_partitions),
     path("txn/add-offsets", a.txn_add_offsets),
     path("txn/offset-commit", a.txn_offset_commit),

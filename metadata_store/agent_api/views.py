@@ -32,6 +32,7 @@ from metadata_store.group_offsets import group_offsets_commit, group_offsets_fet
 from metadata_store.leases import LeaseLost
 from metadata_store.live_agents import AgentBeat, agents_heartbeat
 from metadata_store.models import Agent
+from metadata_store.share_groups import share_fetch, share_heartbeat
 
 
 def _beat(body: schemas.HeartbeatRequest) -> AgentBeat:
@@ -345,3 +346,29 @@ def txn_describe(cluster: VirtualCluster, body: schemas.TxnDescribeRequest) -> A
 @endpoint(schemas.TxnListRequest)
 def txn_list(cluster: VirtualCluster, body: schemas.TxnListRequest) -> Answer:
     return {"transactions": transactions.txn_list(cluster_id=cluster.pk)}
+
+
+@endpoint(schemas.ShareHeartbeatRequest)
+def share_heartbeat_view(cluster: VirtualCluster, body: schemas.ShareHeartbeatRequest) -> Answer:
+    return share_heartbeat(
+        cluster,
+        group_id=body.group_id,
+        member_id=body.member_id,
+        member_epoch=body.member_epoch,
+        topics=None if body.topics is None else list(body.topics),
+        client_id=body.client_id,
+        client_host=body.client_host,
+        rack_id=body.rack_id,
+        agent_id=body.agent_id,
+    )
+
+
+@endpoint(schemas.ShareFetchRequest)
+def share_fetch_view(cluster: VirtualCluster, body: schemas.ShareFetchRequest) -> Answer:
+    return share_fetch(
+        cluster,
+        group_id=body.group_id,
+        member_id=body.member_id,
+        partitions=as_dicts(body.partitions),
+        max_records=body.max_records,
+    )
