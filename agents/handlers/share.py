@@ -1,0 +1,369 @@
+"""Share groups (KIP-932): ShareGroupHeartbeat, ShareFetch, ShareAcknowledge.
+
+Nothing of a share group lives in an agent but its members' share sessions: membership
+and every partition's records in flight are the metadata store's
+(`metadata_store.share_groups`), so any agent serves any member. A heartbeat is one
+`share/heartbeat` call. A ShareFetch applies the acknowledgements it carries and
+acquires the member's next records in one `share/fetch` call, then reads those records
+through the read path like a Fetch; with nothing to acquire it waits (up to its
+MaxWaitMs) for a commit to the partitions and asks again. A share session (KIP-932's,
+like KIP-227's fetch sessions: the partitions a member fetches, by epoch) is this
+agent's memory; a member that moves to another agent opens a new one.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents import read_path
+from agents.context import AgentContext
+from agents.zone_routing import client_zone
+from core.kafka import ApiKey
+from core.kafka.errors import ErrorCode
+
+MAX_WAIT_S = 30.0  # a bound on any client's MaxWaitMs
+_SESSIONS_KEPT = 10_000  # share sessions an agent keeps (least recently used go first)
+_READ_BYTES = 8 * 1024 * 1024  # per partition, when the request's MaxBytes allows it
+
+Key = tuple[uuid.UUID, int]  # (topic id, partition)
+
+
+@dataclass
+class ShareSession:
+    epoch: int
+    partitions: dict[Key, None] = field(default_factory=dict)  # ordered set
+    used: float = field(default_factory=time.monotonic)
+
+
+_SESSIONS: dict[tuple[str, str], ShareSession] = {}
+
+
+def sessions_count() -> int:
+    return len(_SESSIONS)
+
+
+def _session_error(error: int, message: str) -> dict[str, Any]:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(error),
+        "error_message": message,
+        "acquisition_lock_timeout_ms": 0,
+        "responses": [],
+        "node_endpoints": [],
+    }
+
+
+# --- ShareGroupHeartbeat --------------------------------------------------------------
+
+
+async def handle_share_group_heartbeat(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+    """Join (epoch 0), heartbeat, leave (-1): the store answers with the member's epoch
+    and, when it changed, its assignment — every partition of its subscribed topics."""
+    if not body["group_id"]:
+        return _heartbeat_error(ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
+    if body["member_epoch"] == 0 and not body.get("subscribed_topic_names"):
+        return _heartbeat_error(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set.")
+    if not body["member_id"]:
+        return _heartbeat_error(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+    answer = await ctx.client.call(
+        "share/heartbeat",
+        {
+            "group_id": body["group_id"],
+            "member_id": body["member_id"],
+            "member_epoch": body["member_epoch"],
+            "topics": body.get("subscribed_topic_names"),
+            "client_id": (header.client_id or "")[:255],
+            "rack_id": body.get("rack_id"),
+            "agent_id": ctx.config.agent_id,
+        },
+    )
+    assignment = answer.get("assignment")
+    return {
+        "throttle_time_ms": 0,
+        "error_code": answer["error_code"],
+        "error_message": answer.get("error_message"),
+        "member_id": answer.get("member_id"),
+        "member_epoch": answer["member_epoch"],
+        "heartbeat_interval_ms": answer["heartbeat_interval_ms"],
+        "assignment": None
+        if assignment is None
+        else {
+            "topic_partitions": [
+                {"topic_id": uuid.UUID(t["topic_id"]), "partitions": t["partitions"]}
+                for t in assignment
+            ]
+        },
+    }
+
+
+def _heartbeat_error(error: int, message: str) -> dict[str, Any]:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(error),
+        "error_message": message,
+        "member_id": None,
+        "member_epoch": -1,
+        "heartbeat_interval_ms": 0,
+        "assignment": None,
+    }
+
+
+# --- ShareFetch and ShareAcknowledge ---------------------------------------------------
+
+
+def _acks(body: dict[str, Any]) -> dict[Key, list[dict[str, Any]]]:
+    """Each partition's acknowledgement batches (a topic may be named more than once)."""
+    out: dict[Key, list[dict[str, Any]]] = {}
+    for topic in body.get("topics") or ():
+        for p in topic["partitions"]:
+            batches = p.get("acknowledgement_batches") or ()
+            out.setdefault((topic["topic_id"], p["partition_index"]), []).extend(
+                {"first": b["first_offset"], "last": b["last_offset"],
+                 "types": b["acknowledge_types"]}
+                for b in batches
+            )  # fmt: skip
+    return out
+
+
+def _session_for(body: dict[str, Any], *, fetch: bool) -> ShareSession | dict[str, Any]:
+    """The share session this request belongs to (opened, moved on, or closed), or the
+    error answer. ShareAcknowledge never opens one (epoch 0 is INVALID_SHARE_SESSION_EPOCH)."""
+    key = (body.get("group_id") or "", body.get("member_id") or "")
+    epoch = body["share_session_epoch"]
+    if epoch == 0:
+        if not fetch:
+            return _session_error(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "epoch 0 acknowledges")
+        session = _SESSIONS[key] = ShareSession(epoch=1)
+        if len(_SESSIONS) > _SESSIONS_KEPT:
+            oldest = min(_SESSIONS, key=lambda k: _SESSIONS[k].used)
+            del _SESSIONS[oldest]
+        return session
+    existing = _SESSIONS.get(key)
+    if epoch == -1:
+        _SESSIONS.pop(key, None)
+        return ShareSession(epoch=-1, partitions=existing.partitions if existing else {})
+    if existing is None:
+        return _session_error(ErrorCode.SHARE_SESSION_NOT_FOUND, "no such share session here")
+    if epoch != existing.epoch:
+        return _session_error(
+            ErrorCode.INVALID_SHARE_SESSION_EPOCH, f"expected epoch {existing.epoch}, got {epoch}"
+        )
+    existing.epoch = epoch + 1 if epoch < 2**31 - 1 else 1
+    existing.used = time.monotonic()
+    return existing
+
+
+async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+    """ShareFetch v1: acknowledge what the request carries, acquire and read the next
+    records of the session's partitions (long-polling up to MaxWaitMs for some)."""
+    if not body.get("group_id") or not body.get("member_id"):
+        return _session_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
+    session = _session_for(body, fetch=True)
+    if isinstance(session, dict):
+        return session
+    acks = _acks(body)
+    if session.epoch != -1:
+        for topic in body.get("topics") or ():
+            for p in topic["partitions"]:
+                session.partitions[(topic["topic_id"], p["partition_index"])] = None
+        for topic in body.get("forgotten_topics_data") or ():
+            for index in topic["partitions"]:
+                session.partitions.pop((topic["topic_id"], index), None)
+    fetching = session.epoch != -1 and body.get("max_records", 0) > 0
+    keys = list(dict.fromkeys([*acks, *(session.partitions if fetching else ())]))
+    found = await ctx.topics.by_ids({t for t, _ in keys})
+    known = {
+        k: info
+        for k in keys
+        if (info := found.get(k[0])) is not None and 0 <= k[1] < info.partitions
+    }
+    deadline = time.monotonic() + min(max(body.get("max_wait_ms", 0), 0) / 1000, MAX_WAIT_S)
+    answers: dict[Key, dict[str, Any]] = {}
+    pending_acks = acks
+    lock_ms = 0
+    while True:
+        seen = ctx.watch.snapshot([(known[k].topic_id_str, k[1]) for k in known])
+        result = await _store_call(ctx, body, known, pending_acks, fetching)
+        for k, part in result.items():
+            if k in pending_acks or part["acquired"] or part["error_code"]:
+                answers[k] = part
+        pending_acks = {}
+        lock_ms = max(lock_ms, result.lock_ms)
+        got = any(part["acquired"] for part in answers.values())
+        remaining = deadline - time.monotonic()
+        if got or not fetching or remaining <= 0 or not known:
+            break
+        await ctx.watch.wait(
+            [(known[k].topic_id_str, k[1]) for k in known], min(remaining, 1.0), since=seen
+        )
+    for k in keys:
+        if k not in known and (k in acks or fetching):
+            answers[k] = {
+                "error_code": int(ErrorCode.UNKNOWN_TOPIC_ID),
+                "ack_error_code": int(ErrorCode.UNKNOWN_TOPIC_ID) if k in acks else 0,
+                "acquired": [],
+            }
+    records = await _read(ctx, header, body, known, answers)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "acquisition_lock_timeout_ms": lock_ms,
+        "responses": _by_topic(ctx, answers, records, fetch=True),
+        "node_endpoints": [],
+    }
+
+
+class _Result(dict):
+    lock_ms: int = 0
+
+
+async def _store_call(
+    ctx: AgentContext,
+    body: dict[str, Any],
+    known: dict[Key, Any],
+    acks: dict[Key, list[dict[str, Any]]],
+    acquire: bool,
+) -> _Result:
+    """One `share/fetch` call: the acknowledgements, then the acquisitions."""
+    partitions = [
+        {"topic_id": str(k[0]), "partition": k[1], "acks": acks.get(k, []), "acquire": acquire}
+        for k in known
+        if acquire or k in acks
+    ]
+    out = _Result()
+    if not partitions:
+        return out
+    answer = await ctx.client.call(
+        "share/fetch",
+        {
+            "group_id": body["group_id"],
+            "member_id": body["member_id"],
+            "partitions": partitions,
+            "max_records": max(body.get("max_records", 0), 0),
+        },
+    )
+    out.lock_ms = int(answer["lock_ms"])
+    for part in answer["partitions"]:
+        out[(uuid.UUID(part["topic_id"]), part["partition"])] = part
+    return out
+
+
+async def _read(
+    ctx: AgentContext,
+    header,
+    body: dict[str, Any],
+    known: dict[Key, Any],
+    answers: dict[Key, dict[str, Any]],
+) -> dict[Key, bytes]:
+    """The record batches holding each partition's acquired records."""
+    wanted: list[tuple[Key, read_path.Wanted]] = []
+    for k, part in answers.items():
+        if not part["acquired"] or k not in known:
+            continue
+        first = min(a[0] for a in part["acquired"])
+        last = max(a[1] for a in part["acquired"])
+        item = read_path.Wanted(
+            known[k],
+            {
+                "partition": k[1],
+                "fetch_offset": first,
+                # Enough for the acquired records (1 KiB each, roughly) and no more.
+                "partition_max_bytes": max(1, min(_READ_BYTES, (last - first + 1) * 2048)),
+            },
+        )
+        wanted.append((k, item))
+    if not wanted:
+        return {}
+    await read_path.fill(
+        ctx,
+        [w for _, w in wanted],
+        {"max_wait_ms": 0, "min_bytes": 0, "max_bytes": max(body.get("max_bytes", 0), 1 << 20)},
+        client_zone(header.client_id),
+    )
+    out: dict[Key, bytes] = {}
+    for k, item in wanted:
+        if item.answer["error_code"]:
+            answers[k]["error_code"] = item.answer["error_code"]
+            answers[k]["acquired"] = []
+        out[k] = item.answer["records"] or b""
+    return out
+
+
+def _by_topic(
+    ctx: AgentContext,
+    answers: dict[Key, dict[str, Any]],
+    records: dict[Key, bytes],
+    *,
+    fetch: bool,
+) -> list[dict[str, Any]]:
+    topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    for (topic_id, index), part in answers.items():
+        item: dict[str, Any] = {
+            "partition_index": index,
+            "error_code": part["error_code"] if fetch else part["ack_error_code"],
+            "error_message": None,
+            "current_leader": {"leader_id": ctx.node_id, "leader_epoch": 0},
+        }
+        if fetch:
+            item.update(
+                acknowledge_error_code=part["ack_error_code"],
+                acknowledge_error_message=None,
+                records=records.get((topic_id, index), b""),
+                acquired_records=[
+                    {"first_offset": a[0], "last_offset": a[1], "delivery_count": a[2]}
+                    for a in part["acquired"]
+                ],
+            )
+        topics.setdefault(topic_id, []).append(item)
+    return [{"topic_id": t, "partitions": ps} for t, ps in topics.items()]
+
+
+async def handle_share_acknowledge(
+    ctx: AgentContext, header, body: dict[str, Any]
+) -> dict[str, Any]:
+    """ShareAcknowledge v1: apply the acknowledgement batches (one `share/fetch` call
+    that acquires nothing); epoch -1 also closes the share session."""
+    if not body.get("group_id") or not body.get("member_id"):
+        return _session_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
+    session = _session_for(body, fetch=False)
+    if isinstance(session, dict):
+        return {k: v for k, v in session.items() if k != "acquisition_lock_timeout_ms"}
+    acks = _acks(body)
+    found = await ctx.topics.by_ids({t for t, _ in acks})
+    known = {
+        k: info
+        for k in acks
+        if (info := found.get(k[0])) is not None and 0 <= k[1] < info.partitions
+    }
+    result = await _store_call(ctx, body, known, acks, acquire=False)
+    answers: dict[Key, dict[str, Any]] = {}
+    for k in acks:
+        answers[k] = result.get(k) or {
+            "error_code": int(ErrorCode.UNKNOWN_TOPIC_ID),
+            "ack_error_code": int(ErrorCode.UNKNOWN_TOPIC_ID),
+            "acquired": [],
+        }
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "responses": _by_topic(ctx, answers, {}, fetch=False),
+        "node_endpoints": [],
+    }
+
+
+SHARE_APIS = frozenset({ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE})
+
+
+def error_response(header, body: dict[str, Any], error: int) -> dict[str, Any]:
+    """Every part of a share request answered with `error`."""
+    if header.api_key == ApiKey.SHARE_GROUP_HEARTBEAT:
+        return _heartbeat_error(error, "")
+    answer = _session_error(error, "")
+    if header.api_key == ApiKey.SHARE_ACKNOWLEDGE:
+        del answer["acquisition_lock_timeout_ms"]
+    return answer
