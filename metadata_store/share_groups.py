@@ -79,6 +79,66 @@ def config_check(name: str, value: str | None) -> str | None:
     return None
 
 
+def share_configs_describe(cluster: VirtualCluster, group_ids: list[str]) -> JSON:
+    """Each group's share.* configs (a group never seen has Kafka's defaults)."""
+    stored = dict(
+        ShareGroup.objects.filter(cluster=cluster, group_id__in=group_ids).values_list(
+            "group_id", "configs"
+        )
+    )
+    return {
+        "groups": [
+            {
+                "group_id": group_id,
+                "configs": [
+                    {
+                        "name": name,
+                        "value": str(stored.get(group_id, {}).get(name, spec[0])),
+                        "is_default": name not in stored.get(group_id, {}),
+                    }
+                    for name, spec in CONFIG_DEFAULTS.items()
+                ],
+            }
+            for group_id in group_ids
+        ]
+    }
+
+
+@transaction.atomic
+def share_configs_alter(
+    cluster: VirtualCluster,
+    *,
+    group_id: str,
+    ops: list[JSON],
+    incremental: bool,
+    validate_only: bool,
+) -> JSON:
+    """Set or delete a group's share.* overrides (AlterConfigs replaces them all). Any
+    bad name or value refuses the whole change (INVALID_CONFIG, naming it)."""
+    if not group_id:
+        return {"error_code": int(ErrorCode.INVALID_GROUP_ID), "error_message": "empty group id"}
+    group = _group_locked(cluster, group_id)
+    configs: dict[str, Any] = dict(group.configs) if incremental else {}
+    for op in ops:
+        name, kind, value = str(op["name"]), op.get("op", "set"), op.get("value")
+        problem = config_check(name, None if value is None else str(value))
+        if problem is None and kind in ("append", "subtract"):
+            problem = f"{name} is not a list: {kind} does not apply"
+        if problem is None and kind == "set" and value is None:
+            problem = f"{name} needs a value"
+        if problem:
+            return {"error_code": int(ErrorCode.INVALID_CONFIG), "error_message": problem}
+        if kind == "delete":
+            configs.pop(name, None)
+        else:
+            spec = CONFIG_DEFAULTS[name]
+            configs[name] = int(str(value)) if spec[1] == "int" else str(value)
+    if not validate_only:
+        group.configs = configs
+        group.save(update_fields=["configs"])
+    return {"error_code": 0, "error_message": None}
+
+
 def _group_locked(cluster: VirtualCluster, group_id: str) -> ShareGroup:
     ShareGroup.objects.bulk_create(
         [ShareGroup(cluster=cluster, group_id=group_id)], ignore_conflicts=True

@@ -65,6 +65,7 @@ _MESSAGES: dict[int, str] = {
     TXN_DENIED: "Transactional Id authorization failed.",
 }
 _RESOURCE_TOPIC, _RESOURCE_BROKER, _RESOURCE_BROKER_LOGGER = 2, 4, 8  # config resource types
+_RESOURCE_GROUP = 32
 
 
 async def authorized_call(
@@ -414,6 +415,8 @@ def _config_rule(operation: AclOperation, response_key: str):
                 ok, error = access.topic(operation, r["resource_name"]), TOPIC_DENIED
             elif kind in (_RESOURCE_BROKER, _RESOURCE_BROKER_LOGGER):
                 ok, error = access.cluster(operation), CLUSTER_DENIED
+            elif kind == _RESOURCE_GROUP:
+                ok, error = access.allows(operation, GROUP, r["resource_name"]), GROUP_DENIED
             else:
                 ok, error = True, 0  # the handler refuses unknown resource types
             keep.append(ok)

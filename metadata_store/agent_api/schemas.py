@@ -624,6 +624,17 @@ class ShareFetchPartition(_Body, frozen=True):
     acquire: bool = False
 
 
+class ShareConfigsDescribeRequest(_Body, frozen=True):
+    group_ids: Items[GROUP_ID]
+
+
+class ShareConfigsAlterRequest(_Body, frozen=True):
+    group_id: SHORT
+    ops: Items[ConfigOp] = []
+    incremental: bool = False
+    validate_only: bool = False
+
+
 class ShareFetchRequest(_Body, frozen=True):
     """Acknowledge, then acquire (docs/AGENT_API.md `share/fetch`)."""
 

@@ -32,7 +32,12 @@ from metadata_store.group_offsets import group_offsets_commit, group_offsets_fet
 from metadata_store.leases import LeaseLost
 from metadata_store.live_agents import AgentBeat, agents_heartbeat
 from metadata_store.models import Agent
-from metadata_store.share_groups import share_fetch, share_heartbeat
+from metadata_store.share_groups import (
+    share_configs_alter,
+    share_configs_describe,
+    share_fetch,
+    share_heartbeat,
+)
 
 
 def _beat(body: schemas.HeartbeatRequest) -> AgentBeat:
@@ -371,4 +376,24 @@ def share_fetch_view(cluster: VirtualCluster, body: schemas.ShareFetchRequest) -
         member_id=body.member_id,
         partitions=as_dicts(body.partitions),
         max_records=body.max_records,
+    )
+
+
+@endpoint(schemas.ShareConfigsDescribeRequest)
+def share_configs_describe_view(
+    cluster: VirtualCluster, body: schemas.ShareConfigsDescribeRequest
+) -> Answer:
+    return share_configs_describe(cluster, list(body.group_ids))
+
+
+@endpoint(schemas.ShareConfigsAlterRequest)
+def share_configs_alter_view(
+    cluster: VirtualCluster, body: schemas.ShareConfigsAlterRequest
+) -> Answer:
+    return share_configs_alter(
+        cluster,
+        group_id=body.group_id,
+        ops=as_dicts(body.ops),
+        incremental=body.incremental,
+        validate_only=body.validate_only,
     )

@@ -5,15 +5,24 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+def _topic(bootstrap: str, name: str, partitions: int = 1, group: str = "sg") -> None:
+    """The topic, and the group reading it from the start (the default is its end)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions)])[name].result(10)
+    _configure(bootstrap, group, **{"share.auto.offset.reset": "earliest"})
 
 
 def _produce(bootstrap: str, topic: str, count: int, partition: int = 0) -> None:
@@ -46,8 +55,6 @@ def test_two_members_on_one_partition_share_its_records_once_each(agent, cluster
     one = _consumer(a.bootstrap, "sg", "work")
     two = _consumer(a.bootstrap, "sg", "work")
     try:
-        # Both members join before the records arrive (share.auto.offset.reset=latest).
-        _poll_until([one, two], 1, 3.0)
         _produce(a.bootstrap, "work", 200)
         got = _poll_until([one, two], 200)
         offsets = [m.offset() for ms in got.values() for m in ms]
@@ -63,7 +70,6 @@ def test_release_redelivers_at_count_two_and_reject_never(agent, cluster):
     _topic(a.bootstrap, "work")
     c = _consumer(a.bootstrap, "sg", "work", **{"share.acknowledgement.mode": "explicit"})
     try:
-        _poll_until([c], 1, 3.0)
         _produce(a.bootstrap, "work", 4)
         first = _poll_until([c], 4)[id(c)]
         assert [m.offset() for m in first] == [0, 1, 2, 3]
@@ -76,6 +82,132 @@ def test_release_redelivers_at_count_two_and_reject_never(agent, cluster):
         assert [(m.offset(), m.delivery_count()) for m in again] == [(1, 2)]
         c.acknowledge(again[0], AcknowledgeType.ACCEPT)
         c.commit_sync()
-        assert _poll_until([c], 1, 2.0)[id(c)] == []
+        assert _poll_until([c], 1, 1.5)[id(c)] == []
     finally:
         c.close()
+
+
+def _configure(bootstrap: str, group: str, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        group,
+        incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in configs.items()
+        ],
+    )
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(10)
+
+
+def test_group_configs_are_described_altered_and_checked(agent, cluster):
+    a = agent(cluster.key)
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    _configure(a.bootstrap, "sg", **{"share.delivery.count.limit": "3"})
+    described = admin.describe_configs([ConfigResource(ResourceType.GROUP, "sg")])
+    configs = next(iter(described.values())).result(10)
+    assert configs["share.delivery.count.limit"].value == "3"
+    assert configs["share.auto.offset.reset"].value == "latest"
+    assert configs["share.auto.offset.reset"].is_default
+    with pytest.raises(KafkaException, match="between 2 and 10"):
+        _configure(a.bootstrap, "sg", **{"share.delivery.count.limit": "50"})
+
+
+def test_a_member_that_leaves_gives_its_records_to_the_others(agent, cluster):
+    a = agent(cluster.key)
+    _topic(a.bootstrap, "work")
+    explicit = {"share.acknowledgement.mode": "explicit"}
+    leaver = _consumer(a.bootstrap, "sg", "work", **explicit)
+    stayer = _consumer(a.bootstrap, "sg", "work", **explicit)
+    try:
+        _produce(a.bootstrap, "work", 5)
+        held = _poll_until([leaver], 5)[id(leaver)]
+        assert len(held) == 5
+        leaver.close()  # without acknowledging
+        again = _poll_until([stayer], 5)[id(stayer)]
+        assert sorted((m.offset(), m.delivery_count()) for m in again) == [(i, 2) for i in range(5)]
+    finally:
+        stayer.close()
+
+
+def test_an_expired_lock_redelivers_and_the_delivery_limit_archives(agent, cluster):
+    a = agent(cluster.key)
+    _topic(a.bootstrap, "work")
+    _configure(
+        a.bootstrap,
+        "sg",
+        **{"share.record.lock.duration.ms": "1000", "share.delivery.count.limit": "2"},
+    )
+    explicit = {"share.acknowledgement.mode": "explicit"}
+    slow = _consumer(a.bootstrap, "sg", "work", **explicit)
+    other = _consumer(a.bootstrap, "sg", "work", **explicit)
+    try:
+        _produce(a.bootstrap, "work", 1)
+        got = _poll_until([slow], 1)[id(slow)]
+        assert [(m.offset(), m.delivery_count()) for m in got] == [(0, 1)]
+        # `slow` never acknowledges: after the lock's second the record is the other's.
+        again = _poll_until([other], 1, 8.0)[id(other)]
+        assert [(m.offset(), m.delivery_count()) for m in again] == [(0, 2)]
+        other.acknowledge(again[0], AcknowledgeType.RELEASE)
+        other.commit_sync()
+        # Delivered twice, the limit: released, it is archived and never comes back.
+        assert _poll_until([other], 1, 1.5)[id(other)] == []
+    finally:
+        slow.close()
+        other.close()
+
+
+def _share_fetches(process) -> float:
+    """How many ShareFetch requests an agent answered (its /metrics)."""
+    total = 0.0
+    for line in process.metrics().splitlines():
+        if line.startswith("floe_requests_total{") and 'api="SHARE_FETCH"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_members_on_two_agents_lose_nothing_when_one_is_killed(agent, cluster):
+    a, b = agent(cluster.key), agent(cluster.key)
+    _topic(a.bootstrap, "work")
+    _configure(a.bootstrap, "sg", **{"share.record.lock.duration.ms": "2000"})
+    explicit = {"share.acknowledgement.mode": "explicit"}
+    both = f"{a.bootstrap},{b.bootstrap}"
+    members = [
+        _consumer(both, "sg", "work", **explicit, **{"client.id": f"m{i}", "max.poll.records": 20})
+        for i in range(2)
+    ]
+    _produce(a.bootstrap, "work", 300)
+    delivered: list[tuple[int, int]] = []
+    accepted: set[int] = set()
+    redelivered_accepted: list[int] = []
+    killed = False
+    deadline = time.monotonic() + 30
+    try:
+        while len({o for o, _ in delivered}) < 300 and time.monotonic() < deadline:
+            for c in members:
+                batch = [m for m in c.poll(0.2) if m.error() is None]
+                for m in batch:
+                    if m.offset() in accepted:
+                        redelivered_accepted.append(m.offset())
+                    delivered.append((m.offset(), m.delivery_count()))
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                if not batch:
+                    continue
+                try:
+                    results = c.commit_sync()
+                except KafkaException:
+                    continue  # not known to be accepted: may come again
+                if all(r.error is None for r in results or ()):
+                    accepted.update(m.offset() for m in batch)
+            if not killed and len(delivered) >= 100:
+                assert len({o for o, _ in delivered}) < 300  # mid-stream
+                serving = a if _share_fetches(a) >= _share_fetches(b) else b
+                serving.kill()
+                killed = True
+        assert killed
+        assert {o for o, _ in delivered} == set(range(300))
+        assert redelivered_accepted == []
+    finally:
+        for c in members:
+            c.close()
