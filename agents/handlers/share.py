@@ -26,7 +26,8 @@ from core.kafka.errors import ErrorCode
 
 MAX_WAIT_S = 30.0  # a bound on any client's MaxWaitMs
 _SESSIONS_KEPT = 10_000  # share sessions an agent keeps (least recently used go first)
-_READ_BYTES = 8 * 1024 * 1024  # per partition, when the request's MaxBytes allows it
+_READ_BYTES = 1024 * 1024  # a read's budget (the records past the acquired ones are cut)
+_READ_ROUNDS = 8
 
 Key = tuple[uuid.UUID, int]  # (topic id, partition)
 
@@ -259,38 +260,60 @@ async def _read(
     known: dict[Key, Any],
     answers: dict[Key, dict[str, Any]],
 ) -> dict[Key, bytes]:
-    """The record batches holding each partition's acquired records."""
-    wanted: list[tuple[Key, read_path.Wanted]] = []
+    """The record batches holding each partition's acquired records. A read stops at a
+    plan's budget (a file's run that does not fit), so it goes on from where the last
+    read ended until every acquired offset is covered (a few rounds at most)."""
+    todo: dict[Key, tuple[int, int]] = {}
     for k, part in answers.items():
-        if not part["acquired"] or k not in known:
-            continue
-        first = min(a[0] for a in part["acquired"])
-        last = max(a[1] for a in part["acquired"])
-        item = read_path.Wanted(
-            known[k],
-            {
-                "partition": k[1],
-                "fetch_offset": first,
-                # Enough for the acquired records (1 KiB each, roughly) and no more.
-                "partition_max_bytes": max(1, min(_READ_BYTES, (last - first + 1) * 2048)),
-            },
+        if part["acquired"] and k in known:
+            todo[k] = (min(a[0] for a in part["acquired"]), max(a[1] for a in part["acquired"]))
+    out: dict[Key, list[bytes]] = {k: [] for k in todo}
+    for _ in range(_READ_ROUNDS):
+        if not todo:
+            break
+        wanted = [
+            (k, read_path.Wanted(known[k], {"partition": k[1], "fetch_offset": first,
+                                            "partition_max_bytes": _READ_BYTES}))
+            for k, (first, _) in todo.items()
+        ]  # fmt: skip
+        await read_path.fill(
+            ctx,
+            [w for _, w in wanted],
+            {"max_wait_ms": 0, "min_bytes": 0, "max_bytes": _READ_BYTES},
+            client_zone(header.client_id),
         )
-        wanted.append((k, item))
-    if not wanted:
-        return {}
-    await read_path.fill(
-        ctx,
-        [w for _, w in wanted],
-        {"max_wait_ms": 0, "min_bytes": 0, "max_bytes": max(body.get("max_bytes", 0), 1 << 20)},
-        client_zone(header.client_id),
-    )
-    out: dict[Key, bytes] = {}
-    for k, item in wanted:
-        if item.answer["error_code"]:
-            answers[k]["error_code"] = item.answer["error_code"]
-            answers[k]["acquired"] = []
-        out[k] = item.answer["records"] or b""
-    return out
+        for k, item in wanted:
+            first, last = todo.pop(k)
+            if item.answer["error_code"]:
+                if not out[k]:
+                    answers[k]["error_code"] = item.answer["error_code"]
+                    answers[k]["acquired"] = []
+                continue
+            data = b"".join(item.answer["records"] or ())
+            kept, end = _batches_until(data, last)
+            if kept:
+                out[k].append(data[:kept])
+            if kept and end < last:
+                todo[k] = (end + 1, last)
+    return {k: b"".join(parts) for k, parts in out.items()}
+
+
+def _batches_until(data: bytes, last: int) -> tuple[int, int]:
+    """(bytes of the whole batches up to the one holding `last`, the last offset they
+    hold): v2 batch headers are baseOffset int64, batchLength int32, …, lastOffsetDelta
+    int32 at byte 23."""
+    pos, end = 0, -1
+    while pos + 27 <= len(data):
+        base = int.from_bytes(data[pos : pos + 8], "big", signed=True)
+        length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+        delta = int.from_bytes(data[pos + 23 : pos + 27], "big", signed=True)
+        if base > last or pos + 12 + length > len(data):
+            break
+        pos += 12 + length
+        end = base + delta
+        if end >= last:
+            break
+    return pos, end
 
 
 def _by_topic(
