@@ -185,6 +185,7 @@ async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) ->
     answers: dict[Key, dict[str, Any]] = {}
     pending_acks = acks
     lock_ms = 0
+    read_committed = False
     while True:
         seen = ctx.watch.snapshot([(known[k].topic_id_str, k[1]) for k in known])
         result = await _store_call(ctx, body, known, pending_acks, fetching)
@@ -193,6 +194,7 @@ async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) ->
                 answers[k] = part
         pending_acks = {}
         lock_ms = max(lock_ms, result.lock_ms)
+        read_committed = read_committed or result.read_committed
         got = any(part["acquired"] for part in answers.values())
         remaining = deadline - time.monotonic()
         if got or not fetching or remaining <= 0 or not known:
@@ -207,7 +209,11 @@ async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) ->
                 "ack_error_code": int(ErrorCode.UNKNOWN_TOPIC_ID) if k in acks else 0,
                 "acquired": [],
             }
-    records = await _read(ctx, header, body, known, answers)
+    records, unsendable = await _read(ctx, header, known, answers, read_committed)
+    if unsendable:
+        # Transaction markers, and under read_committed aborted transactions' records,
+        # are acquired offsets no member can be given: archived at once (KIP-932).
+        await _store_call(ctx, body, known, unsendable, acquire=False)
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
@@ -220,6 +226,7 @@ async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) ->
 
 class _Result(dict):
     lock_ms: int = 0
+    read_committed: bool = False
 
 
 async def _store_call(
@@ -248,6 +255,7 @@ async def _store_call(
         },
     )
     out.lock_ms = int(answer["lock_ms"])
+    out.read_committed = answer.get("isolation_level") == 1
     for part in answer["partitions"]:
         out[(uuid.UUID(part["topic_id"]), part["partition"])] = part
     return out
@@ -256,18 +264,20 @@ async def _store_call(
 async def _read(
     ctx: AgentContext,
     header,
-    body: dict[str, Any],
     known: dict[Key, Any],
     answers: dict[Key, dict[str, Any]],
-) -> dict[Key, bytes]:
-    """The record batches holding each partition's acquired records. A read stops at a
-    plan's budget (a file's run that does not fit), so it goes on from where the last
-    read ended until every acquired offset is covered (a few rounds at most)."""
+    read_committed: bool,
+) -> tuple[dict[Key, bytes], dict[Key, list[dict[str, Any]]]]:
+    """The record batches holding each partition's acquired records, and the acquired
+    offsets no member can be given (as GAP acknowledgements), taken out of the answer. A
+    read stops at a plan's budget (a file's run that does not fit), so it goes on from
+    where the last read ended until every acquired offset is covered (a few rounds)."""
     todo: dict[Key, tuple[int, int]] = {}
     for k, part in answers.items():
         if part["acquired"] and k in known:
             todo[k] = (min(a[0] for a in part["acquired"]), max(a[1] for a in part["acquired"]))
     out: dict[Key, list[bytes]] = {k: [] for k in todo}
+    aborted: dict[Key, list[tuple[int, int]]] = {k: [] for k in todo}
     for _ in range(_READ_ROUNDS):
         if not todo:
             break
@@ -279,9 +289,10 @@ async def _read(
         await read_path.fill(
             ctx,
             [w for _, w in wanted],
-            {"max_wait_ms": 0, "min_bytes": 0, "max_bytes": _READ_BYTES},
+            {"max_wait_ms": 0, "min_bytes": 0, "max_bytes": _READ_BYTES,
+             "isolation_level": 1 if read_committed else 0},
             client_zone(header.client_id),
-        )
+        )  # fmt: skip
         for k, item in wanted:
             first, last = todo.pop(k)
             if item.answer["error_code"]:
@@ -289,13 +300,74 @@ async def _read(
                     answers[k]["error_code"] = item.answer["error_code"]
                     answers[k]["acquired"] = []
                 continue
+            aborted[k].extend(
+                (a["producer_id"], a["first_offset"])
+                for a in item.answer.get("aborted_transactions") or ()
+            )
             data = b"".join(item.answer["records"] or ())
             kept, end = _batches_until(data, last)
             if kept:
                 out[k].append(data[:kept])
             if kept and end < last:
                 todo[k] = (end + 1, last)
-    return {k: b"".join(parts) for k, parts in out.items()}
+    records = {k: b"".join(parts) for k, parts in out.items()}
+    unsendable: dict[Key, list[dict[str, Any]]] = {}
+    for k, data in records.items():
+        skip = _unsendable(data, sorted(set(aborted[k]), key=lambda a: a[1]), read_committed)
+        if not skip:
+            continue
+        kept_ranges, gaps = _carve(answers[k]["acquired"], skip)
+        answers[k]["acquired"] = kept_ranges
+        if gaps:
+            unsendable[k] = [{"first": f, "last": la, "types": [0]} for f, la in gaps]
+    return records, unsendable
+
+
+def _unsendable(
+    data: bytes, aborted: list[tuple[int, int]], read_committed: bool
+) -> list[tuple[int, int]]:
+    """Offset ranges of control batches (transaction markers) and, read_committed, of
+    aborted transactions' batches (KIP-98: a producer's transactional batches from its
+    aborted transaction's first offset until its abort marker)."""
+    skip: list[tuple[int, int]] = []
+    active: set[int] = set()
+    pending = list(aborted)
+    pos = 0
+    while pos + 61 <= len(data):
+        base = int.from_bytes(data[pos : pos + 8], "big", signed=True)
+        length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+        attributes = int.from_bytes(data[pos + 21 : pos + 23], "big")
+        last = base + int.from_bytes(data[pos + 23 : pos + 27], "big", signed=True)
+        producer = int.from_bytes(data[pos + 43 : pos + 51], "big", signed=True)
+        while pending and pending[0][1] <= last:
+            active.add(pending.pop(0)[0])
+        if attributes & 0x20:  # a control batch: a commit or abort marker
+            skip.append((base, last))
+            active.discard(producer)
+        elif read_committed and attributes & 0x10 and producer in active:
+            skip.append((base, last))
+        pos += 12 + length
+    return skip
+
+
+def _carve(
+    acquired: list[list[int]], skip: list[tuple[int, int]]
+) -> tuple[list[list[int]], list[tuple[int, int]]]:
+    """The acquired ranges without the skipped offsets, and the acquired offsets skipped."""
+    kept: list[list[int]] = []
+    gaps: list[tuple[int, int]] = []
+    for first, last, count in acquired:
+        start = first
+        for s_first, s_last in skip:
+            if s_last < start or s_first > last:
+                continue
+            if s_first > start:
+                kept.append([start, s_first - 1, count])
+            gaps.append((max(s_first, start), min(s_last, last)))
+            start = s_last + 1
+        if start <= last:
+            kept.append([start, last, count])
+    return kept, gaps
 
 
 def _batches_until(data: bytes, last: int) -> tuple[int, int]:

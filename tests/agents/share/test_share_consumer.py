@@ -211,3 +211,24 @@ def test_members_on_two_agents_lose_nothing_when_one_is_killed(agent, cluster):
     finally:
         for c in members:
             c.close()
+
+
+def test_read_committed_skips_aborted_transactions(agent, cluster):
+    a = agent(cluster.key)
+    _topic(a.bootstrap, "work")
+    _configure(a.bootstrap, "sg", **{"share.isolation.level": "read_committed"})
+    producer = Producer({"bootstrap.servers": a.bootstrap, "transactional.id": "tx"})
+    producer.init_transactions(10)
+    for commit, values in ((True, [b"c1", b"c2"]), (False, [b"a1", b"a2"]), (True, [b"c3"])):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce("work", value=value, partition=0)
+        producer.flush(10)
+        (producer.commit_transaction if commit else producer.abort_transaction)(10)
+    c = _consumer(a.bootstrap, "sg", "work")
+    try:
+        got = _poll_until([c], 3)[id(c)]
+        assert [m.value() for m in got] == [b"c1", b"c2", b"c3"]
+        assert _poll_until([c], 1, 1.5)[id(c)] == []
+    finally:
+        c.close()
