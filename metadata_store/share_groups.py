@@ -416,3 +416,54 @@ def share_partitions_describe(cluster: VirtualCluster, group_id: str) -> list[JS
             }
         )
     return out
+
+
+def share_groups_list(cluster: VirtualCluster, group_ids: list[str] | None = None) -> JSON:
+    """The cluster's share groups: members (those whose session has not ended) and
+    each partition's state (`share_partitions_describe`) when asked by id."""
+    now = _now_ms()
+    groups = ShareGroup.objects.filter(cluster=cluster).order_by("group_id")
+    if group_ids is not None:
+        groups = groups.filter(group_id__in=group_ids)
+    out = []
+    for group in groups:
+        members = [
+            {"member_id": m, **{k: v for k, v in info.items() if k != "assigned"}}
+            for m, info in sorted(group.members.items())
+            if info.get("expires_ms", 0) > now
+        ]
+        item: JSON = {
+            "group_id": group.group_id,
+            "group_epoch": group.group_epoch,
+            "state": "Stable" if members else "Empty",
+            "members": members,
+        }
+        if group_ids is not None:
+            item["partitions"] = share_partitions_describe(cluster, group.group_id)
+        out.append(item)
+    return {"groups": out}
+
+
+@transaction.atomic
+def share_groups_delete(cluster: VirtualCluster, group_ids: list[str]) -> JSON:
+    """DeleteGroups of share groups: only without live members (NON_EMPTY_GROUP); the
+    group's configs and partition state go with it. A group that is no share group
+    answers GROUP_ID_NOT_FOUND (the caller tries the other kinds)."""
+    now = _now_ms()
+    answers = []
+    for group_id in group_ids:
+        group = (
+            ShareGroup.objects.select_for_update()
+            .filter(cluster=cluster, group_id=group_id)
+            .first()
+        )
+        if group is None:
+            code = ErrorCode.GROUP_ID_NOT_FOUND
+        elif any(info.get("expires_ms", 0) > now for info in group.members.values()):
+            code = ErrorCode.NON_EMPTY_GROUP
+        else:
+            SharePartition.objects.filter(cluster=cluster, group_id=group_id).delete()
+            group.delete()
+            code = ErrorCode.NONE
+        answers.append({"group_id": group_id, "error_code": int(code)})
+    return {"groups": answers}

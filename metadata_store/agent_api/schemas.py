@@ -624,6 +624,14 @@ class ShareFetchPartition(_Body, frozen=True):
     acquire: bool = False
 
 
+class ShareGroupsListRequest(_Body, frozen=True):
+    group_ids: Items[GROUP_ID] | None = None
+
+
+class ShareGroupsDeleteRequest(_Body, frozen=True):
+    group_ids: Items[GROUP_ID]
+
+
 class ShareConfigsDescribeRequest(_Body, frozen=True):
     group_ids: Items[GROUP_ID]
 

@@ -29,6 +29,8 @@ urlpatterns = [
     path("share/heartbeat", a.share_heartbeat_view),
     path("share/fetch", a.share_fetch_view),
     path("share/configs/describe", a.share_configs_describe_view),
+    path("share/groups/list", a.share_groups_list_view),
+    path("share/groups/delete", a.share_groups_delete_view),
     path("share/configs/alter", a.share_configs_alter_view),
     path("txn/add-partitions", a.txn_add_partitions),
     path("txn/add-offsets", a.txn_add_offsets),

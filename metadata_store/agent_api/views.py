@@ -36,6 +36,8 @@ from metadata_store.share_groups import (
     share_configs_alter,
     share_configs_describe,
     share_fetch,
+    share_groups_delete,
+    share_groups_list,
     share_heartbeat,
 )
 
@@ -397,3 +399,15 @@ def share_configs_alter_view(
         incremental=body.incremental,
         validate_only=body.validate_only,
     )
+
+
+@endpoint(schemas.ShareGroupsListRequest)
+def share_groups_list_view(cluster: VirtualCluster, body: schemas.ShareGroupsListRequest) -> Answer:
+    return share_groups_list(cluster, None if body.group_ids is None else list(body.group_ids))
+
+
+@endpoint(schemas.ShareGroupsDeleteRequest)
+def share_groups_delete_view(
+    cluster: VirtualCluster, body: schemas.ShareGroupsDeleteRequest
+) -> Answer:
+    return share_groups_delete(cluster, list(body.group_ids))

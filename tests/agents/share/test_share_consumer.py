@@ -5,7 +5,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
+from confluent_kafka import (
+    AcknowledgeType,
+    ConsumerGroupType,
+    KafkaException,
+    Producer,
+    ShareConsumer,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -14,6 +20,9 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+
+from core.kafka import ApiKey
+from tests.agents.test_wire import Wire
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -232,3 +241,27 @@ def test_read_committed_skips_aborted_transactions(agent, cluster):
         assert _poll_until([c], 1, 1.5)[id(c)] == []
     finally:
         c.close()
+
+
+def test_share_groups_are_listed_by_type_and_deleted_once_empty(agent, cluster):
+    a = agent(cluster.key)
+    _topic(a.bootstrap, "work")
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    c = _consumer(a.bootstrap, "sg", "work")
+    try:
+        _poll_until([c], 1, 1.0)  # joined
+        # confluent-kafka has no SHARE group type: ListGroups v5 as it is on the wire.
+        wire = Wire(a.bootstrap)
+        shares = wire.call(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]})
+        assert [(g["group_id"], g["group_type"], g["group_state"]) for g in shares["groups"]] == [
+            ("sg", "share", "Stable")
+        ]
+        classic = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(10)
+        assert [g.group_id for g in classic.valid] == []
+        refused = admin.delete_consumer_groups(["sg"])["sg"]
+        with pytest.raises(KafkaException, match="NON_EMPTY_GROUP"):
+            refused.result(10)
+    finally:
+        c.close()
+    admin.delete_consumer_groups(["sg"])["sg"].result(10)
+    assert admin.list_consumer_groups().result(10).valid == []
