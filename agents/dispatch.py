@@ -82,6 +82,7 @@ HANDLERS: dict[int, tuple[Handler, int]] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: (_relayed(groups.handle_consumer_group_describe), 0),
     # KIP-932 share groups (handlers/share.py): any agent serves any member.
     ApiKey.SHARE_GROUP_HEARTBEAT: (share.handle_share_group_heartbeat, 0),
+    ApiKey.SHARE_GROUP_DESCRIBE: (share.handle_share_group_describe, 0),
     ApiKey.SHARE_FETCH: (share.handle_share_fetch, 0),
     ApiKey.SHARE_ACKNOWLEDGE: (share.handle_share_acknowledge, 0),
     # Transactions (handlers/transactions.py, KIP-98).

@@ -428,7 +428,7 @@ def share_groups_list(cluster: VirtualCluster, group_ids: list[str] | None = Non
     out = []
     for group in groups:
         members = [
-            {"member_id": m, **{k: v for k, v in info.items() if k != "assigned"}}
+            {"member_id": m, **info}
             for m, info in sorted(group.members.items())
             if info.get("expires_ms", 0) > now
         ]

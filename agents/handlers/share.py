@@ -112,6 +112,57 @@ def _heartbeat_error(error: int, message: str) -> dict[str, Any]:
     }
 
 
+# --- ShareGroupDescribe -------------------------------------------------------------------
+
+
+async def handle_share_group_describe(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+    """ShareGroupDescribe v1: each group's members and their assignments, from the store
+    (a group it does not know: GROUP_ID_NOT_FOUND)."""
+    answer = await ctx.client.call("share/groups/list", {"group_ids": body["group_ids"]})
+    known = {g["group_id"]: g for g in answer["groups"]}
+    topic_ids = {
+        uuid.UUID(t["topic_id"])
+        for g in known.values()
+        for m in g["members"]
+        for t in m.get("assigned") or ()
+    }
+    topics = await ctx.topics.by_ids(topic_ids) if topic_ids else {}
+    groups = []
+    for group_id in body["group_ids"]:
+        group = known.get(group_id)
+        if group is None:
+            groups.append(
+                {"error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
+                 "error_message": f"Group {group_id} not found.", "group_id": group_id,
+                 "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1,
+                 "assignor_name": "", "members": []}
+            )  # fmt: skip
+            continue
+        members = []
+        for m in group["members"]:
+            assigned = []
+            for t in m.get("assigned") or ():
+                info = topics.get(uuid.UUID(t["topic_id"]))
+                assigned.append(
+                    {"topic_id": uuid.UUID(t["topic_id"]), "topic_name": info.name if info else "",
+                     "partitions": t["partitions"]}
+                )  # fmt: skip
+            members.append(
+                {"member_id": m["member_id"], "rack_id": m.get("rack_id"),
+                 "member_epoch": m.get("member_epoch", 0), "client_id": m.get("client_id", ""),
+                 "client_host": m.get("client_host", ""),
+                 "subscribed_topic_names": m.get("topics") or [],
+                 "assignment": {"topic_partitions": assigned}}
+            )  # fmt: skip
+        groups.append(
+            {"error_code": 0, "error_message": None, "group_id": group_id,
+             "group_state": group["state"], "group_epoch": group["group_epoch"],
+             "assignment_epoch": group["group_epoch"], "assignor_name": "simple",
+             "members": members}
+        )  # fmt: skip
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
 # --- ShareFetch and ShareAcknowledge ---------------------------------------------------
 
 
@@ -451,13 +502,29 @@ async def handle_share_acknowledge(
     }
 
 
-SHARE_APIS = frozenset({ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE})
+SHARE_APIS = frozenset(
+    {
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        ApiKey.SHARE_GROUP_DESCRIBE,
+        ApiKey.SHARE_FETCH,
+        ApiKey.SHARE_ACKNOWLEDGE,
+    }
+)
 
 
 def error_response(header, body: dict[str, Any], error: int) -> dict[str, Any]:
     """Every part of a share request answered with `error`."""
     if header.api_key == ApiKey.SHARE_GROUP_HEARTBEAT:
         return _heartbeat_error(error, "")
+    if header.api_key == ApiKey.SHARE_GROUP_DESCRIBE:
+        return {
+            "throttle_time_ms": 0,
+            "groups": [
+                {"error_code": int(error), "group_id": g, "group_state": "", "group_epoch": -1,
+                 "assignment_epoch": -1, "assignor_name": "", "members": []}
+                for g in body.get("group_ids") or ()
+            ],
+        }  # fmt: skip
     answer = _session_error(error, "")
     if header.api_key == ApiKey.SHARE_ACKNOWLEDGE:
         del answer["acquisition_lock_timeout_ms"]

@@ -798,6 +798,7 @@ RULES: dict[int, Rule] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _whole_group(OP.READ),
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
     ApiKey.SHARE_GROUP_HEARTBEAT: _whole_group(OP.READ),
+    ApiKey.SHARE_GROUP_DESCRIBE: _consumer_group_describe,
     ApiKey.SHARE_FETCH: _share_records,
     ApiKey.SHARE_ACKNOWLEDGE: _share_records,
     ApiKey.LIST_GROUPS: _list_groups,

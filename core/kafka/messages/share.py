@@ -1,5 +1,5 @@
-"""Share groups (KIP-932, "queues for Kafka"): ShareGroupHeartbeat, ShareFetch,
-ShareAcknowledge. Version 0 was Kafka 4.0's early access, removed in 4.1; version 1 is
+"""Share groups (KIP-932, "queues for Kafka"): ShareGroupHeartbeat, ShareGroupDescribe,
+ShareFetch, ShareAcknowledge. Version 0 was Kafka 4.0's early access, removed in 4.1; version 1 is
 the stable one librdkafka speaks (v2 adds KIP-1206's acquire mode and KIP-1222's renew).
 
 Facts from Kafka's ``common/message/*.json``, written by hand (see core.py).
@@ -8,7 +8,7 @@ Facts from Kafka's ``common/message/*.json``, written by hand (see core.py).
 from ..api_keys import ApiKey
 from ..schema import Api, Array, Message, Struct
 from ..schema import Field as F
-from ..types import Int8, Int16, Int32, Int64, Records, String, Uuid
+from ..types import Boolean, Int8, Int16, Int32, Int64, Records, String, Uuid
 
 _TOPIC_PARTITIONS = Array(Struct(
     F("topic_id", Uuid),
@@ -165,4 +165,50 @@ SHARE_ACKNOWLEDGE = Api(
     ),
 )  # fmt: skip
 
-APIS = (SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE)
+SHARE_GROUP_DESCRIBE = Api(
+    ApiKey.SHARE_GROUP_DESCRIBE,
+    request=Message(
+        "ShareGroupDescribeRequest",
+        valid="1",
+        flexible="1+",
+        fields=(
+            F("group_ids", Array(String)),
+            F("include_authorized_operations", Boolean),
+        ),
+    ),
+    response=Message(
+        "ShareGroupDescribeResponse",
+        valid="1",
+        flexible="1+",
+        fields=(
+            F("throttle_time_ms", Int32),
+            F("groups", Array(Struct(
+                F("error_code", Int16),
+                F("error_message", String, nullable="1+", default=None),
+                F("group_id", String),
+                F("group_state", String),
+                F("group_epoch", Int32),
+                F("assignment_epoch", Int32),
+                F("assignor_name", String),
+                F("members", Array(Struct(
+                    F("member_id", String),
+                    F("rack_id", String, nullable="1+", default=None),
+                    F("member_epoch", Int32),
+                    F("client_id", String),
+                    F("client_host", String),
+                    F("subscribed_topic_names", Array(String)),
+                    F("assignment", Struct(
+                        F("topic_partitions", Array(Struct(
+                            F("topic_id", Uuid),
+                            F("topic_name", String),
+                            F("partitions", Array(Int32)),
+                        ))),
+                    )),
+                ))),
+                F("authorized_operations", Int32, default=-(2**31)),
+            ))),
+        ),
+    ),
+)  # fmt: skip
+
+APIS = (SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE)

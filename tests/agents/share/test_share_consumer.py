@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
 )
 
 from core.kafka import ApiKey
+from core.kafka.errors import ErrorCode as E
 from tests.agents.test_wire import Wire
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -256,6 +257,16 @@ def test_share_groups_are_listed_by_type_and_deleted_once_empty(agent, cluster):
         assert [(g["group_id"], g["group_type"], g["group_state"]) for g in shares["groups"]] == [
             ("sg", "share", "Stable")
         ]
+        described = wire.call(
+            ApiKey.SHARE_GROUP_DESCRIBE,
+            1,
+            {"group_ids": ["sg", "nope"], "include_authorized_operations": False},
+        )["groups"]
+        assert [g["error_code"] for g in described] == [0, E.GROUP_ID_NOT_FOUND]
+        (member,) = described[0]["members"]
+        assert member["subscribed_topic_names"] == ["work"]
+        assert [(t["topic_name"], t["partitions"]) for t in
+                member["assignment"]["topic_partitions"]] == [("work", [0])]  # fmt: skip
         classic = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(10)
         assert [g.group_id for g in classic.valid] == []
         refused = admin.delete_consumer_groups(["sg"])["sg"]
