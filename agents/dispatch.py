@@ -24,6 +24,7 @@ from agents.handlers import (
     groups,
     offsets,
     produce,
+    share,
     topics,
     transactions,
 )
@@ -79,6 +80,11 @@ HANDLERS: dict[int, tuple[Handler, int]] = {
     # KIP-848 (group.protocol=consumer; agents/groups/consumer.py).
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (_relayed(groups.handle_consumer_group_heartbeat), 0),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (_relayed(groups.handle_consumer_group_describe), 0),
+    # KIP-932 share groups (handlers/share.py): any agent serves any member.
+    ApiKey.SHARE_GROUP_HEARTBEAT: (share.handle_share_group_heartbeat, 0),
+    ApiKey.SHARE_GROUP_DESCRIBE: (share.handle_share_group_describe, 0),
+    ApiKey.SHARE_FETCH: (share.handle_share_fetch, 0),
+    ApiKey.SHARE_ACKNOWLEDGE: (share.handle_share_acknowledge, 0),
     # Transactions (handlers/transactions.py, KIP-98).
     ApiKey.ADD_PARTITIONS_TO_TXN: (transactions.handle_add_partitions_to_txn, 0),
     ApiKey.ADD_OFFSETS_TO_TXN: (transactions.handle_add_offsets_to_txn, 0),

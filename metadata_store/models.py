@@ -375,3 +375,60 @@ class Lease(models.Model):
 
     def __str__(self) -> str:
         return f"lease {self.subject} epoch {self.epoch} ({self.holder})"
+
+
+class ShareGroup(models.Model):
+    """A KIP-932 share group: its members as their last heartbeats left them, and its
+    `share.*` configuration (overrides only). Membership needs no coordinator's memory:
+    every member is assigned every partition of the topics it subscribes to (the
+    partitions' records are shared record by record, `SharePartition`), so any agent
+    answers any member's heartbeat from this row (`metadata_store.share_groups`)."""
+
+    cluster = models.ForeignKey("metadata_store.VirtualCluster", on_delete=models.CASCADE)
+    group_id = models.CharField(max_length=255)
+    # Grows whenever the membership or a subscription changes.
+    group_epoch = models.IntegerField(default=0)
+    # {member_id: {member_epoch, client_id, client_host, rack_id, topics: [names],
+    #  agent_id, expires_ms (epoch ms: last heartbeat + session timeout)}}
+    members = models.JSONField(default=dict, blank=True)
+    configs = models.JSONField(default=dict, blank=True)  # share.* overrides
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "floe_share_group"
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "group_id"], name="share_group_unique")
+        ]
+
+
+class SharePartition(models.Model):
+    """One partition as a share group reads it (KIP-932's share-partition state).
+
+    Offsets below `start_offset` are done with (acknowledged or archived); offsets from
+    `end_offset` on were never acquired. Between them, `in_flight` lists consecutive
+    ranges covering [start_offset, end_offset) exactly, each
+    ``[first, last, state, delivery_count, member_id, lock_deadline_ms]`` with Kafka's
+    record states (0 available, 1 acquired, 2 acknowledged, 4 archived); the member and
+    deadline matter only while acquired. One row a partition: a share fetch acquires a
+    range in one statement and a batch of acknowledgements is one more, so the store's
+    work grows with fetches, not records."""
+
+    cluster = models.ForeignKey("metadata_store.VirtualCluster", on_delete=models.CASCADE)
+    group_id = models.CharField(max_length=255)
+    partition = models.ForeignKey(Partition, on_delete=models.CASCADE)
+    start_offset = models.BigIntegerField()
+    end_offset = models.BigIntegerField()
+    in_flight = models.JSONField(default=list, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "floe_share_partition"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "group_id", "partition"], name="share_partition_unique"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(end_offset__gte=models.F("start_offset")),
+                name="share_partition_range",
+            ),
+        ]

@@ -19,6 +19,8 @@ from core.kafka.errors import ErrorCode
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32  # KIP-848/KIP-932 group configs (share groups' share.*)
+SOURCE_DYNAMIC_GROUP = 8
 # ConfigSource values (DescribeConfigs v1+)
 SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_DYNAMIC_DEFAULT_BROKER = 3
@@ -115,6 +117,11 @@ async def handle_describe_configs(
             dynamic = last[("broker", "")]
         else:
             last[("broker", "")] = dynamic
+    group_ids = [r["resource_name"] for r in resources if r["resource_type"] == RESOURCE_GROUP]
+    groups: dict[str, list[dict[str, Any]]] = {}
+    if group_ids:
+        answer = await ctx.client.call("share/configs/describe", {"group_ids": group_ids})
+        groups = {g["group_id"]: g["configs"] for g in answer["groups"]}
     results = []
     for resource in resources:
         keys = resource.get("configuration_keys")
@@ -139,6 +146,18 @@ async def handle_describe_configs(
                     read_only=c.get("read_only", False),
                 )
                 for c in topic["configs"]
+                if wanted is None or c["name"] in wanted
+            ]
+        elif resource["resource_type"] == RESOURCE_GROUP:
+            result["configs"] = [
+                _entry(
+                    c["name"],
+                    c["value"],
+                    is_default=c["is_default"],
+                    source=SOURCE_DEFAULT if c["is_default"] else SOURCE_DYNAMIC_GROUP,
+                    read_only=False,
+                )
+                for c in groups.get(resource["resource_name"], [])
                 if wanted is None or c["name"] in wanted
             ]
         elif resource["resource_type"] == RESOURCE_BROKER:
@@ -183,11 +202,11 @@ async def _alter(ctx: AgentContext, body: dict[str, Any], *, incremental: bool) 
         result = _result(resource)
         del result["configs"]
         results.append(result)
-        if resource["resource_type"] not in (RESOURCE_TOPIC, RESOURCE_BROKER):
+        if resource["resource_type"] not in (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP):
             result["error_code"] = ErrorCode.INVALID_REQUEST
             result["error_message"] = (
                 f"unsupported resource type {resource['resource_type']}: "
-                "Floe changes topic and broker configs"
+                "Floe changes topic, broker and group configs"
             )
             continue
         if resource["resource_type"] == RESOURCE_BROKER and _unknown_broker(ctx, resource, result):
@@ -203,6 +222,19 @@ async def _alter(ctx: AgentContext, body: dict[str, Any], *, incremental: bool) 
         else:
             if resource["resource_type"] == RESOURCE_TOPIC:
                 topics.append((result, {"name": resource["resource_name"], "ops": ops}))
+                continue
+            if resource["resource_type"] == RESOURCE_GROUP:
+                answer = await ctx.client.call(
+                    "share/configs/alter",
+                    {
+                        "group_id": resource["resource_name"],
+                        "ops": ops,
+                        "incremental": incremental,
+                        "validate_only": validate_only,
+                    },
+                )
+                result["error_code"] = answer["error_code"]
+                result["error_message"] = answer.get("error_message")
                 continue
             answer = await ctx.client.call(
                 "broker-configs/alter",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.handlers import groups, produce, transactions
+from agents.handlers import groups, produce, share, transactions
 from core.kafka import ApiKey, RequestHeader
 
 
@@ -29,6 +29,8 @@ def error_response(header: RequestHeader, body: dict[str, Any], error: int) -> d
     key = header.api_key
     if key in groups.GROUP_APIS:
         return groups.error_response(header, body, error)
+    if key in share.SHARE_APIS:
+        return share.error_response(header, body, error)
     if key in transactions.TXN_APIS:
         return transactions.error_response(header, body, error)
     if key == ApiKey.PRODUCE:

@@ -29,6 +29,7 @@ from core.kafka.errors import ErrorCode
 from core.security.acl import ResourceType
 
 _OPERATIONS_OMITTED = -(2**31)  # KIP-430
+SHARE_GROUP_TYPE = "share"  # KIP-932 (agents/handlers/share.py)
 # KIP-430: what a caller may do to a group — READ (3), DELETE (6), DESCRIBE (8).
 
 
@@ -341,6 +342,15 @@ async def handle_list_groups(ctx: AgentContext, header, body: dict[str, Any]) ->
     for consumer in consumers.values():
         if ring.front(consumer.group_id, zone, owner=ring.me).agent_id == me:
             listed[consumer.group_id] = ("consumer", consumer.state.value, CONSUMER_GROUP_TYPE)
+    # KIP-932 share groups live in the store: each listed by the agent its id hashes to.
+    try:
+        shares = (await ctx.client.call("share/groups/list", {}))["groups"]
+    except ControlPlaneError:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    for share in shares:
+        group_id = share["group_id"]
+        if group_id not in listed and ring.front(group_id, zone).agent_id == me:
+            listed[group_id] = ("share", share["state"], SHARE_GROUP_TYPE)
     wanted = {s.lower() for s in body.get("states_filter") or ()}
     types = {t.lower() for t in body.get("types_filter") or ()}  # KIP-848's group types
     return {
@@ -363,7 +373,16 @@ async def handle_delete_groups(ctx: AgentContext, header, body: dict[str, Any]) 
     """Kafka DeleteGroups v0–2: only groups without members; their offsets go too."""
     results: dict[str, int] = {}
     deletable: dict[str, bool] = {}  # group id -> it was in this agent's memory
+    try:  # KIP-932 share groups first: any agent deletes them (their state is the store's)
+        shares = await ctx.client.call("share/groups/delete", {"group_ids": body["groups_names"]})
+    except ControlPlaneError:
+        shares = {"groups": []}
+    for item in shares["groups"]:
+        if item["error_code"] != ErrorCode.GROUP_ID_NOT_FOUND:
+            results[item["group_id"]] = item["error_code"]
     for group_id in body["groups_names"]:
+        if group_id in results:
+            continue
         if not await ctx.groups.owns(group_id):
             results[group_id] = ErrorCode.NOT_COORDINATOR
             continue

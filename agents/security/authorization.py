@@ -65,6 +65,7 @@ _MESSAGES: dict[int, str] = {
     TXN_DENIED: "Transactional Id authorization failed.",
 }
 _RESOURCE_TOPIC, _RESOURCE_BROKER, _RESOURCE_BROKER_LOGGER = 2, 4, 8  # config resource types
+_RESOURCE_GROUP = 32
 
 
 async def authorized_call(
@@ -414,6 +415,8 @@ def _config_rule(operation: AclOperation, response_key: str):
                 ok, error = access.topic(operation, r["resource_name"]), TOPIC_DENIED
             elif kind in (_RESOURCE_BROKER, _RESOURCE_BROKER_LOGGER):
                 ok, error = access.cluster(operation), CLUSTER_DENIED
+            elif kind == _RESOURCE_GROUP:
+                ok, error = access.allows(operation, GROUP, r["resource_name"]), GROUP_DENIED
             else:
                 ok, error = True, 0  # the handler refuses unknown resource types
             keep.append(ok)
@@ -589,6 +592,19 @@ async def _describe_groups(access: Access, ctx, header, body, call) -> dict | No
         if not ok
     ]
     return await _split(body, "groups", keep, call, "groups", denied)
+
+
+async def _share_records(access: Access, ctx, header, body, call) -> dict | None:
+    """ShareFetch, ShareAcknowledge (KIP-932): READ on the group and on every topic named
+    (a denied topic denies the request: its partitions share the session)."""
+    from_group = access.allows(OP.READ, GROUP, body.get("group_id") or "")
+    names = await _topic_names(ctx, body.get("topics") or [], "topic", "topic_id")
+    error = 0 if from_group else GROUP_DENIED
+    if not error and not all(access.topic(OP.READ, n) for n in names):
+        error = TOPIC_DENIED
+    if not error:
+        return await call(body)
+    return error_response(header, body, error)
 
 
 async def _consumer_group_describe(access: Access, ctx, header, body, call) -> dict | None:
@@ -781,6 +797,10 @@ RULES: dict[int, Rule] = {
     ApiKey.DESCRIBE_GROUPS: _describe_groups,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _whole_group(OP.READ),
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.SHARE_GROUP_HEARTBEAT: _whole_group(OP.READ),
+    ApiKey.SHARE_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.SHARE_FETCH: _share_records,
+    ApiKey.SHARE_ACKNOWLEDGE: _share_records,
     ApiKey.LIST_GROUPS: _list_groups,
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.OFFSET_DELETE: _offset_delete,

@@ -613,6 +613,66 @@ class GroupsSaveRequest(_Body, frozen=True):
     extra: SavedConsumerGroup | None = None
 
 
+# --- share groups (KIP-932) -------------------------------------------------------------
+
+
+class ShareHeartbeatRequest(_Body, frozen=True):
+    """A ShareGroupHeartbeat, answered from the group's row (docs/AGENT_API.md)."""
+
+    group_id: GROUP_ID
+    member_epoch: Annotated[int, Meta(ge=-1, le=2**31 - 1)]
+    member_id: SHORT = ""
+    topics: Items[NAME] | None = None
+    client_id: SHORT = ""
+    client_host: SHORT = ""
+    rack_id: SHORT | None = None
+    agent_id: SHORT = ""
+
+
+ACK_TYPE = Annotated[int, Meta(ge=0, le=4)]  # 0 gap, 1 accept, 2 release, 3 reject, 4 renew
+
+
+class ShareAck(_Body, frozen=True):
+    first: OFFSET
+    last: OFFSET
+    types: Annotated[list[ACK_TYPE], Meta(min_length=1, max_length=MAX_ITEMS)]
+
+
+class ShareFetchPartition(_Body, frozen=True):
+    topic_id: SHORT
+    partition: PARTITION
+    acks: Items[ShareAck] = []
+    acquire: bool = False
+
+
+class ShareGroupsListRequest(_Body, frozen=True):
+    group_ids: Items[GROUP_ID] | None = None
+
+
+class ShareGroupsDeleteRequest(_Body, frozen=True):
+    group_ids: Items[GROUP_ID]
+
+
+class ShareConfigsDescribeRequest(_Body, frozen=True):
+    group_ids: Items[GROUP_ID]
+
+
+class ShareConfigsAlterRequest(_Body, frozen=True):
+    group_id: SHORT
+    ops: Items[ConfigOp] = []
+    incremental: bool = False
+    validate_only: bool = False
+
+
+class ShareFetchRequest(_Body, frozen=True):
+    """Acknowledge, then acquire (docs/AGENT_API.md `share/fetch`)."""
+
+    group_id: GROUP_ID
+    member_id: SHORT
+    partitions: Items[ShareFetchPartition]
+    max_records: Annotated[int, Meta(ge=0, le=2**31 - 1)] = 500
+
+
 # --- transactions (KIP-98) -------------------------------------------------------------
 
 PRODUCER_ID = Annotated[int, Meta(ge=-1, le=2**63 - 1)]

@@ -33,6 +33,14 @@ from metadata_store.journals import journal_lease_hold, journal_status
 from metadata_store.leases import LeaseLost
 from metadata_store.live_agents import AgentBeat, agents_heartbeat
 from metadata_store.models import Agent
+from metadata_store.share_groups import (
+    share_configs_alter,
+    share_configs_describe,
+    share_fetch,
+    share_groups_delete,
+    share_groups_list,
+    share_heartbeat,
+)
 
 
 def _beat(body: schemas.HeartbeatRequest) -> AgentBeat:
@@ -369,3 +377,61 @@ def txn_describe(cluster: VirtualCluster, body: schemas.TxnDescribeRequest) -> A
 @endpoint(schemas.TxnListRequest)
 def txn_list(cluster: VirtualCluster, body: schemas.TxnListRequest) -> Answer:
     return {"transactions": transactions.txn_list(cluster_id=cluster.pk)}
+
+
+@endpoint(schemas.ShareHeartbeatRequest)
+def share_heartbeat_view(cluster: VirtualCluster, body: schemas.ShareHeartbeatRequest) -> Answer:
+    return share_heartbeat(
+        cluster,
+        group_id=body.group_id,
+        member_id=body.member_id,
+        member_epoch=body.member_epoch,
+        topics=None if body.topics is None else list(body.topics),
+        client_id=body.client_id,
+        client_host=body.client_host,
+        rack_id=body.rack_id,
+        agent_id=body.agent_id,
+    )
+
+
+@endpoint(schemas.ShareFetchRequest)
+def share_fetch_view(cluster: VirtualCluster, body: schemas.ShareFetchRequest) -> Answer:
+    return share_fetch(
+        cluster,
+        group_id=body.group_id,
+        member_id=body.member_id,
+        partitions=as_dicts(body.partitions),
+        max_records=body.max_records,
+    )
+
+
+@endpoint(schemas.ShareConfigsDescribeRequest)
+def share_configs_describe_view(
+    cluster: VirtualCluster, body: schemas.ShareConfigsDescribeRequest
+) -> Answer:
+    return share_configs_describe(cluster, list(body.group_ids))
+
+
+@endpoint(schemas.ShareConfigsAlterRequest)
+def share_configs_alter_view(
+    cluster: VirtualCluster, body: schemas.ShareConfigsAlterRequest
+) -> Answer:
+    return share_configs_alter(
+        cluster,
+        group_id=body.group_id,
+        ops=as_dicts(body.ops),
+        incremental=body.incremental,
+        validate_only=body.validate_only,
+    )
+
+
+@endpoint(schemas.ShareGroupsListRequest)
+def share_groups_list_view(cluster: VirtualCluster, body: schemas.ShareGroupsListRequest) -> Answer:
+    return share_groups_list(cluster, None if body.group_ids is None else list(body.group_ids))
+
+
+@endpoint(schemas.ShareGroupsDeleteRequest)
+def share_groups_delete_view(
+    cluster: VirtualCluster, body: schemas.ShareGroupsDeleteRequest
+) -> Answer:
+    return share_groups_delete(cluster, list(body.group_ids))

@@ -2,10 +2,12 @@
 
 from ..api_keys import ApiKey
 from ..schema import Api
-from . import admin, core, groups, security, transactions
+from . import admin, core, groups, security, share, transactions
 
 APIS: dict[int, Api] = {
-    api.key: api for module in (core, groups, admin, security, transactions) for api in module.APIS
+    api.key: api
+    for module in (core, groups, admin, security, transactions, share)
+    for api in module.APIS
 }
 
 # What ApiVersions advertises: exactly the declared (min, max) of each API.
