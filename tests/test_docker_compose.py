@@ -65,7 +65,11 @@ def test_patroni_replicates_synchronously_and_backs_up_to_minio():
     assert parameters["archive_timeout"] == 5
     postgresql = config["postgresql"]
     assert postgresql["create_replica_methods"] == ["barman_cloud", "basebackup"]
-    assert "barman-cloud-wal-restore" in postgresql["recovery_conf"]["restore_command"]
+    # Standbys only stream (a promotion never waits on the archive); a node rebuilt from
+    # a backup fetches the WAL archived since into pg_wal/ itself.
+    assert "restore_command" not in (postgresql.get("recovery_conf") or {})
+    replica_script = (ROOT / "deploy/ha/replica_from_backup.sh").read_text()
+    assert "barman-cloud-restore" in replica_script and "fetch_archived_wal" in replica_script
     for name in PG_NODES:
         env = SERVICES[name]["environment"]
         assert env["FLOE_BACKUP_ENDPOINT"] == "http://minio:9000"
