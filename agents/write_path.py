@@ -39,12 +39,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agents.control_plane import (
-    ControlPlaneClient,
-    ControlPlaneError,
-    ControlPlaneRejected,
-    ControlPlaneUnavailable,
-)
+from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlPlaneUnavailable
 from agents.journal_sequences import SequenceWatch
 from agents.metrics import Counter, Gauge, Histogram, error_label, size_histogram
 from agents.partition_offsets import PartitionOffsets
@@ -143,11 +138,6 @@ MARKER_REFRESH_S = 60.0
 # until another agent takes it over (lease 15 s + a scan every 5 s).
 GAP_RETRY_S = 1.0
 GAP_PATIENCE_S = 60.0
-# Journal entries PUT and waiting their turn are committed together, in order, in one
-# `journal/commit` call (one transaction) of at most this many files and batch entries:
-# a backlog built while the control plane was away drains in a few calls.
-JOURNAL_COMMIT_FILES = 32
-JOURNAL_COMMIT_ENTRIES = 50_000
 # Early answers: no offset yet (Kafka's -1, as for acks=0-like unknown offsets).
 _JOURNALED = {"error_code": 0, "base_offset": -1, "log_start_offset": -1}
 
@@ -179,10 +169,6 @@ class _Segment:
     committed: asyncio.Future | None = None
     timer: asyncio.TimerHandle | None = None
     overdue: bool = False  # its age passed while the commit pipeline was full
-    written: _Written | None = None  # laid out and in the bucket
-    # Its commit's outcome, when an earlier segment committed it with its own
-    # (`journal/commit`): results per batch in file order, error code, outcome.
-    batched: tuple[list[dict[str, Any]], int, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -448,8 +434,6 @@ class SegmentWriter:
         self.watch = watch or CommitWatch()
         self.offsets = offsets
         self._open: _Segment | None = None
-        self._order: list[_Segment] = []  # sealed and not yet answered, in seal order
-        self.batch_journal_commits = True  # off once the control plane has no journal/commit
         self._commit_tail: asyncio.Future | None = None
         self._flushes: set[asyncio.Task] = set()
         self._unanswered: set[_Segment] = set()  # sealed, their waiters not answered yet
@@ -595,7 +579,6 @@ class SegmentWriter:
         if self._inflight_bytes > self._max_inflight:
             self._room.clear()
         self._unanswered.add(segment)
-        self._order.append(segment)
         task = asyncio.get_running_loop().create_task(self._flush(segment, previous, size))
         self._flushes.add(task)
         task.add_done_callback(self._flushes.discard)
@@ -654,23 +637,18 @@ class SegmentWriter:
                 log.error("segment %s: PUT failed, failing its requests: %s", key, exc)
                 error_code, outcome = KAFKA_STORAGE_ERROR, "put_failed"
             if segment.journal and written is not None:
-                segment.written = written
                 self._journaled_now(segment, size)
             if previous is not None:
                 await asyncio.shield(previous)  # commits go out in segment order
-            if segment.batched is not None:  # committed with an earlier entry
-                results, error_code, outcome = segment.batched
-            elif not error_code and written is not None:
-                if segment.journal:
-                    results, error_code, outcome = await self._commit_journal(segment, written)
-                else:
-                    results, error_code, outcome = await self._commit(key, written)
+            if not error_code and written is not None:
+                results, error_code, outcome = await self._commit(
+                    key, written, journal=segment.journal
+                )
         except Exception:  # our bug: never leave producers hanging
             log.exception("segment %s: flush failed", key)
             results, error_code, outcome = None, KAFKA_STORAGE_ERROR, "error"
         finally:
             self._journaled.pop(segment, None)
-            self._order.remove(segment)
             self._inflight_bytes -= size
             _INFLIGHT.set(self._inflight_bytes)
             if self._inflight_bytes <= self._max_inflight:
@@ -845,96 +823,6 @@ class SegmentWriter:
             self._last_failure = time.monotonic()
         self._failing_since = None
         return results, code, outcome
-
-    def _followers(self, segment: _Segment) -> list[_Segment]:
-        """The journal entries after `segment`, in order, that are in the bucket and wait
-        for their turn: committed with it in one `journal/commit`."""
-        if not self.batch_journal_commits:
-            return []
-        index = self._order.index(segment)
-        assert segment.written is not None
-        entries = len(segment.written.entries)
-        run: list[_Segment] = []
-        for follower in self._order[index + 1 : index + JOURNAL_COMMIT_FILES]:
-            written = follower.written
-            if not follower.journal or written is None or follower.batched is not None:
-                break
-            entries += len(written.entries)
-            if entries > JOURNAL_COMMIT_ENTRIES:
-                break
-            run.append(follower)
-        return run
-
-    async def _commit_journal(
-        self, segment: _Segment, written: _Written
-    ) -> tuple[list[dict[str, Any]] | None, int, str]:
-        """A journal entry's commit, retried until it lands — together with the entries
-        after it that are in the bucket already (`journal/commit`: in order, one
-        transaction), which then take their answers from here. Each attempt takes those
-        that are ready then: a backlog queued behind an outage goes in a few calls."""
-        try:
-            for delay in self._retry_delays(True):
-                run = [segment, *self._followers(segment)]
-                if len(run) == 1:
-                    return await self._commit(segment.key, written, journal=True)
-                started = time.perf_counter()
-                self._attempt_started = time.monotonic()
-                try:
-                    answers = await self._commit_run(run)
-                except ControlPlaneUnavailable as exc:
-                    _COMMIT_SECONDS.observe(time.perf_counter() - started, "unavailable")
-                    self._attempt_started = None
-                    if self._failing_since is None:
-                        self._failing_since = time.monotonic()
-                    log.warning(
-                        "journal entries %s..%s: commit failed (%s); retrying in %.1fs",
-                        segment.key,
-                        run[-1].key,
-                        exc,
-                        delay,
-                    )
-                    await asyncio.sleep(delay or 0.0)
-                    continue
-                except (ControlPlaneError, ValueError, KeyError, TypeError) as exc:
-                    # Refused (a control plane without the call, a file to a mirrored
-                    # topic) or a malformed answer: each entry commits alone instead.
-                    _COMMIT_SECONDS.observe(time.perf_counter() - started, "rejected")
-                    log.warning("journal/commit of %d entries refused (%s)", len(run), exc)
-                    if isinstance(exc, ControlPlaneRejected) and "HTTP 404" in str(exc):
-                        self.batch_journal_commits = False
-                    return await self._commit(segment.key, written, journal=True)
-                _COMMIT_SECONDS.observe(time.perf_counter() - started, "ok")
-                self._failing_since = None
-                for follower, results in zip(run[1:], answers[1:], strict=True):
-                    follower.batched = (results, 0, "ok")
-                return answers[0], 0, "ok"
-        finally:
-            self._attempt_started = None
-        raise AssertionError("unreachable")
-
-    async def _commit_run(self, run: list[_Segment]) -> list[list[dict[str, Any]]]:
-        """One `journal/commit` of `run`'s files: each file's results per batch."""
-        files = []
-        for segment in run:
-            written = segment.written
-            assert written is not None
-            files.append(
-                {"file_key": segment.key, "size": len(written.data), "batches": written.entries}
-            )
-        answer = await self._client.call(
-            "journal/commit", {"files": files}, timeout_s=self.commit_timeout_s
-        )
-        answers = answer["files"]
-        if len(answers) != len(run):
-            raise ValueError(f"journal/commit answered {len(answers)} files for {len(run)}")
-        out = []
-        for segment, file in zip(run, answers, strict=True):
-            assert segment.written is not None
-            results = file["batches"]
-            if len(results) != len(segment.written.entries):
-                raise ValueError(f"journal/commit answered {len(results)} batches of {segment.key}")
-            out.append(segment.written.per_batch(results))
-        return out
 
     def _retry_delays(self, journal: bool) -> Iterable[float | None]:
         if not journal:

@@ -276,25 +276,6 @@ def file_commit(
     return batch_answers(*row)
 
 
-def files_commit(
-    *, cluster_id: int, files: Sequence[tuple[str, int, Sequence[CommitBatch]]]
-) -> list[list[JSON]]:
-    """`file_commit` for several files (key, size, batches) in one statement — one
-    transaction — in order: each file's batches get their offsets after the previous
-    file's, a key committed before gets its first answer. All or nothing."""
-    commits = [
-        file_commit_prepare(
-            file_key=key, size=size, batches=batches, ids=partition_ids(cluster_id, batches)
-        )
-        for key, size, batches in files
-    ]
-    with transaction.atomic() if connection.in_atomic_block else nullcontext():
-        with _cursor() as cursor:
-            cursor.execute(COMMIT_SQL, commit_params(cluster_id, commits))
-            rows = commit_rows(commits, cursor.fetchall())
-    return [batch_answers(*row) for row in rows]
-
-
 def batch_answers(
     errors: list[int] | None,
     offsets: list[int] | None,

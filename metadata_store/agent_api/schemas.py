@@ -281,16 +281,6 @@ class JournalLeaseRequest(_Body, frozen=True):
     token: TOKEN | None = None
 
 
-# Journal entries committed in one `journal/commit` call (docs/AGENT_API.md).
-MAX_JOURNAL_COMMIT_FILES = 64
-
-
-class JournalCommitRequest(_Body, frozen=True):
-    """Consecutive journal entries of one journal, committed in order in one transaction."""
-
-    files: Annotated[list[CommitRequest], Meta(min_length=1, max_length=MAX_JOURNAL_COMMIT_FILES)]
-
-
 class JournalStatusRequest(_Body, frozen=True):
     """Which of these journal entries the metadata store has as files."""
 

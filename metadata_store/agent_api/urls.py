@@ -28,7 +28,6 @@ urlpatterns = [
     path("groups/save", a.groups_save),
     path("journal/lease", a.journal_lease),
     path("journal/status", a.journal_status_view),
-    path("journal/commit", a.journal_commit),
     path("txn/add-partitions", a.txn_add_partitions),
     path("txn/add-offsets", a.txn_add_offsets),
     path("txn/offset-commit", a.txn_offset_commit),

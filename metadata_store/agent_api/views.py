@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from metadata_store import mirroring, store, transactions
 from metadata_store.agent_api import feed_relay, schemas
 from metadata_store.agent_api.endpoint import Answer, CallRefused, endpoint
-from metadata_store.agent_api.schemas import BadBody, as_dict, as_dicts
+from metadata_store.agent_api.schemas import as_dict, as_dicts
 from metadata_store.agent_api.topics import (
     topics_alter_configs,
     topics_create,
@@ -299,31 +299,6 @@ def journal_status_view(cluster: VirtualCluster, body: schemas.JournalStatusRequ
     if any(not key.startswith(prefix) for key in body.file_keys):
         raise CallRefused(400, "bad request: $.file_keys: keys must be under the cluster's prefix")
     return {"committed": journal_status(cluster_id=cluster.pk, file_keys=list(body.file_keys))}
-
-
-@endpoint(schemas.JournalCommitRequest)
-def journal_commit(cluster: VirtualCluster, body: schemas.JournalCommitRequest) -> Answer:
-    prefix = cluster.public_id + "/"
-    for i, file in enumerate(body.files):
-        try:
-            schemas.validate_commit(file, cluster_prefix=prefix)
-        except BadBody as exc:
-            raise BadBody(f"$.files[{i}]: {exc}") from None
-    if sum(len(file.batches) for file in body.files) > schemas.MAX_COMMIT_BATCHES:
-        raise CallRefused(
-            400, f"bad request: $.files: more than {schemas.MAX_COMMIT_BATCHES} batches in all"
-        )
-    try:
-        results = store.files_commit(
-            cluster_id=cluster.pk,
-            files=[(file.file_key, file.size, file.batches) for file in body.files],
-        )
-    except psycopg.errors.CheckViolation as exc:
-        if not mirroring.refused_as_mirrored(exc):
-            raise
-        # A file refused as mirrored fails the whole statement: commit them one by one.
-        raise CallRefused(409, "a file writes to a mirrored topic: commit each alone") from None
-    return {"files": [{"batches": batches} for batches in results]}
 
 
 # --- transactions (KIP-98; metadata_store/transactions.py) ------------------------------

@@ -20,9 +20,6 @@ import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-# The calls `fail_commits` answers 503: a segment's commit and a journal's run of them.
-_COMMITS = ("/agent/v1/commit", "/agent/v1/journal/commit")
-
 
 class FaultyProxy:
     def __init__(self, target: str, rewrite=None, hold=None):
@@ -37,7 +34,7 @@ class FaultyProxy:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if proxy.fail_commits and self.path.startswith(_COMMITS):
+                if proxy.fail_commits and self.path.startswith("/agent/v1/commit"):
                     proxy.refused += 1
                     self._answer(503, b'{"error": "injected: metadata store unavailable"}')
                     return

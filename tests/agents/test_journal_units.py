@@ -9,7 +9,7 @@ import asyncio
 import time
 import uuid
 
-from agents.control_plane import ControlPlaneRejected, ControlPlaneUnavailable
+from agents.control_plane import ControlPlaneUnavailable
 from agents.control_plane_link import ControlPlaneLink
 from agents.journal_recovery import JournalKeeper
 from agents.journal_sequences import SequenceWatch
@@ -23,9 +23,8 @@ TOPIC = uuid.UUID("00000000-0000-0000-0000-0000000000bb")
 
 class JournalControlPlane:
     """`commit` (idempotent per file key; consecutive offsets per partition),
-    `journal/commit` (its files' commits in order, none when down), `journal/lease` and
-    `journal/status`; `down` makes every call fail, `frozen` makes commits hang until
-    their timeout."""
+    `journal/lease` and `journal/status`; `down` makes every call fail, `frozen` makes
+    commits hang until their timeout."""
 
     def __init__(self) -> None:
         self.link = ControlPlaneLink()
@@ -36,19 +35,15 @@ class JournalControlPlane:
         self.bodies: dict[str, list[dict]] = {}
         self.next_offset: dict[int, int] = {}
         self.leases: dict[str, str] = {}
-        self.runs: list[int] = []  # files per journal/commit call
 
     async def call(self, name: str, body: dict, *, timeout_s: float | None = None) -> dict:
         if self.down:
             self.link.record_failure()
             raise ControlPlaneUnavailable(f"{name}: refused", outcome_unknown=False)
-        if self.frozen and name in ("commit", "journal/commit"):
+        if self.frozen and name == "commit":
             await asyncio.sleep(timeout_s or 10)
             self.link.record_failure()
             raise ControlPlaneUnavailable(f"{name}: timed out", outcome_unknown=True)
-        if name == "journal/commit":
-            self.runs.append(len(body["files"]))
-            return {"files": [await self.call("commit", file) for file in body["files"]]}
         self.link.record_answer()
         if name == "journal/lease":
             holder = self.leases.get(body["journal"])
@@ -212,64 +207,6 @@ def test_another_agent_sequences_a_dead_agents_journal_after_what_was_committed(
     assert not list(store.list("vci_test/journals/"))  # all sequenced, writer gone
 
 
-def test_a_backlog_of_journal_entries_drains_in_few_calls_in_order_each_with_its_answer():
-    """Ten entries journaled while the control plane is down (transactional ones, which
-    are answered only after their commit, so each answer shows whose results it got)
-    commit in order, once each, in `journal/commit` calls of several files."""
-    store = open_store(f"mem://{uuid.uuid4()}")
-    client = JournalControlPlane()
-
-    async def scenario():
-        writer = writer_for(store, client, ripcord=True)
-        client.down = True
-        pending = []
-        for _ in range(10):
-            pending.append(
-                writer.append([batch(lightning=False, is_transactional=True)], wait=True)
-            )
-            await asyncio.sleep(0.02)  # each its own entry (flush age 5 ms)
-        await asyncio.sleep(0.1)
-        client.down = False
-        answers = await asyncio.gather(*pending)
-        await writer.close()
-        return writer, answers
-
-    writer, answers = run(scenario())
-    keys = [i.key for i in store.list("vci_test/journal/")]
-    assert len(keys) == 10 and client.order == sorted(keys)
-    assert [a[0]["base_offset"] for a in answers] == list(range(10))
-    assert client.runs and max(client.runs) > 1 and sum(client.runs) >= 9, client.runs
-    assert all(len(client.bodies[k]) == 1 for k in keys)  # committed once each
-    assert writer.journal_backlog() == (0, 0.0)
-
-
-def test_journal_entries_commit_one_by_one_where_the_control_plane_has_no_journal_commit():
-    store = open_store(f"mem://{uuid.uuid4()}")
-
-    class Older(JournalControlPlane):
-        async def call(self, name: str, body: dict, *, timeout_s: float | None = None) -> dict:
-            if name == "journal/commit" and not self.down:
-                raise ControlPlaneRejected(f"{name}: HTTP 404: no agent API call")
-            return await super().call(name, body, timeout_s=timeout_s)
-
-    client = Older()
-
-    async def scenario():
-        writer = writer_for(store, client)
-        client.down = True
-        for _ in range(5):
-            await writer.append([batch()], wait=True)
-        await asyncio.sleep(0.05)
-        client.down = False
-        await writer.close()
-        return writer
-
-    writer = run(scenario())
-    keys = [i.key for i in store.list("vci_test/journal/")]
-    assert len(keys) == 5 and client.order == sorted(keys)
-    assert client.next_offset == {0: 5} and not writer.batch_journal_commits
-
-
 def test_ripcord_answers_at_the_put_while_a_journal_backlog_drains():
     """The control plane is back but slow, with entries journaled during its absence still
     to commit: a new request's commit queues behind them, so it is answered from the
@@ -278,7 +215,7 @@ def test_ripcord_answers_at_the_put_while_a_journal_backlog_drains():
 
     class Slow(JournalControlPlane):
         async def call(self, name: str, body: dict, *, timeout_s: float | None = None) -> dict:
-            if name in ("commit", "journal/commit") and not self.down:
+            if name == "commit" and not self.down:
                 await asyncio.sleep(0.3)
             return await super().call(name, body, timeout_s=timeout_s)
 
