@@ -517,20 +517,11 @@ class SegmentWriter:
         return self._ripcord()
 
     def _commits_lagging(self) -> bool:
-        """The control plane is away, the commit out has not answered in time, or a
-        journal backlog is draining (a new entry's commit queues behind it)."""
+        """The control plane is away, or the commit out has not answered in time."""
         started = self._attempt_started
-        return (
-            not self._client.link.up
-            or (started is not None and time.monotonic() - started > self.ripcord_ack_s)
-            or self._backlog_behind()
+        return not self._client.link.up or (
+            started is not None and time.monotonic() - started > self.ripcord_ack_s
         )
-
-    def _backlog_behind(self) -> bool:
-        """A journal entry has waited for its commit longer than `ripcord_ack_s`: an entry
-        journaled now is committed after it, so waiting for its commit to answer its
-        requests would put the backlog's draining into their acks."""
-        return self.journal_backlog()[1] > self.ripcord_ack_s
 
     def _seal_if_open(self, segment: _Segment) -> None:
         if self._open is not segment:
@@ -709,8 +700,7 @@ class SegmentWriter:
             self._answer_early(segment, lightning, "lightning")
         if any(w[3] for w in segment.waiters if w not in lightning):
             # Ripcord: standard topics' requests wait for the commit a little, no longer.
-            lagging = not self._client.link.up or self._backlog_behind()
-            delay = 0.0 if lagging else self.ripcord_ack_s
+            delay = 0.0 if not self._client.link.up else self.ripcord_ack_s
             asyncio.get_running_loop().call_later(delay, self._ripcord_due, segment)
 
     @staticmethod
