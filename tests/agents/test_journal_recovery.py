@@ -63,7 +63,8 @@ def test_another_agent_sequences_what_a_killed_agent_acknowledged(agent, cluster
         values = [f"r{n}".encode() for n in range(60)]
         reports = _produce(a.bootstrap, "kept", values)
         assert len(reports) == 60 and all(r is None or isinstance(r, int) for r in reports)
-        assert proxy.refused > 0 and SegmentFile.objects.count() == 0
+        # The commits follow the acks: wait for one to be refused.
+        assert _until(lambda: proxy.refused > 0, 10) and SegmentFile.objects.count() == 0
         a.kill()
         b = agent(cluster.key)
         assert _until(lambda: SegmentFile.objects.count() > 0, 20)
