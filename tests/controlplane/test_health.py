@@ -4,10 +4,26 @@ real replicas are seen in the fault suite's HA cases (tests/faults/test_ha.py)."
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from django.db import connection
 
 from tests.faults.world import free_port
+
+
+@contextlib.contextmanager
+def unreachable_database():
+    """The default connection pointed at a port where nothing listens, then put back."""
+    saved = dict(connection.settings_dict)
+    connection.close()
+    connection.settings_dict["HOST"] = "127.0.0.1"
+    connection.settings_dict["PORT"] = str(free_port())
+    try:
+        yield
+    finally:
+        connection.close()
+        connection.settings_dict.update(saved)
 
 
 @pytest.mark.django_db
@@ -24,15 +40,8 @@ def test_healthz_says_ok_on_a_primary_it_can_write_to(client):
 
 @pytest.mark.django_db(transaction=True)
 def test_healthz_says_unavailable_while_the_database_cannot_be_reached(client):
-    saved = dict(connection.settings_dict)
-    connection.close()
-    connection.settings_dict["HOST"] = "127.0.0.1"
-    connection.settings_dict["PORT"] = str(free_port())  # nothing listens there
-    try:
+    with unreachable_database():
         response = client.get("/healthz")
-    finally:
-        connection.close()
-        connection.settings_dict.update(saved)
     assert response.status_code == 503
     body = response.json()
     assert body["status"] == "unavailable"
@@ -42,38 +51,24 @@ def test_healthz_says_unavailable_while_the_database_cannot_be_reached(client):
     assert client.get("/healthz").status_code == 200
 
 
-@pytest.fixture
-def unreachable_database():
-    """The default connection pointed at a port where nothing listens, then put back."""
-    saved = dict(connection.settings_dict)
-    connection.close()
-    connection.settings_dict["HOST"] = "127.0.0.1"
-    connection.settings_dict["PORT"] = str(free_port())
-    try:
-        yield
-    finally:
-        connection.close()
-        connection.settings_dict.update(saved)
-
-
 @pytest.mark.django_db(transaction=True)
-def test_rest_api_answers_503_with_retry_after_while_the_database_cannot_be_reached(
-    api, unreachable_database
-):
+def test_rest_api_answers_503_with_retry_after_while_the_database_cannot_be_reached(api):
     # The key lookup is the first database read: it fails, and the answer says why.
-    response = api("floe_api_not_a_real_key_but_shaped_like_one").get("/api/v1/clusters/")
+    with unreachable_database():
+        response = api("floe_api_not_a_real_key_but_shaped_like_one").get("/api/v1/clusters/")
     assert response.status_code == 503
     assert response["Retry-After"] == "5"
     assert "metadata store cannot be reached" in response.json()["error"]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_console_shows_a_503_page_while_the_database_cannot_be_reached(unreachable_database):
+def test_console_shows_a_503_page_while_the_database_cannot_be_reached():
     from django.test import Client
 
     browser = Client(raise_request_exception=False)
     browser.cookies["sessionid"] = "a" * 32  # a session to load: from the database
-    response = browser.get("/")
+    with unreachable_database():
+        response = browser.get("/")
     assert response.status_code == 503
     assert response["Retry-After"] == "5"
     page = response.content.decode()
