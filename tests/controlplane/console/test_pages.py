@@ -134,15 +134,24 @@ def test_the_dashboard_lists_only_the_users_own_clusters(client, alice, bob):
     assert re.search(r'<td class="num">1</td>', page)  # alice's one topic
 
 
-def test_the_dashboard_query_count_does_not_grow_with_clusters(
-    client, alice, django_assert_max_num_queries
-):
+def test_the_dashboard_query_count_does_not_grow_with_clusters(client, alice):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    signed_in(client, alice)
+
+    def queries() -> int:
+        client.get("/")  # warm: caches the suite's order may or may not have filled
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get("/").status_code == 200
+        return len(captured)
+
+    one = queries()
     for n in range(5):
         factories.make_cluster(f"extra-{n}", org=alice["org"])
-    signed_in(client, alice)
-    # 4 for the page, 3 for the plan's cap banner (its plan and month's bytes; cached 30 s).
-    with django_assert_max_num_queries(7):
-        assert client.get("/").status_code == 200
+    # The same count with six clusters as with one; 4 for the page and 3 for the plan's cap
+    # banner (its plan and month's bytes, cached 30 s) when nothing is cached.
+    assert queries() == one <= 7
 
 
 # --- cross-tenant ----------------------------------------------------------------------
