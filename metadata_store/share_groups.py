@@ -403,7 +403,6 @@ def share_partitions_describe(cluster: VirtualCluster, group_id: str) -> list[JS
     ):
         state = _state(row)
         part = row.partition
-        done = sum(r[1] - r[0] + 1 for r in state.ranges if r[2] not in (ACQUIRED, AVAILABLE))
         out.append(
             {
                 "topic": part.topic.name,
@@ -412,10 +411,25 @@ def share_partitions_describe(cluster: VirtualCluster, group_id: str) -> list[JS
                 "start_offset": state.start,
                 "acquired": state.count(ACQUIRED),
                 "available": state.count(AVAILABLE),
-                "lag": max(part.high_watermark - state.start - done, 0),
+                "lag": share_lag(row, part.high_watermark),
             }
         )
     return out
+
+
+def share_lag(row: SharePartition, high_watermark: int) -> int:
+    """KIP-1226's share-partition lag: the records from the start offset to the high
+    watermark that are not done with (acknowledged or archived) yet."""
+    done = sum(
+        int(r[1]) - int(r[0]) + 1 for r in row.in_flight if r[2] not in (ACQUIRED, AVAILABLE)
+    )
+    return max(high_watermark - int(row.start_offset) - done, 0)
+
+
+def live_members(group: ShareGroup) -> list[str]:
+    """The members whose session has not ended (a group with none is empty)."""
+    now = _now_ms()
+    return [m for m, info in group.members.items() if info.get("expires_ms", 0) > now]
 
 
 def share_groups_list(cluster: VirtualCluster, group_ids: list[str] | None = None) -> JSON:
@@ -449,7 +463,6 @@ def share_groups_delete(cluster: VirtualCluster, group_ids: list[str]) -> JSON:
     """DeleteGroups of share groups: only without live members (NON_EMPTY_GROUP); the
     group's configs and partition state go with it. A group that is no share group
     answers GROUP_ID_NOT_FOUND (the caller tries the other kinds)."""
-    now = _now_ms()
     answers = []
     for group_id in group_ids:
         group = (
@@ -459,7 +472,7 @@ def share_groups_delete(cluster: VirtualCluster, group_ids: list[str]) -> JSON:
         )
         if group is None:
             code = ErrorCode.GROUP_ID_NOT_FOUND
-        elif any(info.get("expires_ms", 0) > now for info in group.members.values()):
+        elif live_members(group):
             code = ErrorCode.NON_EMPTY_GROUP
         else:
             SharePartition.objects.filter(cluster=cluster, group_id=group_id).delete()

@@ -664,6 +664,42 @@ class ShareConfigsAlterRequest(_Body, frozen=True):
     validate_only: bool = False
 
 
+class ShareOffsetsTopic(_Body, frozen=True):
+    topic_name: NAME
+    partitions: Items[PARTITION] = []
+
+
+class ShareOffsetsGroup(_Body, frozen=True):
+    group_id: GROUP_ID
+    topics: Items[ShareOffsetsTopic] | None = None
+
+
+class ShareOffsetsDescribeRequest(_Body, frozen=True):
+    """DescribeShareGroupOffsets (docs/AGENT_API.md `share/offsets/describe`)."""
+
+    groups: Items[ShareOffsetsGroup]
+
+
+class ShareOffsetsStart(_Body, frozen=True):
+    partition_index: PARTITION
+    start_offset: Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]  # negative: the store refuses
+
+
+class ShareOffsetsAlterTopic(_Body, frozen=True):
+    topic_name: NAME
+    partitions: Items[ShareOffsetsStart] = []
+
+
+class ShareOffsetsAlterRequest(_Body, frozen=True):
+    group_id: GROUP_ID
+    topics: Items[ShareOffsetsAlterTopic]
+
+
+class ShareOffsetsDeleteRequest(_Body, frozen=True):
+    group_id: GROUP_ID
+    topics: Items[NAME]
+
+
 class ShareFetchRequest(_Body, frozen=True):
     """Acknowledge, then acquire (docs/AGENT_API.md `share/fetch`)."""
 
