@@ -266,6 +266,7 @@ class _Wanted:
     partition: int
     acks: list[JSON]
     acquire: bool
+    give_back: list[JSON]
 
 
 @transaction.atomic
@@ -279,7 +280,8 @@ def share_fetch(
 ) -> JSON:
     """Apply a member's acknowledgements and acquire its next records, in one
     transaction. `partitions`: ``{topic_id, partition, acks: [{first, last, types}],
-    acquire: bool}``. Answers ``{lock_ms, isolation_level, partitions: [{topic_id,
+    give_back: [{first, last}], acquire: bool}`` (`give_back`: acquired records the agent
+    could not send, `ShareState.give_back`). Answers ``{lock_ms, isolation_level, partitions: [{topic_id,
     partition, error_code, ack_error_code, acquired: [[first, last, delivery count]]}]}``
     with the partitions in the order asked."""
     group = ShareGroup.objects.filter(cluster=cluster, group_id=group_id).first()
@@ -294,7 +296,7 @@ def share_fetch(
     }
     wanted = [
         _Wanted(str(p["topic_id"]), int(p["partition"]), list(p.get("acks") or ()),
-                bool(p.get("acquire")))
+                bool(p.get("acquire")), list(p.get("give_back") or ()))
         for p in partitions
     ]  # fmt: skip
     try:
@@ -360,6 +362,9 @@ def share_fetch(
                 touched = True
             except InvalidRecordState:
                 out["ack_error_code"] = int(ErrorCode.INVALID_RECORD_STATE)
+        for back in w.give_back:
+            state.give_back(member_id, int(back["first"]), int(back["last"]))
+            touched = True
         if w.acquire and left > 0:
             until = stable.get(part.id, part.high_watermark)
             got = state.acquire(

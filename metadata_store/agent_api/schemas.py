@@ -638,10 +638,16 @@ class ShareAck(_Body, frozen=True):
     types: Annotated[list[ACK_TYPE], Meta(min_length=1, max_length=MAX_ITEMS)]
 
 
+class ShareRange(_Body, frozen=True):
+    first: OFFSET
+    last: OFFSET
+
+
 class ShareFetchPartition(_Body, frozen=True):
     topic_id: SHORT
     partition: PARTITION
     acks: Items[ShareAck] = []
+    give_back: Items[ShareRange] = []  # acquired, not sent (past the fetch's MaxBytes)
     acquire: bool = False
 
 
