@@ -226,7 +226,13 @@ async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) ->
             for index in topic["partitions"]:
                 session.partitions.pop((topic["topic_id"], index), None)
     fetching = session.epoch != -1 and body.get("max_records", 0) > 0
-    keys = list(dict.fromkeys([*acks, *(session.partitions if fetching else ())]))
+    # The session's partitions in turn, one step further each fetch: the first ones take
+    # the MaxRecords and MaxBytes first, so no partition is starved by a busy one.
+    turn = list(session.partitions) if fetching else []
+    if turn:
+        step = session.epoch % len(turn)
+        turn = turn[step:] + turn[:step]
+    keys = list(dict.fromkeys([*turn, *acks]))
     found = await ctx.topics.by_ids({t for t, _ in keys})
     known = {
         k: info

@@ -36,7 +36,15 @@ class Member:
         self.epoch = 0
 
     def fetch(self, *, max_records: int, max_bytes: int) -> tuple[list[tuple[int, int, int]], int]:
-        """(acquired (first, last, delivery count), bytes of record batches answered)."""
+        """(acquired (first, last, delivery count), bytes of record batches answered) of
+        partition 0, the only one."""
+        (part,) = self.fetch_all(max_records=max_records, max_bytes=max_bytes, partitions=1)
+        return part[1], part[2]
+
+    def fetch_all(
+        self, *, max_records: int, max_bytes: int, partitions: int
+    ) -> list[tuple[int, list[tuple[int, int, int]], int]]:
+        """Each partition answered: (index, acquired, bytes of record batches)."""
         answer = self.wire.call(
             ApiKey.SHARE_FETCH,
             1,
@@ -44,27 +52,30 @@ class Member:
              "share_session_epoch": self.epoch, "max_wait_ms": 2000, "min_bytes": 1,
              "max_bytes": max_bytes, "max_records": max_records, "batch_size": max_records,
              "topics": [{"topic_id": self.topic_id,
-                         "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
+                         "partitions": [{"partition_index": i, "acknowledgement_batches": []}
+                                        for i in range(partitions) if self.epoch == 0]}],
              "forgotten_topics_data": []},
         )  # fmt: skip
         assert answer["error_code"] == 0, answer
         self.epoch += 1
-        (topic,) = answer["responses"]
-        (part,) = topic["partitions"]
-        acquired = [
-            (a["first_offset"], a["last_offset"], a["delivery_count"])
-            for a in part["acquired_records"]
-        ]
-        return acquired, len(part["records"] or b"")
+        return [
+            (part["partition_index"],
+             [(a["first_offset"], a["last_offset"], a["delivery_count"])
+              for a in part["acquired_records"]],
+             len(part["records"] or b""))
+            for topic in answer["responses"]
+            for part in topic["partitions"]
+        ]  # fmt: skip
 
     def close(self) -> None:
         self.wire.close()
 
 
-def _produce_one_batch_each(bootstrap: str, topic: str, count: int) -> None:
+def _produce_one_batch_each(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for _ in range(count):
-        producer.produce(topic, value=VALUE, partition=0)
+        for partition in range(partitions):
+            producer.produce(topic, value=VALUE, partition=partition)
         assert producer.flush(10) == 0  # one record a batch: ~1.1 KB each
 
 
@@ -89,3 +100,22 @@ def test_max_records_and_max_bytes_bound_what_a_fetch_acquires_and_answers(agent
         one.close()
         if two is not None:
             two.close()
+
+
+def test_the_partitions_of_a_session_take_turns_at_the_limits(agent, cluster):
+    """Two busy partitions, MaxBytes for two batches: each fetch starts one partition
+    further, so both are read rather than the first one alone."""
+    a = agent(cluster.key)
+    _topic(a.bootstrap, "work", partitions=2)
+    _produce_one_batch_each(a.bootstrap, "work", 6, partitions=2)
+    member = Member(a.bootstrap, "sg", "work")
+    try:
+        got: dict[int, int] = {0: 0, 1: 0}
+        for _ in range(4):
+            for index, acquired, _size in member.fetch_all(
+                max_records=100, max_bytes=2_500, partitions=2
+            ):
+                got[index] += sum(last - first + 1 for first, last, _ in acquired)
+        assert got == {0: 4, 1: 4}
+    finally:
+        member.close()
