@@ -3,7 +3,7 @@ Patroni writes them (a leader key bound to the leader's lease, member keys with 
 addresses of its REST API and PostgreSQL): the leader key is deleted only when a majority
 of the members see both of the leader's ports refuse and its lease unrenewed, and then
 at once. Two detectors (pg2, pg3) run in this process, one round each at a time.
-Takes ~10 s.
+Takes ~30 s.
 """
 
 from __future__ import annotations

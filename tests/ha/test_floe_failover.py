@@ -6,8 +6,8 @@ to its postmaster and its Patroni) and while the primary is switched over. Nobod
 restarts a Floe process; each finds the new primary by itself.
 
 Each case prints its row of the fault table (tests/faults/probe.py). Long: the module
-takes ~2.5 minutes (the cluster's start with its first backup and Floe's processes ~80 s,
-the kill case ~20 s, the switchover ~20 s).
+takes 1–1.5 minutes (the cluster's start with its first backup and Floe's processes
+35–80 s, the kill case ~15 s, the switchover ~11–20 s).
 """
 
 from __future__ import annotations
