@@ -58,7 +58,6 @@ import os
 import socket
 import sys
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
@@ -174,6 +173,9 @@ class LeaderKey:
 
 
 class FailureDetector:
+    """One node's detector: `round()` every interval (the module docstring says what a
+    round does); `suspect` is the leader key it has seen refuse since `refused_since`."""
+
     def __init__(self, etcd: Etcd, *, name: str, scope: str, namespace: str,
                  confirm_s: float) -> None:  # fmt: skip
         self.etcd, self.name, self.confirm_s = etcd, name, confirm_s
