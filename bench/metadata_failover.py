@@ -11,10 +11,12 @@ not included), and how long the command took. Prints one JSON line per event, th
 summary (min/median/max).
 
     .venv/bin/python bench/metadata_failover.py [--switchovers 3] [--kills 0]
-        [--standby-restore-command]
+        [--standby-restore-command] [--no-failure-detector]
 
 `--standby-restore-command` gives the standbys barman-cloud's `restore_command` too (the
 shape before: a promotion then asks the archive for timeline history files and WAL).
+`--no-failure-detector` runs no deploy/ha/failure_detector.py beside the nodes: a killed
+primary is then replaced only when its leader key's ttl runs out.
 """
 
 from __future__ import annotations
@@ -77,12 +79,16 @@ def main() -> None:
     parser.add_argument("--switchovers", type=int, default=3)
     parser.add_argument("--kills", type=int, default=0)
     parser.add_argument("--standby-restore-command", action="store_true")
+    parser.add_argument("--no-failure-detector", action="store_true")
     args = parser.parse_args()
     from tests.ha.cluster import ha_cluster
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     events: dict[str, list[dict]] = {"switchover": [], "kill": []}
-    with ha_cluster(standby_restore_command=args.standby_restore_command) as cluster:
+    with ha_cluster(
+        standby_restore_command=args.standby_restore_command,
+        failure_detector=not args.no_failure_detector,
+    ) as cluster:
         committer = Committer(cluster.dsn)
         try:
             for kind, count in (("switchover", args.switchovers), ("kill", args.kills)):
@@ -111,6 +117,7 @@ def main() -> None:
             committer.stop()
     summary = {
         "standby_restore_command": args.standby_restore_command,
+        "failure_detector": not args.no_failure_detector,
         **{
             kind: {
                 "runs": len(rows),

@@ -105,3 +105,21 @@ def test_patroni_accepts_the_configuration():
         and not line.startswith("postgresql.bin_dir")  # a machine without PostgreSQL 15
     ]  # fmt: skip
     assert complaints == [], complaints
+
+
+def test_each_patroni_node_runs_the_failure_detector_on_its_own_configuration(monkeypatch):
+    """The image carries deploy/ha/failure_detector.py, the entrypoint starts it beside
+    Patroni on the same patroni.yml, and it reads from that file and a node's environment
+    what Patroni does: its name, the scope and etcd."""
+    import runpy
+
+    assert "deploy/ha/failure_detector.py" in (ROOT / "deploy/ha/Dockerfile").read_text()
+    entrypoint = (ROOT / "deploy/ha/entrypoint.sh").read_text()
+    assert "failure_detector.py /opt/floe-ha/patroni.yml &" in entrypoint
+    assert "exec patroni" not in entrypoint  # the container outlives Patroni: ports refuse
+    detector = runpy.run_path(str(ROOT / "deploy/ha/failure_detector.py"))
+    monkeypatch.setenv("PATRONI_NAME", "pg2")
+    settings = detector["patroni_settings"](str(ROOT / "deploy/ha/patroni.yml"))
+    assert settings == {
+        "hosts": ["etcd:2379"], "name": "pg2", "scope": "floe-metadata", "namespace": "/service/",
+    }  # fmt: skip

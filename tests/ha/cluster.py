@@ -5,7 +5,9 @@
 PostgreSQL 15 binaries with `synchronous_mode` (a commit returns once a second node has
 it), continuous archiving of WAL with barman-cloud to an S3 bucket (moto's server in
 tests), and Patroni's replica creation methods `barman_cloud` (the latest base backup plus
-the archived WAL: `deploy/ha/replica_from_backup.sh`), falling back to `basebackup`.
+the archived WAL: `deploy/ha/replica_from_backup.sh`), falling back to `basebackup`; beside
+each node, as on each machine of docker-compose.yml, `deploy/ha/failure_detector.py`
+(a primary whose processes died replaced within seconds, not after the leader key's ttl).
 
 PostgreSQL refuses to run as root: as root, Patroni (and so PostgreSQL) and barman-cloud
 run as the unprivileged OS user `postgres` (Debian's package creates it), which is let
@@ -44,6 +46,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 REPLICA_FROM_BACKUP = REPO / "deploy" / "ha" / "replica_from_backup.sh"
+FAILURE_DETECTOR = REPO / "deploy" / "ha" / "failure_detector.py"
 OS_USER = "postgres"
 DATABASE = "floe"
 SERVER_NAME = "floe-metadata"  # what the backups and WAL are filed under in the bucket
@@ -98,6 +101,28 @@ def _let_os_user_in(user: str, paths: list[Path]) -> None:
     pwd.getpwnam(user)  # KeyError: the user does not exist (Debian's postgresql makes it)
 
 
+def start_etcd(folder: Path, port: int, peer_port: int) -> subprocess.Popen:
+    """A one-member etcd on 127.0.0.1:`port`, its data and log in `folder`, once it answers."""
+    peer, client = f"http://127.0.0.1:{peer_port}", f"http://127.0.0.1:{port}"
+    log = (folder / "etcd.log").open("ab")
+    etcd = subprocess.Popen(
+        ["etcd", "--name", "etcd0", "--data-dir", str(folder / "etcd"),
+         "--listen-client-urls", client, "--advertise-client-urls", client,
+         "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+         "--initial-cluster", f"etcd0={peer}", "--initial-cluster-state", "new",
+         "--log-level", "warn"],
+        stdout=log, stderr=log, start_new_session=True,
+    )  # fmt: skip
+    log.close()
+    try:
+        _wait("etcd answers", lambda: _get_json(client + "/health").get("health") == "true", 30)
+    except BaseException:
+        etcd.kill()
+        etcd.wait(10)
+        raise
+    return etcd
+
+
 @dataclass
 class Node:
     name: str
@@ -107,6 +132,11 @@ class Node:
     config: Path
     log: Path
     proc: subprocess.Popen | None = None
+    detector: subprocess.Popen | None = None  # deploy/ha/failure_detector.py, its machine's
+
+    @property
+    def detector_log(self) -> Path:
+        return self.data.parent / "failure_detector.log"
 
     @property
     def api(self) -> str:
@@ -148,6 +178,7 @@ class HACluster:
         fsync: bool = False,
         synchronous_commit: str = "remote_write",
         standby_restore_command: bool = False,
+        failure_detector: bool = True,
     ) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="floe-ha-"))
         self.s3_endpoint = s3_endpoint
@@ -162,6 +193,10 @@ class HACluster:
         # streaming: the shape before, kept to measure what it costs a switchover
         # (bench/metadata_failover.py --standby-restore-command).
         self.standby_restore_command = standby_restore_command
+        # deploy/ha/failure_detector.py beside each node, as in docker-compose.yml: a
+        # primary whose processes died is replaced in seconds instead of after the ttl.
+        # Off: only Patroni's ttl (bench/metadata_failover.py --no-failure-detector).
+        self.failure_detector = failure_detector
         self.bin = Path(sys.executable).parent  # the venv's: patroni, barman-cloud-*
         self.as_root = os.geteuid() == 0
         self.etcd_port, self.etcd_peer_port = free_port(), free_port()
@@ -262,7 +297,8 @@ class HACluster:
             "etcd3": {"hosts": [f"127.0.0.1:{self.etcd_port}"]},
             "bootstrap": {
                 "dcs": {
-                    # Patroni's smallest: a leader that dies silently is replaced ~20 s later.
+                    # Patroni's smallest: a leader whose machine is lost is replaced ~20 s
+                    # later; one whose processes died, sooner (the failure detector).
                     "ttl": 20,
                     "loop_wait": 1,
                     "retry_timeout": 5,
@@ -331,6 +367,8 @@ class HACluster:
             self._chown(node.data.parent)
             node.config.write_text(json.dumps(self._patroni_config(node), indent=1))
             self.start_node(node.name)
+            if self.failure_detector:
+                self._start_detector(node)
         self.wait_healthy(timeout_s)
         primary = self.primary()
         import psycopg
@@ -342,20 +380,7 @@ class HACluster:
         return self
 
     def _start_etcd(self) -> None:
-        data = self.folder / "etcd"
-        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
-        client = f"http://127.0.0.1:{self.etcd_port}"
-        log = (self.folder / "etcd.log").open("ab")
-        self.etcd = subprocess.Popen(
-            ["etcd", "--name", "etcd0", "--data-dir", str(data),
-             "--listen-client-urls", client, "--advertise-client-urls", client,
-             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", f"etcd0={peer}", "--initial-cluster-state", "new",
-             "--log-level", "warn"],
-            stdout=log, stderr=log, start_new_session=True,
-        )  # fmt: skip
-        log.close()
-        _wait("etcd answers", lambda: _get_json(client + "/health").get("health") == "true", 30)
+        self.etcd = start_etcd(self.folder, self.etcd_port, self.etcd_peer_port)
 
     def start_node(self, name: str) -> None:
         """Start (or start again) a node's Patroni, which starts its PostgreSQL."""
@@ -371,6 +396,30 @@ class HACluster:
             **self._user_kwargs(),
         )
         log.close()
+
+    def _start_detector(self, node: Node) -> None:
+        """The node's failure detector: it runs as long as the node's machine, so a node's
+        kill (Patroni and PostgreSQL) leaves it running; `kill_all` takes it too."""
+        log = node.detector_log.open("ab")
+        node.detector = subprocess.Popen(
+            [str(self.bin / "python"), str(FAILURE_DETECTOR), str(node.config)],
+            stdout=log,
+            stderr=log,
+            env=self._env(),
+            cwd=node.data.parent,
+            start_new_session=True,
+            **self._user_kwargs(),
+        )
+        log.close()
+
+    def failure_detector_deletions(self) -> list[str]:
+        """The lines in which a detector deleted a leader key, every node's."""
+        lines: list[str] = []
+        for node in self.nodes:
+            with contextlib.suppress(OSError):
+                text = node.detector_log.read_text(errors="replace")
+                lines += [ln for ln in text.splitlines() if "deleted the leader key" in ln]
+        return lines
 
     def members(self) -> list[dict]:
         """Patroni's view of the cluster (name, role, state, lag), from any node answering."""
@@ -448,12 +497,16 @@ class HACluster:
         for node in self.nodes:
             with contextlib.suppress(OSError):
                 parts.append(f"--- {node.name}\n" + node.log.read_text()[-2500:])
+            with contextlib.suppress(OSError):
+                parts.append(f"--- {node.name}'s failure detector\n"
+                             + node.detector_log.read_text()[-800:])  # fmt: skip
         return "\n".join(parts)
 
     # -- faults ------------------------------------------------------------------------
 
     def kill_node(self, name: str) -> None:
-        """SIGKILL a node's Patroni and its postmaster (a machine lost, as far as they go)."""
+        """SIGKILL a node's Patroni and its postmaster: its processes gone from a machine
+        still up (its ports refuse connections; its failure detector runs on)."""
         node = self.node(name)
         postmaster = node.postmaster_pid()
         if node.proc is not None and node.proc.poll() is None:
@@ -473,8 +526,14 @@ class HACluster:
                 os.kill(postmaster, signal.SIGKILL)
             if node.proc is not None and node.proc.poll() is None:
                 node.proc.kill()
+            self._kill_detector(node)
         for node in order:
             self.kill_node(node.name)  # waits for each to be gone
+
+    def _kill_detector(self, node: Node) -> None:
+        if node.detector is not None and node.detector.poll() is None:
+            node.detector.kill()
+            node.detector.wait(10)
 
     def _primary_or_none(self) -> str | None:
         try:
@@ -616,6 +675,7 @@ class HACluster:
         with contextlib.suppress(Exception):
             self.kill_all()  # thrown away: a clean stop would wait on the archive first
         for node in self.nodes:  # the postmaster's children, should any be left
+            self._kill_detector(node)
             if node.proc is not None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(node.proc.pid, signal.SIGKILL)

@@ -6,8 +6,8 @@ to its postmaster and its Patroni) and while the primary is switched over. Nobod
 restarts a Floe process; each finds the new primary by itself.
 
 Each case prints its row of the fault table (tests/faults/probe.py). Long: the module
-takes ~2.5 minutes (the cluster's start with its first backup and Floe's processes ~80 s,
-the kill case ~30 s — Patroni's leader key lives its 20 s ttl —, the switchover ~20 s).
+takes 1–1.5 minutes (the cluster's start with its first backup and Floe's processes
+35–80 s, the kill case ~15 s, the switchover ~11–20 s).
 """
 
 from __future__ import annotations
@@ -31,17 +31,15 @@ pytestmark = [pytest.mark.ha, pytest.mark.faults, pytest.mark.kafka]
 PARTITIONS = 2
 EXPIRE_TASK = "metadata_store.tasks.transactions_expire"  # beat sends it every second here
 # Issue 39 asks produce acknowledged again (and the console answering) within 15 s of the
-# primary's kill, and a planned switchover's longest produce pause within 5 s. The second
-# is asserted whole. The first is not the database's to meet: Patroni replaces a leader
-# that died silently only when its leader key expires — `ttl`, 20 s at the least (Patroni
-# raises anything lower) —, so what is bounded here is Floe's part, from the database
-# taking writes again through the multi-host DSN, and the whole is printed in the fault
-# table and the line below it.
+# primary's kill, and a planned switchover's longest produce pause within 5 s; both are
+# asserted whole. Patroni alone replaces a leader that died silently only when its leader
+# key expires — `ttl`, 20 s at the least (Patroni raises anything lower) —; the failure
+# detector beside each node (deploy/ha/failure_detector.py) deletes the key of a leader
+# whose processes are gone within seconds. Floe's own part, from the database taking
+# writes again through the multi-host DSN, is bounded too.
+KILL_BOUND_S = 15.0
 FLOE_BOUND_S = 5.0
 SWITCHOVER_PAUSE_BOUND_S = 5.0
-# What the database alone may take after a kill (ttl 20 s, then the promotion, ~0.5 s
-# here), so the test still fails if a promotion starts waiting on something again.
-KILL_TOTAL_BOUND_S = 30.0
 
 
 class FloeOnHA:
@@ -141,17 +139,30 @@ class GroupReader:
         finally:
             consumer.close()
 
-    def committed(self) -> dict[int, int]:
-        from confluent_kafka import Consumer, TopicPartition
+    def committed(self, retry_s: float = 30) -> dict[int, int]:
+        """The group's committed offsets. Asked again, for up to `retry_s`, while the
+        answer is a coordinator's retriable error (NOT_COORDINATOR while the group's
+        coordinator moves between agents after a fault), as a Kafka client would."""
+        from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-        asker = Consumer(
-            {"bootstrap.servers": self.bootstrap, "group.id": self.group, "log_level": 0}
-        )
-        try:
-            wanted = [TopicPartition(self.topic, p) for p in range(PARTITIONS)]
-            return {tp.partition: tp.offset for tp in asker.committed(wanted, timeout=10)}
-        finally:
-            asker.close()
+        moving = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                  KafkaError.COORDINATOR_NOT_AVAILABLE}  # fmt: skip
+        deadline = time.monotonic() + retry_s
+        while True:
+            asker = Consumer(
+                {"bootstrap.servers": self.bootstrap, "group.id": self.group, "log_level": 0}
+            )
+            try:
+                wanted = [TopicPartition(self.topic, p) for p in range(PARTITIONS)]
+                return {tp.partition: tp.offset for tp in asker.committed(wanted, timeout=10)}
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() not in moving or time.monotonic() > deadline:
+                    raise
+                print(f"\ncommitted offsets: {error.str()}; asking again")
+            finally:
+                asker.close()
+            time.sleep(0.5)
 
     def stop(self) -> None:
         self._stop.set()
@@ -314,7 +325,14 @@ def test_the_primary_killed_loses_nothing_and_every_process_finds_the_new_one(fl
     assert figures["produce_back_s"] - writable_s <= FLOE_BOUND_S, figures
     assert figures["api_back_s"] is not None, figures
     assert figures["api_back_s"] - writable_s <= FLOE_BOUND_S, figures
-    assert figures["produce_back_s"] <= KILL_TOTAL_BOUND_S, figures
+    # The whole, from the kill: produce acknowledged, the console's data (the REST API)
+    # and its health answering again — the leader key deleted by the failure detector,
+    # not left to its ttl.
+    assert figures["produce_back_s"] <= KILL_BOUND_S, figures
+    assert figures["api_back_s"] <= KILL_BOUND_S, figures
+    assert figures["healthz_back_s"] is not None, figures
+    assert figures["healthz_back_s"] <= KILL_BOUND_S, figures
+    assert ha.failure_detector_deletions(), "no failure detector deleted the leader key"
 
 
 def test_a_planned_switchover_pauses_produce_briefly_and_loses_nothing(floe, ha, request):
