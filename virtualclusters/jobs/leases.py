@@ -23,7 +23,8 @@ from django.utils import timezone
 from metadata_store import leases
 from metadata_store.leases import LeaseLost
 from virtualclusters.jobs.models import JobRun
-from virtualclusters.jobs.services import Advance, Step, job_leases_expire, job_run_advance
+from virtualclusters.jobs.services import Advance, job_leases_expire, job_run_advance
+from virtualclusters.jobs.steps import Step
 from virtualclusters.models import VirtualCluster
 
 __all__ = ["LeaseLost", "job_lease_renew", "job_run_lease", "job_run_report"]

@@ -11,12 +11,13 @@ import msgspec
 from metadata_store.agent_api import schemas
 from metadata_store.agent_api.endpoint import CallRefused, endpoint
 from metadata_store.agent_api.schemas import as_dicts
+from metadata_store.leases import LeaseLost
 from tenancy.sealed import SealBroken
 from virtualclusters.mirror import services
 from virtualclusters.models import VirtualCluster
 
 
-def _lost(exc: services.LeaseLost) -> CallRefused:
+def _lost(exc: LeaseLost) -> CallRefused:
     return CallRefused(409, str(exc))
 
 
@@ -66,7 +67,7 @@ def migrations_report(cluster: VirtualCluster, body: schemas.MigrationReportRequ
             groups=body.groups,
             schema_link=msgspec.to_builtins(body.schema_link) if body.schema_link else None,
         )
-    except services.LeaseLost as exc:
+    except LeaseLost as exc:
         raise _lost(exc) from None
 
 
@@ -82,7 +83,7 @@ def migrations_topic(cluster: VirtualCluster, body: schemas.MirrorTopicCreateReq
             configs=body.configs,
             config_origins=body.config_origins,
         )
-    except services.LeaseLost as exc:
+    except LeaseLost as exc:
         raise _lost(exc) from None
     return {
         "name": row.name,
@@ -104,7 +105,7 @@ def migrations_group_offsets(
             group_id=body.group_id,
             offsets=as_dicts(body.offsets),
         )
-    except services.LeaseLost as exc:
+    except LeaseLost as exc:
         raise _lost(exc) from None
     return {"error_code": int(code), "used": used}
 
@@ -117,6 +118,6 @@ def migrations_link_subject(
         linked = services.link_subject(
             cluster=cluster, migration_id=body.migration_id, token=body.lease, subject=body.subject
         )
-    except services.LeaseLost as exc:
+    except LeaseLost as exc:
         raise _lost(exc) from None
     return {"linked": linked}
