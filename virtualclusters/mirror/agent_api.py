@@ -6,6 +6,8 @@ adapters over `services`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from metadata_store.agent_api import schemas
@@ -22,7 +24,9 @@ def _lost(exc: LeaseLost) -> CallRefused:
 
 
 @endpoint(schemas.MigrationLeaseRequest)
-def migrations_lease(cluster: VirtualCluster, body: schemas.MigrationLeaseRequest) -> dict:
+def migrations_lease(
+    cluster: VirtualCluster, body: schemas.MigrationLeaseRequest
+) -> dict[str, Any]:
     leased = services.migration_lease(cluster=cluster, agent_id=body.agent_id, lease_s=body.lease_s)
     if leased is None:
         return {"migration": None}
@@ -50,7 +54,9 @@ def migrations_lease(cluster: VirtualCluster, body: schemas.MigrationLeaseReques
 
 
 @endpoint(schemas.MigrationReportRequest)
-def migrations_report(cluster: VirtualCluster, body: schemas.MigrationReportRequest) -> dict:
+def migrations_report(
+    cluster: VirtualCluster, body: schemas.MigrationReportRequest
+) -> dict[str, Any]:
     try:
         return services.migration_report(
             cluster=cluster,
@@ -72,7 +78,9 @@ def migrations_report(cluster: VirtualCluster, body: schemas.MigrationReportRequ
 
 
 @endpoint(schemas.MirrorTopicCreateRequest)
-def migrations_topic(cluster: VirtualCluster, body: schemas.MirrorTopicCreateRequest) -> dict:
+def migrations_topic(
+    cluster: VirtualCluster, body: schemas.MirrorTopicCreateRequest
+) -> dict[str, Any]:
     try:
         row = services.mirror_topic_create(
             cluster=cluster,
@@ -96,7 +104,7 @@ def migrations_topic(cluster: VirtualCluster, body: schemas.MirrorTopicCreateReq
 @endpoint(schemas.MirrorGroupOffsetsRequest)
 def migrations_group_offsets(
     cluster: VirtualCluster, body: schemas.MirrorGroupOffsetsRequest
-) -> dict:
+) -> dict[str, Any]:
     try:
         code, used = services.mirror_group_offsets(
             cluster=cluster,
@@ -113,7 +121,7 @@ def migrations_group_offsets(
 @endpoint(schemas.MigrationLinkSubjectRequest)
 def migrations_link_subject(
     cluster: VirtualCluster, body: schemas.MigrationLinkSubjectRequest
-) -> dict:
+) -> dict[str, Any]:
     try:
         linked = services.link_subject(
             cluster=cluster, migration_id=body.migration_id, token=body.lease, subject=body.subject
