@@ -62,7 +62,7 @@ class BrowseChannel:
         self.agent_id = agent_id
         self.browse = browse
         self.schema_document = schema_document
-        self._answering: set[asyncio.Task] = set()
+        self._answering: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
 
     async def run_forever(self) -> None:

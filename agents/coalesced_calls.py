@@ -24,7 +24,7 @@ class CoalescedCalls:
     def __init__(self, client: ControlPlaneClient, call: str) -> None:
         self._client = client
         self._call = call
-        self._pending: list[tuple[list[dict[str, Any]], asyncio.Future]] = []
+        self._pending: list[tuple[list[dict[str, Any]], asyncio.Future[list[dict[str, Any]]]]] = []
         self._running = False
 
     async def ask(self, partitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -38,7 +38,7 @@ class CoalescedCalls:
     async def _drain(self) -> None:
         try:
             while self._pending:
-                group: list[tuple[list[dict[str, Any]], asyncio.Future]] = []
+                group: list[tuple[list[dict[str, Any]], asyncio.Future[list[dict[str, Any]]]]] = []
                 size = 0
                 while self._pending and (
                     not group or size + len(self._pending[0][0]) <= MAX_PARTITIONS_PER_CALL
@@ -50,7 +50,9 @@ class CoalescedCalls:
         finally:
             self._running = False
 
-    async def _send(self, group: list[tuple[list[dict[str, Any]], asyncio.Future]]) -> None:
+    async def _send(
+        self, group: list[tuple[list[dict[str, Any]], asyncio.Future[list[dict[str, Any]]]]]
+    ) -> None:
         query = [p for partitions, _ in group for p in partitions]
         try:
             answers = (await self._client.call(self._call, {"partitions": query}))["partitions"]

@@ -10,7 +10,7 @@ import argparse
 import os
 import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NoReturn
 from urllib.parse import urlsplit
@@ -105,7 +105,8 @@ class _OneLineParser(argparse.ArgumentParser):
         raise ConfigError(message)
 
 
-def _positive_int(minimum: int):
+def _positive_int(minimum: int) -> Callable[[str], int]:
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -256,7 +257,7 @@ def _build_parser() -> _OneLineParser:
 
 
 # flag destination -> (environment variable, parser for the environment's text)
-_ENV = {
+_ENV: dict[str, tuple[str, Callable[[str], object]]] = {
     "control_plane_url": ("FLOE_CONTROL_PLANE_URL", str),
     "agent_key": ("FLOE_AGENT_KEY", str),
     "bucket_url": ("FLOE_BUCKET_URL", str),

@@ -39,7 +39,7 @@ from core.kafka.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[AgentContext, RequestHeader, dict[str, Any]], Awaitable[dict | None]]
+Handler = Callable[[AgentContext, RequestHeader, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
 def _relayed(handler: Handler) -> Handler:

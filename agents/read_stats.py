@@ -9,11 +9,13 @@ benchmark reading these numbers measures the agent, not itself.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from agents.metrics import Counter, Gauge
 from agents.write_path import WRITTEN_UNCOMPRESSED_BYTES
 from core.storage import ObjectStore
+from core.storage.base import ObjectInfo
 
 GET_REQUESTS = Counter(
     "floe_object_store_get_requests_total", "Object-store GET requests (whole or ranged)."
@@ -81,7 +83,7 @@ class ConsumedByTopic:
 CONSUMED = ConsumedByTopic()
 
 
-def count_client_bytes(nbytes: int, client_zone: str | None, my_zone: str, known: set[str]):
+def count_client_bytes(nbytes: int, client_zone: str | None, my_zone: str, known: set[str]) -> None:
     """Count record bytes sent to a client that named `client_zone` (None: no hint).
 
     Client ids are the client's to choose: a zone no agent is in is counted as "other",
@@ -130,7 +132,7 @@ class CountingStore(ObjectStore):
             GET_REQUESTS.inc()
             GET_BYTES.inc(nbytes)
 
-    def put(self, key, data) -> None:
+    def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
         self.inner.put(key, data)
 
     def get(self, key: str) -> bytes:
@@ -163,8 +165,9 @@ class CountingStore(ObjectStore):
     def delete(self, key: str) -> None:
         self.inner.delete(key)
 
-    def delete_many(self, keys) -> None:
+    def delete_many(self, keys: Iterable[str]) -> None:
         self.inner.delete_many(keys)
 
-    def list(self, prefix: str = ""):
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+
         return self.inner.list(prefix)

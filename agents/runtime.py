@@ -284,13 +284,13 @@ class AgentRuntime:
         http_runner = None
         registry_runner = None
         server: KafkaServer | None = None
-        heartbeat: asyncio.Task | None = None
-        lag_watch: asyncio.Task | None = None
-        tail_feed: asyncio.Task | None = None
-        journals: asyncio.Task | None = None
-        jobs: asyncio.Task | None = None
-        migrations: asyncio.Task | None = None
-        browse_polls: asyncio.Task | None = None
+        heartbeat: asyncio.Task[None] | None = None
+        lag_watch: asyncio.Task[None] | None = None
+        tail_feed: asyncio.Task[None] | None = None
+        journals: asyncio.Task[None] | None = None
+        jobs: asyncio.Task[None] | None = None
+        migrations: asyncio.Task[None] | None = None
+        browse_polls: asyncio.Task[None] | None = None
         job_runner: JobRunner | None = None
         try:
             try:

@@ -166,7 +166,8 @@ class KafkaConnection(asyncio.Protocol):
         self._pending.append(future)
         self._write_ready()
 
-    def _on_done(self, _: asyncio.Future) -> None:
+    def _on_done(self, _: asyncio.Future[Any]) -> None:
+
         # A commit answers hundreds of parked produces in the same loop iteration: write
         # them with one send on the next iteration rather than one send each.
         if not self._write_scheduled:
@@ -193,7 +194,12 @@ class KafkaConnection(asyncio.Protocol):
             return
         self._update_reading()
 
-    def _collect_ready(self, pending, transport, ready: list[bytes]) -> None:
+    def _collect_ready(
+        self,
+        pending: deque[asyncio.Future[Any]],
+        transport: asyncio.Transport | None,
+        ready: list[bytes],
+    ) -> None:
         while pending and pending[0].done():
             future = pending.popleft()
             self._pending_bytes -= self._frame_bytes.pop(future, 0)
@@ -264,7 +270,7 @@ class KafkaConnection(asyncio.Protocol):
             self._enqueue_done(_CLOSE)
 
 
-def _decode(frame: bytes) -> tuple[RequestHeader, dict]:
+def _decode(frame: bytes) -> tuple[RequestHeader, dict[str, Any]]:
     """`decode_request`, tolerating one known client quirk.
 
     librdkafka (up to at least 2.16) asks for "all topics" in flexible Metadata requests

@@ -80,7 +80,7 @@ class TopicCache:
         # producer hammering a missing topic does not hammer the control plane.
         self._by_name: dict[str, tuple[float, TopicInfo | None]] = {}
         self._by_id: dict[uuid.UUID, tuple[float, TopicInfo]] = {}
-        self._inflight: dict[frozenset[str] | None, asyncio.Future] = {}
+        self._inflight: dict[frozenset[str] | None, asyncio.Future[None]] = {}
         # Set by the runtime: whether Ripcord is on (then a down link is not even asked).
         self.keep_through_outage: Callable[[], bool] = lambda: False
 

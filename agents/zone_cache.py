@@ -147,7 +147,7 @@ class ZoneCache:
         future.add_done_callback(lambda f: self._load_done(chunk_key, f))
         return future
 
-    def _load_done(self, chunk_key: ChunkKey, future: asyncio.Future) -> None:
+    def _load_done(self, chunk_key: ChunkKey, future: asyncio.Future[memoryview]) -> None:
         self._loading.pop(chunk_key, None)
         if not future.cancelled():
             future.exception()  # a prefetch nobody awaited: the reader reports it

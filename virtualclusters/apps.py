@@ -1,4 +1,11 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from django.apps import AppConfig
+
+if TYPE_CHECKING:
+    from metadata_store.clusters import VirtualCluster
 
 
 class VirtualClustersConfig(AppConfig):
@@ -10,7 +17,15 @@ class VirtualClustersConfig(AppConfig):
         from metadata_store.live_agents import agent_consumption_reported
         from virtualclusters.throughput.services import consumption_add
 
-        def _consumed(sender, *, cluster, before, after, **_) -> None:
+        def _consumed(
+            sender: object,
+            *,
+            cluster: VirtualCluster,
+            before: dict[str, list[int]],
+            after: dict[str, list[int]],
+            **_: object,
+        ) -> None:
+
             consumption_add(cluster=cluster, before=before, after=after)
 
         agent_consumption_reported.connect(

@@ -33,3 +33,22 @@ from virtualclusters.throughput.models import (  # noqa: E402,F401
     ThroughputSample,
     TopicConsumed,
 )
+
+__all__ = [
+    "DEFAULT_RETENTION_MS",
+    "Acl",
+    "AgentKey",
+    "AgentKeyQuerySet",
+    "GroupLagSample",
+    "GroupReport",
+    "IcebergNamespace",
+    "IcebergTable",
+    "JobRun",
+    "Migration",
+    "MigrationTopic",
+    "SaslCredential",
+    "ThroughputSample",
+    "TopicConsumed",
+    "TopicTable",
+    "VirtualCluster",
+]

@@ -10,6 +10,8 @@ the person who asked and kept nowhere. A person waits at most ``FLOE_BROWSE_WAIT
 
 from __future__ import annotations
 
+from typing import Any
+
 from virtualclusters.browsing.asking import (
     BrowseBadAnswer,
     BrowseNoAnswer,
@@ -38,7 +40,7 @@ def records_browse(
     offset: int | None,
     limit: int,
     timestamp: int | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Up to ``limit`` records of ``topic``/``partition`` from ``offset`` on, from the
     first record at or after ``timestamp`` (ms since the epoch; the agent resolves it as
     ListOffsets by time does) when one is given, else the newest, as an agent of

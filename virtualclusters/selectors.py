@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from django.db.models import F, Sum
+from django.db.models import F, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
 from metadata_store.models import Topic
 from virtualclusters.models import VirtualCluster
 
 
-def topics_with_stats(cluster: VirtualCluster):
+def topics_with_stats(cluster: VirtualCluster) -> QuerySet[Topic]:
     """The cluster's topics with retained message counts and summed end offsets."""
     return (
         Topic.objects.filter(cluster=cluster)

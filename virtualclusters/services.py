@@ -7,6 +7,9 @@ store's (``metadata_store.clusters``), as are topics (``metadata_store.topics``)
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -43,9 +46,9 @@ def _clean_cluster_name(name: str) -> str:
     return name
 
 
-def _check_config(config: dict) -> dict:
+def _check_config(config: dict[str, Any]) -> dict[str, Any]:
     errors: dict[str, list[str]] = {}
-    clean: dict = {}
+    clean: dict[str, Any] = {}
     for field, value in config.items():
         if field not in VirtualCluster.CONFIG_FIELDS:
             errors[field] = ["Unknown configuration field."]
@@ -87,12 +90,12 @@ def cluster_create(
     *,
     organization: Organization,
     name: str,
-    config: dict | None = None,
+    config: dict[str, Any] | None = None,
     bucket_url: str = "",
 ) -> VirtualCluster:
     """A new virtual cluster in ``organization``; names are unique per organization."""
-    errors: dict[str, list] = {}  # messages, or errors keeping their code (a conflict)
-    clean: dict = {}
+    errors: dict[str, list[Any]] = {}  # messages, or errors keeping their code (a conflict)
+    clean: dict[str, Any] = {}
     try:  # collect the name's and the configuration's problems together
         name = _clean_cluster_name(name)
         if VirtualCluster.objects.filter(organization=organization, name=name).exists():
@@ -125,7 +128,7 @@ def cluster_rename(*, cluster: VirtualCluster, name: str) -> VirtualCluster:
 
 
 @transaction.atomic
-def cluster_config_update(*, cluster: VirtualCluster, config: dict) -> VirtualCluster:
+def cluster_config_update(*, cluster: VirtualCluster, config: dict[str, Any]) -> VirtualCluster:
     """Update some configuration fields; unknown fields and bad values are refused."""
     clean = _check_config(config)
     session = clean.get("consumer_session_timeout_ms", cluster.consumer_session_timeout_ms)
@@ -169,7 +172,8 @@ def agent_key_create(*, cluster: VirtualCluster, name: str = "") -> tuple[AgentK
     return key, secret.plaintext
 
 
-def _numbered(base: str):
+def _numbered(base: str) -> Iterator[str]:
+
     yield base
     n = 2
     while True:

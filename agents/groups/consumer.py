@@ -187,7 +187,7 @@ class ConsumerGroup:
     # the heartbeat that subscribes gets the literal topics, a later one the matches).
     resolved: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)
     resolved_at: dict[str, float] = field(default_factory=dict)
-    resolving: asyncio.Task | None = None
+    resolving: asyncio.Task[None] | None = None
     assignor: str = ASSIGNORS[0]
     dead: bool = False
     state_since: float = field(default_factory=time.time)
@@ -769,7 +769,7 @@ class ConsumerGroups:
         group.resolving = asyncio.get_running_loop().create_task(resolve())
 
     @staticmethod
-    def _snapshot(group: ConsumerGroup) -> tuple:
+    def _snapshot(group: ConsumerGroup) -> tuple[object, ...]:
         return (
             group.group_epoch,
             group.assignment_epoch,

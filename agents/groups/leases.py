@@ -81,10 +81,10 @@ class GroupLeases:
         self.held: dict[str, Lease] = {}
         # group -> (holder, until, the store's stamp of its expiry or None)
         self._others: dict[str, tuple[str, float, int | None]] = {}
-        self._asking: dict[str, asyncio.Future] = {}  # to ask in the next call
+        self._asking: dict[str, asyncio.Future[str | None]] = {}  # to ask in the next call
         self._targets: dict[str, str] = {}  # group -> the agent to give it to, if free
-        self._inflight: dict[str, asyncio.Future] = {}  # asked, not yet answered
-        self._flush: asyncio.Task | None = None
+        self._inflight: dict[str, asyncio.Future[str | None]] = {}  # asked, not yet answered
+        self._flush: asyncio.Task[None] | None = None
         self._release: dict[str, int] = {}
         # Set by the coordinator: a lease was acquired (group id, epoch, saved state) /
         # is no longer held.
@@ -174,7 +174,9 @@ class GroupLeases:
                 if not future.done():
                     future.set_result(None)
 
-    async def _acquire(self, asking: dict[str, asyncio.Future], targets: dict[str, str]) -> None:
+    async def _acquire(
+        self, asking: dict[str, asyncio.Future[str | None]], targets: dict[str, str]
+    ) -> None:
         sent = time.monotonic()
         mine = sorted(g for g in asking if targets.get(g, self.agent_id) == self.agent_id)
         offer = [{"group_id": g, "agent_id": a} for g, a in targets.items() if a != self.agent_id]
@@ -280,7 +282,7 @@ class GroupLeases:
                     release=[{"group_id": g, "epoch": e} for g, e in release.items()]
                 )
 
-    async def _exchange(self, **parts: list) -> dict[str, Any]:
+    async def _exchange(self, **parts: list[Any]) -> dict[str, Any]:
         body = {"agent_id": self.agent_id, "ttl_ms": int(self.ttl_s * 1000), **parts}
         return await self.client.call("groups/leases", body, timeout_s=CALL_TIMEOUT_S)
 

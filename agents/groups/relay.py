@@ -36,7 +36,7 @@ from core.kafka.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[AgentContext, RequestHeader, dict[str, Any]], Awaitable[dict | None]]
+Handler = Callable[[AgentContext, RequestHeader, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 _RELAYS = Counter(
     "floe_group_relays_total",
@@ -147,12 +147,14 @@ async def _call(
     return answer
 
 
-def relaying(handler: Handler, error_response: Callable[..., dict | None]) -> Handler:
+def relaying(handler: Handler, error_response: Callable[..., dict[str, Any] | None]) -> Handler:
     """`handler`, relaying requests for groups another agent coordinates when this agent
     is the client zone's front for them. `error_response(header, body, code)` answers a
     request whose coordinator could not be reached."""
 
-    async def run(ctx: AgentContext, header: RequestHeader, body: dict[str, Any]):
+    async def run(
+        ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+    ) -> dict[str, Any] | None:
         zone = client_zone(header.client_id)
         if RELAYED.get() or zone is None or ctx.peers is None:
             return await handler(ctx, header, body)
@@ -185,10 +187,10 @@ async def _split_and_merge(
     body: dict[str, Any],
     spec: tuple[str, Callable[[Any], str], str],
     targets: dict[str, Peer | None],
-    error_response: Callable[..., dict | None],
+    error_response: Callable[..., dict[str, Any] | None],
 ) -> dict[str, Any] | None:
     request_list, group_of, answer_list = spec
-    parts: dict[str | None, list] = {}
+    parts: dict[str | None, list[Any]] = {}
     owners: dict[str | None, Peer | None] = {}
     for item in body[request_list]:
         owner = targets[group_of(item)]
@@ -196,7 +198,8 @@ async def _split_and_merge(
         parts.setdefault(key, []).append(item)
         owners[key] = owner
 
-    async def answer_part(key: str | None, items: list) -> list[dict[str, Any]]:
+    async def answer_part(key: str | None, items: list[Any]) -> list[dict[str, Any]]:
+
         part = {**body, request_list: items}
         owner = owners[key]
         if owner is None:

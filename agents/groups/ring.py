@@ -36,6 +36,7 @@ import hashlib
 import logging
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -78,7 +79,7 @@ class CoordinatorRing:
     def __init__(
         self,
         me: Peer,
-        node_id_for,
+        node_id_for: Callable[[str], int],
         *,
         probe_timeout_s: float = 0.5,
         healthy_ttl_s: float = 2.0,
@@ -92,7 +93,7 @@ class CoordinatorRing:
         self._suspect_ttl = suspect_ttl_s
         # agent id -> (checked at, reachable)
         self._health: dict[str, tuple[float, bool]] = {}
-        self._probes: dict[str, asyncio.Task] = {}
+        self._probes: dict[str, asyncio.Task[bool]] = {}
         # suspect's agent id -> whether its Kafka port accepted a connection (check_clients)
         self._kafka_open: dict[str, bool] = {}
 

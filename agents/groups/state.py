@@ -59,8 +59,8 @@ class Member:
     assignment: bytes = b""
     # A parked JoinGroup / SyncGroup answer. Set means "awaiting", even when the client
     # went away meanwhile (the future is then cancelled), as in Kafka.
-    join_future: asyncio.Future | None = None
-    sync_future: asyncio.Future | None = None
+    join_future: asyncio.Future[dict[str, Any]] | None = None
+    sync_future: asyncio.Future[dict[str, Any]] | None = None
     # True until the member's first join completes: its session timer does not run yet.
     is_new: bool = False
     heartbeat_timer: asyncio.TimerHandle | None = None
@@ -91,7 +91,7 @@ class Member:
         return next(name for name in self.protocol_names() if name in candidates)
 
 
-def resolve(future: asyncio.Future | None, result: Any) -> None:
+def resolve(future: asyncio.Future[dict[str, Any]] | None, result: Any) -> None:
     """Answer a parked request unless its client already went away."""
     if future is not None and not future.done():
         future.set_result(result)
@@ -118,7 +118,7 @@ class Group:
     sync_timer: asyncio.TimerHandle | None = None
     state_since: float = field(default_factory=time.time)
     # The last save of the group's state to the metadata store (coordinator._save_then_answer).
-    save_task: asyncio.Task | None = None
+    save_task: asyncio.Task[None] | None = None
 
     # -- state ------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from agents.context import AgentContext
 from agents.security.session import current_session
+from core.kafka import RequestHeader
 from core.security.acl import AclOperation, AclPermission, PatternType, ResourceType
 
 
@@ -48,7 +49,9 @@ def _filter_json(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def handle_create_acls(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_create_acls(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka CreateAcls: one result per creation, in order (KIP-140)."""
     bindings = [
         {
@@ -73,7 +76,9 @@ async def handle_create_acls(ctx: AgentContext, header, body: dict[str, Any]) ->
     return {"throttle_time_ms": 0, "results": results}
 
 
-async def handle_describe_acls(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_describe_acls(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka DescribeAcls: the bindings matching one filter, grouped by resource pattern."""
     answer = await ctx.client.call("acls/describe", {"filter": _filter_json(body)})
     resources: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
@@ -103,7 +108,9 @@ async def handle_describe_acls(ctx: AgentContext, header, body: dict[str, Any]) 
     }
 
 
-async def handle_delete_acls(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_delete_acls(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka DeleteAcls: per filter, the bindings it matched and deleted."""
     filters = [_filter_json(f) for f in body["filters"]]
     results: list[dict[str, Any]] = []
@@ -145,7 +152,7 @@ def _mechanism(number: int) -> str:
 
 
 async def handle_describe_user_scram_credentials(
-    ctx: AgentContext, header, body: dict[str, Any]
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
     """Kafka DescribeUserScramCredentials: the cluster's SASL users' SCRAM mechanisms."""
     users = body.get("users")
@@ -174,7 +181,7 @@ async def handle_describe_user_scram_credentials(
 
 
 async def handle_alter_user_scram_credentials(
-    ctx: AgentContext, header, body: dict[str, Any]
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
     """Kafka AlterUserScramCredentials: the client's salted passwords become the users'
     SCRAM verifiers (the password itself never travels); this agent's logins see the

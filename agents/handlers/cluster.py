@@ -19,6 +19,7 @@ from agents.handlers.transactions import fenced_error
 from agents.security.access import authorized_operations
 from agents.topics import TopicInfo
 from agents.zone_routing import client_zone, partition_leaders
+from core.kafka import RequestHeader
 from core.kafka.errors import ErrorCode
 from core.kafka.types import ZERO_UUID
 from core.security.acl import CLUSTER_NAME, ResourceType
@@ -61,7 +62,7 @@ def _topic_entry(topic: TopicInfo, brokers: list[Peer]) -> dict[str, Any]:
     }
 
 
-async def routed_brokers(ctx: AgentContext, header) -> list[Peer]:
+async def routed_brokers(ctx: AgentContext, header: RequestHeader) -> list[Peer]:
     """The brokers to tell this client about: its zone's live agents (or all of them),
     having first checked that peers still accept connections (a killed agent stays in
     the control plane's live list for the liveness window)."""
@@ -115,7 +116,9 @@ async def _auto_create(
     return created
 
 
-async def handle_metadata(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_metadata(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka Metadata: the client's zone's agents as brokers (`routed_brokers`); topics
     auto-created when both the request and the cluster config allow it.
 
@@ -221,7 +224,7 @@ def _last_known_entries(
 
 
 async def handle_describe_cluster(
-    ctx: AgentContext, header, body: dict[str, Any]
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
     """Kafka DescribeCluster (KIP-700): the brokers Metadata would list for this client."""
     brokers = await routed_brokers(ctx, header)
@@ -256,7 +259,7 @@ async def handle_describe_cluster(
 
 
 async def handle_init_producer_id(
-    ctx: AgentContext, header, body: dict[str, Any]
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
     """Kafka InitProducerId: producer ids and epochs come from the control plane."""
     answer = await ctx.client.call(

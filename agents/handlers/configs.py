@@ -15,6 +15,7 @@ from typing import Any
 from agents.context import REPORTED_REPLICATION_FACTOR, AgentContext
 from agents.control_plane import ControlPlaneUnavailable
 from agents.topics import DEFAULT_MAX_MESSAGE_BYTES
+from core.kafka import RequestHeader
 from core.kafka.errors import ErrorCode
 
 RESOURCE_TOPIC = 2
@@ -45,7 +46,9 @@ def _broker_configs(ctx: AgentContext) -> dict[str, str]:
     }
 
 
-def _entry(name: str, value: Any, *, is_default: bool, source: int, read_only: bool) -> dict:
+def _entry(
+    name: str, value: Any, *, is_default: bool, source: int, read_only: bool
+) -> dict[str, Any]:
     return {
         "name": name,
         "value": None if value is None else str(value),
@@ -59,7 +62,7 @@ def _entry(name: str, value: Any, *, is_default: bool, source: int, read_only: b
     }
 
 
-def _result(resource: dict[str, Any], error: int = 0, message: str | None = None) -> dict:
+def _result(resource: dict[str, Any], error: int = 0, message: str | None = None) -> dict[str, Any]:
     return {
         "error_code": error,
         "error_message": message,
@@ -80,7 +83,7 @@ async def _ask_unless_away(
 
 
 async def handle_describe_configs(
-    ctx: AgentContext, header, body: dict[str, Any]
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
     """Kafka DescribeConfigs for topics (from the control plane) and brokers (synthesised)."""
     resources = body["resources"]
@@ -258,13 +261,15 @@ async def _alter(ctx: AgentContext, body: dict[str, Any], *, incremental: bool) 
     return {"throttle_time_ms": 0, "responses": results}
 
 
-async def handle_alter_configs(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_alter_configs(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka AlterConfigs: replace a topic's overrides with the given set."""
     return await _alter(ctx, body, incremental=False)
 
 
 async def handle_incremental_alter_configs(
-    ctx: AgentContext, header, body: dict[str, Any]
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
     """Kafka IncrementalAlterConfigs (KIP-339): set/delete/append/subtract per key."""
     return await _alter(ctx, body, incremental=True)

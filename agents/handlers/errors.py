@@ -24,7 +24,9 @@ class CloseConnection(Exception):
         self.final_response = final_response
 
 
-def error_response(header: RequestHeader, body: dict[str, Any], error: int) -> dict | None:
+def error_response(
+    header: RequestHeader, body: dict[str, Any], error: int
+) -> dict[str, Any] | None:
     """A response carrying `error` for every part of the request, where the API has one."""
     key = header.api_key
     if key in groups.GROUP_APIS:

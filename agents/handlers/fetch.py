@@ -8,11 +8,14 @@ from typing import Any
 from agents import read_path
 from agents.context import AgentContext
 from agents.zone_routing import client_zone
+from core.kafka import RequestHeader
 from core.kafka.codec import EncodedResponse, encode_response_body
 from core.kafka.errors import ErrorCode
 
 
-async def handle_fetch(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_fetch(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka Fetch v4–v13, sessionless (KIP-227: session_id 0 means "no session")."""
     uses_ids = header.api_version >= 13
     if body.get("session_epoch", -1) > 0:
@@ -85,7 +88,7 @@ async def handle_fetch(ctx: AgentContext, header, body: dict[str, Any]) -> dict[
     return response if encoded is None else EncodedResponse(encoded)
 
 
-def _request_key(version: int, body: dict[str, Any], uses_ids: bool) -> tuple:
+def _request_key(version: int, body: dict[str, Any], uses_ids: bool) -> tuple[object, ...]:
     """What of a Fetch request its answer depends on (the rest — max_wait_ms, rack, the
     client's id — changes how long it may wait or how it is counted, not what it gets)."""
     return (

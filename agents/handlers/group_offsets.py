@@ -11,7 +11,7 @@ from typing import Any
 from agents.context import AgentContext
 from agents.control_plane import ControlPlaneError
 from agents.groups.state import GroupState
-from core.kafka import ApiKey
+from core.kafka import ApiKey, RequestHeader
 from core.kafka.consumer_protocol import PROTOCOL_TYPE
 from core.kafka.errors import ErrorCode
 from core.offset_metadata import metadata_fields, metadata_text
@@ -23,7 +23,9 @@ MAX_OFFSET_METADATA_BYTES = 4096
 # -- OffsetCommit --------------------------------------------------------------------------
 
 
-def _commit_answer(topics: list[dict], errors: dict[tuple[str, int], int]) -> dict[str, Any]:
+def _commit_answer(
+    topics: list[dict[str, Any]], errors: dict[tuple[str, int], int]
+) -> dict[str, Any]:
     return {
         "throttle_time_ms": 0,
         "topics": [
@@ -42,11 +44,13 @@ def _commit_answer(topics: list[dict], errors: dict[tuple[str, int], int]) -> di
     }
 
 
-def _everywhere(topics: list[dict], error: int) -> dict[tuple[str, int], int]:
+def _everywhere(topics: list[dict[str, Any]], error: int) -> dict[tuple[str, int], int]:
     return {(t["name"], p["partition_index"]): error for t in topics for p in t["partitions"]}
 
 
-async def handle_offset_commit(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_offset_commit(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka OffsetCommit v0–8: a member of the current generation, or anyone while the
     group is Empty and the commit carries no generation (assign() consumers, admins)."""
     group_id, topics = body["group_id"], body["topics"]
@@ -132,7 +136,7 @@ async def handle_offset_commit(ctx: AgentContext, header, body: dict[str, Any]) 
 # -- OffsetFetch ---------------------------------------------------------------------------
 
 
-def _partition_entry(index: int, found: dict | None, error: int = 0) -> dict[str, Any]:
+def _partition_entry(index: int, found: dict[str, Any] | None, error: int = 0) -> dict[str, Any]:
     return {
         "partition_index": index,
         "committed_offset": found["offset"] if found else -1,
@@ -145,10 +149,10 @@ def _partition_entry(index: int, found: dict | None, error: int = 0) -> dict[str
 async def _fetch_group(
     ctx: AgentContext,
     group_id: str,
-    topics: list[dict] | None,
+    topics: list[dict[str, Any]] | None,
     name_field: str,
     require_stable: bool = False,
-) -> tuple[int, list[dict]]:
+) -> tuple[int, list[dict[str, Any]]]:
     """(group error, topics) for one group of an OffsetFetch request."""
     if not await ctx.groups.owns(group_id):
         return ErrorCode.NOT_COORDINATOR, []
@@ -168,7 +172,7 @@ async def _fetch_group(
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     found = {(o["topic"], o["partition"]): o for o in answer["offsets"]}
     if topics is None:  # everything the group committed
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[dict[str, Any]]] = {}
         for (topic, partition), o in found.items():
             by_topic.setdefault(topic, []).append(_partition_entry(partition, o))
         return 0, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
@@ -183,7 +187,9 @@ async def _fetch_group(
     ]
 
 
-async def handle_offset_fetch(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_offset_fetch(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka OffsetFetch v0–8: v2+ null topics = everything committed; v8 several groups
     (KIP-709). Uncommitted partitions answer offset -1."""
     version = header.api_version
@@ -220,11 +226,13 @@ async def handle_offset_fetch(ctx: AgentContext, header, body: dict[str, Any]) -
 # -- OffsetDelete --------------------------------------------------------------------------
 
 
-async def handle_offset_delete(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_offset_delete(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka OffsetDelete (KIP-496): not for topics a live consumer group subscribes to."""
     group_id, topics = body["group_id"], body["topics"]
 
-    def answer(error: int, errors: dict[tuple[str, int], int] | None = None) -> dict:
+    def answer(error: int, errors: dict[tuple[str, int], int] | None = None) -> dict[str, Any]:
         return {
             "error_code": int(error),
             "throttle_time_ms": 0,
@@ -283,7 +291,9 @@ async def handle_offset_delete(ctx: AgentContext, header, body: dict[str, Any]) 
 # -- answers for a failed handler (handlers.errors.error_response) --------------------------------
 
 
-def error_response(header, body: dict[str, Any], error: int) -> dict | None:
+def error_response(
+    header: RequestHeader, body: dict[str, Any], error: int
+) -> dict[str, Any] | None:
     key = header.api_key
     if key == ApiKey.OFFSET_COMMIT:
         return _commit_answer(body["topics"], _everywhere(body["topics"], error))

@@ -17,14 +17,20 @@ from typing import Any
 from agents.context import AgentContext
 from agents.control_plane import ControlPlaneError
 from agents.groups.consumer import GROUP_TYPE as CONSUMER_GROUP_TYPE
-from agents.groups.consumer import ConsumerGroup, HeartbeatRequest, by_topic, heartbeat_error
+from agents.groups.consumer import (
+    ConsumerGroup,
+    HeartbeatRequest,
+    TopicPartition,
+    by_topic,
+    heartbeat_error,
+)
 from agents.groups.coordinator import JoinRequest, join_error, sync_error
 from agents.groups.ring import GROUP_KEY, TRANSACTION_KEY
 from agents.groups.state import GroupState
 from agents.handlers import group_offsets
 from agents.security.access import authorized_operations
 from agents.zone_routing import client_zone
-from core.kafka import ApiKey
+from core.kafka import ApiKey, RequestHeader
 from core.kafka.errors import ErrorCode
 from core.security.acl import ResourceType
 
@@ -74,7 +80,9 @@ async def _coordinator_of(
     }
 
 
-async def handle_find_coordinator(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_find_coordinator(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka FindCoordinator v0–4 (v4 batches keys, KIP-699): a group's lease holder; a
     transactional id's highest rendezvous hash over the live agents."""
     key_type = body.get("key_type", GROUP_KEY)
@@ -99,7 +107,9 @@ def _join_response(version: int, answer: dict[str, Any]) -> dict[str, Any]:
     return {"throttle_time_ms": 0, **answer}
 
 
-async def handle_join_group(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_join_group(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka JoinGroup v0–9; parks until the rebalance completes."""
     version, group_id = header.api_version, body["group_id"]
     if not group_id:
@@ -126,7 +136,9 @@ async def handle_join_group(ctx: AgentContext, header, body: dict[str, Any]) -> 
     return _join_response(version, answer)
 
 
-async def handle_sync_group(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_sync_group(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka SyncGroup v0–5; followers park until the leader's assignment arrives."""
     group_id = body["group_id"]
     if not group_id:
@@ -147,7 +159,9 @@ async def handle_sync_group(ctx: AgentContext, header, body: dict[str, Any]) -> 
     return {"throttle_time_ms": 0, **answer}
 
 
-async def handle_heartbeat(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_heartbeat(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka Heartbeat v0–4: REBALANCE_IN_PROGRESS tells a member to rejoin."""
     group_id = body["group_id"]
     if not group_id:
@@ -161,7 +175,9 @@ async def handle_heartbeat(ctx: AgentContext, header, body: dict[str, Any]) -> d
     return {"throttle_time_ms": 0, "error_code": int(error)}
 
 
-async def handle_leave_group(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_leave_group(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka LeaveGroup v0–5; v3+ removes several members at once (KIP-345)."""
     version, group_id = header.api_version, body["group_id"]
     if version >= 3:
@@ -191,13 +207,15 @@ async def handle_leave_group(ctx: AgentContext, header, body: dict[str, Any]) ->
 # -- DescribeGroups, ListGroups, DeleteGroups ----------------------------------------------
 
 
-async def _stored_groups(ctx: AgentContext, group_ids: list[str] | None) -> dict[str, dict]:
+async def _stored_groups(
+    ctx: AgentContext, group_ids: list[str] | None
+) -> dict[str, dict[str, Any]]:
     """Groups the metadata store knows (committed offsets, reports), by id."""
     answer = await ctx.client.call("groups/list", {"group_ids": group_ids})
     return {g["group_id"]: g for g in answer["groups"]}
 
 
-def _described(group_id: str, state: str, protocol_type: str, operations: int) -> dict:
+def _described(group_id: str, state: str, protocol_type: str, operations: int) -> dict[str, Any]:
     return {
         "error_code": 0,
         "group_id": group_id,
@@ -209,10 +227,12 @@ def _described(group_id: str, state: str, protocol_type: str, operations: int) -
     }
 
 
-async def handle_describe_groups(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_describe_groups(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka DescribeGroups v0–5: members with metadata and assignments once Stable."""
     operations = _OPERATIONS_OMITTED
-    described: dict[str, dict] = {}
+    described: dict[str, dict[str, Any]] = {}
     not_in_memory = []
     for group_id in body["groups"]:
         if not await ctx.groups.owns(group_id):
@@ -294,7 +314,9 @@ def _described_consumer_group(group: ConsumerGroup, operations: int) -> dict[str
 CLASSIC_GROUP_TYPE = "classic"
 
 
-async def handle_list_groups(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_list_groups(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka ListGroups v0–5: the groups this agent coordinates for the client — those
     whose lease it holds (one only committed to, by an assign-only consumer, as Empty
     right after the commit, as Kafka lists it), and those the metadata store knows whose last reporting
@@ -369,7 +391,9 @@ async def handle_list_groups(ctx: AgentContext, header, body: dict[str, Any]) ->
     }
 
 
-async def handle_delete_groups(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_delete_groups(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka DeleteGroups v0–2: only groups without members; their offsets go too."""
     results: dict[str, int] = {}
     deletable: dict[str, bool] = {}  # group id -> it was in this agent's memory
@@ -417,7 +441,9 @@ def _heartbeat_response(answer: dict[str, Any]) -> dict[str, Any]:
     return {"throttle_time_ms": 0, **answer}
 
 
-async def handle_consumer_group_heartbeat(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_consumer_group_heartbeat(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """KIP-848 ConsumerGroupHeartbeat v0–1: join, heartbeat with the owned partitions,
     leave (member epoch -1); the coordinator answers the member's epoch and assignment."""
     group_id = body["group_id"]
@@ -452,7 +478,7 @@ async def handle_consumer_group_heartbeat(ctx: AgentContext, header, body: dict[
     return _heartbeat_response(await ctx.groups.consumer.heartbeat(request, lookup))
 
 
-def _described_partitions(group: ConsumerGroup, partitions) -> dict[str, Any]:
+def _described_partitions(group: ConsumerGroup, partitions: set[TopicPartition]) -> dict[str, Any]:
     names = {topic_id: name for name, (topic_id, _) in (group.topics or {}).items()}
     return {
         "topic_partitions": [
@@ -506,11 +532,13 @@ def _describe_error(group_id: str, error: int, message: str | None = None) -> di
     }
 
 
-async def handle_consumer_group_describe(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_consumer_group_describe(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """KIP-848 ConsumerGroupDescribe v0: members with their epochs, subscriptions,
     assignments and targets. A classic group, or one nobody knows, is GROUP_ID_NOT_FOUND
     (admin clients then describe it with DescribeGroups)."""
-    described: dict[str, dict] = {}
+    described: dict[str, dict[str, Any]] = {}
     for group_id in body["group_ids"]:
         if not group_id:
             described[group_id] = _describe_error(group_id, ErrorCode.INVALID_GROUP_ID)
@@ -556,7 +584,9 @@ GROUP_APIS = frozenset(
 )
 
 
-def error_response(header, body: dict[str, Any], error: int) -> dict | None:
+def error_response(
+    header: RequestHeader, body: dict[str, Any], error: int
+) -> dict[str, Any] | None:
     """The response carrying `error` everywhere, for the group APIs."""
     key, version = header.api_key, header.api_version
     if key == ApiKey.FIND_COORDINATOR:

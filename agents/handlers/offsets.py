@@ -16,6 +16,7 @@ from typing import Any
 
 from agents.context import AgentContext
 from agents.topics import TopicInfo
+from core.kafka import RequestHeader
 from core.kafka.errors import ErrorCode
 from core.kafka.records import decode_records
 from core.segment import run_batches
@@ -100,7 +101,13 @@ async def _per_partition(
     return {"throttle_time_ms": 0, "topics": out_topics}
 
 
-def _learn(ctx, info: TopicInfo, request: dict, index_field: str, answer: dict) -> None:
+def _learn(
+    ctx: AgentContext,
+    info: TopicInfo,
+    request: dict[str, Any],
+    index_field: str,
+    answer: dict[str, Any],
+) -> None:
     """Keep the partition's watermarks that came with an answer (``partition_offsets``)."""
     if "high_watermark" in answer:
         ctx.offsets.learn(
@@ -114,11 +121,11 @@ def _learn(ctx, info: TopicInfo, request: dict, index_field: str, answer: dict) 
 
 def _known_offset(
     ctx: AgentContext,
-    request: dict,
+    request: dict[str, Any],
     info: TopicInfo,
     index_field: str,
     read_committed: bool = False,
-):
+) -> dict[str, Any] | None:
     """A latest or earliest answer from what the agent learned in the last moment
     (read_committed's latest: the last stable offset); while Ripcord answers for a
     control plane that is away, from what it learned at any time."""
@@ -145,7 +152,9 @@ def _known_offset(
     return {"error_code": 0, "offset": offset, "timestamp": -1}
 
 
-async def handle_list_offsets(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_list_offsets(
+    ctx: AgentContext, header: RequestHeader | None, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka ListOffsets v1+: earliest (-2), latest (-1), max timestamp (-3) or by time."""
 
     read_committed = body.get("isolation_level", 0) == 1
@@ -238,7 +247,7 @@ async def _exact_record(
 
 
 async def handle_offset_for_leader_epoch(
-    ctx: AgentContext, header, body: dict[str, Any]
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
     """KIP-320 log truncation check. Floe never truncates and has one leader epoch (0),
     so every epoch ends at the high watermark: a client's position is always valid."""
@@ -274,7 +283,9 @@ async def handle_offset_for_leader_epoch(
     )
 
 
-async def handle_delete_records(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_delete_records(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka DeleteRecords: move each partition's log start offset forward."""
 
     def query_for(p: dict[str, Any], info: TopicInfo) -> dict[str, Any]:

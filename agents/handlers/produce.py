@@ -17,6 +17,7 @@ from agents.metrics import Counter, error_label
 from agents.schema_registry.validation import ValidationUnavailable, validated_fields
 from agents.topics import TopicInfo
 from agents.write_path import MAX_SEGMENT_BATCHES, BatchToWrite
+from core.kafka import RequestHeader
 from core.kafka.errors import ErrorCode
 from core.kafka.records import CorruptRecord, RecordTooLarge, validate_batches
 from core.topic_types import LIGHTNING, STANDARD, TOPIC_TYPE
@@ -90,7 +91,9 @@ async def _resolve_topics(
     ]
 
 
-async def handle_produce(ctx: AgentContext, header, body: dict[str, Any]) -> dict | None:
+async def handle_produce(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any] | None:
     """Kafka Produce (v3+: magic-2 batches only). None for acks=0: no response at all."""
     acks = body["acks"]
     topic_data = body["topic_data"]

@@ -9,6 +9,7 @@ from typing import Any
 
 from agents.context import REPORTED_REPLICATION_FACTOR, AgentContext
 from agents.topics import topic_from_json
+from core.kafka import RequestHeader
 from core.kafka.errors import ErrorCode
 from core.kafka.types import ZERO_UUID
 
@@ -37,7 +38,9 @@ def _assigned_partitions(topic: dict[str, Any]) -> tuple[int, int, str | None]:
     return len(assignments), -1, None
 
 
-async def handle_create_topics(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_create_topics(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka CreateTopics. Replica assignments are checked as Kafka checks them and give
     the partition count; where they place replicas means nothing here."""
     requests = []
@@ -130,7 +133,9 @@ def _create_result(name: str, error: int, message: str | None) -> dict[str, Any]
     }
 
 
-async def handle_delete_topics(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_delete_topics(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka DeleteTopics: by name (v0–5 `topic_names`, v6+ `topics`) or by id (v6+)."""
     if header.api_version >= 6:
         names = [t["name"] for t in body["topics"] if t.get("name")]
@@ -161,7 +166,7 @@ async def handle_delete_topics(ctx: AgentContext, header, body: dict[str, Any]) 
 
 
 async def handle_create_partitions(
-    ctx: AgentContext, header, body: dict[str, Any]
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
     """Kafka CreatePartitions: raise a topic's partition count (`count` is the new total)."""
     answer = await ctx.client.call(

@@ -51,7 +51,12 @@ def fenced_error(error: int, header: RequestHeader, since: int) -> int:
 
 
 async def _add_partitions(
-    ctx: AgentContext, header, transactional_id: str, producer_id: int, epoch: int, topics: list
+    ctx: AgentContext,
+    header: RequestHeader,
+    transactional_id: str,
+    producer_id: int,
+    epoch: int,
+    topics: list,
 ) -> list[dict[str, Any]]:
     answer = await ctx.client.call(
         "txn/add-partitions",
@@ -80,7 +85,9 @@ async def _add_partitions(
     ]
 
 
-async def handle_add_partitions_to_txn(ctx: AgentContext, header, body: dict) -> dict:
+async def handle_add_partitions_to_txn(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka AddPartitionsToTxn: v0–3 one transaction (clients), v4+ several (KIP-890)."""
     if header.api_version <= 3:
         results = await _add_partitions(
@@ -135,7 +142,9 @@ async def handle_add_partitions_to_txn(ctx: AgentContext, header, body: dict) ->
     return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": by_transaction}
 
 
-async def handle_add_offsets_to_txn(ctx: AgentContext, header, body: dict) -> dict:
+async def handle_add_offsets_to_txn(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka AddOffsetsToTxn: the transaction will carry the group's offsets."""
     answer = await ctx.client.call(
         "txn/add-offsets",
@@ -149,7 +158,9 @@ async def handle_add_offsets_to_txn(ctx: AgentContext, header, body: dict) -> di
     return {"throttle_time_ms": 0, "error_code": fenced_error(answer["error_code"], header, 2)}
 
 
-async def handle_txn_offset_commit(ctx: AgentContext, header, body: dict) -> dict:
+async def handle_txn_offset_commit(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka TxnOffsetCommit: offsets held by the transaction until it ends. Any agent
     answers it (the offsets are in the metadata store), coordinator of the group or not."""
     offsets = [
@@ -193,7 +204,9 @@ async def handle_txn_offset_commit(ctx: AgentContext, header, body: dict) -> dic
     }
 
 
-async def handle_end_txn(ctx: AgentContext, header, body: dict) -> dict:
+async def handle_end_txn(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka EndTxn: commit or abort; markers and offsets are one metadata transaction."""
     answer = await ctx.client.call(
         "txn/end",
@@ -213,14 +226,16 @@ async def handle_end_txn(ctx: AgentContext, header, body: dict) -> dict:
     return {"throttle_time_ms": 0, "error_code": fenced_error(answer["error_code"], header, 2)}
 
 
-def _by_topic(partitions: list) -> list[dict[str, Any]]:
+def _by_topic(partitions: list[tuple[str, int]]) -> list[dict[str, Any]]:
     topics: dict[str, list[int]] = {}
     for name, index in partitions:
         topics.setdefault(name, []).append(index)
     return [{"topic": n, "partitions": sorted(p)} for n, p in sorted(topics.items())]
 
 
-async def handle_describe_transactions(ctx: AgentContext, header, body: dict) -> dict:
+async def handle_describe_transactions(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka DescribeTransactions (KIP-664)."""
     ids = list(body["transactional_ids"])
     answer = await ctx.client.call("txn/describe", {"transactional_ids": ids})
@@ -257,7 +272,9 @@ async def handle_describe_transactions(ctx: AgentContext, header, body: dict) ->
     return {"throttle_time_ms": 0, "transaction_states": states}
 
 
-async def handle_list_transactions(ctx: AgentContext, header, body: dict) -> dict:
+async def handle_list_transactions(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka ListTransactions (KIP-664), with its state, producer id and (v1) duration
     filters."""
     answer = await ctx.client.call("txn/list", {})
@@ -289,7 +306,7 @@ async def handle_list_transactions(ctx: AgentContext, header, body: dict) -> dic
     }
 
 
-def error_response(header: RequestHeader, body: dict[str, Any], error: int) -> dict:
+def error_response(header: RequestHeader, body: dict[str, Any], error: int) -> dict[str, Any]:
     """A transaction request failed as a whole: `error` everywhere it has a place."""
     key = header.api_key
     if key == ApiKey.ADD_PARTITIONS_TO_TXN:

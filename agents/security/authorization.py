@@ -40,8 +40,8 @@ from core.kafka.errors import ErrorCode
 from core.kafka.types import ZERO_UUID
 from core.security.acl import AclOperation, Authorizer, ResourceType
 
-Handler = Callable[[AgentContext, RequestHeader, dict[str, Any]], Awaitable[dict | None]]
-Call = Callable[[dict[str, Any]], Awaitable[dict | None]]
+Handler = Callable[[AgentContext, RequestHeader, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+Call = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 OPEN_APIS = frozenset(
     {
@@ -71,7 +71,7 @@ _RESOURCE_GROUP = 32
 
 async def authorized_call(
     handler: Handler, ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
-) -> dict | None:
+) -> dict[str, Any] | None:
     """Run `handler` on what the current session may do; answer the rest as denied."""
     session = CURRENT_SESSION.get()
     if session is None or session.superuser or header.api_key in OPEN_APIS:
@@ -93,7 +93,7 @@ async def authorized_call(
     return await rule(access, ctx, header, body, call)
 
 
-def _denied_without_rule(header: RequestHeader, body: dict[str, Any]) -> dict | None:
+def _denied_without_rule(header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
     response = error_response(header, body, CLUSTER_DENIED)
     if response is None:
         raise CloseConnection(f"api {header.api_key}: not authorized and no error response")
@@ -110,7 +110,7 @@ async def _split(
     call: Call,
     response_key: str,
     denied: list[dict[str, Any]],
-) -> dict | None:
+) -> dict[str, Any] | None:
     """Call the handler with the kept items of `body[key]`; append `denied` to its answer."""
     if all(keep):
         return await call(body)
@@ -154,7 +154,9 @@ def _partitions(
 # --- data ------------------------------------------------------------------------------
 
 
-async def _produce(access: Access, ctx, header, body, call) -> dict | None:
+async def _produce(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     topics = body["topic_data"]
     transactional_id = body.get("transactional_id")
     if transactional_id and not access.allows(OP.WRITE, TXN, transactional_id):
@@ -183,7 +185,9 @@ async def _produce(access: Access, ctx, header, body, call) -> dict | None:
     return await _split(body, "topic_data", keep, call, "responses", denied)
 
 
-async def _fetch(access: Access, ctx, header, body, call) -> dict | None:
+async def _fetch(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     topics = body["topics"]
     names = await _topic_names(ctx, topics, "topic", "topic_id")
     keep = [access.topic(OP.READ, n) for n in names]
@@ -211,7 +215,7 @@ async def _fetch(access: Access, ctx, header, body, call) -> dict | None:
         if not ok
     ]
 
-    async def answer_as_dict(kept: dict[str, Any]) -> dict | None:
+    async def answer_as_dict(kept: dict[str, Any]) -> dict[str, Any] | None:
         # A shared answer (agents.shared_answers) is bytes; the denied topics join a dict.
         response = await call(kept)
         return response.decoded(header) if isinstance(response, EncodedResponse) else response
@@ -219,7 +223,9 @@ async def _fetch(access: Access, ctx, header, body, call) -> dict | None:
     return await _split(body, "topics", keep, answer_as_dict, "responses", denied)
 
 
-async def _list_offsets(access: Access, ctx, header, body, call) -> dict | None:
+async def _list_offsets(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     topics = body["topics"]
     keep = [access.topic(OP.DESCRIBE, t["name"]) for t in topics]
     denied = [
@@ -241,7 +247,9 @@ async def _list_offsets(access: Access, ctx, header, body, call) -> dict | None:
     return await _split(body, "topics", keep, call, "topics", denied)
 
 
-async def _offset_for_leader_epoch(access: Access, ctx, header, body, call) -> dict | None:
+async def _offset_for_leader_epoch(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     topics = body["topics"]
     keep = [access.topic(OP.DESCRIBE, t["topic"]) for t in topics]
     denied = [
@@ -257,7 +265,9 @@ async def _offset_for_leader_epoch(access: Access, ctx, header, body, call) -> d
     return await _split(body, "topics", keep, call, "topics", denied)
 
 
-async def _delete_records(access: Access, ctx, header, body, call) -> dict | None:
+async def _delete_records(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     topics = body["topics"]
     keep = [access.topic(OP.DELETE, t["name"]) for t in topics]
     denied = [
@@ -273,7 +283,9 @@ async def _delete_records(access: Access, ctx, header, body, call) -> dict | Non
     return await _split(body, "topics", keep, call, "topics", denied)
 
 
-async def _init_producer_id(access: Access, ctx, header, body, call) -> dict | None:
+async def _init_producer_id(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     transactional_id = body.get("transactional_id")
     if transactional_id:
         allowed, error = access.allows(OP.WRITE, TXN, transactional_id), TXN_DENIED
@@ -301,7 +313,9 @@ def _metadata_denied(name: str | None, topic_id: Any, error: int) -> dict[str, A
     }
 
 
-async def _metadata(access: Access, ctx: AgentContext, header, body, call) -> dict | None:
+async def _metadata(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call
+) -> dict[str, Any] | None:
     requested = body.get("topics")
     if requested is None or (header.api_version == 0 and not requested):
         # All topics: list only the describable ones (Kafka's filterByAuthorized).
@@ -347,7 +361,9 @@ async def _metadata(access: Access, ctx: AgentContext, header, body, call) -> di
     return response
 
 
-async def _create_topics(access: Access, ctx, header, body, call) -> dict | None:
+async def _create_topics(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call
+) -> dict[str, Any] | None:
     topics = body["topics"]
     may_create_all = access.cluster(OP.CREATE)
     keep = [may_create_all or access.allows(OP.CREATE, TOPIC, t["name"]) for t in topics]
@@ -368,7 +384,9 @@ async def _create_topics(access: Access, ctx, header, body, call) -> dict | None
     return await _split(body, "topics", keep, call, "topics", denied)
 
 
-async def _delete_topics(access: Access, ctx, header, body, call) -> dict | None:
+async def _delete_topics(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     if header.api_version < 6:
         names = list(body["topic_names"])
         keep = [access.topic(OP.DELETE, n) for n in names]
@@ -394,7 +412,9 @@ async def _delete_topics(access: Access, ctx, header, body, call) -> dict | None
     return await _split(body, "topics", keep, call, "responses", denied)
 
 
-async def _create_partitions(access: Access, ctx, header, body, call) -> dict | None:
+async def _create_partitions(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     topics = body["topics"]
     keep = [access.topic(OP.ALTER, t["name"]) for t in topics]
     denied = [
@@ -405,8 +425,10 @@ async def _create_partitions(access: Access, ctx, header, body, call) -> dict | 
     return await _split(body, "topics", keep, call, "results", denied)
 
 
-def _config_rule(operation: AclOperation, response_key: str):
-    async def rule(access: Access, ctx, header, body, call) -> dict | None:
+def _config_rule(operation: AclOperation, response_key: str) -> Rule:
+    async def rule(
+        access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+    ) -> dict[str, Any] | None:
         resources = body["resources"]
         keep, denied = [], []
         error: int
@@ -439,10 +461,12 @@ def _config_rule(operation: AclOperation, response_key: str):
 # --- consumer groups -------------------------------------------------------------------
 
 
-def _whole_group(operation: AclOperation):
+def _whole_group(operation: AclOperation) -> Rule:
     """JoinGroup, SyncGroup, Heartbeat, LeaveGroup: one group, all or nothing."""
 
-    async def rule(access: Access, ctx, header, body, call) -> dict | None:
+    async def rule(
+        access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+    ) -> dict[str, Any] | None:
         if access.allows(operation, GROUP, body["group_id"]):
             return await call(body)
         return {"throttle_time_ms": 0, "error_code": GROUP_DENIED}
@@ -450,7 +474,9 @@ def _whole_group(operation: AclOperation):
     return rule
 
 
-async def _find_coordinator(access: Access, ctx, header, body, call) -> dict | None:
+async def _find_coordinator(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     def check(key: str) -> int:
         if body.get("key_type", 0) == 1:
             return 0 if access.allows(OP.DESCRIBE, TXN, key) else TXN_DENIED
@@ -487,7 +513,9 @@ async def _find_coordinator(access: Access, ctx, header, body, call) -> dict | N
     )
 
 
-async def _offset_commit(access: Access, ctx, header, body, call) -> dict | None:
+async def _offset_commit(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     topics = body["topics"]
     if not access.allows(OP.READ, GROUP, body["group_id"]):
         keep, error = [False] * len(topics), GROUP_DENIED
@@ -517,7 +545,9 @@ def _fetched_denied(topic: dict[str, Any], error: int) -> dict[str, Any]:
     }
 
 
-async def _offset_fetch(access: Access, ctx, header, body, call) -> dict | None:
+async def _offset_fetch(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     """OffsetFetch: DESCRIBE on the group; explicitly asked topics need DESCRIBE (29 each),
     an all-topics answer drops the ones the principal cannot describe (Kafka does both)."""
     if header.api_version < 8:
@@ -576,7 +606,9 @@ async def _offset_fetch(access: Access, ctx, header, body, call) -> dict | None:
     return response
 
 
-async def _describe_groups(access: Access, ctx, header, body, call) -> dict | None:
+async def _describe_groups(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     groups = list(body["groups"])
     keep = [access.allows(OP.DESCRIBE, GROUP, g) for g in groups]
     denied = [
@@ -595,7 +627,9 @@ async def _describe_groups(access: Access, ctx, header, body, call) -> dict | No
     return await _split(body, "groups", keep, call, "groups", denied)
 
 
-async def _share_records(access: Access, ctx, header, body, call) -> dict | None:
+async def _share_records(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     """ShareFetch, ShareAcknowledge (KIP-932): READ on the group and on every topic named
     (a denied topic denies the request: its partitions share the session)."""
     from_group = access.allows(OP.READ, GROUP, body.get("group_id") or "")
@@ -683,7 +717,9 @@ def _share_offsets_change(group_operation: AclOperation):
     return rule
 
 
-async def _consumer_group_describe(access: Access, ctx, header, body, call) -> dict | None:
+async def _consumer_group_describe(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     groups = list(body["group_ids"])
     keep = [access.allows(OP.DESCRIBE, GROUP, g) for g in groups]
     denied = [
@@ -702,7 +738,9 @@ async def _consumer_group_describe(access: Access, ctx, header, body, call) -> d
     return await _split(body, "group_ids", keep, call, "groups", denied)
 
 
-async def _list_groups(access: Access, ctx, header, body, call) -> dict | None:
+async def _list_groups(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     response = await call(body)
     if response is not None and not access.cluster(OP.DESCRIBE):
         response["groups"] = [
@@ -713,7 +751,9 @@ async def _list_groups(access: Access, ctx, header, body, call) -> dict | None:
     return response
 
 
-async def _delete_groups(access: Access, ctx, header, body, call) -> dict | None:
+async def _delete_groups(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     groups = list(body["groups_names"])
     keep = [access.allows(OP.DELETE, GROUP, g) for g in groups]
     denied = [
@@ -724,7 +764,9 @@ async def _delete_groups(access: Access, ctx, header, body, call) -> dict | None
     return await _split(body, "groups_names", keep, call, "results", denied)
 
 
-async def _offset_delete(access: Access, ctx, header, body, call) -> dict | None:
+async def _offset_delete(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     if not access.allows(OP.DELETE, GROUP, body["group_id"]):
         return {"error_code": GROUP_DENIED, "throttle_time_ms": 0, "topics": []}
     topics = body["topics"]
@@ -743,11 +785,13 @@ async def _offset_delete(access: Access, ctx, header, body, call) -> dict | None
 # --- ACLs --------------------------------------------------------------------------------
 
 
-def _cluster_describe(listed: str):
+def _cluster_describe(listed: str) -> Rule:
     """DESCRIBE on the cluster, else a top-level CLUSTER_AUTHORIZATION_FAILED with an
     empty `listed` (DescribeAcls' resources, DescribeUserScramCredentials' results)."""
 
-    async def rule(access: Access, ctx, header, body, call) -> dict | None:
+    async def rule(
+        access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+    ) -> dict[str, Any] | None:
         if access.cluster(OP.DESCRIBE):
             return await call(body)
         return {
@@ -760,7 +804,9 @@ def _cluster_describe(listed: str):
     return rule
 
 
-async def _alter_scram(access: Access, ctx, header, body, call) -> dict | None:
+async def _alter_scram(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     if access.cluster(OP.ALTER):
         return await call(body)
     users = dict.fromkeys(i["name"] for i in [*body["deletions"], *body["upsertions"]])
@@ -773,14 +819,18 @@ async def _alter_scram(access: Access, ctx, header, body, call) -> dict | None:
     }
 
 
-async def _create_acls(access: Access, ctx, header, body, call) -> dict | None:
+async def _create_acls(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     if access.cluster(OP.ALTER):
         return await call(body)
     error = {"error_code": CLUSTER_DENIED, "error_message": _MESSAGES[CLUSTER_DENIED]}
     return {"throttle_time_ms": 0, "results": [dict(error) for _ in body["creations"]]}
 
 
-async def _delete_acls(access: Access, ctx, header, body, call) -> dict | None:
+async def _delete_acls(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     if access.cluster(OP.ALTER):
         return await call(body)
     error = {"error_code": CLUSTER_DENIED, "error_message": _MESSAGES[CLUSTER_DENIED]}
@@ -790,7 +840,9 @@ async def _delete_acls(access: Access, ctx, header, body, call) -> dict | None:
     }
 
 
-Rule = Callable[[Access, AgentContext, RequestHeader, dict[str, Any], Call], Awaitable[dict | None]]
+Rule = Callable[
+    [Access, AgentContext, RequestHeader, dict[str, Any], Call], Awaitable[dict[str, Any] | None]
+]
 
 
 # --- transactions (KIP-98): WRITE on the transactional id, as Kafka ---------------------
@@ -800,7 +852,9 @@ def _txn_denied(header: RequestHeader, body: dict[str, Any], error: int) -> dict
     return {"throttle_time_ms": 0, **transactions.error_response(header, body, error)}
 
 
-async def _add_partitions_to_txn(access: Access, ctx, header, body, call) -> dict | None:
+async def _add_partitions_to_txn(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     if header.api_version <= 3:
         txns = [(body["v3_and_below_transactional_id"], body["v3_and_below_topics"])]
     else:
@@ -813,10 +867,12 @@ async def _add_partitions_to_txn(access: Access, ctx, header, body, call) -> dic
     return await call(body)
 
 
-def _txn_write(*, group: bool = False):
+def _txn_write(*, group: bool = False) -> Rule:
     """AddOffsetsToTxn, TxnOffsetCommit (also READ on the group), EndTxn."""
 
-    async def rule(access: Access, ctx, header, body, call) -> dict | None:
+    async def rule(
+        access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+    ) -> dict[str, Any] | None:
         if not access.allows(OP.WRITE, TXN, body["transactional_id"]):
             return _txn_denied(header, body, TXN_DENIED)
         if group and not access.allows(OP.READ, GROUP, body["group_id"]):
@@ -826,7 +882,9 @@ def _txn_write(*, group: bool = False):
     return rule
 
 
-async def _describe_transactions(access: Access, ctx, header, body, call) -> dict | None:
+async def _describe_transactions(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     ids = list(body["transactional_ids"])
     keep = [access.allows(OP.DESCRIBE, TXN, i) for i in ids]
     denied = _txn_denied(
@@ -837,7 +895,9 @@ async def _describe_transactions(access: Access, ctx, header, body, call) -> dic
     )
 
 
-async def _list_transactions(access: Access, ctx, header, body, call) -> dict | None:
+async def _list_transactions(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     """Lists only the transactional ids the principal may describe (as ListGroups)."""
     response = await call(body)
     if response is not None and "transaction_states" in response:

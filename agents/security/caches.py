@@ -42,7 +42,7 @@ class CredentialCache:
         self._ttl = ttl_s
         self._negative_ttl = negative_ttl_s
         self._entries: dict[str, tuple[float, Credential | None]] = {}
-        self._inflight: dict[str, asyncio.Future] = {}
+        self._inflight: dict[str, asyncio.Future[Credential | None]] = {}
 
     def forget(self, username: str) -> None:
         """Ask the control plane again at the next login (this agent changed the user)."""

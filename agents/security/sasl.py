@@ -20,6 +20,7 @@ from agents.context import AgentContext
 from agents.metrics import Counter
 from agents.security.caches import Credential
 from agents.security.session import Session, current_session
+from core.kafka import RequestHeader
 from core.kafka.errors import ErrorCode
 from core.security.scram import MECHANISMS, ScramError, ScramServer, parse_plain, plain_verify
 
@@ -39,7 +40,9 @@ class AnswerThenClose(Exception):
         self.response = response
 
 
-async def handle_sasl_handshake(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_sasl_handshake(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka SaslHandshake: choose a mechanism; an unknown one ends the connection."""
     session = current_session()
     answer = {"error_code": 0, "mechanisms": ENABLED_MECHANISMS}
@@ -59,7 +62,9 @@ async def handle_sasl_handshake(ctx: AgentContext, header, body: dict[str, Any])
     return answer
 
 
-def _authenticate_answer(error: int = 0, message: str | None = None, token: bytes = b"") -> dict:
+def _authenticate_answer(
+    error: int = 0, message: str | None = None, token: bytes = b""
+) -> dict[str, Any]:
     return {
         "error_code": error,
         "error_message": message,
@@ -80,7 +85,9 @@ def _failed(session: Session, reason: str) -> AnswerThenClose:
     )
 
 
-async def handle_sasl_authenticate(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_sasl_authenticate(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Kafka SaslAuthenticate: one step of the mechanism chosen by the handshake."""
     session = current_session()
     async with session.sasl_lock:

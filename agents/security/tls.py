@@ -10,6 +10,7 @@ same connection replaces that principal, as in Kafka.
 from __future__ import annotations
 
 import ssl
+from typing import Any
 
 # RFC 2253 / X500Principal.getName() attribute keywords.
 _KEYWORDS = {
@@ -59,7 +60,7 @@ def _escape(value: str) -> str:
     return "".join(out)
 
 
-def principal_from_certificate(peercert: dict | None) -> str | None:
+def principal_from_certificate(peercert: dict[str, Any] | None) -> str | None:
     """`User:<subject DN>` of a verified client certificate (`getpeercert()`), or None."""
     if not peercert or not peercert.get("subject"):
         return None

@@ -6,13 +6,17 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
 
+from metadata_store.models import Agent
 from metadata_store.selectors import agents_of_cluster
 from tenancy.api.pagination import PAGE_PARAMETERS
+from tenancy.api.typed import Serializer
 from virtualclusters.api.views import ClusterScopedView
 
 
-class AgentStatsSerializer(serializers.Serializer):
+class AgentStatsSerializer(Serializer):
     get_requests = serializers.IntegerField(help_text="Object-store GET requests.")
     get_bytes = serializers.IntegerField(help_text="Bytes read from the object store.")
     peer_served_bytes = serializers.IntegerField(
@@ -31,7 +35,7 @@ class AgentStatsSerializer(serializers.Serializer):
     )
 
 
-class AgentSerializer(serializers.Serializer):
+class AgentSerializer(Serializer):
     agent_id = serializers.CharField()
     zone = serializers.CharField(allow_blank=True)
     address = serializers.SerializerMethodField(help_text="host:port of the Kafka listener.")
@@ -44,11 +48,12 @@ class AgentSerializer(serializers.Serializer):
     last_heartbeat = serializers.DateTimeField()
     stats = serializers.SerializerMethodField()
 
-    def get_address(self, agent) -> str:
+    def get_address(self, agent: Agent) -> str:
         return f"{agent.host}:{agent.port}"
 
     @extend_schema(responses=AgentStatsSerializer)
-    def get_stats(self, agent) -> dict:
+    def get_stats(self, agent: Agent) -> dict[str, Any]:
+
         fields: list[str] = list(AgentStatsSerializer().fields.keys())
         # What the schema declares, no more (not the per-topic counters of throughput out).
         stats: dict[str, Any] = {name: (agent.stats or {}).get(name, 0) for name in fields}
@@ -64,6 +69,6 @@ class AgentListView(ClusterScopedView):
         parameters=PAGE_PARAMETERS,
         summary="List a cluster's agents (live first, then those gone in the last day)",
     )
-    def get(self, request, cluster_id: str):
+    def get(self, request: Request, cluster_id: str) -> Response:
         agents = agents_of_cluster(self.cluster(cluster_id))
         return self.paginated(agents, AgentSerializer)

@@ -6,9 +6,11 @@ from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from tenancy.api.pagination import PAGE_PARAMETERS
+from tenancy.api.typed import Serializer
 from virtualclusters.api.views import ClusterScopedView
 from virtualclusters.groups.lag import groups_describe
 from virtualclusters.groups.services import GroupNotEmpty, group_delete
@@ -20,12 +22,12 @@ class GroupConflict(APIException):
     default_code = "non_empty_group"
 
 
-class AssignmentSerializer(serializers.Serializer):
+class AssignmentSerializer(Serializer):
     topic = serializers.CharField()
     partitions = serializers.ListField(child=serializers.IntegerField())
 
 
-class GroupMemberSerializer(serializers.Serializer):
+class GroupMemberSerializer(Serializer):
     member_id = serializers.CharField()
     group_instance_id = serializers.CharField(allow_null=True)
     client_id = serializers.CharField(allow_blank=True)
@@ -46,7 +48,7 @@ class GroupMemberSerializer(serializers.Serializer):
     )
 
 
-class GroupPartitionSerializer(serializers.Serializer):
+class GroupPartitionSerializer(Serializer):
     topic = serializers.CharField()
     partition = serializers.IntegerField()
     committed_offset = serializers.IntegerField(
@@ -64,7 +66,7 @@ class GroupPartitionSerializer(serializers.Serializer):
     client_id = serializers.CharField(allow_null=True)
 
 
-class GroupSerializer(serializers.Serializer):
+class GroupSerializer(Serializer):
     group_id = serializers.CharField()
     state = serializers.CharField(
         help_text="Empty, PreparingRebalance, CompletingRebalance or Stable."
@@ -96,14 +98,14 @@ class GroupListView(ClusterScopedView):
         parameters=PAGE_PARAMETERS,
         summary="List consumer groups and lag",
     )
-    def get(self, request, cluster_id: str):
+    def get(self, request: Request, cluster_id: str) -> Response:
         groups = list(groups_describe(self.cluster(cluster_id)))
         return self.paginated(groups, GroupSerializer)
 
 
 class GroupDetailView(ClusterScopedView):
     @extend_schema(responses=GroupSerializer, summary="Describe a consumer group and its lag")
-    def get(self, request, cluster_id: str, group_id: str):
+    def get(self, request: Request, cluster_id: str, group_id: str) -> Response:
         found = groups_describe(self.cluster(cluster_id), [group_id])
         if not found:
             raise Http404
@@ -113,7 +115,7 @@ class GroupDetailView(ClusterScopedView):
         responses={204: None},
         summary="Delete a consumer group and its committed offsets (no active members)",
     )
-    def delete(self, request, cluster_id: str, group_id: str):
+    def delete(self, request: Request, cluster_id: str, group_id: str) -> Response:
         try:
             deleted = group_delete(cluster=self.cluster(cluster_id), group_id=group_id)
         except GroupNotEmpty as exc:

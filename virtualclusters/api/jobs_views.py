@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
 
 from tenancy.api.pagination import PAGE_PARAMETERS
+from tenancy.api.typed import ModelSerializer
 from virtualclusters.api.views import ClusterScopedView
 from virtualclusters.jobs import selectors as jobs_selectors
 from virtualclusters.jobs.models import JobRun
@@ -37,7 +42,7 @@ PUBLIC_DETAILS = (
 )
 
 
-class JobRunSerializer(serializers.ModelSerializer):
+class JobRunSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id")
     duration_s = serializers.FloatField(allow_null=True, help_text="Running time in seconds.")
     details = serializers.SerializerMethodField()
@@ -69,7 +74,8 @@ class JobRunSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
-    def get_details(self, run: JobRun) -> dict:
+    def get_details(self, run: JobRun) -> dict[str, Any]:
+
         return {k: v for k, v in run.details.items() if k in PUBLIC_DETAILS}
 
 
@@ -83,7 +89,7 @@ class JobRunListView(ClusterScopedView):
         ],
         summary="List a cluster's background job runs, newest first",
     )
-    def get(self, request, cluster_id: str):
+    def get(self, request: Request, cluster_id: str) -> Response:
         runs = jobs_selectors.job_runs(self.cluster(cluster_id))
         errors = {}
         for name, choices in (("kind", JobRun.Kind.values), ("state", JobRun.State.values)):

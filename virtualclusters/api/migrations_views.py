@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from tenancy.api.pagination import PAGE_PARAMETERS
 from tenancy.api.strict import StrictSerializer
+from tenancy.api.typed import Serializer
 from tenancy.api.views import created
 from tenancy.errors import conflict
 from virtualclusters.api.views import ClusterScopedView
@@ -99,7 +103,7 @@ class MigrationCreateSerializer(StrictSerializer):
     )
 
 
-class MigrationPartitionSerializer(serializers.Serializer):
+class MigrationPartitionSerializer(Serializer):
     partition = serializers.IntegerField()
     source_log_start = serializers.IntegerField()
     source_end_offset = serializers.IntegerField()
@@ -110,7 +114,7 @@ class MigrationPartitionSerializer(serializers.Serializer):
     error = serializers.CharField(allow_blank=True)
 
 
-class MigrationTopicSerializer(serializers.Serializer):
+class MigrationTopicSerializer(Serializer):
     name = serializers.CharField()
     state = serializers.CharField()
     error = serializers.CharField(allow_blank=True)
@@ -127,7 +131,7 @@ class MigrationTopicSerializer(serializers.Serializer):
     partitions = MigrationPartitionSerializer(many=True)
 
 
-class MigrationSerializer(serializers.Serializer):
+class MigrationSerializer(Serializer):
     id = serializers.CharField(source="public_id")
     state = serializers.CharField()
     source_bootstrap = serializers.CharField()
@@ -146,7 +150,7 @@ class MigrationSerializer(serializers.Serializer):
     subjects_regex = serializers.CharField()
 
 
-class SchemaLinkSerializer(serializers.Serializer):
+class SchemaLinkSerializer(Serializer):
     state = serializers.ChoiceField(choices=["linking", "cut_over", "stopped"])
     cut_over_at = serializers.DateTimeField(allow_null=True)
     subjects_copied = serializers.IntegerField()
@@ -181,7 +185,8 @@ class MigrationCutoverSerializer(StrictSerializer):
         help_text="End the schema link: the linked subjects take registrations again.",
     )
 
-    def validate(self, attrs):
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+
         if not attrs.get("topics") and not attrs.get("schemas"):
             raise ValidationError({"topics": ["name topics to cut over, or schemas: true"]})
         return attrs
@@ -200,7 +205,7 @@ class MigrationListView(ClusterScopedView):
         parameters=PAGE_PARAMETERS,
         summary="List a cluster's migrations, newest first",
     )
-    def get(self, request, cluster_id: str):
+    def get(self, request: Request, cluster_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         return self.paginated(
             Migration.objects.filter(cluster=cluster).order_by("-id"), MigrationSerializer
@@ -211,7 +216,7 @@ class MigrationListView(ClusterScopedView):
         responses={201: MigrationDetailSerializer},
         summary="Start mirroring topics (and groups) from another Kafka, offsets kept",
     )
-    def post(self, request, cluster_id: str):
+    def post(self, request: Request, cluster_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         data = MigrationCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -250,7 +255,7 @@ class MigrationDetailView(_MigrationView):
         responses=MigrationDetailSerializer,
         summary="A migration's state per topic, partition and group",
     )
-    def get(self, request, cluster_id: str, migration_id: str):
+    def get(self, request: Request, cluster_id: str, migration_id: str) -> Response:
         migration = self.migration(cluster_id, migration_id)
         return Response(MigrationDetailSerializer(selectors.migration_detail(migration)).data)
 
@@ -258,7 +263,7 @@ class MigrationDetailView(_MigrationView):
         responses={204: None},
         summary="Stop a migration (every topic it still mirrors becomes writable)",
     )
-    def delete(self, request, cluster_id: str, migration_id: str):
+    def delete(self, request: Request, cluster_id: str, migration_id: str) -> Response:
         services.migration_stop(migration=self.migration(cluster_id, migration_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -270,7 +275,7 @@ class MigrationCutoverView(_MigrationView):
         summary="Cut topics over: writable in Floe, continuing at their copied end offsets; "
         "or the schemas: the linked subjects take registrations again",
     )
-    def post(self, request, cluster_id: str, migration_id: str):
+    def post(self, request: Request, cluster_id: str, migration_id: str) -> Response:
         migration = self.migration(cluster_id, migration_id)
         data = MigrationCutoverSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from tenancy.api.strict import StrictSerializer
+from tenancy.api.typed import ModelSerializer, Serializer
 from virtualclusters.security.models import Acl, SaslCredential
 from virtualclusters.security.services import (
     MAX_PASSWORD_LENGTH,
@@ -14,7 +17,7 @@ from virtualclusters.security.services import (
 )
 
 
-class SaslCredentialSerializer(serializers.ModelSerializer):
+class SaslCredentialSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
     cluster = serializers.CharField(source="cluster.public_id", read_only=True)
     mechanisms = serializers.SerializerMethodField()
@@ -51,7 +54,8 @@ class SaslCredentialCreateSerializer(StrictSerializer):
     )
     superuser = serializers.BooleanField(required=False, default=False)
 
-    def get_fields(self) -> dict[str, serializers.Field]:
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+
         # Declared here: as a class attribute, "read_only" would shadow the flag every DRF
         # field (a serializer too) has by that name.
         fields = super().get_fields()
@@ -69,7 +73,7 @@ class SaslCredentialCreatedSerializer(SaslCredentialSerializer):
         read_only_fields = fields
 
 
-class AclSerializer(serializers.ModelSerializer):
+class AclSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
     cluster = serializers.CharField(source="cluster.public_id", read_only=True)
 
@@ -83,7 +87,7 @@ def _choices(field: str) -> list[str]:
     return [value for value, _ in Acl.choices_of(field)]
 
 
-class AclQuerySerializer(serializers.Serializer):
+class AclQuerySerializer(Serializer):
     """Optional equality filters of the ACL list."""
 
     resource_type = serializers.CharField(required=False, max_length=32, trim_whitespace=False)

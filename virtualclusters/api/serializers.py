@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -10,6 +12,7 @@ from metadata_store.models import Topic
 from metadata_store.selectors import bootstrap_servers
 from metadata_store.topic_configs import MAX_PARTITIONS, configs_schema
 from tenancy.api.strict import StrictSerializer
+from tenancy.api.typed import ModelSerializer
 from virtualclusters.models import AgentKey, VirtualCluster
 from virtualclusters.services import CONFIG_BOUNDS
 
@@ -63,7 +66,7 @@ class ClusterConfigSerializer(StrictSerializer):
     )
 
 
-class ClusterSerializer(serializers.ModelSerializer):
+class ClusterSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
     config = serializers.SerializerMethodField()
     bootstrap = serializers.SerializerMethodField(
@@ -76,7 +79,8 @@ class ClusterSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "created_at", "bootstrap", "bucket_url", "config"]
         read_only_fields = fields
 
-    def get_config(self, cluster: VirtualCluster) -> dict:
+    def get_config(self, cluster: VirtualCluster) -> dict[str, Any]:
+
         return cluster.config()
 
     @extend_schema_field({"type": "string", "nullable": True, "example": "10.0.1.2:9092"})
@@ -121,7 +125,7 @@ class ClusterDeleteSerializer(StrictSerializer):
     confirm_name = serializers.CharField()
 
 
-class AgentKeySerializer(serializers.ModelSerializer):
+class AgentKeySerializer(ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
     cluster = serializers.CharField(source="cluster.public_id", read_only=True)
 
@@ -151,7 +155,7 @@ class AgentKeyCreatedSerializer(AgentKeySerializer):
         read_only_fields = fields
 
 
-class TopicSerializer(serializers.ModelSerializer):
+class TopicSerializer(ModelSerializer):
     id = serializers.UUIDField(read_only=True)
     partitions = serializers.IntegerField(source="partition_count", read_only=True)
     messages = serializers.IntegerField(read_only=True, help_text="Records currently retained")

@@ -7,9 +7,11 @@ from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from tenancy.api.pagination import PAGE_PARAMETERS
+from tenancy.api.typed import Serializer
 from virtualclusters.api.views import ClusterScopedView
 from virtualclusters.groups.share import (
     RESET_TO,
@@ -28,12 +30,12 @@ class ShareGroupConflict(APIException):
     default_code = "non_empty_group"
 
 
-class ShareAssignmentSerializer(serializers.Serializer):
+class ShareAssignmentSerializer(Serializer):
     topic = serializers.CharField()
     partitions = serializers.ListField(child=serializers.IntegerField())
 
 
-class ShareMemberSerializer(serializers.Serializer):
+class ShareMemberSerializer(Serializer):
     member_id = serializers.CharField()
     client_id = serializers.CharField(allow_blank=True)
     client_host = serializers.CharField(allow_blank=True)
@@ -49,7 +51,7 @@ class ShareMemberSerializer(serializers.Serializer):
     )
 
 
-class SharePartitionSerializer(serializers.Serializer):
+class SharePartitionSerializer(Serializer):
     topic = serializers.CharField()
     partition = serializers.IntegerField()
     start_offset = serializers.IntegerField(
@@ -66,7 +68,7 @@ class SharePartitionSerializer(serializers.Serializer):
     )
 
 
-class ShareGroupSerializer(serializers.Serializer):
+class ShareGroupSerializer(Serializer):
     group_id = serializers.CharField()
     state = serializers.CharField(help_text="Stable (live members) or Empty.")
     group_epoch = serializers.IntegerField()
@@ -76,7 +78,7 @@ class ShareGroupSerializer(serializers.Serializer):
     locked = serializers.IntegerField(help_text="Records locked to members, all partitions.")
 
 
-class ShareOffsetsResetSerializer(serializers.Serializer):
+class ShareOffsetsResetSerializer(Serializer):
     topic = serializers.CharField(max_length=249)
     to = serializers.ChoiceField(
         choices=RESET_TO,
@@ -91,7 +93,7 @@ class ShareOffsetsResetSerializer(serializers.Serializer):
     )
 
 
-class ShareOffsetsDeleteSerializer(serializers.Serializer):
+class ShareOffsetsDeleteSerializer(Serializer):
     topic = serializers.CharField(max_length=249)
 
 
@@ -101,7 +103,7 @@ class ShareGroupListView(ClusterScopedView):
         parameters=PAGE_PARAMETERS,
         summary="List share groups (KIP-932): members, start offsets, records in flight, lag",
     )
-    def get(self, request, cluster_id: str):
+    def get(self, request: Request, cluster_id: str) -> Response:
         groups = share_groups_describe(self.cluster(cluster_id))
         return self.paginated(groups, ShareGroupSerializer)
 
@@ -115,14 +117,14 @@ def _described(view: ClusterScopedView, cluster_id: str, group_id: str) -> Respo
 
 class ShareGroupDetailView(ClusterScopedView):
     @extend_schema(responses=ShareGroupSerializer, summary="Describe a share group")
-    def get(self, request, cluster_id: str, group_id: str):
+    def get(self, request: Request, cluster_id: str, group_id: str) -> Response:
         return _described(self, cluster_id, group_id)
 
     @extend_schema(
         responses={204: None},
         summary="Delete a share group, its configs and offsets (no active members)",
     )
-    def delete(self, request, cluster_id: str, group_id: str):
+    def delete(self, request: Request, cluster_id: str, group_id: str) -> Response:
         try:
             share_group_delete(cluster=self.cluster(cluster_id), group_id=group_id)
         except ShareGroupNotEmpty as exc:
@@ -138,7 +140,7 @@ class ShareOffsetsResetView(ClusterScopedView):
         responses=ShareGroupSerializer,
         summary="Reset a share group's start offsets of a topic (no active members)",
     )
-    def post(self, request, cluster_id: str, group_id: str):
+    def post(self, request: Request, cluster_id: str, group_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         data = ShareOffsetsResetSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -160,7 +162,7 @@ class ShareOffsetsDeleteView(ClusterScopedView):
         summary="Delete a share group's offsets of a topic (no active members): its next "
         "fetch starts where share.auto.offset.reset says",
     )
-    def post(self, request, cluster_id: str, group_id: str):
+    def post(self, request: Request, cluster_id: str, group_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         data = ShareOffsetsDeleteSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -8,9 +8,11 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from metadata_store.models import Topic
+from tenancy.api.typed import Serializer
 from tenancy.errors import conflict
 from virtualclusters.api.views import ClusterScopedView
 from virtualclusters.tables import topic_tables
@@ -43,7 +45,7 @@ class TableSchemaField(serializers.JSONField):
     does not have is a 409: the registry's state, not the request, is wrong)."""
 
 
-class TopicTableRequestSerializer(serializers.Serializer):
+class TopicTableRequestSerializer(Serializer):
     schema = TableSchemaField(
         help_text='"raw" (key and value as binary) or {"subject": "<subject>", "version": '
         '"latest" | n}: an Avro subject of the cluster\'s Schema Registry, whose fields '
@@ -68,7 +70,7 @@ class TopicTableRequestSerializer(serializers.Serializer):
     )
 
 
-class TableSnapshotSerializer(serializers.Serializer):
+class TableSnapshotSerializer(Serializer):
     id = serializers.IntegerField()
     committed_at = serializers.DateTimeField()
     operation = serializers.CharField(allow_null=True)
@@ -76,12 +78,12 @@ class TableSnapshotSerializer(serializers.Serializer):
     bytes = serializers.IntegerField(help_text="Their bytes.")
 
 
-class BackfillSerializer(serializers.Serializer):
+class BackfillSerializer(Serializer):
     done = serializers.IntegerField()
     total = serializers.IntegerField()
 
 
-class TopicTableSerializer(serializers.Serializer):
+class TopicTableSerializer(Serializer):
     state = serializers.ChoiceField(choices=TopicTable.State.choices)
     catalog_url = serializers.CharField(help_text="The Iceberg REST catalog's base URI.")
     namespace = serializers.CharField()
@@ -130,7 +132,7 @@ class TopicTableView(ClusterScopedView):
         responses=TopicTableSerializer,
         summary="Keep a topic as an Iceberg table",
     )
-    def put(self, request, cluster_id: str, name: str):
+    def put(self, request: Request, cluster_id: str, name: str) -> Response:
         topic = self._topic(cluster_id, name)
         data = TopicTableRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -143,11 +145,11 @@ class TopicTableView(ClusterScopedView):
         return Response(TopicTableSerializer(topic_tables.topic_table_state(enabled)).data)
 
     @extend_schema(responses=TopicTableSerializer, summary="A topic table's state")
-    def get(self, request, cluster_id: str, name: str):
+    def get(self, request: Request, cluster_id: str, name: str) -> Response:
         found = self._table(self._topic(cluster_id, name))
         return Response(TopicTableSerializer(topic_tables.topic_table_state(found)).data)
 
     @extend_schema(responses={204: None}, summary="Stop appending to a topic's table")
-    def delete(self, request, cluster_id: str, name: str):
+    def delete(self, request: Request, cluster_id: str, name: str) -> Response:
         topic_tables.topic_table_stop(topic_table=self._table(self._topic(cluster_id, name)))
         return Response(status=status.HTTP_204_NO_CONTENT)

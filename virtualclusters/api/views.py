@@ -10,11 +10,14 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.kafka.errors import ErrorCode
+from metadata_store.models import Topic
 from metadata_store.topics import TopicError, topic_configs_alter, topic_create, topic_delete
 from tenancy.api.pagination import PAGE_PARAMETERS, KeyListQuerySerializer, query_params
+from tenancy.api.typed import Serializer
 from tenancy.api.views import OrgScopedView, created
 from tenancy.errors import conflict
 from virtualclusters import selectors, services
@@ -52,7 +55,7 @@ class ClusterListView(ClusterScopedView):
         parameters=PAGE_PARAMETERS,
         summary="List virtual clusters",
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         clusters = VirtualCluster.objects.for_org(self.organization).order_by("name")
         return self.paginated(clusters, ClusterSerializer)
 
@@ -61,7 +64,7 @@ class ClusterListView(ClusterScopedView):
         responses={201: ClusterSerializer},
         summary="Create a virtual cluster",
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         data = ClusterCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         cluster = services.cluster_create(
@@ -75,7 +78,7 @@ class ClusterListView(ClusterScopedView):
 
 class ClusterDetailView(ClusterScopedView):
     @extend_schema(responses=ClusterSerializer, summary="Describe a virtual cluster")
-    def get(self, request, cluster_id: str):
+    def get(self, request: Request, cluster_id: str) -> Response:
         return Response(ClusterSerializer(self.cluster(cluster_id)).data)
 
     @extend_schema(
@@ -83,7 +86,7 @@ class ClusterDetailView(ClusterScopedView):
         responses=ClusterSerializer,
         summary="Rename a virtual cluster",
     )
-    def patch(self, request, cluster_id: str):
+    def patch(self, request: Request, cluster_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         data = ClusterRenameSerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
@@ -101,7 +104,7 @@ class ClusterDetailView(ClusterScopedView):
         responses={204: None},
         summary="Delete a virtual cluster (type its name to confirm)",
     )
-    def delete(self, request, cluster_id: str):
+    def delete(self, request: Request, cluster_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         confirm = request.query_params.get("confirm_name")
         if confirm is None and isinstance(request.data, dict):
@@ -112,7 +115,7 @@ class ClusterDetailView(ClusterScopedView):
 
 class ClusterConfigView(ClusterScopedView):
     @extend_schema(responses=ClusterConfigSerializer, summary="Describe a cluster's configuration")
-    def get(self, request, cluster_id: str):
+    def get(self, request: Request, cluster_id: str) -> Response:
         return Response(self.cluster(cluster_id).config())
 
     @extend_schema(
@@ -120,7 +123,7 @@ class ClusterConfigView(ClusterScopedView):
         responses=ClusterConfigSerializer,
         summary="Update a cluster's configuration",
     )
-    def patch(self, request, cluster_id: str):
+    def patch(self, request: Request, cluster_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         if not isinstance(request.data, dict):
             raise ValidationError(
@@ -146,7 +149,7 @@ class ClusterBucketView(ClusterScopedView):
         summary="Change a cluster's bucket (after copying its files there; agents with "
         "the old bucket URL are refused from then on)",
     )
-    def put(self, request, cluster_id: str):
+    def put(self, request: Request, cluster_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         data = ClusterBucketSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -162,7 +165,7 @@ class AgentKeyListView(ClusterScopedView):
         parameters=[KeyListQuerySerializer, *PAGE_PARAMETERS],
         summary="List a cluster's agent keys (active ones; revoked ones too on request)",
     )
-    def get(self, request, cluster_id: str):
+    def get(self, request: Request, cluster_id: str) -> Response:
         keys = self.cluster(cluster_id).agent_keys.order_by("-created_at", "id")
         if not query_params(request, KeyListQuerySerializer)["include_revoked"]:
             keys = keys.active()
@@ -173,7 +176,7 @@ class AgentKeyListView(ClusterScopedView):
         responses={201: AgentKeyCreatedSerializer},
         summary="Create an agent key",
     )
-    def post(self, request, cluster_id: str):
+    def post(self, request: Request, cluster_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         data = AgentKeyCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -194,11 +197,11 @@ class AgentKeyDetailView(ClusterScopedView):
         return get_object_or_404(self.cluster(cluster_id).agent_keys.active(), public_id=key_id)
 
     @extend_schema(responses=AgentKeySerializer, summary="Describe an agent key")
-    def get(self, request, cluster_id: str, key_id: str):
+    def get(self, request: Request, cluster_id: str, key_id: str) -> Response:
         return Response(AgentKeySerializer(self._key(cluster_id, key_id)).data)
 
     @extend_schema(responses={204: None}, summary="Revoke an agent key")
-    def delete(self, request, cluster_id: str, key_id: str):
+    def delete(self, request: Request, cluster_id: str, key_id: str) -> Response:
         services.agent_key_revoke(key=self._key(cluster_id, key_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -209,14 +212,14 @@ class TopicListView(ClusterScopedView):
         parameters=PAGE_PARAMETERS,
         summary="List a cluster's topics",
     )
-    def get(self, request, cluster_id: str):
+    def get(self, request: Request, cluster_id: str) -> Response:
         topics = selectors.topics_with_stats(self.cluster(cluster_id))
         return self.paginated(topics, TopicSerializer)
 
     @extend_schema(
         request=TopicCreateSerializer, responses={201: TopicSerializer}, summary="Create a topic"
     )
-    def post(self, request, cluster_id: str):
+    def post(self, request: Request, cluster_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         data = TopicCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -226,7 +229,7 @@ class TopicListView(ClusterScopedView):
             if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise conflict("name", exc.message) from None
             raise ValidationError(
-                {"name" if exc.code != 40 else "configs": [exc.message]}
+                {"name" if exc.code != ErrorCode.INVALID_CONFIG else "configs": [exc.message]}
             ) from None
         return created(
             TopicSerializer(selectors.topics_with_stats(cluster).get(pk=topic.pk)).data,
@@ -237,11 +240,12 @@ class TopicListView(ClusterScopedView):
 
 
 class TopicDetailView(ClusterScopedView):
-    def _topic(self, cluster_id: str, name: str):
+    def _topic(self, cluster_id: str, name: str) -> Topic:
+
         return get_object_or_404(selectors.topics_with_stats(self.cluster(cluster_id)), name=name)
 
     @extend_schema(responses=TopicSerializer, summary="Describe a topic")
-    def get(self, request, cluster_id: str, name: str):
+    def get(self, request: Request, cluster_id: str, name: str) -> Response:
         return Response(TopicSerializer(self._topic(cluster_id, name)).data)
 
     @extend_schema(
@@ -249,7 +253,7 @@ class TopicDetailView(ClusterScopedView):
         responses=TopicSerializer,
         summary="Change a topic's configs (null: back to the default)",
     )
-    def patch(self, request, cluster_id: str, name: str):
+    def patch(self, request: Request, cluster_id: str, name: str) -> Response:
         topic = self._topic(cluster_id, name)
         data = TopicConfigsUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -264,12 +268,12 @@ class TopicDetailView(ClusterScopedView):
         return Response(TopicSerializer(self._topic(cluster_id, name)).data)
 
     @extend_schema(responses={204: None}, summary="Delete a topic")
-    def delete(self, request, cluster_id: str, name: str):
+    def delete(self, request: Request, cluster_id: str, name: str) -> Response:
         topic_delete(topic=self._topic(cluster_id, name))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class RecordSerializer(serializers.Serializer):
+class RecordSerializer(Serializer):
     offset = serializers.IntegerField()
     timestamp = serializers.IntegerField(help_text="Milliseconds since the epoch.")
     key = serializers.CharField(allow_null=True, help_text="Base64.")
@@ -280,7 +284,7 @@ class RecordSerializer(serializers.Serializer):
     )
 
 
-class RecordPageSerializer(serializers.Serializer):
+class RecordPageSerializer(Serializer):
     topic = serializers.CharField()
     partition = serializers.IntegerField()
     log_start_offset = serializers.IntegerField()
@@ -295,7 +299,7 @@ class RecordPageSerializer(serializers.Serializer):
     records = RecordSerializer(many=True)
 
 
-class RecordQuerySerializer(serializers.Serializer):
+class RecordQuerySerializer(Serializer):
     partition = serializers.IntegerField(required=False, default=0, min_value=0, max_value=9999)
     offset = serializers.IntegerField(
         required=False, min_value=0, max_value=2**62, help_text="Left out: the newest records."
@@ -349,7 +353,7 @@ class TopicRecordsView(ClusterScopedView):
         "cluster, connected to the control plane over the channel it opens, reads the "
         "records and they are passed on, never stored.",
     )
-    def get(self, request, cluster_id: str, name: str):
+    def get(self, request: Request, cluster_id: str, name: str) -> Response:
         cluster = self.cluster(cluster_id)
         topic = get_object_or_404(cluster.topics, name=name)
         query = query_params(request, RecordQuerySerializer)
@@ -364,7 +368,7 @@ class TopicRecordsView(ClusterScopedView):
         return Response(RecordPageSerializer(page).data)
 
 
-class ThroughputPointSerializer(serializers.Serializer):
+class ThroughputPointSerializer(Serializer):
     at = serializers.DateTimeField()
     records_per_s = serializers.FloatField(help_text="Records in (produced).")
     bytes_per_s = serializers.FloatField(
@@ -374,12 +378,12 @@ class ThroughputPointSerializer(serializers.Serializer):
     bytes_out_per_s = serializers.FloatField(help_text="Record batch bytes sent to consumers.")
 
 
-class LagPointSerializer(serializers.Serializer):
+class LagPointSerializer(Serializer):
     at = serializers.DateTimeField()
     lag = serializers.IntegerField()
 
 
-class ThroughputSerializer(serializers.Serializer):
+class ThroughputSerializer(Serializer):
     span = serializers.ChoiceField(choices=list(THROUGHPUT_RANGES))
     groups = serializers.DictField(
         child=LagPointSerializer(many=True), help_text="Each consumer group's total lag."
@@ -388,7 +392,7 @@ class ThroughputSerializer(serializers.Serializer):
     topics = serializers.DictField(child=ThroughputPointSerializer(many=True))
 
 
-class ThroughputQuerySerializer(serializers.Serializer):
+class ThroughputQuerySerializer(Serializer):
     range = serializers.ChoiceField(choices=list(THROUGHPUT_RANGES), default="1h", required=False)
 
 
@@ -398,7 +402,7 @@ class ThroughputView(ClusterScopedView):
         responses=ThroughputSerializer,
         summary="Records and bytes in and out per second over 1h, 24h or 7d (sampled every minute)",
     )
-    def get(self, request, cluster_id: str):
+    def get(self, request: Request, cluster_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         span = query_params(request, ThroughputQuerySerializer)["range"]
         return Response(ThroughputSerializer(throughput_series(cluster, span)).data)

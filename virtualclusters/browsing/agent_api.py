@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgspec
 import redis
@@ -26,20 +27,23 @@ from virtualclusters.models import VirtualCluster
 # console shows of a page never needs more than this.
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 
+_Decoded = TypeVar("_Decoded")
 _page = msgspec.json.Decoder(schemas.BrowsedPage)
 
 # How an answer to each other kind of request than records (a query's ``kind``) is
 # checked: ``(raw answer, the waiting request) -> what the console takes``, or
 # `schemas.BadBody`. The apps that ask register theirs at start-up (`schema_registry`:
 # ``schema_texts``); a kind nobody registered is refused.
-ANSWER_CHECKS: dict[str, Callable[[bytes, dict], dict]] = {}
+ANSWER_CHECKS: dict[str, Callable[[bytes, dict[str, Any]], dict[str, Any]]] = {}
 
 
 def _redis_down(exc: redis.RedisError | OSError) -> CallRefused:
     return CallRefused(503, f"the browse channel is unavailable (Redis: {type(exc).__name__})")
 
 
-def answer_decoded(raw: bytes, decoder: msgspec.json.Decoder, *, what: str, max_bytes: int):
+def answer_decoded(
+    raw: bytes, decoder: msgspec.json.Decoder[_Decoded], *, what: str, max_bytes: int
+) -> _Decoded:
     """`raw` decoded by `decoder` (at most `max_bytes`), or `schemas.BadBody` saying what
     is wrong with `what` (the page, the schema texts)."""
     if len(raw) > max_bytes:
@@ -50,7 +54,7 @@ def answer_decoded(raw: bytes, decoder: msgspec.json.Decoder, *, what: str, max_
         raise schemas.BadBody(f"{what}: {exc}") from None
 
 
-def _check_page(raw: bytes, owner: dict) -> dict:
+def _check_page(raw: bytes, owner: dict[str, Any]) -> dict[str, Any]:
     """The page as the console will read it, or `schemas.BadBody` saying what is wrong."""
     page = answer_decoded(raw, _page, what="page", max_bytes=MAX_ANSWER_BYTES)
     if (page.topic, page.partition) != (owner["topic"], owner["partition"]):
@@ -59,11 +63,12 @@ def _check_page(raw: bytes, owner: dict) -> dict:
         raise schemas.BadBody("page: log_start_offset is past high_watermark")
     if any(not page.log_start_offset <= r.offset < page.high_watermark for r in page.records):
         raise schemas.BadBody("page: a record's offset is outside the partition's range")
-    return msgspec.to_builtins(page)
+    built: dict[str, Any] = msgspec.to_builtins(page)
+    return built
 
 
 @endpoint(schemas.BrowsePollRequest)
-def browse_poll(cluster: VirtualCluster, body: schemas.BrowsePollRequest) -> dict:
+def browse_poll(cluster: VirtualCluster, body: schemas.BrowsePollRequest) -> dict[str, Any]:
     """Django's view of the poll answers at once; the web server's event loop holds it
     open (`browse_poll_on_loop`)."""
     try:
@@ -74,7 +79,7 @@ def browse_poll(cluster: VirtualCluster, body: schemas.BrowsePollRequest) -> dic
 
 async def browse_poll_on_loop(
     cluster: VirtualCluster, body: schemas.BrowsePollRequest, gone: asyncio.Event
-) -> dict:
+) -> dict[str, Any]:
     """The long-poll: a browse request of the cluster, or none after
     ``FLOE_BROWSE_POLL_S`` (the agent polls again)."""
     try:
@@ -90,7 +95,7 @@ browse_poll.on_loop = browse_poll_on_loop
 
 
 @endpoint(schemas.BrowseAnswerRequest)
-def browse_answer(cluster: VirtualCluster, body: schemas.BrowseAnswerRequest) -> dict:
+def browse_answer(cluster: VirtualCluster, body: schemas.BrowseAnswerRequest) -> dict[str, Any]:
     try:
         owner = channel.request_owner(body.id)
         if owner is None or owner["cluster"] != cluster.public_id:

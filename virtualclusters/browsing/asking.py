@@ -72,4 +72,5 @@ def agent_ask(cluster: VirtualCluster, query: dict[str, Any], *, what: str) -> d
         if answer.get("not_found"):
             raise BrowseNotFound(answer.get("error", ""))
         raise BrowseBadAnswer(f"The agent could not read {what}: {answer.get('error')}")
-    return answer["page"]
+    page: dict[str, Any] = answer["page"]
+    return page

@@ -118,7 +118,7 @@ def agents_connected(cluster_id: str) -> int:
     pipe = client.pipeline()
     pipe.zremrangebyscore(_pollers(cluster_id), "-inf", _ms(time.time()))
     pipe.zcard(_pollers(cluster_id))
-    return pipe.execute()[1]
+    return int(pipe.execute()[1])
 
 
 def request_send(cluster_id: str, query: dict[str, Any], *, wait_s: float) -> Waiting:
@@ -137,7 +137,9 @@ def request_send(cluster_id: str, query: dict[str, Any], *, wait_s: float) -> Wa
     return Waiting(request_id, payload)
 
 
-def answer_wait(cluster_id: str, waiting: Waiting, *, wait_s: float) -> tuple[dict | None, bool]:
+def answer_wait(
+    cluster_id: str, waiting: Waiting, *, wait_s: float
+) -> tuple[dict[str, Any] | None, bool]:
     """(the answer, or None after `wait_s`; whether an agent took the request). A
     request nobody took is taken back, so no agent reads it after the person gave up."""
     client = sync_client()
@@ -153,7 +155,7 @@ def answer_wait(cluster_id: str, waiting: Waiting, *, wait_s: float) -> tuple[di
 # --- the agent's side ----------------------------------------------------------------------
 
 
-def _taken(popped: bytes | str | None) -> dict | None:
+def _taken(popped: bytes | str | None) -> dict[str, Any] | None:
     """The request a poll popped, unless its console gave up waiting already."""
     if popped is None:
         return None
@@ -179,7 +181,7 @@ return 0
 
 async def poll(
     cluster_id: str, agent_id: str, *, wait_s: float, gone: asyncio.Event
-) -> dict | None:
+) -> dict[str, Any] | None:
     """Wait up to `wait_s` for a browse request of the cluster: the request, or None.
 
     Registers the poll (the console then knows an agent is connected); when the agent
@@ -214,7 +216,7 @@ async def poll(
         hung_up.cancel()
 
 
-def poll_now(cluster_id: str, agent_id: str) -> dict | None:
+def poll_now(cluster_id: str, agent_id: str) -> dict[str, Any] | None:
     """A poll that does not wait (Django's WSGI view of ``browse/poll``: a WSGI thread is
     too dear to park): the first request still waiting, or None."""
     client = sync_client()
@@ -226,13 +228,13 @@ def poll_now(cluster_id: str, agent_id: str) -> dict | None:
     return None
 
 
-def request_owner(request_id: str) -> dict | None:
+def request_owner(request_id: str) -> dict[str, Any] | None:
     """The cluster id, topic and partition a waiting request belongs to, or None."""
     found = sync_client().get(_request(request_id))
     return None if found is None else json.loads(found)
 
 
-def answer_post(request_id: str, answer: dict) -> None:
+def answer_post(request_id: str, answer: dict[str, Any]) -> None:
     """Hand `answer` to the console waiting on `request_id` (it expires unless taken)."""
     pipe = sync_client().pipeline()
     pipe.rpush(_answer(request_id), json.dumps(answer, separators=(",", ":")))

@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.http import HttpRequest
 
 from tenancy.console import one_time_secret
 from virtualclusters.models import AgentKey, VirtualCluster
@@ -55,7 +56,7 @@ class NewAgentKey:
         return agent_env_command(self.plaintext)
 
 
-def new_agent_key_for(request, cluster: VirtualCluster) -> NewAgentKey | None:
+def new_agent_key_for(request: HttpRequest, cluster: VirtualCluster) -> NewAgentKey | None:
     """The key created just before this page view (post/redirect/get), shown once."""
     found = one_time_secret.take(request, "agent-key", scope=cluster.public_id)
     if found is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
@@ -20,7 +21,7 @@ from virtualclusters.models import AgentKey
 
 @login_required
 @require_POST
-def agent_key_create(request, cluster_id: str):
+def agent_key_create(request: HttpRequest, cluster_id: str) -> HttpResponse:
     """Create a key, then redirect to the cluster page, which shows it once."""
     cluster = cluster_or_404(request, cluster_id)
     form = AgentKeyCreateForm(request.POST)
@@ -42,7 +43,7 @@ def agent_key_create(request, cluster_id: str):
 
 @login_required
 @require_POST
-def agent_key_revoke(request, cluster_id: str, key_id: str):
+def agent_key_revoke(request: HttpRequest, cluster_id: str, key_id: str) -> HttpResponse:
     cluster = cluster_or_404(request, cluster_id)
     key = get_object_or_404(
         AgentKey.objects.for_org(current_org(request)), cluster=cluster, public_id=key_id

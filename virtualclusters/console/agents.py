@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -15,7 +16,7 @@ from virtualclusters.console.lookup import cluster_or_404
 
 @login_required
 @require_GET
-def cluster_agents(request, cluster_id: str):
+def cluster_agents(request: HttpRequest, cluster_id: str) -> HttpResponse:
     cluster = cluster_or_404(request, cluster_id)
     # Rows annotated with `live`, and given the display fields below.
     agents: list[Any] = list(agents_of_cluster(cluster))

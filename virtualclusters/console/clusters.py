@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -27,7 +30,7 @@ from virtualclusters.models import VirtualCluster
 
 
 @login_required
-def dashboard(request):
+def dashboard(request: HttpRequest) -> HttpResponse:
     """The organization's clusters, with topic counts."""
     clusters = (
         VirtualCluster.objects.for_org(current_org(request))
@@ -39,7 +42,7 @@ def dashboard(request):
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def cluster_new(request):
+def cluster_new(request: HttpRequest) -> HttpResponse:
     org = org_or_404(request)
     form = ClusterCreateForm(
         request.POST or None, initial=ClusterConfigForm.initial_for(VirtualCluster())
@@ -60,7 +63,9 @@ def cluster_new(request):
     return render(request, "console/cluster_new.html", {"form": form})
 
 
-def render_cluster_page(request, cluster: VirtualCluster, **context):
+def render_cluster_page(
+    request: HttpRequest, cluster: VirtualCluster, **context: Any
+) -> HttpResponse:
     """The cluster page; ``context`` overrides a form (bound, with errors) or adds the
     one-time ``new_agent_key``. The bootstrap address is the cluster's own live agents'."""
     bootstrap = bootstrap_servers(cluster)
@@ -83,7 +88,7 @@ def render_cluster_page(request, cluster: VirtualCluster, **context):
 
 
 @login_required
-def cluster_detail(request, cluster_id: str):
+def cluster_detail(request: HttpRequest, cluster_id: str) -> HttpResponse:
     cluster = cluster_or_404(request, cluster_id)
     new_key = new_agent_key_for(request, cluster)
     response = render_cluster_page(request, cluster, new_agent_key=new_key)
@@ -94,7 +99,7 @@ def cluster_detail(request, cluster_id: str):
 
 @login_required
 @require_POST
-def cluster_config(request, cluster_id: str):
+def cluster_config(request: HttpRequest, cluster_id: str) -> HttpResponse:
     cluster = cluster_or_404(request, cluster_id)
     form = ClusterConfigForm(request.POST)
     if form.is_valid():
@@ -112,7 +117,7 @@ def cluster_config(request, cluster_id: str):
 
 @login_required
 @require_POST
-def cluster_rename(request, cluster_id: str):
+def cluster_rename(request: HttpRequest, cluster_id: str) -> HttpResponse:
     cluster = cluster_or_404(request, cluster_id)
     form = ClusterRenameForm(request.POST)
     if form.is_valid():
@@ -128,7 +133,7 @@ def cluster_rename(request, cluster_id: str):
 
 @login_required
 @require_POST
-def cluster_delete(request, cluster_id: str):
+def cluster_delete(request: HttpRequest, cluster_id: str) -> HttpResponse:
     cluster = cluster_or_404(request, cluster_id)
     form = ClusterDeleteForm(request.POST)
     if form.is_valid():

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 
 from virtualclusters.models import VirtualCluster
@@ -81,7 +83,7 @@ class ClusterConfigForm(forms.Form):
     SERVICE_FIELDS = {"default_retention_ms": "retention_value"}
 
     @staticmethod
-    def initial_for(cluster: VirtualCluster) -> dict:
+    def initial_for(cluster: VirtualCluster) -> dict[str, Any]:
         """Form values showing ``cluster``'s configuration (retention in its largest unit)."""
         initial = cluster.config()
         retention, unit = initial.pop("default_retention_ms"), "days"
@@ -90,7 +92,7 @@ class ClusterConfigForm(forms.Form):
             retention //= RETENTION_UNITS[unit]
         return {**initial, "retention_value": retention, "retention_unit": unit}
 
-    def config(self) -> dict:
+    def config(self) -> dict[str, Any]:
         """The configuration as the services take it (call after ``is_valid()``)."""
         data = self.cleaned_data
         value = data["retention_value"]

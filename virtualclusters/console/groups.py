@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
@@ -46,7 +47,7 @@ def lag_chart(partitions: list[dict[str, Any]]) -> dict[str, Any]:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def cluster_groups(request, cluster_id: str):
+def cluster_groups(request: HttpRequest, cluster_id: str) -> HttpResponse:
     cluster = cluster_or_404(request, cluster_id)
     if request.method == "POST":
         group_id = request.POST.get("group_id", "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from virtualclusters.console.lookup import cluster_or_404
@@ -12,7 +13,7 @@ RUNS_SHOWN = 100
 
 
 @login_required
-def cluster_jobs(request, cluster_id: str):
+def cluster_jobs(request: HttpRequest, cluster_id: str) -> HttpResponse:
     """Job runs (newest first) and the cluster's files per level."""
     cluster = cluster_or_404(request, cluster_id)
     return render(

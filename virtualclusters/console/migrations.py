@@ -13,6 +13,7 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
 from django.views.decorators.http import require_GET, require_http_methods
@@ -174,7 +175,7 @@ def _migration_or_404(cluster: VirtualCluster, migration_id: str) -> Migration:
     return get_object_or_404(Migration.objects.filter(cluster=cluster), public_id=migration_id)
 
 
-def _may_act(request) -> bool:
+def _may_act(request: HttpRequest) -> bool:
     """Whether the person's role may change the cluster (the buttons are shown)."""
     membership = current_membership(request)
     return membership is not None and permissions.allows(membership.role, "migration-stop", "POST")
@@ -182,7 +183,7 @@ def _may_act(request) -> bool:
 
 @login_required
 @require_GET
-def migration_list(request, cluster_id: str):
+def migration_list(request: HttpRequest, cluster_id: str) -> HttpResponse:
     cluster = cluster_or_404(request, cluster_id)
     context = {
         "cluster": cluster,
@@ -194,7 +195,7 @@ def migration_list(request, cluster_id: str):
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def migration_new(request, cluster_id: str):
+def migration_new(request: HttpRequest, cluster_id: str) -> HttpResponse:
     cluster = cluster_or_404(request, cluster_id)
     form = MigrationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -218,7 +219,7 @@ def migration_new(request, cluster_id: str):
 
 @login_required
 @require_GET
-def migration_detail(request, cluster_id: str, migration_id: str):
+def migration_detail(request: HttpRequest, cluster_id: str, migration_id: str) -> HttpResponse:
     """A migration's state; the page reloads it every few seconds while it runs."""
     cluster = cluster_or_404(request, cluster_id)
     migration = _migration_or_404(cluster, migration_id)
@@ -233,7 +234,7 @@ def migration_detail(request, cluster_id: str, migration_id: str):
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def migration_cutover(request, cluster_id: str, migration_id: str):
+def migration_cutover(request: HttpRequest, cluster_id: str, migration_id: str) -> HttpResponse:
     """GET: what cutting over the chosen topics does, and a button; POST: do it."""
     cluster = cluster_or_404(request, cluster_id)
     migration = _migration_or_404(cluster, migration_id)
@@ -272,7 +273,7 @@ def migration_cutover(request, cluster_id: str, migration_id: str):
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def migration_stop(request, cluster_id: str, migration_id: str):
+def migration_stop(request: HttpRequest, cluster_id: str, migration_id: str) -> HttpResponse:
     """GET: what stopping does, and a button; POST: stop the migration."""
     cluster = cluster_or_404(request, cluster_id)
     migration = _migration_or_404(cluster, migration_id)

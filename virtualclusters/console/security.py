@@ -6,10 +6,13 @@ agent API, and the same tenancy choke point as the rest of the console.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
 from django.views.decorators.http import require_POST
@@ -17,6 +20,7 @@ from django.views.decorators.http import require_POST
 from tenancy.console import one_time_secret
 from tenancy.console.forms import add_service_errors
 from virtualclusters.console.lookup import cluster_or_404
+from virtualclusters.models import VirtualCluster
 from virtualclusters.security import services
 from virtualclusters.security.models import Acl, SaslCredential
 
@@ -54,7 +58,9 @@ class AclForm(forms.Form):
     host = forms.CharField(max_length=255, initial="*")
 
 
-def render_security_page(request, cluster, *, status: int = 200, **extra):
+def render_security_page(
+    request: HttpRequest, cluster: VirtualCluster, *, status: int = 200, **extra: Any
+) -> HttpResponse:
     context = {
         "cluster": cluster,
         "credentials": cluster.sasl_credentials.order_by("username"),
@@ -67,7 +73,7 @@ def render_security_page(request, cluster, *, status: int = 200, **extra):
 
 
 @login_required
-def security_page(request, cluster_id: str):
+def security_page(request: HttpRequest, cluster_id: str) -> HttpResponse:
     """The page; right after a SASL user was created it shows the password, once."""
     cluster = cluster_or_404(request, cluster_id)
     found = one_time_secret.take(request, "sasl-user", scope=cluster.public_id)
@@ -98,7 +104,7 @@ def security_page(request, cluster_id: str):
 
 @login_required
 @require_POST
-def credential_create(request, cluster_id: str):
+def credential_create(request: HttpRequest, cluster_id: str) -> HttpResponse:
     """Create a SASL user, then redirect to the page, which shows its password once."""
     cluster = cluster_or_404(request, cluster_id)
     form = CredentialForm(request.POST)
@@ -120,7 +126,7 @@ def credential_create(request, cluster_id: str):
 
 @login_required
 @require_POST
-def credential_delete(request, cluster_id: str, credential_id: str):
+def credential_delete(request: HttpRequest, cluster_id: str, credential_id: str) -> HttpResponse:
     cluster = cluster_or_404(request, cluster_id)
     credential = get_object_or_404(SaslCredential, cluster=cluster, public_id=credential_id)
     services.sasl_credential_delete(credential=credential)
@@ -130,7 +136,7 @@ def credential_delete(request, cluster_id: str, credential_id: str):
 
 @login_required
 @require_POST
-def acl_create(request, cluster_id: str):
+def acl_create(request: HttpRequest, cluster_id: str) -> HttpResponse:
     cluster = cluster_or_404(request, cluster_id)
     form = AclForm(request.POST)
     if form.is_valid():
@@ -147,7 +153,7 @@ def acl_create(request, cluster_id: str):
 
 @login_required
 @require_POST
-def acl_delete(request, cluster_id: str, acl_id: str):
+def acl_delete(request: HttpRequest, cluster_id: str, acl_id: str) -> HttpResponse:
     cluster = cluster_or_404(request, cluster_id)
     acl = get_object_or_404(Acl, cluster=cluster, public_id=acl_id)
     services.acl_delete(acl=acl)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
@@ -19,9 +20,10 @@ from virtualclusters.groups.share import (
     share_offsets_forget,
     share_offsets_reset,
 )
+from virtualclusters.models import VirtualCluster
 
 
-def _change(request, cluster) -> None:
+def _change(request: HttpRequest, cluster: VirtualCluster) -> None:
     """One form's change, reported as a message."""
     form = request.POST
     group_id, topic, action = form.get("group_id", ""), form.get("topic", ""), form.get("action")
@@ -49,7 +51,7 @@ def _change(request, cluster) -> None:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def cluster_share_groups(request, cluster_id: str):
+def cluster_share_groups(request: HttpRequest, cluster_id: str) -> HttpResponse:
     cluster = cluster_or_404(request, cluster_id)
     if request.method == "POST":
         _change(request, cluster)

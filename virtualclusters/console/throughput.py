@@ -5,7 +5,10 @@ history (`virtualclusters.throughput`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -16,7 +19,7 @@ WIDTH, HEIGHT, PAD = 600, 160, 6
 COLORS = ("#0e7490", "#b45309", "#7c3aed", "#15803d", "#be123c", "#1d4ed8")
 
 
-def line_chart(series: list[tuple[str, list[dict]]], key: str) -> dict:
+def line_chart(series: list[tuple[str, list[dict[str, Any]]]], key: str) -> dict[str, Any]:
     """SVG geometry for lines sharing one time axis and one value axis (from 0)."""
     points = [p for _, ps in series for p in ps]
     if not points:
@@ -26,7 +29,8 @@ def line_chart(series: list[tuple[str, list[dict]]], key: str) -> dict:
     top = max(p[key] for p in points) or 1
     span = (end - start) or 1
 
-    def xy(p):
+    def xy(p: dict[str, Any]) -> tuple[float, float]:
+
         x = PAD + (p["at"].timestamp() - start) / span * (WIDTH - 2 * PAD)
         y = HEIGHT - PAD - p[key] / top * (HEIGHT - 2 * PAD)
         return round(x, 1), round(y, 1)
@@ -56,7 +60,7 @@ def line_chart(series: list[tuple[str, list[dict]]], key: str) -> dict:
 
 @login_required
 @require_GET
-def cluster_throughput(request, cluster_id: str):
+def cluster_throughput(request: HttpRequest, cluster_id: str) -> HttpResponse:
     cluster = cluster_or_404(request, cluster_id)
     span = request.GET.get("range", "1h")
     span = span if span in RANGES else "1h"

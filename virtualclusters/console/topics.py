@@ -13,6 +13,7 @@ from typing import Any, overload
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -78,7 +79,7 @@ def _time_ms(value: str | None) -> tuple[str, int | None]:
 
 @login_required
 @require_GET
-def topic_detail(request, cluster_id: str, name: str):
+def topic_detail(request: HttpRequest, cluster_id: str, name: str) -> HttpResponse:
     cluster = cluster_or_404(request, cluster_id)
     topic = get_object_or_404(Topic.objects.filter(cluster=cluster), name=name)
     partitions: list[Any] = list(topic.partitions.order_by("index"))  # given `messages`
@@ -172,7 +173,7 @@ def _table_context(topic: Topic) -> dict[str, Any]:
 
 @login_required
 @require_POST
-def topic_new(request, cluster_id: str):
+def topic_new(request: HttpRequest, cluster_id: str) -> HttpResponse:
     """Create a topic (name, partitions: empty for the cluster's default)."""
     cluster = cluster_or_404(request, cluster_id)
     name = request.POST.get("name", "").strip()
@@ -188,7 +189,7 @@ def topic_new(request, cluster_id: str):
 
 @login_required
 @require_POST
-def topic_config(request, cluster_id: str, name: str):
+def topic_config(request: HttpRequest, cluster_id: str, name: str) -> HttpResponse:
     """Set one config override, or remove it (an empty value)."""
     cluster = cluster_or_404(request, cluster_id)
     topic = get_object_or_404(Topic.objects.filter(cluster=cluster), name=name)
@@ -209,7 +210,7 @@ def topic_config(request, cluster_id: str, name: str):
 
 @login_required
 @require_POST
-def topic_remove(request, cluster_id: str, name: str):
+def topic_remove(request: HttpRequest, cluster_id: str, name: str) -> HttpResponse:
     """Delete a topic and its offsets; the person types its name to confirm."""
     cluster = cluster_or_404(request, cluster_id)
     topic = get_object_or_404(Topic.objects.filter(cluster=cluster), name=name)

@@ -15,6 +15,7 @@ Partitions a live member is assigned but the group never committed show up with
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from metadata_store.models import GroupOffset, Partition
@@ -34,7 +35,9 @@ def _time_lag_s(lag: int | None, timestamp: int | None, now_ms: int) -> float | 
     return round(max(now_ms - timestamp, 0) / 1000, 3)
 
 
-def groups_describe(cluster: VirtualCluster, group_ids=None) -> list[dict[str, Any]]:
+def groups_describe(
+    cluster: VirtualCluster, group_ids: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
     """Every group of the cluster (or those named): state, members, assignments, and per
     partition the committed offset, high watermark and lag. A handful of queries however
     many groups and partitions there are."""
@@ -47,7 +50,7 @@ def groups_describe(cluster: VirtualCluster, group_ids=None) -> list[dict[str, A
             cluster=cluster, group_id__in=list(summaries), reported_at__gte=live_since()
         )
     }
-    committed: dict[str, dict[tuple[str, int], dict]] = {g: {} for g in summaries}
+    committed: dict[str, dict[tuple[str, int], dict[str, Any]]] = {g: {} for g in summaries}
     for offset_row in GroupOffset.objects.filter(
         cluster=cluster, group_id__in=list(summaries)
     ).values(
@@ -63,7 +66,7 @@ def groups_describe(cluster: VirtualCluster, group_ids=None) -> list[dict[str, A
         committed[offset_row["group_id"]][topic_partition] = dict(offset_row)
 
     # Who holds which partition, and the partitions held but never committed.
-    owners: dict[str, dict[tuple[str, int], dict]] = {g: {} for g in summaries}
+    owners: dict[str, dict[tuple[str, int], dict[str, Any]]] = {g: {} for g in summaries}
     uncommitted: set[tuple[str, int]] = set()
     for group_id, report in reports.items():
         for member in report.members:

@@ -13,8 +13,10 @@ Lag (offsets and seconds) is computed in `lag.py`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -37,7 +39,9 @@ def live_since() -> datetime:
     return timezone.now() - timedelta(seconds=settings.FLOE_AGENT_LIVENESS_S)
 
 
-def groups_with_offsets(cluster: VirtualCluster, group_ids=None) -> set[str]:
+def groups_with_offsets(
+    cluster: VirtualCluster, group_ids: Iterable[str] | None = None
+) -> set[str]:
     rows = GroupOffset.objects.filter(cluster=cluster)
     if group_ids is not None:
         rows = rows.filter(group_id__in=list(group_ids))
@@ -48,7 +52,9 @@ def groups_with_offsets(cluster: VirtualCluster, group_ids=None) -> set[str]:
 
 
 @transaction.atomic
-def group_report_apply(*, cluster: VirtualCluster, agent_id: str, groups: list[dict]) -> list[str]:
+def group_report_apply(
+    *, cluster: VirtualCluster, agent_id: str, groups: list[dict[str, Any]]
+) -> list[str]:
     """Record what one agent coordinates. Returns the ids of reported groups the store
     has no reason to keep (Empty, no members, no offsets): the agent forgets them."""
     now = timezone.now()
@@ -142,8 +148,8 @@ def group_delete(*, cluster: VirtualCluster, group_id: str) -> bool:
 
 @transaction.atomic
 def group_offsets_delete(
-    *, cluster: VirtualCluster, group_id: str, partitions: list[dict]
-) -> tuple[bool, list[dict]]:
+    *, cluster: VirtualCluster, group_id: str, partitions: list[dict[str, Any]]
+) -> tuple[bool, list[dict[str, Any]]]:
     """KIP-496 OffsetDelete in the store: (whether the group had offsets, per-partition
     results). Subscribed topics are refused by the coordinator before this."""
     existed = GroupOffset.objects.filter(cluster=cluster, group_id=group_id).exists()
@@ -185,7 +191,9 @@ class GroupSummary:
     group_type: str = "classic"  # or "consumer" (KIP-848), as last reported
 
 
-def group_summaries(cluster: VirtualCluster, group_ids=None) -> dict[str, GroupSummary]:
+def group_summaries(
+    cluster: VirtualCluster, group_ids: Iterable[str] | None = None
+) -> dict[str, GroupSummary]:
     """Every group of the cluster (or those named) the store knows: committed offsets or
     a live report."""
     with_offsets = groups_with_offsets(cluster, group_ids)

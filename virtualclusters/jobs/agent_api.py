@@ -4,6 +4,8 @@ Thin adapters over `leases`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from metadata_store.agent_api import schemas
@@ -17,7 +19,7 @@ def _lost(exc: leases.LeaseLost) -> CallRefused:
 
 
 @endpoint(schemas.JobLeaseRequest)
-def jobs_lease(cluster: VirtualCluster, body: schemas.JobLeaseRequest) -> dict:
+def jobs_lease(cluster: VirtualCluster, body: schemas.JobLeaseRequest) -> dict[str, Any]:
     leased = leases.job_run_lease(cluster=cluster, agent_id=body.agent_id, lease_s=body.lease_s)
     if leased is None:
         return {"run": None}
@@ -35,7 +37,7 @@ def jobs_lease(cluster: VirtualCluster, body: schemas.JobLeaseRequest) -> dict:
 
 
 @endpoint(schemas.JobHeartbeatRequest)
-def jobs_heartbeat(cluster: VirtualCluster, body: schemas.JobHeartbeatRequest) -> dict:
+def jobs_heartbeat(cluster: VirtualCluster, body: schemas.JobHeartbeatRequest) -> dict[str, Any]:
     progress = msgspec.to_builtins(body.progress) if body.progress is not None else {}
     try:
         leases.job_lease_renew(
@@ -51,7 +53,7 @@ def jobs_heartbeat(cluster: VirtualCluster, body: schemas.JobHeartbeatRequest) -
 
 
 @endpoint(schemas.JobReportRequest)
-def jobs_report(cluster: VirtualCluster, body: schemas.JobReportRequest) -> dict:
+def jobs_report(cluster: VirtualCluster, body: schemas.JobReportRequest) -> dict[str, Any]:
     try:
         advance = leases.job_run_report(
             cluster=cluster,

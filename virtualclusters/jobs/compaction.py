@@ -9,12 +9,15 @@ planned, and only if they are exactly as planned.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from metadata_store import leases, rewrites
 from metadata_store.rewrites import KeyCompactionPlan
+from metadata_store.store import Row
 from virtualclusters.jobs import selectors
 from virtualclusters.jobs.models import JobRun
 from virtualclusters.jobs.steps import (
@@ -30,7 +33,7 @@ from virtualclusters.jobs.steps import (
 State = JobRun.State
 
 
-def compaction_begin(run: JobRun) -> Step | dict:
+def compaction_begin(run: JobRun) -> Step | dict[str, Any]:
     inputs = selectors.compaction_inputs(
         run.cluster,
         max_files=settings.FLOE_COMPACTION_MAX_INPUT_FILES,
@@ -58,7 +61,7 @@ def compaction_begin(run: JobRun) -> Step | dict:
     )
 
 
-def compaction_continue(run: JobRun, result: dict) -> dict:
+def compaction_continue(run: JobRun, result: dict[str, Any]) -> dict[str, Any]:
     outputs_check(run, result)
     plan = run.details["_plan"]
     pointers = [tuple(p) for p in plan["pointers"]]
@@ -85,7 +88,7 @@ def compaction_continue(run: JobRun, result: dict) -> dict:
     }
 
 
-def key_compaction_begin(run: JobRun) -> Step | dict:
+def key_compaction_begin(run: JobRun) -> Step | dict[str, Any]:
     cleaned = selectors.cleaned_offsets(run.cluster)
     plan = selectors.key_compaction_plan(run.cluster, now=timezone.now())
     keep_cleaned = {"cleaned": {str(k): v for k, v in cleaned.items()}}
@@ -113,7 +116,7 @@ def key_compaction_begin(run: JobRun) -> Step | dict:
     )
 
 
-def key_compaction_continue(run: JobRun, result: dict) -> dict:
+def key_compaction_continue(run: JobRun, result: dict[str, Any]) -> dict[str, Any]:
     outputs_check(run, result)
     kept = run.details["_plan"]
     cleaned = {k: v for k, v in kept["cleaned"]}
@@ -159,9 +162,9 @@ def compaction_swap(
     *,
     run: JobRun,
     input_file_ids: list[int],
-    planned: list[tuple],
-    files: list[dict],
-    placements: list[list],
+    planned: list[Row],
+    files: list[dict[str, Any]],
+    placements: list[list[Any]],
 ) -> None:
     """Point the inputs' index rows at the compacted files if the run still holds its
     lease (`rewrites.compaction_swap`), or raise SwapConflict."""
@@ -177,7 +180,11 @@ def compaction_swap(
 
 @transaction.atomic
 def key_compaction_swap(
-    *, run: JobRun, plan: KeyCompactionPlan, files: list[dict], placements: list[list]
+    *,
+    run: JobRun,
+    plan: KeyCompactionPlan,
+    files: list[dict[str, Any]],
+    placements: list[list[Any]],
 ) -> None:
     """Rewrite and drop the planned index rows if the run still holds its lease
     (`rewrites.key_compaction_swap`), or raise SwapConflict."""

@@ -17,13 +17,16 @@ another cluster finds nothing.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import transaction
 from django.utils import timezone
 
 from metadata_store import leases
 from metadata_store.leases import LeaseLost
 from virtualclusters.jobs.models import JobRun
-from virtualclusters.jobs.services import Advance, Step, job_leases_expire, job_run_advance
+from virtualclusters.jobs.services import Advance, job_leases_expire, job_run_advance
+from virtualclusters.jobs.steps import Step
 from virtualclusters.models import VirtualCluster
 
 __all__ = ["LeaseLost", "job_lease_renew", "job_run_lease", "job_run_report"]
@@ -100,7 +103,7 @@ def _leased(cluster: VirtualCluster, run_id: str, token: str) -> JobRun:
 
 
 def job_lease_renew(
-    *, cluster: VirtualCluster, run_id: str, token: str, lease_s: int, progress: dict
+    *, cluster: VirtualCluster, run_id: str, token: str, lease_s: int, progress: dict[str, Any]
 ) -> JobRun:
     """Extend a lease (the agent's heartbeat while Spark works) and record progress. A
     lease that expired stays lost, even if nobody took the run since."""
@@ -129,7 +132,7 @@ def job_run_report(
     run_id: str,
     token: str,
     lease_s: int,
-    result: dict | None,
+    result: dict[str, Any] | None,
     error: str = "",
 ) -> Advance:
     """The result (or error) of the current step of a leased run: applied with the

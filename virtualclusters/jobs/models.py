@@ -13,7 +13,7 @@ def _job_run_id() -> str:
     return public_id("job")
 
 
-class JobRunQuerySet(OrgScopedQuerySet):
+class JobRunQuerySet(OrgScopedQuerySet["JobRun"]):
     def active(self) -> JobRunQuerySet:
         return self.filter(state__in=JobRun.ACTIVE_STATES)
 

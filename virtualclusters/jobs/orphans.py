@@ -4,6 +4,7 @@ file row knows once they are past the grace period (never a running job's output
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.utils import timezone
 
@@ -29,7 +30,7 @@ def orphan_cleanup_begin(run: JobRun) -> Step:
     )
 
 
-def orphan_cleanup_continue(run: JobRun, result: dict) -> Step | dict:
+def orphan_cleanup_continue(run: JobRun, result: dict[str, Any]) -> Step | dict[str, Any]:
     kept = run.details["_plan"]
     if kept["phase"] == "delete":
         sizes = kept["sizes"]

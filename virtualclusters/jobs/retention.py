@@ -6,6 +6,7 @@ period (the retention job, in the data plane). The index's side of it:
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -21,7 +22,7 @@ from virtualclusters.models import VirtualCluster
 MAX_DELETES_PER_RUN = 100_000
 
 
-def retention_apply(*, cluster: VirtualCluster, now: datetime | None = None) -> dict:
+def retention_apply(*, cluster: VirtualCluster, now: datetime | None = None) -> dict[str, Any]:
     """The metadata half of retention: move log start offsets as retention.ms and
     retention.bytes call for, drop the index rows below them, and mark the files that
     no row references any more as replaced (their grace period starts now)."""
@@ -55,7 +56,7 @@ def files_mark_deleted(*, cluster: VirtualCluster, file_ids: list[int]) -> int:
     ).update(state=SegmentFile.State.DELETED)
 
 
-def retention_begin(run: JobRun) -> Step | dict:
+def retention_begin(run: JobRun) -> Step | dict[str, Any]:
     now = timezone.now()
     applied = retention_apply(cluster=run.cluster, now=now)
     due = list(
@@ -66,10 +67,12 @@ def retention_begin(run: JobRun) -> Step | dict:
     if not due:
         return {"details": {**applied, "files_deleted": 0}}
     plan_keep(run, {"applied": applied, "sizes": [[i, size] for i, _, size, _ in due]})
-    return deletion([(i, key, since) for i, key, _, since in due], now=now, stage="deleting")
+    # `unreferenced_at` is set on every row here (the filter compares it), never None.
+    entries = [(i, key, since) for i, key, _, since in due if since is not None]
+    return deletion(entries, now=now, stage="deleting")
 
 
-def retention_continue(run: JobRun, result: dict) -> dict:
+def retention_continue(run: JobRun, result: dict[str, Any]) -> dict[str, Any]:
     kept = run.details["_plan"]
     sizes = {i: size for i, size in kept["sizes"]}
     deleted_ids = {row[0] for row in result["deleted"] if row[0] in sizes}

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Exists, OuterRef, Sum
+from django.db.models import Count, Exists, OuterRef, QuerySet, Sum
 
 from core.journal_keys import JOURNAL_FOLDER
 from metadata_store import retention as index_retention
@@ -54,7 +55,7 @@ def topic_policies(cluster: VirtualCluster) -> list[TopicPolicy]:
     policies = []
     for topic in Topic.objects.filter(cluster=cluster).only("id", "configs", "mirrored_by"):
 
-        def config(name: str, topic=topic) -> str:
+        def config(name: str, topic: Topic = topic) -> str:
             if name in topic.configs:
                 return str(topic.configs[name])
             if name == "retention.ms":
@@ -81,7 +82,7 @@ def topic_policies(cluster: VirtualCluster) -> list[TopicPolicy]:
 # --- compaction ----------------------------------------------------------------------
 
 
-def compaction_candidates(cluster: VirtualCluster):
+def compaction_candidates(cluster: VirtualCluster) -> QuerySet[SegmentFile]:
     """Live ingestion (level-0) files, oldest first."""
     return SegmentFile.objects.filter(
         cluster=cluster, state=SegmentFile.State.LIVE, level=0
@@ -138,18 +139,20 @@ def has_batches_below_log_start(cluster: VirtualCluster) -> bool:
     return index_retention.has_batches_below_log_start(cluster_id=cluster.id)
 
 
-def _referenced():
+def _referenced() -> Exists:
     return Exists(Batch.objects.filter(file_id=OuterRef("id")))
 
 
-def unreferenced_live_files(cluster: VirtualCluster):
+def unreferenced_live_files(cluster: VirtualCluster) -> QuerySet[SegmentFile]:
     """Live files no index row points at (expired, topic deleted, all duplicates)."""
     return SegmentFile.objects.filter(cluster=cluster, state=SegmentFile.State.LIVE).exclude(
         _referenced()
     )
 
 
-def files_past_grace(cluster: VirtualCluster, *, unreferenced_before: datetime):
+def files_past_grace(
+    cluster: VirtualCluster, *, unreferenced_before: datetime
+) -> QuerySet[SegmentFile]:
     """Replaced files unreferenced since before the given moment: ready to delete."""
     return (
         SegmentFile.objects.filter(
@@ -286,7 +289,7 @@ def key_compaction_plan(cluster: VirtualCluster, *, now: datetime) -> KeyCompact
 def job_due(cluster: VirtualCluster, kind: str, *, now: datetime) -> bool:
     """Whether a job of `kind` has work to do for the cluster (thresholds: FLOE_* settings)."""
     if kind == Kind.COMPACTION:
-        return compaction_candidates(cluster).count() >= settings.FLOE_COMPACTION_MIN_FILES
+        return compaction_candidates(cluster).count() >= int(settings.FLOE_COMPACTION_MIN_FILES)
     if kind == Kind.RETENTION:
         grace = timedelta(seconds=settings.FLOE_FILE_DELETE_GRACE_S)
         return retention_due(cluster, now=now, unreferenced_before=now - grace)
@@ -299,12 +302,12 @@ def job_due(cluster: VirtualCluster, kind: str, *, now: datetime) -> bool:
     raise ValueError(f"unknown job kind {kind!r}")
 
 
-def job_runs(cluster: VirtualCluster):
+def job_runs(cluster: VirtualCluster) -> QuerySet[JobRun]:
     """The cluster's job runs, newest first."""
     return JobRun.objects.filter(cluster=cluster).order_by("-created_at", "-id")
 
 
-def storage_summary(cluster: VirtualCluster) -> dict:
+def storage_summary(cluster: VirtualCluster) -> dict[str, Any]:
     """Live files and bytes per level, and what awaits deletion."""
     files = SegmentFile.objects.filter(cluster=cluster)
     levels = list(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -141,7 +142,14 @@ def job_run_start(*, run_id: int) -> JobRun | None:
     return JobRun.objects.select_related("cluster").get(pk=run_id) if taken else None
 
 
-def job_run_finish(*, run: JobRun, state: str, error: str = "", details=None, **counts) -> None:
+def job_run_finish(
+    *,
+    run: JobRun,
+    state: str,
+    error: str = "",
+    details: dict[str, Any] | None = None,
+    **counts: int,
+) -> None:
     """running → succeeded/failed with what the run read and wrote (a no-op if expired)."""
     run.details = {**run.details, **(details or {})}
     run.details.pop("_plan", None)
@@ -171,7 +179,9 @@ class Advance:
     discard: list[str] = field(default_factory=list)
 
 
-def job_run_advance(*, run: JobRun, result: dict | None = None, error: str = "") -> Advance:
+def job_run_advance(
+    *, run: JobRun, result: dict[str, Any] | None = None, error: str = ""
+) -> Advance:
     """Begin a started run (`result` None) or feed it the result of its current step.
     The plans, checks and compare-and-swap rules are here, whoever ran the Spark job."""
     if error:

@@ -8,8 +8,10 @@ The kinds themselves live beside this module (``compaction``, ``retention``,
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 
@@ -26,26 +28,26 @@ class Step:
     executor adds its own ``bucket_url``); `stage` names it for the progress shown."""
 
     job: str
-    plan: dict
+    plan: dict[str, Any]
     stage: str = ""
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"job": self.job, "plan": self.plan, "stage": self.stage or self.job}
 
 
-def details_update(run: JobRun, **details) -> None:
+def details_update(run: JobRun, **details: Any) -> None:
     """Merge `details` into the run's details, in memory and in its row."""
     run.details = {**run.details, **details}
     JobRun.objects.filter(pk=run.pk).update(details=run.details)
 
 
-def plan_keep(run: JobRun, plan: dict) -> None:
+def plan_keep(run: JobRun, plan: dict[str, Any]) -> None:
     """What the continuation of a step needs (the inputs as planned, for the
     compare-and-swap), kept on the run until it finishes."""
     details_update(run, _plan=plan)
 
 
-def outputs_of(result: dict | None, *, under: str | None = None) -> list[str]:
+def outputs_of(result: dict[str, Any] | None, *, under: str | None = None) -> list[str]:
     """Objects a job's result says it wrote (deleted when nothing will reference them);
     with `under`, only those below that prefix (never a file some index row names)."""
     files = (result or {}).get("files") or []
@@ -68,7 +70,7 @@ def output_prefix(run: JobRun) -> str:
     return f"{root}{secrets.token_hex(4)}/"
 
 
-def outputs_check(run: JobRun, result: dict) -> None:
+def outputs_check(run: JobRun, result: dict[str, Any]) -> None:
     """A job's outputs lie under this run's output root (the agent that ran it is the
     cluster's, but its answer is still input)."""
     root = output_root(run)
@@ -82,7 +84,9 @@ def grace() -> timedelta:
     return timedelta(seconds=settings.FLOE_FILE_DELETE_GRACE_S)
 
 
-def deletion(entries: list[tuple[int | None, str, datetime]], *, now: datetime, stage: str) -> Step:
+def deletion(
+    entries: Sequence[tuple[int | None, str, datetime]], *, now: datetime, stage: str
+) -> Step:
     """The retention job's step that deletes these (file id or None, key, unreferenced
     since) once their grace period has passed."""
     return Step(

@@ -3,23 +3,26 @@ stay); this app's foreign keys point at them there, and their content types foll
 
 import django.db.models.deletion
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 
 MOVED = ("virtualcluster", "agentkey")
 
 
-def _relabel(apps, old: str, new: str) -> None:
+def _relabel(apps: StateApps, old: str, new: str) -> None:
     content_type = apps.get_model("contenttypes", "ContentType")
     for model in MOVED:
         if not content_type.objects.filter(app_label=new, model=model).exists():
             content_type.objects.filter(app_label=old, model=model).update(app_label=new)
 
 
-def forwards(apps, schema_editor) -> None:
+def forwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     _relabel(apps, "virtualclusters", "metadata_store")
 
 
-def backwards(apps, schema_editor) -> None:
+def backwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+
     _relabel(apps, "metadata_store", "virtualclusters")
 
 

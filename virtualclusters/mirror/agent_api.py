@@ -6,22 +6,27 @@ adapters over `services`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from metadata_store.agent_api import schemas
 from metadata_store.agent_api.endpoint import CallRefused, endpoint
 from metadata_store.agent_api.schemas import as_dicts
+from metadata_store.leases import LeaseLost
 from tenancy.sealed import SealBroken
 from virtualclusters.mirror import services
 from virtualclusters.models import VirtualCluster
 
 
-def _lost(exc: services.LeaseLost) -> CallRefused:
+def _lost(exc: LeaseLost) -> CallRefused:
     return CallRefused(409, str(exc))
 
 
 @endpoint(schemas.MigrationLeaseRequest)
-def migrations_lease(cluster: VirtualCluster, body: schemas.MigrationLeaseRequest) -> dict:
+def migrations_lease(
+    cluster: VirtualCluster, body: schemas.MigrationLeaseRequest
+) -> dict[str, Any]:
     leased = services.migration_lease(cluster=cluster, agent_id=body.agent_id, lease_s=body.lease_s)
     if leased is None:
         return {"migration": None}
@@ -49,7 +54,9 @@ def migrations_lease(cluster: VirtualCluster, body: schemas.MigrationLeaseReques
 
 
 @endpoint(schemas.MigrationReportRequest)
-def migrations_report(cluster: VirtualCluster, body: schemas.MigrationReportRequest) -> dict:
+def migrations_report(
+    cluster: VirtualCluster, body: schemas.MigrationReportRequest
+) -> dict[str, Any]:
     try:
         return services.migration_report(
             cluster=cluster,
@@ -66,12 +73,14 @@ def migrations_report(cluster: VirtualCluster, body: schemas.MigrationReportRequ
             groups=body.groups,
             schema_link=msgspec.to_builtins(body.schema_link) if body.schema_link else None,
         )
-    except services.LeaseLost as exc:
+    except LeaseLost as exc:
         raise _lost(exc) from None
 
 
 @endpoint(schemas.MirrorTopicCreateRequest)
-def migrations_topic(cluster: VirtualCluster, body: schemas.MirrorTopicCreateRequest) -> dict:
+def migrations_topic(
+    cluster: VirtualCluster, body: schemas.MirrorTopicCreateRequest
+) -> dict[str, Any]:
     try:
         row = services.mirror_topic_create(
             cluster=cluster,
@@ -82,7 +91,7 @@ def migrations_topic(cluster: VirtualCluster, body: schemas.MirrorTopicCreateReq
             configs=body.configs,
             config_origins=body.config_origins,
         )
-    except services.LeaseLost as exc:
+    except LeaseLost as exc:
         raise _lost(exc) from None
     return {
         "name": row.name,
@@ -95,7 +104,7 @@ def migrations_topic(cluster: VirtualCluster, body: schemas.MirrorTopicCreateReq
 @endpoint(schemas.MirrorGroupOffsetsRequest)
 def migrations_group_offsets(
     cluster: VirtualCluster, body: schemas.MirrorGroupOffsetsRequest
-) -> dict:
+) -> dict[str, Any]:
     try:
         code, used = services.mirror_group_offsets(
             cluster=cluster,
@@ -104,7 +113,7 @@ def migrations_group_offsets(
             group_id=body.group_id,
             offsets=as_dicts(body.offsets),
         )
-    except services.LeaseLost as exc:
+    except LeaseLost as exc:
         raise _lost(exc) from None
     return {"error_code": int(code), "used": used}
 
@@ -112,11 +121,11 @@ def migrations_group_offsets(
 @endpoint(schemas.MigrationLinkSubjectRequest)
 def migrations_link_subject(
     cluster: VirtualCluster, body: schemas.MigrationLinkSubjectRequest
-) -> dict:
+) -> dict[str, Any]:
     try:
         linked = services.link_subject(
             cluster=cluster, migration_id=body.migration_id, token=body.lease, subject=body.subject
         )
-    except services.LeaseLost as exc:
+    except LeaseLost as exc:
         raise _lost(exc) from None
     return {"linked": linked}

@@ -13,7 +13,7 @@ def _migration_id() -> str:
     return public_id("mig")
 
 
-class MigrationQuerySet(OrgScopedQuerySet):
+class MigrationQuerySet(OrgScopedQuerySet["Migration"]):
     def running(self) -> MigrationQuerySet:
         return self.filter(state=Migration.State.RUNNING)
 

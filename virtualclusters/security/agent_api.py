@@ -6,6 +6,8 @@ cluster; Kafka-level refusals are ``error_code`` fields, never HTTP errors.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ValidationError
 
 from core.kafka.errors import ErrorCode
@@ -25,14 +27,14 @@ def _message(exc: ValidationError) -> str:
 
 
 @endpoint(schemas.SaslCredentialRequest)
-def sasl_credential(cluster: VirtualCluster, body: schemas.SaslCredentialRequest) -> dict:
+def sasl_credential(cluster: VirtualCluster, body: schemas.SaslCredentialRequest) -> dict[str, Any]:
     return services.sasl_credential_for_agent(cluster, body.username)
 
 
 @endpoint(schemas.ScramCredentialsDescribeRequest)
 def scram_credentials_describe(
     cluster: VirtualCluster, body: schemas.ScramCredentialsDescribeRequest
-) -> dict:
+) -> dict[str, Any]:
     users = None if body.users is None else list(body.users)
     return {"results": services.scram_credentials_describe(cluster, users)}
 
@@ -40,7 +42,7 @@ def scram_credentials_describe(
 @endpoint(schemas.ScramCredentialsAlterRequest)
 def scram_credentials_alter(
     cluster: VirtualCluster, body: schemas.ScramCredentialsAlterRequest
-) -> dict:
+) -> dict[str, Any]:
     deletions = [{"name": d.name, "mechanism": d.mechanism} for d in body.deletions]
     upsertions = [
         {
@@ -56,7 +58,7 @@ def scram_credentials_alter(
 
 
 @endpoint(schemas.AclsListRequest)
-def acls_list(cluster: VirtualCluster, body: schemas.AclsListRequest) -> dict:
+def acls_list(cluster: VirtualCluster, body: schemas.AclsListRequest) -> dict[str, Any]:
     version = services.acl_version(cluster)
     if body.version == version:
         return {"version": version, "acls": None}
@@ -65,7 +67,7 @@ def acls_list(cluster: VirtualCluster, body: schemas.AclsListRequest) -> dict:
 
 
 @endpoint(schemas.AclsCreateRequest)
-def acls_create(cluster: VirtualCluster, body: schemas.AclsCreateRequest) -> dict:
+def acls_create(cluster: VirtualCluster, body: schemas.AclsCreateRequest) -> dict[str, Any]:
     results = []
     for item in body.acls:
         try:
@@ -80,7 +82,7 @@ def acls_create(cluster: VirtualCluster, body: schemas.AclsCreateRequest) -> dic
 
 
 @endpoint(schemas.AclsDescribeRequest)
-def acls_describe(cluster: VirtualCluster, body: schemas.AclsDescribeRequest) -> dict:
+def acls_describe(cluster: VirtualCluster, body: schemas.AclsDescribeRequest) -> dict[str, Any]:
     try:
         acl_filter = AclFilter.from_json(body.filter)
     except ValueError as exc:
@@ -90,7 +92,7 @@ def acls_describe(cluster: VirtualCluster, body: schemas.AclsDescribeRequest) ->
 
 
 @endpoint(schemas.AclsDeleteRequest)
-def acls_delete(cluster: VirtualCluster, body: schemas.AclsDeleteRequest) -> dict:
+def acls_delete(cluster: VirtualCluster, body: schemas.AclsDeleteRequest) -> dict[str, Any]:
     parsed: list[AclFilter | str] = []
     for item in body.filters:
         try:

@@ -12,6 +12,10 @@ correct change marker for agents' caches.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from enum import IntEnum
+from typing import Any
+
 from django.db import models
 
 from core.security.acl import (
@@ -33,7 +37,8 @@ def _acl_id() -> str:
     return public_id("acl")
 
 
-def _choices(members) -> list[tuple[str, str]]:
+def _choices(members: Iterable[IntEnum]) -> list[tuple[str, str]]:
+
     return [(enum_name(m), enum_name(m).replace("_", " ")) for m in members]
 
 
@@ -143,6 +148,6 @@ class Acl(models.Model):
         "permission",
     )
 
-    def binding_json(self) -> dict:
+    def binding_json(self) -> dict[str, Any]:
         """The binding in the JSON shape of the agent API."""
         return {name: getattr(self, name) for name in self.BINDING_FIELDS}

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import Iterable
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -92,7 +94,7 @@ def sasl_credential_delete(*, credential: SaslCredential) -> None:
     credential.delete()
 
 
-def sasl_credential_for_agent(cluster: VirtualCluster, username: str) -> dict:
+def sasl_credential_for_agent(cluster: VirtualCluster, username: str) -> dict[str, Any]:
     """What an agent needs to check a login of ``username``: verifiers, never a password
     (a mechanism the user has no verifier for is left out: its logins fail)."""
     credential = SaslCredential.objects.filter(cluster=cluster, username=username).first()
@@ -113,16 +115,18 @@ def sasl_credential_for_agent(cluster: VirtualCluster, username: str) -> dict:
 SCRAM_FIELDS = {"SCRAM-SHA-256": "scram_sha256", "SCRAM-SHA-512": "scram_sha512"}
 
 
-def _verifiers(credential: SaslCredential) -> dict[str, dict]:
+def _verifiers(credential: SaslCredential) -> dict[str, dict[str, Any]]:
     found = {m: getattr(credential, field) for m, field in SCRAM_FIELDS.items()}
     return {m: verifier for m, verifier in found.items() if verifier}
 
 
-def _result(user: str, error: int = 0, message: str | None = None, **more) -> dict:
+def _result(user: str, error: int = 0, message: str | None = None, **more: Any) -> dict[str, Any]:
     return {"user": user, "error_code": int(error), "error_message": message, **more}
 
 
-def scram_credentials_describe(cluster: VirtualCluster, users: list[str] | None) -> list[dict]:
+def scram_credentials_describe(
+    cluster: VirtualCluster, users: list[str] | None
+) -> list[dict[str, Any]]:
     """DescribeUserScramCredentials: each user's SCRAM mechanisms and iterations — every
     user that has any when `users` is None, else the named ones (RESOURCE_NOT_FOUND for
     one without, DUPLICATE_RESOURCE for a name asked twice)."""
@@ -149,7 +153,7 @@ def scram_credentials_describe(cluster: VirtualCluster, users: list[str] | None)
     return results
 
 
-def _alteration_problem(item: dict, twice: bool) -> tuple[int, str] | None:
+def _alteration_problem(item: dict[str, Any], twice: bool) -> tuple[int, str] | None:
     if twice:
         return ErrorCode.DUPLICATE_RESOURCE, "a credential cannot be altered twice in one request"
     if item["mechanism"] not in SCRAM_FIELDS:
@@ -168,8 +172,8 @@ def _alteration_problem(item: dict, twice: bool) -> tuple[int, str] | None:
 
 @transaction.atomic
 def scram_credentials_alter(
-    cluster: VirtualCluster, deletions: list[dict], upsertions: list[dict]
-) -> list[dict]:
+    cluster: VirtualCluster, deletions: list[dict[str, Any]], upsertions: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """AlterUserScramCredentials: one result per user, in order of first mention. A user
     with any refused alteration gets none of them; a user created here has only the SCRAM
     mechanisms given (PLAIN needs the password, which never comes); a user left with no
@@ -219,7 +223,7 @@ def scram_credentials_alter(
 # --- ACLs --------------------------------------------------------------------------------
 
 
-def acl_binding(data: dict) -> AclBinding:
+def acl_binding(data: dict[str, Any]) -> AclBinding:
     """A validated binding from its JSON shape; ``ValidationError`` with a message otherwise."""
     try:
         binding = AclBinding.from_json(data)
@@ -245,7 +249,8 @@ def acl_delete(*, acl: Acl) -> None:
     acl.delete()
 
 
-def _bindings(acls) -> list[tuple[Acl, AclBinding]]:
+def _bindings(acls: Iterable[Acl]) -> list[tuple[Acl, AclBinding]]:
+
     return [(acl, AclBinding.from_json(acl.binding_json())) for acl in acls]
 
 

@@ -12,6 +12,7 @@ model: ``{"error": {"message", "type", "code"}}``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError as PydanticError
 from pyiceberg.catalog.rest import CreateTableRequest
@@ -19,6 +20,7 @@ from pyiceberg.table import CommitTableRequest
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -28,6 +30,7 @@ from tenancy.models import Organization
 from virtualclusters.models import VirtualCluster
 from virtualclusters.tables import catalog
 from virtualclusters.tables.catalog import NAMESPACE_SEPARATOR, CatalogError
+from virtualclusters.tables.models import IcebergTable
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class AgentPrincipal:
 class CatalogAuthentication(BaseAuthentication):
     """An agent key of the cluster, or an API key of its organization."""
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[object, object] | None:
         scheme, _, value = request.headers.get("Authorization", "").partition(" ")
         if scheme == "Bearer" and value.strip().startswith("floe_agent_"):
             key = agent_key_authenticate(value.strip())
@@ -52,12 +55,12 @@ class CatalogAuthentication(BaseAuthentication):
             return principal, principal
         return ApiKeyAuthentication().authenticate(request)
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         return "Bearer"
 
 
 class CatalogPermission(BasePermission):
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         if isinstance(request.auth, AgentPrincipal):
             return True
         return ApiKeyPermission().has_permission(request, view)
@@ -81,7 +84,7 @@ class CatalogView(APIView):
             raise CatalogError(404, "NoSuchCatalogException", f"no catalog {cluster_id}")
         return found
 
-    def handle_exception(self, exc):
+    def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, CatalogError):
             return _error(exc.code, exc.kind, exc.message)
         if isinstance(exc, PydanticError):
@@ -103,7 +106,7 @@ def _error(code: int, kind: str, message: str, *, headers: Response | None = Non
     return response
 
 
-def _body(request) -> dict:
+def _body(request: Request) -> dict[str, Any]:
     if not isinstance(request.data, dict):
         raise CatalogError(400, "BadRequestException", "the body must be a JSON object")
     return request.data
@@ -113,7 +116,8 @@ def _levels(namespace: str) -> str:
     return catalog.namespace_name(namespace.split(NAMESPACE_SEPARATOR))
 
 
-def _table_answer(cluster: VirtualCluster, table) -> dict:
+def _table_answer(cluster: VirtualCluster, table: IcebergTable) -> dict[str, Any]:
+
     return {
         "metadata-location": table.metadata_location,
         "metadata": table.metadata,
@@ -122,19 +126,19 @@ def _table_answer(cluster: VirtualCluster, table) -> dict:
 
 
 class ConfigView(CatalogView):
-    def get(self, request, cluster_id: str):
+    def get(self, request: Request, cluster_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         return Response({"defaults": {}, "overrides": catalog.catalog_properties(cluster)})
 
 
 class NamespaceListView(CatalogView):
-    def get(self, request, cluster_id: str):
+    def get(self, request: Request, cluster_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         parent = request.query_params.get("parent", "")
         parent_name = _levels(parent) if parent else ""
         return Response({"namespaces": catalog.namespaces_list(cluster, parent=parent_name)})
 
-    def post(self, request, cluster_id: str):
+    def post(self, request: Request, cluster_id: str) -> Response:
         cluster = self.cluster(cluster_id)
         body = _body(request)
         levels, properties = body.get("namespace"), body.get("properties") or {}
@@ -150,24 +154,24 @@ class NamespaceListView(CatalogView):
 
 
 class NamespaceDetailView(CatalogView):
-    def get(self, request, cluster_id: str, namespace: str):
+    def get(self, request: Request, cluster_id: str, namespace: str) -> Response:
         name = _levels(namespace)
         found = catalog.namespace_get(self.cluster(cluster_id), name)
         return Response({"namespace": name.split("."), "properties": found.properties})
 
-    def delete(self, request, cluster_id: str, namespace: str):
+    def delete(self, request: Request, cluster_id: str, namespace: str) -> Response:
         catalog.namespace_drop(cluster=self.cluster(cluster_id), name=_levels(namespace))
         return Response(status=204)
 
 
 class TableListView(CatalogView):
-    def get(self, request, cluster_id: str, namespace: str):
+    def get(self, request: Request, cluster_id: str, namespace: str) -> Response:
         name = _levels(namespace)
         levels = name.split(".")
         tables = catalog.tables_list(self.cluster(cluster_id), name)
         return Response({"identifiers": [{"namespace": levels, "name": t} for t in tables]})
 
-    def post(self, request, cluster_id: str, namespace: str):
+    def post(self, request: Request, cluster_id: str, namespace: str) -> Response:
         cluster = self.cluster(cluster_id)
         # Fields the spec makes optional that PyIceberg's model requires.
         optional = {"location": None, "partition-spec": None, "write-order": None}
@@ -187,13 +191,13 @@ class TableListView(CatalogView):
 
 
 class TableDetailView(CatalogView):
-    def get(self, request, cluster_id: str, namespace: str, table: str):
+    def get(self, request: Request, cluster_id: str, namespace: str, table: str) -> Response:
         cluster = self.cluster(cluster_id)
         return Response(
             _table_answer(cluster, catalog.table_get(cluster, _levels(namespace), table))
         )
 
-    def post(self, request, cluster_id: str, namespace: str, table: str):
+    def post(self, request: Request, cluster_id: str, namespace: str, table: str) -> Response:
         cluster = self.cluster(cluster_id)
         body = CommitTableRequest.model_validate(_body(request))
         committed = catalog.table_commit(
@@ -203,7 +207,7 @@ class TableDetailView(CatalogView):
             {"metadata-location": committed.metadata_location, "metadata": committed.metadata}
         )
 
-    def delete(self, request, cluster_id: str, namespace: str, table: str):
+    def delete(self, request: Request, cluster_id: str, namespace: str, table: str) -> Response:
         catalog.table_drop(
             cluster=self.cluster(cluster_id), namespace=_levels(namespace), name=table
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from metadata_store.models import Batch, Partition
 from virtualclusters.models import VirtualCluster
@@ -43,7 +44,7 @@ def lag_records(topic_table: TopicTable, offsets: dict[int, int]) -> int:
     return lag
 
 
-def table_snapshot(table: IcebergTable) -> dict | None:
+def table_snapshot(table: IcebergTable) -> dict[str, Any] | None:
     """The current snapshot: its id, when it was committed, and the table's data files
     and their bytes (from its summary)."""
     metadata = table.metadata
@@ -61,7 +62,9 @@ def table_snapshot(table: IcebergTable) -> dict | None:
     return None
 
 
-def table_behind(topic_table: TopicTable, offsets: dict[int, int], *, now: datetime) -> dict:
+def table_behind(
+    topic_table: TopicTable, offsets: dict[int, int], *, now: datetime
+) -> dict[str, Any]:
     """How far the table is behind its topic: ``lag_seconds`` (since the oldest record
     not in the table was committed to the topic; 0 when none is missing) and, while
     records the topic held before the table was switched on are still missing (its

@@ -13,6 +13,7 @@ summary (``floe.last-offsets``), read here from the catalog's metadata document.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -105,7 +106,7 @@ TIMESTAMP_FIELD = {"raw": 3, "avro": 4}  # the record timestamp's field id
 # The schema registry app (which no other app imports) registers how to read a
 # subject's versions at start: (cluster, subject) → [{"version", "id", "fingerprint",
 # "schema_type", "references", "deleted"}, …] oldest first.
-SUBJECT_VERSIONS: list[Callable[[VirtualCluster, str], list[dict]]] = []
+SUBJECT_VERSIONS: list[Callable[[VirtualCluster, str], list[dict[str, Any]]]] = []
 
 # The job retries a lost commit race itself, from the new snapshot (PyIceberg's own
 # retry would re-add the same files on top of a snapshot that may already hold them).
@@ -145,13 +146,13 @@ def _partition_spec(partition_by: str, kind: str) -> PartitionSpec | None:
     )
 
 
-def _subject_versions(cluster: VirtualCluster, subject: str) -> list[dict]:
+def _subject_versions(cluster: VirtualCluster, subject: str) -> list[dict[str, Any]]:
     if not SUBJECT_VERSIONS:
         raise TopicTableError("schema", "The Schema Registry is not installed.", conflict=True)
     return [v for v in SUBJECT_VERSIONS[0](cluster, subject) if not v.get("deleted")]
 
 
-def _schema_kept(cluster: VirtualCluster, schema: object) -> dict:
+def _schema_kept(cluster: VirtualCluster, schema: object) -> dict[str, Any]:
     """What a PUT's schema is kept as: {"kind": "raw"} or {"kind": "avro", "subject",
     "version": n | "latest"} (an Avro subject with that version, without references)."""
     if schema == "raw":
@@ -171,7 +172,7 @@ def _schema_kept(cluster: VirtualCluster, schema: object) -> dict:
     return {"kind": "avro", "subject": schema["subject"], "version": version}
 
 
-def _version(versions: list[dict], subject: str, version: object) -> dict:
+def _version(versions: list[dict[str, Any]], subject: str, version: object) -> dict[str, Any]:
     if not versions:
         raise TopicTableError(
             "schema", f"The Schema Registry has no subject {subject!r}.", conflict=True
@@ -186,7 +187,7 @@ def _version(versions: list[dict], subject: str, version: object) -> dict:
     )
 
 
-def _plan_schema(cluster: VirtualCluster, kept: dict) -> dict:
+def _plan_schema(cluster: VirtualCluster, kept: dict[str, Any]) -> dict[str, Any]:
     """The job's view of a table's schema: the texts' fingerprints and every writer's id."""
     if kept["kind"] == "raw":
         return kept
@@ -278,7 +279,7 @@ def topic_table_stop(*, topic_table: TopicTable) -> None:
     topic_table.state = TopicTable.State.STOPPED
 
 
-def topic_table_state(topic_table: TopicTable) -> dict:
+def topic_table_state(topic_table: TopicTable) -> dict[str, Any]:
     """What ``GET …/topics/{name}/table/`` answers."""
     table = topic_table.table
     offsets = table_last_offsets(table)
@@ -312,7 +313,7 @@ def topic_table_state(topic_table: TopicTable) -> dict:
 # --- the table_append job run -------------------------------------------------------
 
 
-def table_append_begin(run: JobRun) -> Step | dict:
+def table_append_begin(run: JobRun) -> Step | dict[str, Any]:
     """The step: for each due table, the partition runs past its last offsets."""
     tables = []
     for topic_table in due_tables(run.cluster, now=timezone.now()):
@@ -360,7 +361,7 @@ def table_append_begin(run: JobRun) -> Step | dict:
     )
 
 
-def _maintained(outcome: dict, key: str) -> int:
+def _maintained(outcome: dict[str, Any], key: str) -> int:
     maintenance = outcome.get("maintenance")
     return int(maintenance.get(key) or 0) if isinstance(maintenance, dict) else 0
 
@@ -371,7 +372,7 @@ def _retention_ms(topic_table: TopicTable) -> int:
     return int(topic.configs.get("retention.ms", topic.cluster.default_retention_ms))
 
 
-def table_append_continue(run: JobRun, result: dict) -> dict:
+def table_append_continue(run: JobRun, result: dict[str, Any]) -> dict[str, Any]:
     """Record each table's outcome (the commit itself went through the catalog)."""
     now = timezone.now()
     outcomes = [t for t in result.get("tables") or [] if isinstance(t, dict)]

@@ -14,6 +14,7 @@ one an hour. Rows older than
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -118,7 +119,7 @@ def throughput_prune(*, now: datetime | None = None) -> int:
     return deleted + GroupLagSample.objects.filter(at__lt=cutoff).delete()[0]
 
 
-def throughput_series(cluster: VirtualCluster, span: str = "1h") -> dict:
+def throughput_series(cluster: VirtualCluster, span: str = "1h") -> dict[str, Any]:
     """Per-second rates over ``span`` (1h, 24h, 7d): the cluster's records and bytes in,
     each topic's records in, and records and bytes out (sent to consumers) for both:
     ``{"span", "cluster": [points], "topics": {name: [points]}, "groups": {group:
@@ -152,7 +153,10 @@ def throughput_series(cluster: VirtualCluster, span: str = "1h") -> dict:
     }
 
 
-def _spaced(rows: list, step: int) -> list:
+_Sample = TypeVar("_Sample", ThroughputSample, GroupLagSample)
+
+
+def _spaced(rows: list[_Sample], step: int) -> list[_Sample]:
     """Samples about `step` minutes apart, ending with the newest; the oldest always
     stays, so a young history still shows a point."""
     kept = rows[-1:]
@@ -163,7 +167,7 @@ def _spaced(rows: list, step: int) -> list:
     return kept
 
 
-def _rates(rows: list[ThroughputSample], step: int, *, with_bytes: bool) -> list[dict]:
+def _rates(rows: list[ThroughputSample], step: int, *, with_bytes: bool) -> list[dict[str, Any]]:
     points = []
     kept = _spaced(rows, step)
     for before, after in zip(kept, kept[1:]):
