@@ -37,8 +37,12 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	@# django-stubs' plugin imports the settings, which want a key: one that signs nothing.
-	SECRET_KEY=$${SECRET_KEY:-type-checking-only-this-key-signs-nothing} $(BIN)/mypy
+	@# django-stubs' plugin imports the settings, which want a key (one that signs nothing)
+	@# and start the embedded PostgreSQL and Redis when no URL is given (addresses that are
+	@# never dialled: type checking opens no connection).
+	SECRET_KEY=$${SECRET_KEY:-type-checking-only-this-key-signs-nothing} \
+	  DATABASE_URL=$${DATABASE_URL:-postgres://type-checking@127.0.0.1:1/none} \
+	  REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:1/0} $(BIN)/mypy
 
 format: install
 	$(BIN)/ruff format .
