@@ -49,6 +49,8 @@ def _beat(body: schemas.HeartbeatRequest) -> AgentBeat:
         agent_id=body.agent_id,
         host=body.host,
         port=body.port,
+        listeners=[msgspec.to_builtins(x) for x in body.listeners],
+        agent_group=body.agent_group,
         zone=body.zone,
         load=body.load,
         http_port=body.http_port,

@@ -26,6 +26,9 @@ STATS = {
 }
 
 
+LISTENER = {"name": "PLAINTEXT", "protocol": "PLAINTEXT", "host": "10.0.0.7", "port": 9092}
+
+
 def heartbeat(key: str, agent_id: str, **fields) -> dict:
     body = {"agent_id": agent_id, "host": "10.0.0.7", "port": 9092, **fields}
     return AgentApi(key)("heartbeat", body)
@@ -41,12 +44,16 @@ def test_a_heartbeat_records_zone_version_roles_and_read_stats(api, alice):
         version="0.1.0",
         roles=["proxy"],
         stats=STATS,
+        agent_group="vpc-1",
+        listeners=[LISTENER],
     )
     assert answer["agents"] == [
         {
             "agent_id": "agt-a1",
             "host": "10.0.0.7",
             "port": 9092,
+            "listeners": [LISTENER],
+            "agent_group": "vpc-1",
             "zone": "us-east-1a",
             "load": 12.5,
             "http_port": 8081,
@@ -105,6 +112,11 @@ def test_another_organization_gets_a_404_for_the_agent_list(api, alice, bob):
         ({"roles": ["x" * 33]}, "roles"),
         ({"roles": ["r"] * 9}, "roles"),
         ({"stats": {"get_bytes": -1}}, "get_bytes"),
+        ({"agent_group": "VPC"}, "agent_group"),
+        ({"agent_group": "a" * 64}, "agent_group"),
+        ({"listeners": [{**LISTENER, "protocol": "TLS"}]}, "protocol"),
+        ({"listeners": [{**LISTENER, "name": "a b"}]}, "name"),
+        ({"listeners": [LISTENER] * 17}, "listeners"),
         ({"stats": {"client_bytes_by_zone": {f"z{i}": 1 for i in range(65)}}}, "client_bytes"),
         ({"stats": {"client_bytes_by_zone": {"z" * 65: 1}}}, "client_bytes"),
         ({"stats": {"consumed_by_topic": {"not-a-uuid": [1, 1]}}}, "consumed_by_topic"),
