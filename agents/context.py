@@ -95,8 +95,8 @@ class AgentContext:
     def zone_peers(self, zone: str | None, listener: ListenerKind | None = None) -> list[Peer]:
         """The live agents a client of `zone` connected through a listener of kind
         `listener` is sent to (this one first when it is among them), at their addresses
-        for that kind: those that serve the kind, of the zone, or of every zone when the
-        zone is None or has none. Group coordinators must be among them: clients only
+        for that kind: those of this agent's group that serve the kind, of the zone, or
+        of every zone when the zone is None or has none. Group coordinators must be among them: clients only
         reach brokers Metadata listed."""
         ring = self.groups.ring
         candidates = [p for p in ring.client_candidates() if ring.visible(p, listener)]

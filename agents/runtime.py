@@ -161,6 +161,7 @@ class AgentRuntime:
                 {"name": x.name, "protocol": x.protocol, "host": x.host, "port": x.port}
                 for x in self.advertised
             ],
+            "agent_group": self.config.agent_group,
             "zone": self.config.zone,
             "load": load,
             "http_port": self.http_port,
@@ -233,12 +234,17 @@ class AgentRuntime:
         ctx.writer.max_bytes = min(self.config.batch_max_bytes, size or self.config.batch_max_bytes)
 
     def _zone_cache_peers(self) -> list[Peer]:
-        """The agents sharing this one's cache: the reachable live agents of its zone."""
+        """The agents sharing this one's cache: the reachable live agents of its zone and
+        agent group."""
         ctx = self.ctx
         if ctx is None:
             return []
-        zone = self.config.zone
-        return [p for p in ctx.groups.ring.candidates() if p.zone == zone and p.http_port]
+        zone, group = self.config.zone, self.config.agent_group
+        return [
+            p
+            for p in ctx.groups.ring.candidates()
+            if p.zone == zone and p.agent_group == group and p.http_port
+        ]
 
     async def _heartbeat_loop(self, port: int) -> None:
         last = time.monotonic()
@@ -379,6 +385,7 @@ class AgentRuntime:
                 node_id_for(config.agent_id),
                 zone=config.zone,
                 http_port=self.http_port,
+                agent_group=config.agent_group,
                 listeners=tuple(self.advertised),
             )
             ctx = self.ctx = AgentContext(
@@ -487,6 +494,7 @@ class AgentRuntime:
                 )
                 migrations = asyncio.get_running_loop().create_task(copier.run_forever())
             _UP_SINCE.set(time.time())
+            log.info("agent group %s", config.agent_group)
             log.info("metrics and health on http://%s:%d/", config.host, http_port)
             print(
                 f"agent {config.agent_id} serving Kafka on {self.advertised[0].host}:{port} "

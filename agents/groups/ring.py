@@ -217,8 +217,13 @@ class CoordinatorRing:
         return None
 
     def owner(self, key: str, key_type: int = GROUP_KEY) -> Peer:
-        """The coordinator for `key` from what is known now (no probing)."""
-        return max(self.candidates(), key=lambda p: score(key_type, key, p.agent_id))
+        """The coordinator for `key` from what is known now (no probing), among the agents
+        of this agent's group: a free group lease is offered, and a transactional id
+        served, within the agent group the client reached (a lease held in another group
+        is reached through a front's relay, `front`)."""
+        mine = self.me.agent_group
+        pool = [p for p in self.candidates() if p.agent_group == mine]
+        return max(pool, key=lambda p: score(key_type, key, p.agent_id))
 
     def owns(self, key: str, key_type: int = GROUP_KEY) -> bool:
         return self.owner(key, key_type).agent_id == self.me.agent_id
@@ -234,8 +239,8 @@ class CoordinatorRing:
 
     def visible(self, peer: Peer, listener: ListenerKind | None) -> bool:
         """Whether a client connected to this agent through a listener of `listener`'s
-        kind may be sent to `peer`: it serves that kind."""
-        return peer.serves(listener)
+        kind may be sent to `peer`: it is of this agent's group and serves that kind."""
+        return peer.agent_group == self.me.agent_group and peer.serves(listener)
 
     def sees_everyone(self, listener: ListenerKind | None) -> bool:
         """Whether such a client may be sent to every candidate (nothing to relay for)."""

@@ -161,3 +161,20 @@ def test_a_client_is_sent_only_to_agents_of_its_listener_kind_at_that_address():
     assert ring.front(key, None, listener=SASL).agent_id == "sasl"
     assert ring.front(key, None, listener=PLAIN).agent_id in {"plain", "both"}
     assert ring.front(key, None).agent_id == "sasl"  # no listener (a relayed request)
+
+
+def test_a_client_is_sent_only_to_its_agent_groups_agents():
+    east, east2 = _peer("east", PLAIN, group="east"), _peer("east2", PLAIN, group="east")
+    west = _peer("west", PLAIN, group="west")
+    ring = _ring(east, east2, west)
+    assert [p.agent_id for p in ring.candidates()] == ["east", "east2", "west"]
+    assert not ring.visible(west, PLAIN) and not ring.sees_everyone(None)
+    # A free lease or a transactional id goes to an agent of the asking agent's group…
+    for n in range(50):
+        assert ring.owner(f"k{n}").agent_group == "east"
+    # …and a lease held in the other group is reached through a front of this one.
+    held_in_west = ring.peer("west")
+    assert held_in_west is not None
+    front = ring.front("g", None, owner=held_in_west, listener=PLAIN)
+    assert front.agent_id in {"east", "east2"}
+    assert ring.front("g", None, owner=held_in_west).agent_group == "east"
