@@ -158,3 +158,102 @@ def test_the_console_agents_page_of_another_organization_is_a_404(client, alice,
         "No agents yet"
         in client.get(f"/clusters/{bob['cluster'].public_id}/agents/").content.decode()
     )
+
+
+def _listener(name: str, protocol: str, host: str, port: int) -> dict:
+    return {"name": name, "protocol": protocol, "host": host, "port": port}
+
+
+def _two_groups_with_two_listener_kinds(key: str) -> None:
+    """east: a dual agent and a SASL-only one; west: one plaintext agent; plus one agent
+    older than listeners (none reported)."""
+    dual = [
+        _listener("PLAINTEXT", "PLAINTEXT", "10.1.0.1", 9092),
+        _listener("SECURE", "SASL_SSL", "east.example.com", 19093),
+    ]
+    heartbeat(key, "agt-e1", host="10.1.0.1", agent_group="east", listeners=dual)
+    sasl_only = [_listener("SECURE", "SASL_SSL", "east.example.com", 19094)]
+    heartbeat(
+        key, "agt-e2", host="east.example.com", port=19094, agent_group="east", listeners=sasl_only
+    )
+    plain = [_listener("PLAINTEXT", "PLAINTEXT", "10.2.0.1", 9092)]
+    heartbeat(key, "agt-w1", host="10.2.0.1", agent_group="west", listeners=plain)
+    heartbeat(key, "agt-old", host="10.3.0.1")
+
+
+def test_agents_are_listed_with_their_group_and_listeners(api, alice):
+    _two_groups_with_two_listener_kinds(alice["agent_key"])
+    url = f"/api/v1/clusters/{alice['cluster'].public_id}/agents/"
+    agents = {a["agent_id"]: a for a in api(alice["reader"]).get(url).json()}
+    assert agents["agt-e1"]["agent_group"] == "east"
+    assert agents["agt-e1"]["listeners"] == [
+        {"name": "PLAINTEXT", "security_protocol": "PLAINTEXT", "address": "10.1.0.1:9092"},
+        {"name": "SECURE", "security_protocol": "SASL_SSL", "address": "east.example.com:19093"},
+    ]
+    assert agents["agt-old"]["agent_group"] == "default"
+    assert agents["agt-old"]["listeners"] == [
+        {"name": "", "security_protocol": "", "address": "10.3.0.1:9092"}
+    ]
+
+
+def test_the_cluster_has_a_bootstrap_address_per_group_and_listener(api, alice, bob):
+    _two_groups_with_two_listener_kinds(alice["agent_key"])
+    heartbeat(
+        bob["agent_key"],
+        "agt-bob",
+        host="10.9.9.9",
+        agent_group="east",
+        listeners=[_listener("PLAINTEXT", "PLAINTEXT", "10.9.9.9", 9092)],
+    )
+    url = f"/api/v1/clusters/{alice['cluster'].public_id}/"
+    assert api(alice["reader"]).get(url).json()["bootstraps"] == [
+        {
+            "agent_group": "default",
+            "listener": "",
+            "security_protocol": "",
+            "bootstrap": "10.3.0.1:9092",
+        },
+        {
+            "agent_group": "east",
+            "listener": "PLAINTEXT",
+            "security_protocol": "PLAINTEXT",
+            "bootstrap": "10.1.0.1:9092",
+        },
+        {
+            "agent_group": "east",
+            "listener": "SECURE",
+            "security_protocol": "SASL_SSL",
+            "bootstrap": "east.example.com:19093,east.example.com:19094",
+        },
+        {
+            "agent_group": "west",
+            "listener": "PLAINTEXT",
+            "security_protocol": "PLAINTEXT",
+            "bootstrap": "10.2.0.1:9092",
+        },
+    ]
+
+
+def test_the_console_shows_groups_listeners_and_a_bootstrap_per_group(client, alice, bob):
+    _two_groups_with_two_listener_kinds(alice["agent_key"])
+    heartbeat(bob["agent_key"], "agt-bob", host="10.9.9.9", agent_group="bobs")
+    client.force_login(alice["user"])
+    cid = alice["cluster"].public_id
+    page = client.get(f"/clusters/{cid}/agents/").content.decode()
+    assert "<th>Group" in page and "<th>Listeners</th>" in page
+    assert "SECURE (SASL_SSL)" in page and "<code>east.example.com:19093</code>" in page
+    assert "west" in page and "bobs" not in page and "10.9.9.9" not in page
+    detail = client.get(f"/clusters/{cid}/").content.decode()
+    assert 'id="bootstraps"' in detail
+    assert 'data-group="east">east · SECURE (SASL_SSL)</dt>' in detail
+    assert "east.example.com:19093,east.example.com:19094</code>" in detail
+    assert 'data-group="west">west · PLAINTEXT</dt>' in detail
+    assert "10.9.9.9" not in detail and "bobs" not in detail
+
+
+def test_one_group_and_listener_keep_the_single_bootstrap_address(client, alice):
+    heartbeat(alice["agent_key"], "agt-1", listeners=[LISTENER])
+    client.force_login(alice["user"])
+    detail = client.get(f"/clusters/{alice['cluster'].public_id}/").content.decode()
+    assert '<code id="bootstrap">10.0.0.7:9092</code>' in detail
+    assert 'id="bootstraps"' not in detail
