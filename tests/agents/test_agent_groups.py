@@ -6,11 +6,13 @@ killing every agent of one group leaves the other group's clients working."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 
 import pytest
 
-from tests.agents.clients import confluent_produce
+from tests.agents.clients import confluent_produce, kafkajs
 from tests.agents.zone_cluster import metric
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka]
@@ -61,6 +63,56 @@ def consume_all(bootstrap: str, topic: str, group: str, count: int) -> list[byte
     finally:
         consumer.close()
     return got
+
+
+def aiokafka_consume(bootstrap: str, topic: str, group: str) -> tuple[list[bytes], set[int]]:
+    """The topic's records through a group of one aiokafka member, and the brokers its
+    Metadata named."""
+    from aiokafka import AIOKafkaConsumer
+
+    async def run() -> tuple[list[bytes], set[int]]:
+        consumer = AIOKafkaConsumer(
+            topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest"
+        )
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            deadline = time.monotonic() + 30
+            while len(got) < RECORDS and time.monotonic() < deadline:
+                for batch in (await consumer.getmany(timeout_ms=500)).values():
+                    got.extend(r.value for r in batch)
+            brokers = {b.port for b in consumer._client.cluster.brokers()}
+        finally:
+            await consumer.stop()
+        return got, brokers
+
+    return asyncio.run(asyncio.wait_for(run(), 60))
+
+
+KAFKAJS_SCRIPT = """
+const { Kafka, logLevel } = require('kafkajs');
+(async () => {
+  const kafka = new Kafka({ clientId: 'js', brokers: [process.env.BOOTSTRAP],
+                            logLevel: logLevel.NOTHING });
+  const admin = kafka.admin();
+  await admin.connect();
+  const ports = (await admin.describeCluster()).brokers.map(b => b.port);
+  await admin.disconnect();
+  const consumer = kafka.consumer({ groupId: process.env.GROUP });
+  const got = [];
+  await consumer.connect();
+  await consumer.subscribe({ topic: process.env.TOPIC, fromBeginning: true });
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('timed out with ' + got.length)), 40000);
+    consumer.run({ eachMessage: async ({ message }) => {
+      got.push(message.value.toString());
+      if (got.length === Number(process.env.RECORDS)) { clearTimeout(timer); resolve(); }
+    } });
+  });
+  await consumer.disconnect();
+  console.log(JSON.stringify({ ports, got }));
+})().catch(e => { console.error(e); process.exit(1); });
+"""
 
 
 def records(tag: str) -> list[tuple[bytes, bytes, None]]:
@@ -134,6 +186,18 @@ def test_clients_of_a_group_see_only_its_agents_and_reach_every_topic(agent, clu
     finally:
         for member in members.values():
             member.close()
+
+    # aiokafka and kafkajs of the west group: only west's agents, every topic.
+    got_aio, aio_brokers = aiokafka_consume(west[1].bootstrap, "made-in-east", "aio-west")
+    assert sorted(got_aio) == expected_w and aio_brokers == west_ports
+    result = kafkajs(
+        KAFKAJS_SCRIPT,
+        {**os.environ, "BOOTSTRAP": west[0].bootstrap, "TOPIC": "made-in-east",
+         "GROUP": "js-west", "RECORDS": str(RECORDS)},
+        timeout=90,
+    )  # fmt: skip
+    assert set(result["ports"]) == west_ports
+    assert sorted(result["got"]) == sorted(v.decode() for v in expected_w)
 
     # Every agent of the west group dies: the east group's clients carry on, every topic.
     for agent_process in west:
