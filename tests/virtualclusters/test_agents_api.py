@@ -257,3 +257,34 @@ def test_one_group_and_listener_keep_the_single_bootstrap_address(client, alice)
     detail = client.get(f"/clusters/{alice['cluster'].public_id}/").content.decode()
     assert '<code id="bootstrap">10.0.0.7:9092</code>' in detail
     assert 'id="bootstraps"' not in detail
+
+
+def test_an_agent_key_limited_to_a_group_only_admits_agents_of_that_group(api, alice, client):
+    cid = alice["cluster"].public_id
+    admin = api(alice["admin"])
+    made = admin.post(
+        f"/api/v1/clusters/{cid}/agent-keys/",
+        {"name": "east", "agent_group": "east"},
+        format="json",
+    )
+    assert made.status_code == 201 and made.json()["agent_group"] == "east"
+    limited = made.json()["key"]
+    for call in ("register", "heartbeat"):
+        refused = AgentApi(limited).raw(call, {"agent_id": "agt-w", "agent_group": "west"})
+        assert refused.status_code == 403
+        assert "limited to agent group 'east'" in refused.json()["error"]
+        default = AgentApi(limited).raw(call, {"agent_id": "agt-d"})  # group "default"
+        assert default.status_code == 403
+    assert not Agent.objects.filter(agent_id__in=["agt-w", "agt-d"]).exists()
+    assert heartbeat(limited, "agt-e", agent_group="east")["agents"][0]["agent_group"] == "east"
+    # An unlimited key admits any group; a bad group name is refused at creation.
+    heartbeat(alice["agent_key"], "agt-any", agent_group="west")
+    bad = admin.post(f"/api/v1/clusters/{cid}/agent-keys/", {"agent_group": "East"}, format="json")
+    assert bad.status_code == 400 and "agent_group" in bad.json()["error"]
+    # The console makes limited keys too, and lists the limit.
+    client.force_login(alice["user"])
+    client.post(f"/clusters/{cid}/agent-keys/new", {"name": "west", "agent_group": "west"})
+    page = client.get(f"/clusters/{cid}/").content.decode()
+    assert "agent group west" in page and "agent group east" in page
+    page = client.post(f"/clusters/{cid}/agent-keys/new", {"agent_group": "-x"}).content.decode()
+    assert "Agent group: 1-63 lowercase letters" in page

@@ -11,7 +11,7 @@ from metadata_store.selectors import bootstrap_servers, bootstraps
 from metadata_store.topic_configs import MAX_PARTITIONS, configs_schema
 from tenancy.api.strict import StrictSerializer
 from virtualclusters.models import AgentKey, VirtualCluster
-from virtualclusters.services import CONFIG_BOUNDS
+from virtualclusters.services import AGENT_GROUP_PATTERN, CONFIG_BOUNDS
 
 
 class ClusterConfigSerializer(StrictSerializer):
@@ -157,12 +157,27 @@ class AgentKeySerializer(serializers.ModelSerializer):
             "created_at",
             "last_used_at",
             "revoked_at",
+            "agent_group",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "agent_group": {
+                "help_text": "The agent group (--agent-group) agents with this key must be "
+                'of; "" = any.'
+            }
+        }
 
 
 class AgentKeyCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    agent_group = serializers.RegexField(
+        rf"^{AGENT_GROUP_PATTERN}$",
+        max_length=63,
+        required=False,
+        allow_blank=True,
+        help_text="Limit the key to agents of this agent group (--agent-group); "
+        "empty or absent: any group.",
+    )
 
 
 class AgentKeyCreatedSerializer(AgentKeySerializer):
