@@ -256,9 +256,10 @@ class CoordinatorRing:
         listener: ListenerKind | None = None,
     ) -> Peer:
         """The agent a client of `zone`, connected through a listener of kind `listener`,
-        is told coordinates `key`: the owner when that client may be sent to it (it
-        serves the listener kind, and is in the zone or the client names none or the zone
-        has no such agent), else the rendezvous choice among the agents it may be sent to
+        is told coordinates `key`: the owner when that client may be sent to it (`visible`:
+        of this agent's group, serving the listener kind; and in the zone, or the client
+        names none, or the zone has no such agent), else the rendezvous choice among the
+        agents it may be sent to
         (the zone's, when it has some), which relays to the owner (`agents.groups.relay`).
         Clients only reach agents their Metadata listed."""
         owner = owner or self.owner(key, key_type)

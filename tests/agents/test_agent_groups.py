@@ -206,3 +206,17 @@ def test_clients_of_a_group_see_only_its_agents_and_reach_every_topic(agent, clu
     after = consume_all(east[1].bootstrap, "made-in-west", "g-after", 2 * RECORDS)
     assert sorted(after) == sorted(expected_e + [v for _, v, _ in records("after")])
     assert broker_ports(east[1].bootstrap) == east_ports
+
+
+def test_an_agent_of_another_group_cannot_start_with_a_key_limited_to_a_group(agent, cluster):
+    from virtualclusters.services import agent_key_create
+
+    _, key = agent_key_create(cluster=cluster.cluster, name="east only", agent_group="east")
+    refused = agent(key, extra=["--agent-group", "west"], wait=False)
+    assert refused.proc.wait(30) == 1
+    assert refused.logs().strip().splitlines()[-1] == (
+        "floe-agent: registration refused: register: HTTP 403: this agent key is limited "
+        "to agent group 'east'; the agent is in 'west'"
+    )
+    admitted = agent(key, extra=["--agent-group", "east"])
+    assert "agent group east" in admitted.logs()
