@@ -11,7 +11,7 @@ import os
 import re
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NoReturn
 from urllib.parse import urlsplit
 
@@ -38,6 +38,41 @@ ROLES = ("produce", "consume", "jobs", "schema-registry")
 CLIENT_ROLES = frozenset({"produce", "consume"})
 # Kafka's socket.request.max.bytes: the largest request frame a client may send.
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
+# Kafka's security protocols; a listener's name is one of them unless
+# --listener-security-protocol-map maps it to one (Kafka's listener.security.protocol.map).
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_LISTENER = re.compile(r"([A-Za-z][A-Za-z0-9_]{0,31})://(\[[0-9A-Fa-f:.]*\]|[^:/\[\]]*):(\d{1,5})")
+# Agent groups (seed 002, "Agent Groups"): a client only learns its agent's group's agents.
+AGENT_GROUP_PATTERN = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+DEFAULT_AGENT_GROUP = "default"
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One Kafka listener (Kafka's `listeners` entry with its `advertised.listeners` one).
+
+    `port` 0 lets the OS choose; `advertised_port` 0 advertises the bound port. A client
+    connected through a listener is only told of other agents' listeners of the same
+    name and security protocol (`kind`)."""
+
+    name: str
+    protocol: str
+    host: str
+    port: int
+    advertised_host: str
+    advertised_port: int = 0
+
+    @property
+    def kind(self) -> tuple[str, str]:
+        return (self.name, self.protocol)
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol.endswith("SSL")
 
 
 @dataclass
@@ -86,6 +121,11 @@ class AgentConfig:
     # jobs role: a migration's lease lasts this long unless renewed (every 2 s)
     migration_lease_s: int = 30
     ripcord_flag: bool = False  # --ripcord: on for this agent whatever the cluster says
+    # Every Kafka listener, the first the primary (its address is the agent's address in
+    # the ready line and the control plane's host/port). Empty: the single-port flags'
+    # one listener (`kafka_listeners`).
+    listeners: tuple[Listener, ...] = ()
+    agent_group: str = DEFAULT_AGENT_GROUP
     # What the control plane last said of the cluster (the runtime updates it on every
     # register/heartbeat answer): the frozen config's one mutable part.
     learned: LearnedClusterSettings = field(
@@ -96,6 +136,17 @@ class AgentConfig:
     def ripcord(self) -> bool:
         """Ripcord's effective value: the agent's flag OR the cluster setting last learned."""
         return self.ripcord_flag or self.learned.ripcord
+
+    @property
+    def kafka_listeners(self) -> tuple[Listener, ...]:
+        """The listeners to serve: `--listener`'s, or the single-port flags' one (SASL when
+        --require-sasl, TLS when --tls-cert)."""
+        if self.listeners:
+            return self.listeners
+        protocol = ("SASL_" if self.require_sasl else "") + (
+            "SSL" if self.tls_cert else "PLAINTEXT"
+        )
+        return (Listener(protocol, protocol, self.host, self.kafka_port, self.advertise_host),)
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -178,6 +229,29 @@ def _build_parser() -> _OneLineParser:
         "delete on another agent is seen here (default 60) [FLOE_SCHEMA_CACHE]",
     )
     add("--zone", help="availability zone of this agent [FLOE_ZONE]")
+    add(
+        "--agent-group",
+        help="agent group: clients of this agent only learn the agents of its group "
+        "(lowercase letters, digits, dashes; default 'default') [FLOE_AGENT_GROUP]",
+    )
+    add(
+        "--listener",
+        action="append",
+        help="a Kafka listener NAME://host:port, repeatable, NAME a security protocol "
+        "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or mapped to one; instead of "
+        "--kafka-port and --require-sasl [FLOE_LISTENERS, comma-separated]",
+    )
+    add(
+        "--advertised-listener",
+        action="append",
+        help="NAME://host:port clients are told for listener NAME (default: "
+        "--advertise-host and the bound port) [FLOE_ADVERTISED_LISTENERS]",
+    )
+    add(
+        "--listener-security-protocol-map",
+        help="NAME:PROTOCOL,… for listener names that are not a security protocol "
+        "[FLOE_LISTENER_SECURITY_PROTOCOL_MAP]",
+    )
     add(
         "--batch-timeout",
         type=_positive_int(MIN_BATCH_TIMEOUT_MS),
@@ -270,6 +344,13 @@ _ENV: dict[str, tuple[str, Callable[[str], object]]] = {
     "schema_registry_rate": ("FLOE_SCHEMA_REGISTRY_RATE", _positive_int(1)),
     "schema_cache": ("FLOE_SCHEMA_CACHE", _positive_int(1)),
     "zone": ("FLOE_ZONE", str),
+    "agent_group": ("FLOE_AGENT_GROUP", str),
+    "listener": ("FLOE_LISTENERS", lambda text: [t.strip() for t in text.split(",") if t.strip()]),
+    "advertised_listener": (
+        "FLOE_ADVERTISED_LISTENERS",
+        lambda text: [t.strip() for t in text.split(",") if t.strip()],
+    ),
+    "listener_security_protocol_map": ("FLOE_LISTENER_SECURITY_PROTOCOL_MAP", str),
     "batch_timeout": ("FLOE_BATCH_TIMEOUT", _positive_int(MIN_BATCH_TIMEOUT_MS)),
     "batch_max_bytes": ("FLOE_BATCH_MAX_BYTES", _positive_int(1024)),
     "cache_bytes": ("FLOE_CACHE_BYTES", _positive_int(0)),
@@ -353,12 +434,20 @@ def parse_config(
             f"--zone must be 1-64 letters, digits, '.', '_', ':', '/' or '-', got {zone!r}"
         )
 
+    agent_group = str(values["agent_group"] or DEFAULT_AGENT_GROUP)
+    if not re.fullmatch(AGENT_GROUP_PATTERN, agent_group):
+        raise ConfigError(
+            "--agent-group must be 1-63 lowercase letters, digits or '-' (not first or "
+            f"last), got {agent_group!r}"
+        )
+
     roles = values["roles"] or ROLES
     if not isinstance(roles, tuple):
         raise TypeError(f"roles parsed to {roles!r}, not a tuple")
 
     host = values["host"] or "127.0.0.1"
     advertise = values["advertise_host"] or (host if host not in ("0.0.0.0", "::") else "127.0.0.1")
+    listeners = _listeners(values, host=str(host), advertise=str(advertise))
     return AgentConfig(
         control_plane_url=url,
         agent_key=str(values["agent_key"]),
@@ -384,7 +473,8 @@ def parse_config(
         zone_cache=values["zone_cache"] is not False,
         peer_timeout_ms=_int_value(values, "peer_timeout_ms", DEFAULT_PEER_TIMEOUT_MS),
         log_level=str(values["log_level"] or "INFO"),
-        require_sasl=bool(values["require_sasl"]),
+        # With --listener: whether any listener takes SASL (the Schema Registry asks).
+        require_sasl=bool(values["require_sasl"]) or any(x.sasl for x in listeners),
         tls_cert=str(values["tls_cert"]) if values["tls_cert"] else None,
         tls_key=str(values["tls_key"]) if values["tls_key"] else None,
         tls_client_ca=str(values["tls_client_ca"]) if values["tls_client_ca"] else None,
@@ -393,4 +483,77 @@ def parse_config(
         job_lease_s=_int_value(values, "job_lease_s", 120),
         migration_lease_s=_int_value(values, "migration_lease_s", 30),
         ripcord_flag=bool(values["ripcord"]),
+        listeners=listeners,
+        agent_group=agent_group,
     )
+
+
+def _listener_parts(text: str, flag: str) -> tuple[str, str, int]:
+    found = _LISTENER.fullmatch(text.strip())
+    if found is None:
+        raise ConfigError(f"{flag} must be NAME://host:port, got {text!r}")
+    port = int(found.group(3))
+    if port > 65535:
+        raise ConfigError(f"{flag}: not a TCP port: {port}")
+    return found.group(1).upper(), found.group(2).strip("[]"), port
+
+
+def _protocol_map(text: str) -> dict[str, str]:
+    mapped = {}
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        name, _, protocol = item.partition(":")
+        protocol = protocol.strip().upper()
+        if not name.strip() or protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                "--listener-security-protocol-map takes NAME:PROTOCOL,… with PROTOCOL one of "
+                f"{', '.join(SECURITY_PROTOCOLS)}, got {item!r}"
+            )
+        mapped[name.strip().upper()] = protocol
+    return mapped
+
+
+def _listeners(values: Mapping[str, object], *, host: str, advertise: str) -> tuple[Listener, ...]:
+    """`--listener`s with their advertised addresses, checked; () without --listener."""
+    given = values["listener"] or []
+    advertised = values["advertised_listener"] or []
+    if not isinstance(given, list) or not isinstance(advertised, list):
+        raise TypeError("listeners parsed to something other than lists")
+    if not given:
+        if advertised:
+            raise ConfigError("--advertised-listener needs --listener")
+        return ()
+    if values["kafka_port"] is not None:
+        raise ConfigError("--kafka-port and --listener are alternatives: give one")
+    if values["require_sasl"]:
+        raise ConfigError(
+            "--require-sasl is for the single --kafka-port listener: name a SASL_PLAINTEXT "
+            "or SASL_SSL listener instead"
+        )
+    mapped = _protocol_map(str(values["listener_security_protocol_map"] or ""))
+    listeners: dict[str, Listener] = {}
+    for text in given:
+        name, bind_host, port = _listener_parts(text, "--listener")
+        protocol = mapped.get(name) or (name if name in SECURITY_PROTOCOLS else "")
+        if not protocol:
+            raise ConfigError(
+                f"listener {name}: name a security protocol ({', '.join(SECURITY_PROTOCOLS)}) "
+                f"or map it with --listener-security-protocol-map {name}:PROTOCOL"
+            )
+        if name in listeners:
+            raise ConfigError(f"listener {name} is given twice")
+        bind_host = bind_host or host
+        listeners[name] = Listener(name, protocol, bind_host, port, advertise)
+    for text in advertised:
+        name, adv_host, port = _listener_parts(text, "--advertised-listener")
+        if name not in listeners:
+            raise ConfigError(f"--advertised-listener {name}: no --listener of that name")
+        listeners[name] = replace(
+            listeners[name], advertised_host=adv_host or advertise, advertised_port=port
+        )
+    if any(x.tls for x in listeners.values()) and not values["tls_cert"]:
+        raise ConfigError("an SSL or SASL_SSL listener needs --tls-cert and --tls-key")
+    if values["tls_cert"] and not any(x.tls for x in listeners.values()):
+        raise ConfigError("--tls-cert is given but no listener is SSL or SASL_SSL")
+    return tuple(listeners.values())

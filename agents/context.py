@@ -10,7 +10,7 @@ from agents.coalesced_calls import CoalescedCalls
 from agents.config import CLIENT_ROLES, AgentConfig
 from agents.control_plane import ControlPlaneClient
 from agents.groups.coordinator import GroupCoordinator
-from agents.groups.ring import Peer
+from agents.groups.ring import ListenerKind, Peer
 from agents.partition_offsets import PartitionOffsets
 from agents.peers.client import PeerClient
 from agents.schema_registry.validation import SchemaValidator
@@ -92,13 +92,16 @@ class AgentContext:
         """The zones of the live agents (clients may name any string; these are real)."""
         return {str(a.get("zone") or "") for a in self.live_agents} | {self.config.zone}
 
-    def zone_peers(self, zone: str | None) -> list[Peer]:
-        """The live agents a client of `zone` is sent to (this one first when it is among
-        them): those of the zone, or every agent when the zone is None or has none. Group
-        coordinators must be among them: clients only reach brokers Metadata listed."""
-        candidates = self.groups.ring.client_candidates()
+    def zone_peers(self, zone: str | None, listener: ListenerKind | None = None) -> list[Peer]:
+        """The live agents a client of `zone` connected through a listener of kind
+        `listener` is sent to (this one first when it is among them), at their addresses
+        for that kind: those of this agent's group that serve the kind, of the zone, or
+        of every zone when the zone is None or has none. Group coordinators must be among them: clients only
+        reach brokers Metadata listed."""
+        ring = self.groups.ring
+        candidates = [p for p in ring.client_candidates() if ring.visible(p, listener)]
         if not CLIENT_ROLES & set(self.config.roles):
             # An agent without client roles never names itself (clients that found it
             # anyway are sent to the agents that serve them).
             candidates = [p for p in candidates if p.agent_id != self.config.agent_id] or candidates
-        return zone_members(candidates, zone)
+        return [p.at(listener) for p in zone_members(candidates, zone)]

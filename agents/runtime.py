@@ -32,7 +32,7 @@ from agents.control_plane import (
 )
 from agents.dispatch import REQUESTS_TOTAL, Dispatcher
 from agents.groups.coordinator import GroupCoordinator
-from agents.groups.ring import Peer, node_id_for
+from agents.groups.ring import AdvertisedListener, Peer, node_id_for
 from agents.http_server import build_app, start_http_on
 from agents.job_runner import JobRunner
 from agents.journal_recovery import JournalKeeper
@@ -114,6 +114,8 @@ class AgentRuntime:
         self._requests_seen = 0.0
         self.http_port = 0
         self.peers: PeerClient | None = None
+        # Each listener's advertised address once bound (heartbeat `listeners`).
+        self.advertised: list[AdvertisedListener] = []
 
     def request_stop(self) -> None:
         """Begin a clean shutdown (signal handlers call this)."""
@@ -150,10 +152,16 @@ class AgentRuntime:
         return lines
 
     def _heartbeat_body(self, port: int, load: float = 0.0) -> dict[str, Any]:
+        primary = self.advertised[0] if self.advertised else None
         return {
             "agent_id": self.config.agent_id,
-            "host": self.config.advertise_host,
-            "port": port,
+            "host": primary.host if primary else self.config.advertise_host,
+            "port": primary.port if primary else port,
+            "listeners": [
+                {"name": x.name, "protocol": x.protocol, "host": x.host, "port": x.port}
+                for x in self.advertised
+            ],
+            "agent_group": self.config.agent_group,
             "zone": self.config.zone,
             "load": load,
             "http_port": self.http_port,
@@ -226,12 +234,17 @@ class AgentRuntime:
         ctx.writer.max_bytes = min(self.config.batch_max_bytes, size or self.config.batch_max_bytes)
 
     def _zone_cache_peers(self) -> list[Peer]:
-        """The agents sharing this one's cache: the reachable live agents of its zone."""
+        """The agents sharing this one's cache: the reachable live agents of its zone and
+        agent group."""
         ctx = self.ctx
         if ctx is None:
             return []
-        zone = self.config.zone
-        return [p for p in ctx.groups.ring.candidates() if p.zone == zone and p.http_port]
+        zone, group = self.config.zone, self.config.agent_group
+        return [
+            p
+            for p in ctx.groups.ring.candidates()
+            if p.zone == zone and p.agent_group == group and p.http_port
+        ]
 
     async def _heartbeat_loop(self, port: int) -> None:
         last = time.monotonic()
@@ -264,13 +277,30 @@ class AgentRuntime:
             store = CountingStore(open_store(config.bucket_url))
         except Exception as exc:
             raise StartupError(f"cannot open bucket {config.bucket_url}: {exc}") from None
-        sock = _bind(config.host, config.kafka_port)
-        port = sock.getsockname()[1]
+        socks: list[socket.socket] = []
+        try:
+            for listener in config.kafka_listeners:
+                socks.append(_bind(listener.host, listener.port))
+        except StartupError:
+            for bound in socks:
+                bound.close()
+            raise
+        self.advertised = [
+            AdvertisedListener(
+                listener.name,
+                listener.protocol,
+                listener.advertised_host,
+                listener.advertised_port or bound.getsockname()[1],
+            )
+            for listener, bound in zip(config.kafka_listeners, socks, strict=True)
+        ]
+        port = self.advertised[0].port
         # Bound before registering too: peers reach this agent's cache on it.
         try:
             http_sock = _bind(config.host, config.http_port)
         except StartupError:
-            sock.close()
+            for bound in socks:
+                bound.close()
             raise
         self.http_port = http_sock.getsockname()[1]
         registry_sock: socket.socket | None = None
@@ -278,12 +308,13 @@ class AgentRuntime:
             try:
                 registry_sock = _bind(config.host, config.schema_registry_port)
             except StartupError:
-                sock.close()
+                for bound in socks:
+                    bound.close()
                 http_sock.close()
                 raise
         http_runner = None
         registry_runner = None
-        server: KafkaServer | None = None
+        servers: list[KafkaServer] = []
         heartbeat: asyncio.Task[None] | None = None
         lag_watch: asyncio.Task[None] | None = None
         tail_feed: asyncio.Task[None] | None = None
@@ -294,7 +325,7 @@ class AgentRuntime:
         job_runner: JobRunner | None = None
         try:
             try:
-                security = Security.from_config(config, self.client)
+                securities = Security.for_listeners(config, self.client)
             except TlsConfigError as exc:
                 raise StartupError(str(exc)) from None
             answer = await self._register(port)
@@ -349,11 +380,13 @@ class AgentRuntime:
             )
             me = Peer(
                 config.agent_id,
-                config.advertise_host,
+                self.advertised[0].host,
                 port,
                 node_id_for(config.agent_id),
                 zone=config.zone,
                 http_port=self.http_port,
+                agent_group=config.agent_group,
+                listeners=tuple(self.advertised),
             )
             ctx = self.ctx = AgentContext(
                 config=config,
@@ -386,11 +419,21 @@ class AgentRuntime:
 
             ctx.peers = self.peers
             dispatcher = Dispatcher(ctx)
-            server = KafkaServer(
-                dispatcher, max_frame_bytes=config.max_request_bytes, security=security
-            )
-            log.info("Kafka listener security protocol: %s", security.protocol)
-            await server.start_on(sock)
+            for advertised, bound, security in zip(self.advertised, socks, securities, strict=True):
+                server = KafkaServer(
+                    dispatcher, max_frame_bytes=config.max_request_bytes, security=security
+                )
+                servers.append(server)
+                log.info(
+                    "Kafka listener %s on %s:%d, advertised as %s:%d, security protocol: %s",
+                    advertised.name,
+                    bound.getsockname()[0],
+                    bound.getsockname()[1],
+                    advertised.host,
+                    advertised.port,
+                    security.protocol,
+                )
+                await server.start_on(bound)
             app = build_app(self._unhealthy_reason, self._degraded)
             add_peer_routes(
                 app,
@@ -403,8 +446,9 @@ class AgentRuntime:
             http_runner = await start_http_on(app, http_sock)
             if registry_sock is not None:
                 auth = None
-                if security.require_sasl and security.credentials is not None:
-                    auth = BasicAuth(security.credentials)
+                credentials = securities[0].credentials
+                if config.require_sasl and credentials is not None:
+                    auth = BasicAuth(credentials)
                 registry_port = registry_sock.getsockname()[1]
                 registry_runner = await start_http_on(
                     build_registry_app(
@@ -450,15 +494,17 @@ class AgentRuntime:
                 )
                 migrations = asyncio.get_running_loop().create_task(copier.run_forever())
             _UP_SINCE.set(time.time())
+            log.info("agent group %s", config.agent_group)
             log.info("metrics and health on http://%s:%d/", config.host, http_port)
             print(
-                f"agent {config.agent_id} serving Kafka on {config.advertise_host}:{port} "
+                f"agent {config.agent_id} serving Kafka on {self.advertised[0].host}:{port} "
                 f"for cluster {cluster_id}",
                 flush=True,
             )
             await self._stop.wait()
             log.info("shutting down: flushing the open segment")
-            server.stop_accepting()
+            for server in servers:
+                server.stop_accepting()
             try:
                 # Bounded: a control plane that never answers must not keep us alive.
                 await asyncio.wait_for(writer.close(), SHUTDOWN_FLUSH_S)
@@ -471,7 +517,8 @@ class AgentRuntime:
                 )
                 writer.abandon()
             await ctx.groups.close()
-            await server.close_connections()
+            for server in servers:
+                await server.close_connections()
         finally:
             for task in (
                 heartbeat,
@@ -486,10 +533,10 @@ class AgentRuntime:
                     task.cancel()
             if job_runner is not None:
                 job_runner.close()
-            if server is not None:
+            for server in servers:
                 server.stop_accepting()
-            else:
-                sock.close()
+            for bound in socks[len(servers) :]:
+                bound.close()
             if http_runner is not None:
                 await http_runner.cleanup()
             elif http_sock is not None:

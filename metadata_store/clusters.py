@@ -110,6 +110,8 @@ class AgentKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Agents with this key must be of this agent group (--agent-group); "" = any group.
+    agent_group = models.CharField(max_length=63, blank=True, default="", db_default="")
 
     objects = AgentKeyQuerySet.as_manager()
     org_lookup = "cluster__organization"

@@ -37,6 +37,9 @@ class AgentBeat:
     host: str
     port: int
     zone: str = ""
+    # [{"name", "protocol", "host", "port"}]: every Kafka listener, advertised addresses.
+    listeners: list[dict[str, Any]] = field(default_factory=list)
+    agent_group: str = "default"
     load: float = 0.0
     http_port: int = 0
     version: str = ""
@@ -76,6 +79,8 @@ def agents_heartbeat(cluster: VirtualCluster, body: AgentBeat) -> JSON:
         "host": body.host or "127.0.0.1",
         "port": body.port or 9092,
         "zone": body.zone,
+        "listeners": list(body.listeners),
+        "agent_group": body.agent_group,
         "load": body.load,
         "http_port": body.http_port,
         "version": body.version,
@@ -122,6 +127,8 @@ def agents_heartbeat(cluster: VirtualCluster, body: AgentBeat) -> JSON:
                 "host": a.host,
                 "port": a.port,
                 "zone": a.zone,
+                "listeners": a.listeners,
+                "agent_group": a.agent_group,
                 "load": a.load,
                 "http_port": a.http_port,
                 "roles": a.roles,

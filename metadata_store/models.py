@@ -296,6 +296,11 @@ class Agent(models.Model):
     host = models.CharField(max_length=255)
     port = models.IntegerField()
     zone = models.CharField(max_length=64, blank=True, default="")
+    # Clients of an agent only learn the agents of its group (--agent-group) ...
+    agent_group = models.CharField(max_length=63, default="default", db_default="default")
+    # ... that have a listener of their kind: [{"name", "protocol", "host", "port"}]
+    # (advertised addresses; host/port above are the first's; [] from older agents).
+    listeners = models.JSONField(default=list, blank=True, db_default=[])
     load = models.FloatField(default=0.0)
     http_port = models.IntegerField(default=0)  # /metrics and the zone's peer channel
     version = models.CharField(max_length=32, blank=True, default="")

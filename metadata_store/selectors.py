@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -43,6 +45,43 @@ def bootstrap_servers(cluster: VirtualCluster) -> list[str]:
     which would point every cluster at one organization's agent."""
     rows = live_agents(cluster).values_list("host", "port")
     return sorted({f"{host}:{port}" for host, port in rows})
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """The addresses clients of one agent group bootstrap from through one listener kind
+    (``listener`` and ``security_protocol`` empty for agents older than listeners)."""
+
+    agent_group: str
+    listener: str
+    security_protocol: str
+    servers: tuple[str, ...]
+
+
+def agent_listeners(agent: Agent) -> list[dict[str, Any]]:
+    """An agent's listeners as its last heartbeat gave them, ``name``, ``protocol`` and
+    ``address``; one unnamed listener at host:port for an agent older than listeners."""
+    listed = [
+        {"name": x["name"], "protocol": x["protocol"], "address": f"{x['host']}:{x['port']}"}
+        for x in agent.listeners or ()
+        if isinstance(x, dict) and {"name", "protocol", "host", "port"} <= x.keys()
+    ]
+    return listed or [{"name": "", "protocol": "", "address": f"{agent.host}:{agent.port}"}]
+
+
+def bootstraps(cluster: VirtualCluster) -> list[Bootstrap]:
+    """The cluster's bootstrap addresses per agent group and listener kind, from its live
+    agents: a client is only ever sent to agents of its agent's group and listener kind,
+    so each is its own ``bootstrap.servers``. Sorted by group, then listener."""
+    found: dict[tuple[str, str, str], set[str]] = {}
+    for agent in live_agents(cluster).only("host", "port", "agent_group", "listeners"):
+        for listener in agent_listeners(agent):
+            key = (agent.agent_group, listener["name"], listener["protocol"])
+            found.setdefault(key, set()).add(listener["address"])
+    return [
+        Bootstrap(group, name, protocol, tuple(sorted(servers)))
+        for (group, name, protocol), servers in sorted(found.items())
+    ]
 
 
 def live_agents(cluster: VirtualCluster) -> QuerySet[Agent]:

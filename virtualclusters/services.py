@@ -7,6 +7,7 @@ store's (``metadata_store.clusters``), as are topics (``metadata_store.topics``)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -154,12 +155,24 @@ def cluster_delete(*, cluster: VirtualCluster, confirm_name: str) -> None:
     cluster.delete()
 
 
+# What an agent's --agent-group accepts (agents.config.AGENT_GROUP_PATTERN).
+AGENT_GROUP_PATTERN = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+
+
 @transaction.atomic
-def agent_key_create(*, cluster: VirtualCluster, name: str = "") -> tuple[AgentKey, str]:
-    """A new agent key for ``cluster``; the plaintext is returned once."""
+def agent_key_create(
+    *, cluster: VirtualCluster, name: str = "", agent_group: str = ""
+) -> tuple[AgentKey, str]:
+    """A new agent key for ``cluster``, limited to agents of ``agent_group`` when given;
+    the plaintext is returned once."""
     name = (name or "").strip()
     if len(name) > 100:
         raise ValidationError({"name": ["At most 100 characters."]})
+    agent_group = (agent_group or "").strip()
+    if agent_group and not re.fullmatch(AGENT_GROUP_PATTERN, agent_group):
+        raise ValidationError(
+            {"agent_group": ["1-63 lowercase letters, digits or dashes (not first or last)."]}
+        )
     taken = set(cluster.agent_keys.active().values_list("name", flat=True))
     if name in taken:
         raise conflict("name", "An active agent key with this name already exists.")
@@ -167,7 +180,11 @@ def agent_key_create(*, cluster: VirtualCluster, name: str = "") -> tuple[AgentK
         name = next(n for n in _numbered("agent key") if n not in taken)
     secret = new_secret("agent")
     key = AgentKey.objects.create(
-        cluster=cluster, name=name, display_prefix=secret.display_prefix, digest=secret.digest
+        cluster=cluster,
+        name=name,
+        display_prefix=secret.display_prefix,
+        digest=secret.digest,
+        agent_group=agent_group,
     )
     return key, secret.plaintext
 

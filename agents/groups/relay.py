@@ -1,4 +1,7 @@
-"""Group requests relayed from a zone's front agent to the group's coordinator.
+"""Group requests relayed from a client's front agent to the group's coordinator.
+
+(A front stands in for a coordinator the client cannot be sent to: in another zone than
+the one it names, in another agent group, or without a listener of its kind.)
 
 A group's state lives in the memory of one agent, its coordinator (the holder of its
 lease in the metadata store, `agents.groups.leases`), and
@@ -27,9 +30,10 @@ from typing import Any
 import msgspec
 
 from agents.context import AgentContext
-from agents.groups.ring import Peer
+from agents.groups.ring import ListenerKind, Peer
 from agents.metrics import Counter
 from agents.peers.client import PeerError
+from agents.security.session import connection_listener
 from agents.zone_routing import client_zone
 from core.kafka import ApiKey, RequestHeader
 from core.kafka.errors import ErrorCode
@@ -97,16 +101,18 @@ def _group_ids(header: RequestHeader, body: dict[str, Any]) -> list[str]:
     return [group_id] if group_id else []
 
 
-async def _relay_target(ctx: AgentContext, group_id: str, zone: str) -> Peer | None:
+async def _relay_target(
+    ctx: AgentContext, group_id: str, zone: str | None, listener: ListenerKind | None
+) -> Peer | None:
     """The coordinator (lease holder) to relay to, or None to handle the group here
-    (this agent holds it, is not the zone's front for it, or its holder is unknown: the
-    handler then answers NOT_COORDINATOR and the client looks again)."""
+    (this agent holds it, is not the client's front for it, or its holder is unknown:
+    the handler then answers NOT_COORDINATOR and the client looks again)."""
     ring = ctx.groups.ring
     owner = await ctx.groups.coordinator_of(group_id)
     me = ring.me.agent_id
     if owner is None or owner.agent_id == me:
         return None
-    if ring.front(group_id, zone, owner=owner).agent_id != me:
+    if ring.front(group_id, zone, owner=owner, listener=listener).agent_id != me:
         return None
     return owner
 
@@ -155,11 +161,13 @@ def relaying(handler: Handler, error_response: Callable[..., dict[str, Any] | No
     async def run(
         ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
     ) -> dict[str, Any] | None:
-        zone = client_zone(header.client_id)
-        if RELAYED.get() or zone is None or ctx.peers is None:
+        zone, listener = client_zone(header.client_id), connection_listener()
+        if RELAYED.get() or ctx.peers is None:
             return await handler(ctx, header, body)
+        if zone is None and ctx.groups.ring.sees_everyone(listener):
+            return await handler(ctx, header, body)  # every coordinator is its own front
         ids = _group_ids(header, body)
-        targets = {g: await _relay_target(ctx, g, zone) for g in dict.fromkeys(ids)}
+        targets = {g: await _relay_target(ctx, g, zone, listener) for g in dict.fromkeys(ids)}
         if not any(targets.values()):
             return await handler(ctx, header, body)
         spec = _multi_spec(header)

@@ -43,17 +43,64 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types (KIP-98)
+DEFAULT_AGENT_GROUP = "default"
+
+# A listener's kind, (name, security protocol): a client is only given addresses of the
+# kind it is connected through.
+ListenerKind = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class AdvertisedListener:
+    name: str
+    protocol: str
+    host: str
+    port: int
+
+    @property
+    def kind(self) -> ListenerKind:
+        return (self.name, self.protocol)
 
 
 @dataclass(frozen=True)
 class Peer:
     agent_id: str
-    host: str
+    host: str  # the primary (first) listener's advertised address
     port: int
     node_id: int
     zone: str = ""
     load: float = 0.0
     http_port: int = 0  # the peer channel (agents/peers); 0 = unknown
+    agent_group: str = DEFAULT_AGENT_GROUP
+    # Every Kafka listener; () from an agent older than listeners (it serves one, of a
+    # kind it never said, and is shown to every client as before).
+    listeners: tuple[AdvertisedListener, ...] = ()
+
+    def serves(self, kind: ListenerKind | None) -> bool:
+        """Whether a client connected through a listener of `kind` may be sent here."""
+        return kind is None or not self.listeners or any(x.kind == kind for x in self.listeners)
+
+    def at(self, kind: ListenerKind | None) -> Peer:
+        """This peer with its address for clients of listener `kind` (`serves` first)."""
+        for listener in self.listeners:
+            if listener.kind == kind:
+                return replace(self, host=listener.host, port=listener.port)
+        return self
+
+
+def listeners_of(agent: dict[str, Any]) -> tuple[AdvertisedListener, ...]:
+    """The advertised listeners of a live agent as the control plane lists it."""
+    found = []
+    for item in agent.get("listeners") or ():
+        try:
+            found.append(
+                AdvertisedListener(
+                    str(item["name"]), str(item["protocol"]), str(item["host"]), int(item["port"])
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    return tuple(found)
 
 
 def rendezvous_weight(key: str, agent_id: str) -> int:
@@ -115,6 +162,8 @@ class CoordinatorRing:
                 zone=str(agent.get("zone") or ""),
                 load=float(agent.get("load") or 0.0),
                 http_port=int(agent.get("http_port") or 0),
+                agent_group=str(agent.get("agent_group") or DEFAULT_AGENT_GROUP),
+                listeners=listeners_of(agent),
             )
         for gone in set(self._health) - set(peers):
             self._health.pop(gone, None)
@@ -169,8 +218,13 @@ class CoordinatorRing:
         return None
 
     def owner(self, key: str, key_type: int = GROUP_KEY) -> Peer:
-        """The coordinator for `key` from what is known now (no probing)."""
-        return max(self.candidates(), key=lambda p: score(key_type, key, p.agent_id))
+        """The coordinator for `key` from what is known now (no probing), among the agents
+        of this agent's group: a free group lease is offered, and a transactional id
+        served, within the agent group the client reached (a lease held in another group
+        is reached through a front's relay, `front`)."""
+        mine = self.me.agent_group
+        pool = [p for p in self.candidates() if p.agent_group == mine]
+        return max(pool, key=lambda p: score(key_type, key, p.agent_id))
 
     def owns(self, key: str, key_type: int = GROUP_KEY) -> bool:
         return self.owner(key, key_type).agent_id == self.me.agent_id
@@ -184,20 +238,43 @@ class CoordinatorRing:
         that is unknown; probed, cached briefly)."""
         return peer.agent_id == self.me.agent_id or await self._reachable(peer)
 
+    def visible(self, peer: Peer, listener: ListenerKind | None) -> bool:
+        """Whether a client connected to this agent through a listener of `listener`'s
+        kind may be sent to `peer`: it is of this agent's group and serves that kind."""
+        return peer.agent_group == self.me.agent_group and peer.serves(listener)
+
+    def sees_everyone(self, listener: ListenerKind | None) -> bool:
+        """Whether such a client may be sent to every candidate (nothing to relay for)."""
+        return all(self.visible(p, listener) for p in self.candidates())
+
     def front(
-        self, key: str, zone: str | None, key_type: int = GROUP_KEY, owner: Peer | None = None
+        self,
+        key: str,
+        zone: str | None,
+        key_type: int = GROUP_KEY,
+        owner: Peer | None = None,
+        *,
+        listener: ListenerKind | None = None,
     ) -> Peer:
-        """The agent a client of `zone` is told coordinates `key`: the owner when it is in
-        that zone (or the client names none, or the zone has no live agent), else the
-        zone's own rendezvous choice, which relays to the owner
-        (`agents.groups.relay`). Clients only reach agents their Metadata listed."""
+        """The agent a client of `zone`, connected through a listener of kind `listener`,
+        is told coordinates `key`: the owner when that client may be sent to it (`visible`:
+        of this agent's group, serving the listener kind; and in the zone, or the client
+        names none, or the zone has no such agent), else the rendezvous choice among the
+        agents it may be sent to
+        (the zone's, when it has some), which relays to the owner (`agents.groups.relay`).
+        Clients only reach agents their Metadata listed."""
         owner = owner or self.owner(key, key_type)
-        if zone is None or owner.zone == zone:
+        reachable = self.visible(owner, listener)
+        if reachable and (zone is None or owner.zone == zone):
             return owner
-        local = [p for p in self.candidates() if p.zone == zone]
-        if not local:
+        pool = [p for p in self.candidates() if self.visible(p, listener)]
+        local = [p for p in pool if p.zone == zone]
+        if reachable and not local:
             return owner
-        return max(local, key=lambda p: score(key_type, key, p.agent_id))
+        pool = local or pool
+        if not pool:
+            return owner
+        return max(pool, key=lambda p: score(key_type, key, p.agent_id))
 
     async def resolve(self, key: str, key_type: int = GROUP_KEY) -> Peer:
         """The coordinator for `key`, having checked that a peer owner is reachable."""

@@ -17,6 +17,7 @@ from agents.control_plane import ControlPlaneUnavailable
 from agents.groups.ring import Peer
 from agents.handlers.transactions import fenced_error
 from agents.security.access import authorized_operations
+from agents.security.session import connection_listener
 from agents.topics import TopicInfo
 from agents.zone_routing import client_zone, partition_leaders
 from core.kafka import RequestHeader
@@ -63,12 +64,13 @@ def _topic_entry(topic: TopicInfo, brokers: list[Peer]) -> dict[str, Any]:
 
 
 async def routed_brokers(ctx: AgentContext, header: RequestHeader) -> list[Peer]:
-    """The brokers to tell this client about: its zone's live agents (or all of them),
+    """The brokers to tell this client about: its zone's live agents (or all of them)
+    that serve the kind of listener it came through, at that listener's address,
     having first checked that peers still accept connections (a killed agent stays in
     the control plane's live list for the liveness window)."""
     await ctx.groups.ring.check_all()
     await ctx.groups.ring.check_clients()
-    brokers = ctx.zone_peers(client_zone(header.client_id))
+    brokers = ctx.zone_peers(client_zone(header.client_id), connection_listener())
     me = ctx.node_id
     return sorted(brokers, key=lambda p: p.node_id != me)  # this agent first, if listed
 

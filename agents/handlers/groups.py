@@ -29,6 +29,7 @@ from agents.groups.ring import GROUP_KEY, TRANSACTION_KEY
 from agents.groups.state import GroupState
 from agents.handlers import group_offsets
 from agents.security.access import authorized_operations
+from agents.security.session import connection_listener
 from agents.zone_routing import client_zone
 from core.kafka import ApiKey, RequestHeader
 from core.kafka.errors import ErrorCode
@@ -67,9 +68,12 @@ async def _coordinator_of(
             }
     else:
         owner = await ctx.groups.ring.resolve(key, key_type)
-    # A client that names its zone only knows that zone's agents (Metadata): it is sent
-    # to the zone's front for the key, which relays to the owner (agents.groups.relay).
-    owner = ctx.groups.ring.front(key, client_zone(client_id), key_type, owner)
+    # A client that names its zone only knows that zone's agents (Metadata), and any
+    # client only those of its listener's kind: it is sent to its front for the key,
+    # which relays to the owner (agents.groups.relay), at its address for that kind.
+    listener = connection_listener()
+    owner = ctx.groups.ring.front(key, client_zone(client_id), key_type, owner, listener=listener)
+    owner = owner.at(listener)
     return {
         "key": key,
         "node_id": owner.node_id,
@@ -330,6 +334,7 @@ async def handle_list_groups(
     except ControlPlaneError:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     ring, zone = ctx.groups.ring, client_zone(header.client_id)
+    listener = connection_listener()
     me = ring.me.agent_id
     held = {g.group_id: g for g in ctx.groups.listing()}
     consumers = {g.group_id: g for g in ctx.groups.consumer.listing()}
@@ -341,12 +346,15 @@ async def handle_list_groups(
         reporter = ring.peer(known.get("agent_id") or "")
         owner = reporter or ring.owner(group_id)
         if group_id in ctx.groups.groups:  # our lease, nobody joined: offsets only
-            if known["has_offsets"] and ring.front(group_id, zone, owner=ring.me).agent_id == me:
+            if (
+                known["has_offsets"]
+                and ring.front(group_id, zone, owner=ring.me, listener=listener).agent_id == me
+            ):
                 listed[group_id] = (known.get("protocol_type") or "", "Empty", group_type)
             continue
         if owner.agent_id == me and reporter is not None:
             continue  # reported by us, but no longer ours: its new holder lists it
-        if ring.front(group_id, zone, owner=owner).agent_id != me:
+        if ring.front(group_id, zone, owner=owner, listener=listener).agent_id != me:
             continue
         if zone is None and reporter is None:
             if known["has_offsets"]:
@@ -355,14 +363,14 @@ async def handle_list_groups(
             state = known.get("state") or "Empty"
             listed[group_id] = (known.get("protocol_type") or "", state, group_type)
     for group in held.values():
-        if ring.front(group.group_id, zone, owner=ring.me).agent_id == me:
+        if ring.front(group.group_id, zone, owner=ring.me, listener=listener).agent_id == me:
             listed[group.group_id] = (
                 group.protocol_type or "",
                 group.state.value,
                 CLASSIC_GROUP_TYPE,
             )
     for consumer in consumers.values():
-        if ring.front(consumer.group_id, zone, owner=ring.me).agent_id == me:
+        if ring.front(consumer.group_id, zone, owner=ring.me, listener=listener).agent_id == me:
             listed[consumer.group_id] = ("consumer", consumer.state.value, CONSUMER_GROUP_TYPE)
     # KIP-932 share groups live in the store: each listed by the agent its id hashes to.
     try:
@@ -371,7 +379,7 @@ async def handle_list_groups(
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     for share in shares:
         group_id = share["group_id"]
-        if group_id not in listed and ring.front(group_id, zone).agent_id == me:
+        if group_id not in listed and ring.front(group_id, zone, listener=listener).agent_id == me:
             listed[group_id] = ("share", share["state"], SHARE_GROUP_TYPE)
     wanted = {s.lower() for s in body.get("states_filter") or ()}
     types = {t.lower() for t in body.get("types_filter") or ()}  # KIP-848's group types

@@ -37,19 +37,40 @@ class Security:
         *,
         require_sasl: bool = False,
         ssl_context: Any = None,
+        listener: str = "",
     ) -> None:
         self.require_sasl = require_sasl
         self.ssl_context = ssl_context
+        # The listener's name ("" outside a listener: relayed requests, tests).
+        self.listener = listener
         self.credentials = CredentialCache(client) if client is not None else None
         self.acls = AclCache(client) if client is not None else None
 
     @classmethod
-    def from_config(cls, config: Any, client: ControlPlaneClient) -> Security:
-        """From the agent's flags; raises `TlsConfigError` for unusable TLS files."""
+    def for_listeners(cls, config: Any, client: ControlPlaneClient) -> list[Security]:
+        """One `Security` per listener of `config.kafka_listeners`, in order, sharing the
+        credential and ACL caches; raises `TlsConfigError` for unusable TLS files."""
         context = None
         if config.tls_cert:
             context = server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
-        return cls(client, require_sasl=config.require_sasl, ssl_context=context)
+        first = cls(client)
+        made = []
+        for listener in config.kafka_listeners:
+            security = cls(
+                None,
+                require_sasl=listener.sasl,
+                ssl_context=context if listener.tls else None,
+                listener=listener.name,
+            )
+            security.credentials, security.acls = first.credentials, first.acls
+            made.append(security)
+        return made
+
+    @property
+    def listener_kind(self) -> tuple[str, str] | None:
+        """(name, security protocol) of the listener, None outside one: the kind of
+        address a client connected through it may be given (agents.groups.ring)."""
+        return (self.listener, self.protocol) if self.listener else None
 
     @property
     def protocol(self) -> str:
@@ -129,6 +150,13 @@ class Session:
 
 
 CURRENT_SESSION: ContextVar[Session | None] = ContextVar("floe_session", default=None)
+
+
+def connection_listener() -> tuple[str, str] | None:
+    """The kind of listener the request being handled came through (None: not through
+    a listener — a relayed request, or a test calling a handler)."""
+    session = CURRENT_SESSION.get()
+    return session.security.listener_kind if session is not None else None
 
 
 def current_session() -> Session:

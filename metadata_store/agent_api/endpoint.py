@@ -15,6 +15,7 @@ import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 import msgspec
@@ -36,7 +37,11 @@ _KEY_CACHE_SECONDS = 5.0
 # A commit of MAX_COMMIT_BATCHES entries is ~25 MB of JSON; the console's upload limit
 # (DATA_UPLOAD_MAX_MEMORY_SIZE, 2.5 MB) would refuse big segments of small batches.
 MAX_BODY_BYTES = 64 * 1024 * 1024
-_key_cache: dict[str, tuple[float, VirtualCluster | None]] = {}
+# agent key's plaintext -> (until when, its cluster, the agent group it is limited to)
+_key_cache: dict[str, tuple[float, VirtualCluster | None, str]] = {}
+# The agent group the key of the call being answered is limited to ("" = any): register
+# and heartbeat refuse an agent of another group (``views._agent_group_allowed``).
+KEY_AGENT_GROUP: ContextVar[str] = ContextVar("floe_key_agent_group", default="")
 # PostgreSQL connections that already carry the agent API's timeouts.
 _bounded: weakref.WeakSet[Any] = weakref.WeakSet()  # psycopg connections
 # SQLSTATEs of a statement cut short by our bounds (query_canceled, lock_not_available).
@@ -99,7 +104,7 @@ def forget_cluster(cluster_id: int | None) -> None:
     if cluster_id is None:
         _key_cache.clear()
         return
-    for plaintext, (_, cluster) in list(_key_cache.items()):
+    for plaintext, (_, cluster, _group) in list(_key_cache.items()):
         if cluster is not None and cluster.pk == cluster_id:
             _key_cache.pop(plaintext, None)
 
@@ -119,16 +124,24 @@ def cluster_vanished(exc: Exception, cluster_id: int) -> bool:
 def cluster_for(authorization: str) -> VirtualCluster | None:
     """The cluster of an Authorization header's agent key, cached briefly (revocation lag
     ≤ 5 s)."""
-    known, cluster = cached_cluster(authorization)
-    if known:
-        return cluster
+    return key_for(authorization)[0]
+
+
+def key_for(authorization: str) -> tuple[VirtualCluster | None, str]:
+    """The cluster of an Authorization header's agent key and the agent group the key is
+    limited to ("" = any), cached briefly (revocation lag ≤ 5 s)."""
+    if not authorization.startswith("Bearer "):
+        return None, ""
     plaintext = authorization[7:].strip()
+    cached = _key_cache.get(plaintext)
+    if cached and cached[0] > time.monotonic():
+        return cached[1], cached[2]
     key = agent_key_authenticate(plaintext)
-    cluster = key.cluster if key else None
+    cluster, group = (key.cluster, key.agent_group) if key else (None, "")
     if len(_key_cache) > 10_000:
         _key_cache.clear()
-    _key_cache[plaintext] = (time.monotonic() + _KEY_CACHE_SECONDS, cluster)
-    return cluster
+    _key_cache[plaintext] = (time.monotonic() + _KEY_CACHE_SECONDS, cluster, group)
+    return cluster, group
 
 
 class CallRefused(Exception):
@@ -233,12 +246,13 @@ def respond(
     the cluster, `body` is decoded by `schema`, then `handler(cluster, decoded)`."""
     name = handler.__name__
     try:
-        cluster = cluster_for(authorization)
+        cluster, key_group = key_for(authorization)
     except DatabaseError as exc:
         return 503, {"error": _unavailable(exc) or "cannot check the agent key"}
     if cluster is None:
         return NO_KEY
     started = time.perf_counter()
+    token = KEY_AGENT_GROUP.set(key_group)
     try:
         decoded = schemas.decode(body, schema)
         _bound_database_work()
@@ -247,6 +261,8 @@ def respond(
         if cluster_vanished(exc, cluster.pk):
             return NO_KEY
         return failure(name, exc)
+    finally:
+        KEY_AGENT_GROUP.reset(token)
     succeeded(name, started)
     return 200, answer
 

@@ -242,10 +242,27 @@ class AgentReadStats(_Body, frozen=True):
     journal_oldest_ms: COUNT = 0
 
 
+SECURITY_PROTOCOL = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+# An agent group's name (the agent's --agent-group): lowercase letters, digits, dashes.
+AGENT_GROUP = Annotated[str, Meta(pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")]
+
+
+class AgentListener(_Body, frozen=True):
+    """One Kafka listener of an agent as clients are told of it (its advertised address)."""
+
+    name: Annotated[str, Meta(pattern=r"^[A-Z][A-Z0-9_]{0,31}$")]
+    protocol: SECURITY_PROTOCOL
+    host: SHORT
+    port: Annotated[int, Meta(ge=1, le=65_535)]
+
+
 class HeartbeatRequest(_Body, frozen=True):
     agent_id: AGENT_ID
     host: SHORT = "127.0.0.1"
     port: Annotated[int, Meta(ge=0, le=65_535)] = 9092
+    # Every Kafka listener (host/port above: the first); empty from older agents.
+    listeners: Annotated[list[AgentListener], Meta(max_length=16)] = []
+    agent_group: AGENT_GROUP = "default"
     zone: ZONE = ""
     load: Annotated[float, Meta(ge=0, le=1e9)] = 0.0
     # The agent's HTTP port (/metrics, and the zone's peer channel); 0 = none.

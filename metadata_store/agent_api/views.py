@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 
 from metadata_store import mirroring, store, transactions
 from metadata_store.agent_api import feed_relay, schemas
-from metadata_store.agent_api.endpoint import Answer, CallRefused, endpoint
+from metadata_store.agent_api.endpoint import KEY_AGENT_GROUP, Answer, CallRefused, endpoint
 from metadata_store.agent_api.schemas import as_dict, as_dicts
 from metadata_store.agent_api.topics import (
     topics_alter_configs,
@@ -54,6 +54,8 @@ def _beat(body: schemas.HeartbeatRequest) -> AgentBeat:
         agent_id=body.agent_id,
         host=body.host,
         port=body.port,
+        listeners=[msgspec.to_builtins(x) for x in body.listeners],
+        agent_group=body.agent_group,
         zone=body.zone,
         load=body.load,
         http_port=body.http_port,
@@ -63,10 +65,22 @@ def _beat(body: schemas.HeartbeatRequest) -> AgentBeat:
     )
 
 
+def _agent_group_allowed(body: schemas.HeartbeatRequest) -> None:
+    """403 for an agent whose group is not the one its agent key is limited to."""
+    limit = KEY_AGENT_GROUP.get()
+    if limit and body.agent_group != limit:
+        raise CallRefused(
+            403,
+            f"this agent key is limited to agent group {limit!r}; "
+            f"the agent is in {body.agent_group!r}",
+        )
+
+
 @endpoint(schemas.HeartbeatRequest)
 def register(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> Answer:
     """A heartbeat that first checks the agent's bucket against the cluster's (the first
     agent fixes it): 409 naming both when they differ."""
+    _agent_group_allowed(body)
     if body.bucket_url:
         try:
             cluster_bucket_claim(cluster=cluster, bucket_url=body.bucket_url)
@@ -79,6 +93,7 @@ def register(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> Answer:
 
 @endpoint(schemas.HeartbeatRequest)
 def heartbeat(cluster: VirtualCluster, body: schemas.HeartbeatRequest) -> Answer:
+    _agent_group_allowed(body)
     return agents_heartbeat(cluster, _beat(body))
 
 

@@ -124,7 +124,9 @@ def agent_command(
     batch_timeout_ms: int = 20,
     extra: list[str] | None = None,
 ) -> list[str]:
-    """The command line that starts one agent on OS-chosen ports."""
+    """The command line that starts one agent on OS-chosen ports (`--listener`s in
+    `extra` replace the single Kafka port)."""
+    kafka_port = [] if "--listener" in (extra or []) else ["--kafka-port", "0"]
     return [
         sys.executable,
         "-m",
@@ -135,8 +137,7 @@ def agent_command(
         key,
         "--bucket-url",
         bucket_url,
-        "--kafka-port",
-        "0",
+        *kafka_port,
         "--http-port",
         "0",
         "--schema-registry-port",

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from metadata_store.models import Agent
-from metadata_store.selectors import agents_of_cluster
+from metadata_store.selectors import agent_listeners, agents_of_cluster
 from tenancy.api.pagination import PAGE_PARAMETERS
 from tenancy.api.typed import Serializer
 from virtualclusters.api.views import ClusterScopedView
@@ -35,10 +35,28 @@ class AgentStatsSerializer(Serializer):
     )
 
 
+class AgentListenerSerializer(Serializer):
+    name = serializers.CharField(
+        allow_blank=True, help_text="The listener's name (empty: an agent older than listeners)."
+    )
+    security_protocol = serializers.CharField(
+        source="protocol",
+        allow_blank=True,
+        help_text="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (empty: not reported).",
+    )
+    address = serializers.CharField(help_text="host:port clients are told (advertised).")
+
+
 class AgentSerializer(Serializer):
     agent_id = serializers.CharField()
+    agent_group = serializers.CharField(
+        help_text="The agent's group (--agent-group): its clients only learn this group's agents."
+    )
     zone = serializers.CharField(allow_blank=True)
-    address = serializers.SerializerMethodField(help_text="host:port of the Kafka listener.")
+    address = serializers.SerializerMethodField(
+        help_text="host:port of the first (primary) Kafka listener."
+    )
+    listeners = serializers.SerializerMethodField()
     http_port = serializers.IntegerField(help_text="/metrics, /healthz and the peer channel.")
     version = serializers.CharField(allow_blank=True)
     roles = serializers.ListField(child=serializers.CharField())
@@ -50,6 +68,10 @@ class AgentSerializer(Serializer):
 
     def get_address(self, agent: Agent) -> str:
         return f"{agent.host}:{agent.port}"
+
+    @extend_schema_field(AgentListenerSerializer(many=True))
+    def get_listeners(self, agent: Agent) -> list[dict[str, Any]]:
+        return list(AgentListenerSerializer(agent_listeners(agent), many=True).data)
 
     @extend_schema(responses=AgentStatsSerializer)
     def get_stats(self, agent: Agent) -> dict[str, Any]:

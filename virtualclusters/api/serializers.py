@@ -9,12 +9,12 @@ from rest_framework import serializers
 
 from core.topic_types import TOPIC_TYPES
 from metadata_store.models import Topic
-from metadata_store.selectors import bootstrap_servers
+from metadata_store.selectors import Bootstrap, bootstrap_servers, bootstraps
 from metadata_store.topic_configs import MAX_PARTITIONS, configs_schema
 from tenancy.api.strict import StrictSerializer
-from tenancy.api.typed import ModelSerializer
+from tenancy.api.typed import ModelSerializer, Serializer
 from virtualclusters.models import AgentKey, VirtualCluster
-from virtualclusters.services import CONFIG_BOUNDS
+from virtualclusters.services import AGENT_GROUP_PATTERN, CONFIG_BOUNDS
 
 
 class ClusterConfigSerializer(StrictSerializer):
@@ -66,17 +66,35 @@ class ClusterConfigSerializer(StrictSerializer):
     )
 
 
+class BootstrapSerializer(Serializer):
+    agent_group = serializers.CharField()
+    listener = serializers.CharField(
+        allow_blank=True, help_text="Listener name (empty: agents older than listeners)."
+    )
+    security_protocol = serializers.CharField(allow_blank=True)
+    bootstrap = serializers.SerializerMethodField(help_text="bootstrap.servers, comma-separated.")
+
+    def get_bootstrap(self, bootstrap: Bootstrap) -> str:
+        return ",".join(bootstrap.servers)
+
+
 class ClusterSerializer(ModelSerializer):
     id = serializers.CharField(source="public_id", read_only=True)
     config = serializers.SerializerMethodField()
     bootstrap = serializers.SerializerMethodField(
         help_text="bootstrap.servers for this cluster's Kafka clients: the addresses its live "
-        "agents advertise, comma-separated; null until an agent of this cluster runs."
+        "agents advertise (each one's first listener), comma-separated; null until an agent of "
+        "this cluster runs. With several agent groups or listener kinds, use `bootstraps`."
+    )
+
+    bootstraps = serializers.SerializerMethodField(
+        help_text="bootstrap.servers per agent group and listener kind: a client is only "
+        "ever sent to agents of the group and listener kind it connected to."
     )
 
     class Meta:
         model = VirtualCluster
-        fields = ["id", "name", "created_at", "bootstrap", "bucket_url", "config"]
+        fields = ["id", "name", "created_at", "bootstrap", "bootstraps", "bucket_url", "config"]
         read_only_fields = fields
 
     def get_config(self, cluster: VirtualCluster) -> dict[str, Any]:
@@ -86,6 +104,10 @@ class ClusterSerializer(ModelSerializer):
     @extend_schema_field({"type": "string", "nullable": True, "example": "10.0.1.2:9092"})
     def get_bootstrap(self, cluster: VirtualCluster) -> str | None:
         return ",".join(bootstrap_servers(cluster)) or None
+
+    @extend_schema_field(BootstrapSerializer(many=True))
+    def get_bootstraps(self, cluster: VirtualCluster) -> list[dict[str, Any]]:
+        return list(BootstrapSerializer(bootstraps(cluster), many=True).data)
 
 
 # What bucket_url_clean accepts, as the schema's pattern: file://, s3:// or mem://, no
@@ -139,12 +161,27 @@ class AgentKeySerializer(ModelSerializer):
             "created_at",
             "last_used_at",
             "revoked_at",
+            "agent_group",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "agent_group": {
+                "help_text": "The agent group (--agent-group) agents with this key must be "
+                'of; "" = any.'
+            }
+        }
 
 
 class AgentKeyCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    agent_group = serializers.RegexField(
+        rf"^{AGENT_GROUP_PATTERN}$",
+        max_length=63,
+        required=False,
+        allow_blank=True,
+        help_text="Limit the key to agents of this agent group (--agent-group); "
+        "empty or absent: any group.",
+    )
 
 
 class AgentKeyCreatedSerializer(AgentKeySerializer):

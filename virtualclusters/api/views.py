@@ -181,7 +181,9 @@ class AgentKeyListView(ClusterScopedView):
         data = AgentKeyCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         key, plaintext = services.agent_key_create(
-            cluster=cluster, name=data.validated_data.get("name", "")
+            cluster=cluster,
+            name=data.validated_data.get("name", ""),
+            agent_group=data.validated_data.get("agent_group", ""),
         )
         return created(
             {**AgentKeyCreatedSerializer(key).data, "key": plaintext},

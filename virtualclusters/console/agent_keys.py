@@ -28,7 +28,9 @@ def agent_key_create(request: HttpRequest, cluster_id: str) -> HttpResponse:
     if form.is_valid():
         try:
             key, plaintext = services.agent_key_create(
-                cluster=cluster, name=form.cleaned_data["name"]
+                cluster=cluster,
+                name=form.cleaned_data["name"],
+                agent_group=form.cleaned_data["agent_group"],
             )
         except ValidationError as exc:
             add_service_errors(form, exc)

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from metadata_store.selectors import bootstrap_servers, journal_backlog, live_agents
+from metadata_store.selectors import bootstrap_servers, bootstraps, journal_backlog, live_agents
 from tenancy.console.forms import add_service_errors
 from tenancy.console.scope import ACTIVE_FIRST, current_org, org_or_404
 from virtualclusters import selectors, services
@@ -69,9 +69,15 @@ def render_cluster_page(
     """The cluster page; ``context`` overrides a form (bound, with errors) or adds the
     one-time ``new_agent_key``. The bootstrap address is the cluster's own live agents'."""
     bootstrap = bootstrap_servers(cluster)
+    entries = bootstraps(cluster)
+    # The kcat example needs no security settings: a plaintext listener's addresses.
+    plaintext = [b for b in entries if b.security_protocol in ("", "PLAINTEXT")]
     page = {
         "cluster": cluster,
         "bootstrap": ",".join(bootstrap),
+        # One per agent group and listener kind, shown when there is more than one.
+        "bootstraps": entries,
+        "example_bootstrap": ",".join(plaintext[0].servers) if plaintext else ",".join(bootstrap),
         "agent_command": agent_command("<agent key>"),
         "topics": selectors.topics_with_stats(cluster),
         "migrations": mirror_selectors.migrations_shown(cluster),

@@ -139,3 +139,8 @@ class AgentKeyCreateForm(forms.Form):
         required=False,
         widget=forms.TextInput(attrs={"placeholder": "e.g. prod-agents"}),
     )
+    agent_group = forms.CharField(
+        max_length=63,
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "agent group (any)"}),
+    )

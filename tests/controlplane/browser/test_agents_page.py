@@ -78,3 +78,64 @@ def test_the_cluster_page_shows_the_journal_backlog_and_the_default_topic_type(
     for width in (1366, 375):
         page.set_viewport_size({"width": width, "height": 800})
         page.screenshot(path=screenshots / f"cluster-journal-{width}.png", full_page=True)
+
+
+def test_agent_groups_and_listeners_on_the_agents_and_cluster_pages(page, live_server, screenshots):
+    """Two agent groups, one with a SASL_SSL listener beside the plaintext one: the Agents
+    table has Group and Listeners columns, the cluster page a bootstrap address per group
+    and listener with its own Copy button; neither page scrolls sideways at 375 px."""
+    user, org = make_org("Grouped")
+    cluster, key = make_cluster("split", org=org)
+    layout = [
+        ("agt-east-1", "eu-west-1-vpc-a", [("PLAINTEXT", "PLAINTEXT", "10.1.0.1", 9092),
+                                            ("EXTERNAL", "SASL_SSL", "kafka-east.example.com", 19093)]),
+        ("agt-east-2", "eu-west-1-vpc-a", [("PLAINTEXT", "PLAINTEXT", "10.1.0.2", 9092),
+                                            ("EXTERNAL", "SASL_SSL", "kafka-east.example.com", 19094)]),
+        ("agt-west-1", "us-east-1-vpc-b", [("PLAINTEXT", "PLAINTEXT", "10.2.0.1", 9092)]),
+    ]  # fmt: skip
+    for agent_id, group, listeners in layout:
+        AgentApi(key)(
+            "heartbeat",
+            {
+                "agent_id": agent_id,
+                "host": listeners[0][2],
+                "port": listeners[0][3],
+                "agent_group": group,
+                "listeners": [
+                    {"name": n, "protocol": p, "host": h, "port": port}
+                    for n, p, h, port in listeners
+                ],
+                "version": "0.1.0",
+            },
+        )
+    page.goto("/login")
+    page.get_by_label("Email").fill(user.email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.goto(f"/clusters/{cluster.public_id}/")
+    entries = page.locator("#bootstraps dt")
+    expect(entries).to_have_count(3)
+    expect(entries.nth(0)).to_have_text("eu-west-1-vpc-a · EXTERNAL (SASL_SSL)")
+    expect(page.locator("#bootstraps")).to_contain_text(
+        "kafka-east.example.com:19093,kafka-east.example.com:19094"
+    )
+    page.locator("#bootstraps .btn-copy").nth(2).click()
+    assert page.evaluate("navigator.clipboard.readText()") == "10.2.0.1:9092"
+    for width in (1366, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"cluster page scrolls sideways by {overflow}px at {width}"
+        page.screenshot(path=screenshots / f"cluster-groups-{width}.png", full_page=True)
+    page.set_viewport_size({"width": 1366, "height": 800})
+    page.get_by_role("link", name="Agents").click()
+    rows = page.locator("tr[data-agent]")
+    expect(rows).to_have_count(3)
+    expect(page.locator('tr[data-agent="agt-east-1"] td.group')).to_contain_text("eu-west-1-vpc-a")
+    expect(page.locator('tr[data-agent="agt-east-1"] td.listeners')).to_contain_text(
+        "EXTERNAL (SASL_SSL) kafka-east.example.com:19093"
+    )
+    for width in (1366, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"agents page scrolls sideways by {overflow}px at {width}"
+        page.screenshot(path=screenshots / f"agents-groups-{width}.png", full_page=True)
