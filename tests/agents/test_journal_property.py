@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import UTC, datetime
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -200,6 +201,9 @@ class AgentLink:
         self.link.record_answer()
         return await self.plane.call(name, body, timeout_s=timeout_s)
 
+    async def call_with_retries(self, name: str, body: dict, **kwargs) -> dict:
+        return await self.call(name, body)
+
 
 MOVES = st.lists(
     st.one_of(
@@ -271,3 +275,54 @@ def test_a_producer_moving_between_live_agents_is_sequenced_once_in_order_withou
         assert answers[pid] == [0] * len(answers[pid]), answers
         mine = [seq for p, seq in plane.log if p == pid]
         assert mine == list(range(len(answers[pid]))), mine
+
+
+def test_a_recovered_batch_refused_for_a_gap_is_held_by_the_recovering_agent():
+    """Agent A died with sequence 1 in its journal; sequence 0 waits in agent B's own
+    journal (B is cut off). B's keeper takes A's journal over and commits it once B is
+    back: 1 is refused for the gap, and B's writer holds it until its own 0 is in."""
+
+    async def play() -> SequencingControlPlane:
+        store = open_store(f"mem://{uuid.uuid4()}")
+        plane = SequencingControlPlane()
+        links = [AgentLink(plane), AgentLink(plane)]
+
+        def writer_of(n: int) -> SegmentWriter:
+            return SegmentWriter(
+                put=store.put,
+                client=links[n],  # type: ignore[arg-type]
+                cluster_id="vci_p",
+                agent_id=f"agt-{n}",
+                max_bytes=1 << 20,
+                max_age_ms=1,
+                watch=CommitWatch(),
+                # B's chain retries after the keeper's first commit: the keeper wins.
+                journal_retry_delays_s=(0.3,),
+                gap_retry_s=0.01,
+            )
+
+        a, b = writer_of(0), writer_of(1)
+        links[0].down = links[1].down = True
+        first = b.append([_batch(1, 0)], wait=True)  # lightning: answered from B's journal
+        second = a.append([_batch(1, 1)], wait=True)
+        assert first is not None and second is not None
+        await asyncio.wait_for(asyncio.gather(first, second), 5)
+        a.abandon()  # A is killed: its entry stays in the bucket, unsequenced
+        keeper = JournalKeeper(
+            links[1],  # type: ignore[arg-type]
+            store,
+            cluster_id="vci_p",
+            agent_id="agt-1",
+            journal=b.journal,
+            live_agents=lambda: {"agt-1"},
+            on_gap=b.hold_after_gap,
+        )
+        links[1].down = False
+        links[1].link.record_answer()
+        await keeper.recover(a.journal, marker_modified=datetime.now(UTC))
+        await asyncio.wait_for(b.close(), 5)
+        return plane
+
+    plane = asyncio.run(asyncio.wait_for(play(), 20))
+    assert plane.order[0].split("/")[2] == "agt-0"  # A's entry reached the store first
+    assert plane.log == [(1, 0), (1, 1)]
