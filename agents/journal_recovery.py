@@ -28,7 +28,7 @@ from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError
 from agents.metrics import Counter
-from agents.write_path import commit_entries_of
+from agents.write_path import BatchToWrite, commit_entries_of, gap_refused_batches
 from core.journal_keys import JournalName, markers_prefix, parse_marker_key
 from core.storage import ObjectStore
 
@@ -64,6 +64,7 @@ class JournalKeeper:
         lease_s: int = LEASE_S,
         forget_after_s: float = FORGET_AFTER_S,
         journaling: Callable[[], bool] = lambda: True,
+        on_gap: Callable[[list[BatchToWrite]], None] | None = None,
     ) -> None:
         self.client = client
         self.store = store
@@ -77,6 +78,9 @@ class JournalKeeper:
         self.lease_s = lease_s
         self.forget_after_s = forget_after_s
         self.journaling = journaling  # has this agent's journal an entry yet?
+        # Batches of a recovered entry refused for a sequence gap go to this agent's
+        # writer, which holds them until their predecessors commit.
+        self.on_gap = on_gap
         self._token: str | None = None
         self._last_scan = float("-inf")
 
@@ -147,7 +151,19 @@ class JournalKeeper:
         for key in keys[last + 1 :]:
             data = await self._in_thread(self.store.get, key)
             body = {"file_key": key, "size": len(data), "batches": commit_entries_of(data)}
-            await self.client.call_with_retries("commit", body, attempts=3, timeout_s=10)
+            answer = await self.client.call_with_retries("commit", body, attempts=3, timeout_s=10)
+            refused = gap_refused_batches(data, body["batches"], answer.get("batches") or [])
+            if refused:
+                # Their predecessors are acknowledged in a journal not sequenced yet (this
+                # agent's own, perhaps): held and journaled again here until they commit.
+                log.warning(
+                    "journal %s: entry %s: %d batches refused for a sequence gap, held",
+                    journal,
+                    key,
+                    len(refused),
+                )
+                if self.on_gap is not None:
+                    self.on_gap(refused)
             count += 1
             _RECOVERED.inc()
         if count:

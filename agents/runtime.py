@@ -377,6 +377,7 @@ class AgentRuntime:
                 },
                 executor=self.executor,
                 journaling=lambda: writer.journal_started,
+                on_gap=writer.hold_after_gap,
             )
             me = Peer(
                 config.agent_id,

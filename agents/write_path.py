@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlPlaneUnavailable
-from agents.journal_sequences import SequenceWatch
+from agents.journal_sequences import GapHold, SequenceWatch
 from agents.metrics import Counter, Gauge, Histogram, error_label, size_histogram
 from agents.partition_offsets import PartitionOffsets
 from core.journal_keys import JournalName
@@ -133,10 +133,14 @@ RIPCORD_ACK_S = 0.5
 # A journal's marker is PUT again before an entry when it is older than this, so a
 # journal that still gets entries always has a marker younger than this.
 MARKER_REFRESH_S = 60.0
-# A batch answered from the journal and refused for a sequence gap is journaled again
-# and retried this often, this long: the missing batch may sit in a dead agent's journal
-# until another agent takes it over (lease 15 s + a scan every 5 s).
-GAP_RETRY_S = 1.0
+# A batch answered from the journal and refused for a sequence gap is held, and journaled
+# again (with every other held batch of its producer and partition, in sequence order)
+# this often, until it commits or nothing of its partition has committed for this long
+# while the control plane was up: the missing batch may sit in another agent's journal
+# behind that agent's backlog, or in a dead agent's until another takes it over (lease
+# 15 s + a scan every 5 s). A producer whose partition moved between agents many times
+# during an outage makes a chain of such waits, one retry per move: the retry is short.
+GAP_RETRY_S = 0.2
 GAP_PATIENCE_S = 60.0
 # Early answers: no offset yet (Kafka's -1, as for acks=0-like unknown offsets).
 _JOURNALED = {"error_code": 0, "base_offset": -1, "log_start_offset": -1}
@@ -286,6 +290,15 @@ def _merged_entries(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
     return merged, counts
 
 
+def _as_kafka_answer(result: dict[str, Any]) -> dict[str, Any]:
+    """A commit result as a producer is answered: a batch the store found written before
+    (DUPLICATE_SEQUENCE_NUMBER: older than the producer's last five batches, migration
+    0022) is OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka's leader answers it."""
+    if result.get("error_code") == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+        return {**result, "error_code": ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER}
+    return result
+
+
 def _batch_ident(batch: BatchToWrite) -> tuple[int, int, str, int, int]:
     header = batch.header
     return (
@@ -295,6 +308,26 @@ def _batch_ident(batch: BatchToWrite) -> tuple[int, int, str, int, int]:
         batch.partition,
         header.base_sequence,
     )
+
+
+def gap_refused_batches(
+    data: bytes, entries: list[dict[str, Any]], results: list[dict[str, Any]]
+) -> list[BatchToWrite]:
+    """The idempotent batches of a journal entry another agent wrote (`data`, committed
+    with `entries`) that the commit refused for a sequence gap, to hold and journal
+    again (`SegmentWriter.hold_after_gap`)."""
+    refused: list[BatchToWrite] = []
+    for entry, result in zip(entries, results, strict=False):
+        if (
+            entry["producer_id"] < 0
+            or result.get("error_code") != ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        ):
+            continue
+        batch = memoryview(data)[entry["pos"] : entry["pos"] + entry["len"]]
+        _, _, header = next(iter_batches(batch))
+        topic_id = uuid.UUID(entry["topic_id"])
+        refused.append(BatchToWrite(topic_id, entry["partition"], batch, header, lightning=True))
+    return refused
 
 
 def commit_entries_of(data: bytes) -> list[dict[str, Any]]:
@@ -410,9 +443,12 @@ class SegmentWriter:
         # (producer id, topic id, partition) → error code, answered to the producer's
         # next batch there (agents/handlers/produce.py).
         self.refused_after_ack: dict[tuple[int, str, int], int] = {}
-        # Batches refused for a sequence gap after their ack, journaled again until then.
-        self._gap_deadlines: dict[tuple[int, int, str, int, int], float] = {}
-        self._gaps_pending = 0
+        # Batches refused for a sequence gap after their ack, held and journaled again
+        # in order until they commit: the held ones, the keys due to go back, and the
+        # batches on their way back (by producer, epoch, topic, partition, sequence).
+        self._gap_hold = GapHold(patience_s=gap_patience_s)
+        self._gaps_scheduled: set[tuple[int, str, int]] = set()
+        self._retrying: dict[tuple[int, int, str, int, int], int] = {}  # → bytes
         self._abandoned = False
         self.gap_retry_s = gap_retry_s
         self.gap_patience_s = gap_patience_s
@@ -676,7 +712,19 @@ class SegmentWriter:
             results = written.in_append_order(results)
             if segment.journal:
                 self._note_refused_after_ack(segment, results)
+            results = [_as_kafka_answer(r) for r in results]
+        elif self._retrying:
+            self._hold_again(segment)
         self._answer(segment, results, error_code)
+
+    def _hold_again(self, segment: _Segment) -> None:
+        """The segment failed before its commit answered (its PUT): batches in it that
+        were journaled again after a sequence gap are held again."""
+        for batch in segment.batches:
+            if self._retrying.pop(_batch_ident(batch), None) is not None:
+                key = (batch.header.producer_id, str(batch.topic_id), batch.partition)
+                self._gap_hold.hold(key, batch.header, batch)
+                self._schedule_again(key)
 
     def _answer(
         self, segment: _Segment, results: list[dict[str, Any]] | None, error_code: int
@@ -723,60 +771,111 @@ class SegmentWriter:
                 _EARLY_ACKS.inc(1, reason)
 
     def _note_refused_after_ack(self, segment: _Segment, results: list[dict[str, Any]]) -> None:
-        """Batches answered from the journal that the commit refused.
+        """Batches answered from the journal (or that may be) that the commit refused.
 
-        A sequence gap may be an earlier batch of the producer still in a dead agent's
-        journal (acknowledged there, not sequenced yet — its recovery takes a lease's
-        length): such batches are journaled again, in order, and committed again after
-        `gap_retry_s`, until `gap_patience_s` has passed. Any other refusal (a fenced
-        epoch), or a gap that outlasts that: the producer was told the batch was written,
-        so its next batch to the partition gets the error instead
-        (agents/handlers/produce.py)."""
-        early = {
-            index
-            for future, first, count, _ in segment.waiters
-            if future.done()
-            for index in range(first, first + count)
-        }
-        again: list[BatchToWrite] = []
-        now = time.monotonic()
+        A sequence gap means the producer's earlier batch to the partition is
+        acknowledged in a journal not sequenced yet (another agent's, or a dead one's
+        until it is taken over): the batch is held and journaled again, with every other
+        held batch of that producer and partition, in sequence order (`GapHold`), until
+        it commits. A request not answered yet whose refusals are all gaps and that may
+        be answered from the journal is answered now, as the others were: the refusal is
+        this path's to resolve, not the producer's (librdkafka ends an idempotent
+        producer on it). Any other refusal (a fenced epoch), or a gap that outlasts the
+        patience: the producer was told the batch was written, so its next batch to the
+        partition gets the error instead (agents/handlers/produce.py)."""
+        gap = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        written_before = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+        early: set[int] = set()
+        for waiter in segment.waiters:
+            future, first, count, may_early = waiter
+            span = range(first, first + count)
+            if not future.done() and may_early:
+                refused = [results[i].get("error_code", 0) for i in span]
+                if gap in refused and all(c in (0, gap, written_before) for c in refused):
+                    self._answer_early(segment, [waiter], "gap")
+            if future.done():
+                early.update(span)
+        link = self._client.link
+        up_for = link.since_outage_s if link.up else 0.0
         for index, (batch, result) in enumerate(zip(segment.batches, results, strict=True)):
             code = result.get("error_code", 0)
             ident = _batch_ident(batch)
-            retried = ident in self._gap_deadlines
-            if not code:
-                self._gap_deadlines.pop(ident, None)
+            retried = self._retrying.pop(ident, None) is not None
+            header = batch.header
+            key = (header.producer_id, str(batch.topic_id), batch.partition)
+            if not code or code == written_before:
+                # (Written before: a resend older than the producer's last five batches,
+                # the copy another agent's journal held too — nothing is missing.)
+                if header.producer_id >= 0:
+                    self._gap_hold.committed(key)
+                    if retried or code:
+                        self._gap_hold.settled(key)
                 continue
             if index not in early and not retried:
                 continue
-            if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
-                deadline = self._gap_deadlines.setdefault(ident, now + self.gap_patience_s)
-                if now < deadline:
-                    again.append(batch)
-                    continue
-            self._gap_deadlines.pop(ident, None)
-            _SEQUENCE_LOST.inc(1, error_label(code))
-            log.error(
-                "journal entry %s: batch of producer %s to %s-%s refused after it was"
-                " acknowledged (error %s)",
+            log.warning(
+                "journal entry %s: batch of producer %s (epoch %s) to %s-%s, sequences"
+                " %s+%s, refused at sequencing (error %s)%s",
                 segment.key,
-                batch.header.producer_id,
+                header.producer_id,
+                header.producer_epoch,
                 batch.topic_id,
                 batch.partition,
+                header.base_sequence,
+                header.record_count,
                 code,
+                " again" if retried else "",
             )
-            if batch.header.producer_id >= 0:
-                key = (batch.header.producer_id, str(batch.topic_id), batch.partition)
+            lost = [batch]
+            if code == gap and header.producer_id >= 0:
+                self._gap_hold.hold(key, header, batch)
+                if not self._gap_hold.out_of_patience(key, up_for):
+                    self._schedule_again(key)
+                    continue
+                lost = self._gap_hold.give_up(key)
+            elif header.producer_id >= 0:
+                self._gap_hold.settled(key)
+            for gone in lost:
+                _SEQUENCE_LOST.inc(1, error_label(code))
+                log.error(
+                    "journal entry %s: batch of producer %s to %s-%s (sequence %s) refused"
+                    " after it was acknowledged (error %s): its records are not written",
+                    segment.key,
+                    gone.header.producer_id,
+                    gone.topic_id,
+                    gone.partition,
+                    gone.header.base_sequence,
+                    code,
+                )
+            if header.producer_id >= 0:
                 self.refused_after_ack[key] = code
-        if again:
-            self._gaps_pending += 1
-            asyncio.get_running_loop().call_later(self.gap_retry_s, self._journal_again, again)
 
-    def _journal_again(self, batches: list[BatchToWrite]) -> None:
-        self._gaps_pending -= 1
-        if self._abandoned:
+    def hold_after_gap(self, batches: list[BatchToWrite]) -> None:
+        """Batches of another agent's journal, acknowledged there, that this agent's
+        recovery found refused for a sequence gap (agents/journal_recovery.py): held and
+        journaled again here like this writer's own."""
+        for batch in batches:
+            key = (batch.header.producer_id, str(batch.topic_id), batch.partition)
+            self._gap_hold.hold(key, batch.header, batch)
+            self._schedule_again(key)
+
+    def _schedule_again(self, key: tuple[int, str, int]) -> None:
+        if key in self._gaps_scheduled:
             return
-        log.warning("journal: %d batches after a sequence gap journaled again", len(batches))
+        self._gaps_scheduled.add(key)
+        asyncio.get_running_loop().call_later(self.gap_retry_s, self._journal_again, key)
+
+    def _journal_again(self, key: tuple[int, str, int]) -> None:
+        self._gaps_scheduled.discard(key)
+        batches = self._gap_hold.take(key)
+        if self._abandoned or not batches:
+            return
+        log.warning(
+            "journal: %d batches of producer %s to %s-%s held after a sequence gap journaled again",
+            len(batches),
+            *key,
+        )
+        self._retrying.update((_batch_ident(b), len(b.data)) for b in batches)
         closing, self._closing = self._closing, False  # close() waits for these
         try:
             self.append(batches, wait=False)
@@ -789,12 +888,18 @@ class SegmentWriter:
         return self._marker_put_at > float("-inf")
 
     def journal_backlog(self) -> tuple[int, float]:
-        """Bytes journaled and not yet sequenced, and the oldest such entry's age (s)."""
-        if not self._journaled:
+        """Bytes journaled and not yet sequenced, and the oldest such entry's age (s):
+        entries whose commit has not answered, and batches held after a sequence gap
+        (while one is journaled again and its commit is out, it counts twice)."""
+        held, held_at = self._gap_hold.backlog()
+        retrying = sum(self._retrying.values())
+        if not self._journaled and not held and not retrying:
             return 0, 0.0
         now = time.monotonic()
-        oldest = min(s.journaled_at or now for s in self._journaled)
-        return sum(self._journaled.values()), now - oldest
+        oldest = min((s.journaled_at or now for s in self._journaled), default=now)
+        if held_at is not None:
+            oldest = min(oldest, held_at)
+        return sum(self._journaled.values()) + held + retrying, now - oldest
 
     async def _commit(
         self, key: str, written: _Written, *, journal: bool = False
@@ -866,7 +971,7 @@ class SegmentWriter:
         every batch journaled again after a sequence gap is committed or given up)."""
         self.flush_now()
         self._closing = True
-        while self._flushes or self._gaps_pending:
+        while self._flushes or self._gaps_scheduled:
             if self._flushes:
                 await asyncio.wait(list(self._flushes))
             else:
@@ -881,3 +986,11 @@ class SegmentWriter:
             task.cancel()
         for segment in list(self._unanswered):
             self._answer(segment, None, REQUEST_TIMED_OUT)
+        # The open segment is never sealed: sealed later, its commit would go out after
+        # its predecessors' were cancelled, and a journal's recovery takes every entry
+        # before a committed one for committed.
+        opened, self._open = self._open, None
+        if opened is not None:
+            if opened.timer is not None:
+                opened.timer.cancel()
+            self._answer(opened, None, REQUEST_TIMED_OUT)

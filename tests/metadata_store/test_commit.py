@@ -105,7 +105,9 @@ def test_idempotent_duplicates_return_the_original_offset(agent_api, alice):
 def test_any_of_the_last_five_pipelined_batches_resent_gets_its_original_offset(agent_api, alice):
     """A producer with five requests in flight: the agents commit them in order (here as
     two files), the answers are lost, and it sends all five again in one request. Each is a
-    duplicate answered with its first offset; a batch older than the last five is not."""
+    duplicate answered with its first offset; a batch older than the last five is not: it
+    is refused as written before (DUPLICATE_SEQUENCE_NUMBER, which the agent answers a
+    producer as OUT_OF_ORDER_SEQUENCE_NUMBER, Kafka's code) and nothing is stored."""
     tid = agent_api.create_topic("orders")
     idem = {"producer_id": 43, "producer_epoch": 0}
 
@@ -129,8 +131,36 @@ def test_any_of_the_last_five_pipelined_batches_resent_gets_its_original_offset(
     too_old = agent_api(
         "commit", {"file_key": _key(alice, "e"), "size": 10_000, "batches": batches(range(0, 1))}
     )
-    assert too_old["batches"][0]["error_code"] == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert too_old["batches"][0]["error_code"] == 46  # DUPLICATE_SEQUENCE_NUMBER
     assert Partition.objects.get(topic_id=tid).high_watermark == 12
+
+
+def test_a_batch_behind_the_last_sequence_is_told_from_a_gap(agent_api, alice):
+    """What a journal's sequencer must tell apart (issue 40): a batch whose sequences end
+    at or before the producer's last written one is written already (46), one that starts
+    after the next expected sequence is a gap (45) — also across the 2**31 wrap."""
+    tid = agent_api.create_topic("orders")
+    idem = {"producer_id": 44, "producer_epoch": 0}
+    start = 2**31 - 12  # ten batches of 2 records: the last ones wrap to 0..7
+
+    def commit(name: str, sequence: int, records: int = 2) -> int:
+        answer = agent_api(
+            "commit",
+            {
+                "file_key": _key(alice, name),
+                "size": 10_000,
+                "batches": [batch(tid, 0, records, base_sequence=sequence, **idem)],
+            },
+        )
+        return answer["batches"][0]["error_code"]
+
+    for n in range(10):
+        assert commit(f"w{n}", (start + 2 * n) % 2**31) == 0
+    assert commit("old", start) == 46  # written, older than the last five batches
+    assert commit("old-tail", start + 1, records=1) == 46
+    assert commit("gap", 10) == 45  # the next expected is 8
+    assert commit("next", 8) == 0
+    assert Partition.objects.get(topic_id=tid).high_watermark == 22
 
 
 def test_a_sequence_gap_is_out_of_order(agent_api, alice):
