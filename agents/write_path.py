@@ -293,7 +293,7 @@ def _merged_entries(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
 def _as_kafka_answer(result: dict[str, Any]) -> dict[str, Any]:
     """A commit result as a producer is answered: a batch the store found written before
     (DUPLICATE_SEQUENCE_NUMBER: older than the producer's last five batches, migration
-    0022) is OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka's leader answers it."""
+    0024) is OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka's leader answers it."""
     if result.get("error_code") == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
         return {**result, "error_code": ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER}
     return result

@@ -25,7 +25,7 @@ BEHIND = """                        ELSIF ((st_seq[s]::bigint - (p_seq[i]::bigin
                                   % 2147483648 + 2147483648) % 2147483648 < 1073741824 THEN
                             -- Its last sequence is at or before the stored last one (in
                             -- the same epoch): written before, older than the last five
-                            -- batches. DUPLICATE_SEQUENCE_NUMBER, nothing stored (0022).
+                            -- batches. DUPLICATE_SEQUENCE_NUMBER, nothing stored (0024).
                             codes[i] := 46;
                         ELSE
                             codes[i] := 45;
@@ -40,7 +40,7 @@ GAP = """                        ELSE
 
 def _edit(text: str, old: str, new: str) -> str:
     if text.count(old) != 1:
-        raise RuntimeError(f"migration 0022: {old!r} is not in floe_commit_files once")
+        raise RuntimeError(f"migration 0024: {old!r} is not in floe_commit_files once")
     return text.replace(old, new)
 
 
@@ -48,6 +48,6 @@ NEW = _edit(OLD, GAP, BEHIND)
 
 
 class Migration(migrations.Migration):
-    dependencies = [("metadata_store", "0021_share_groups")]
+    dependencies = [("metadata_store", "0023_agent_key_group")]
 
     operations = [migrations.RunSQL(NEW, reverse_sql=OLD)]
