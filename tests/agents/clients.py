@@ -153,6 +153,62 @@ def confluent_consume(
     return out
 
 
+def create_topic(endpoint: str | Endpoint, name: str, partitions: int, **configs: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(_confluent_base(endpoint))
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=3, config=configs)
+    for future in admin.create_topics([topic], operation_timeout=10).values():
+        future.result(15)
+
+
+def consume_all(
+    endpoint: str | Endpoint, topic: str, partitions: int, count: int, timeout_s: float = 20
+):
+    """Every message of the topic from offset 0 (manual assignment, no group)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer(
+        {
+            **_confluent_base(endpoint),
+            "group.id": "unused",  # librdkafka wants one; assign() never joins it
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    messages = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(messages) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                raise KafkaException(msg.error())
+            messages.append(msg)
+    finally:
+        consumer.close()
+    return messages
+
+
+def produce(endpoint: str | Endpoint, messages: list[dict], **config) -> list:
+    """Produce message dicts (`Producer.produce` keywords); (error, partition, offset) each."""
+    from confluent_kafka import Producer
+
+    producer = Producer({**_confluent_base(endpoint), "linger.ms": 5, **config})
+    reports = []
+
+    def on_delivery(err, msg):
+        reports.append((err, msg.partition(), msg.offset()))
+
+    for message in messages:
+        producer.produce(on_delivery=on_delivery, **message)
+        producer.poll(0)
+    assert producer.flush(20) == 0
+    return reports
+
+
 def kafkajs(script: str, env: dict, timeout: float = 60.0) -> dict:
     """Run a kafkajs script (in tests/js) and parse the JSON it prints last."""
     done = subprocess.run(
