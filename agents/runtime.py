@@ -113,6 +113,7 @@ class AgentRuntime:
         self._stop = asyncio.Event()
         self._requests_seen = 0.0
         self.http_port = 0
+        self.registry_port = 0  # the schema-registry role's REST API (0: not served)
         self.peers: PeerClient | None = None
         # Each listener's advertised address once bound (heartbeat `listeners`).
         self.advertised: list[AdvertisedListener] = []
@@ -165,6 +166,7 @@ class AgentRuntime:
             "zone": self.config.zone,
             "load": load,
             "http_port": self.http_port,
+            "schema_registry_port": self.registry_port,
             "version": AGENT_VERSION,
             "roles": list(self.config.roles),
             "bucket_url": self.config.bucket_url,
@@ -450,7 +452,7 @@ class AgentRuntime:
                 credentials = securities[0].credentials
                 if config.require_sasl and credentials is not None:
                     auth = BasicAuth(credentials)
-                registry_port = registry_sock.getsockname()[1]
+                registry_port = self.registry_port = registry_sock.getsockname()[1]
                 registry_runner = await start_http_on(
                     build_registry_app(
                         registry, auth, registrations_per_s=config.schema_registry_rate

@@ -57,6 +57,9 @@ class VirtualCluster(models.Model):
     # serving metadata, groups and committed data while the control plane is unreachable.
     # An agent's --ripcord flag turns it on for that agent whatever this says.
     ripcord = models.BooleanField(default=False)
+    # The agent groups whose jobs-role agents lease jobs (compaction, retention, table
+    # appends…) and migrations; [] = any group (metadata_store.selectors.agent_runs_jobs).
+    jobs_agent_groups = models.JSONField(default=list, blank=True, db_default=[])
     # The cluster's bucket (BYOC): fixed by the first agent that registers (or at
     # creation); agents with another bucket are refused. A URL, never credentials.
     bucket_url = models.CharField(max_length=1024, blank=True, default="")
@@ -88,6 +91,7 @@ class VirtualCluster(models.Model):
         "consumer_heartbeat_interval_ms",
         "default_topic_type",
         "ripcord",
+        "jobs_agent_groups",
     )
 
     def config(self) -> dict[str, Any]:

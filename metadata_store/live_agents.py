@@ -42,6 +42,7 @@ class AgentBeat:
     agent_group: str = "default"
     load: float = 0.0
     http_port: int = 0
+    schema_registry_port: int = 0
     version: str = ""
     roles: list[str] = field(default_factory=list)
     stats: dict[str, Any] | None = None
@@ -83,6 +84,7 @@ def agents_heartbeat(cluster: VirtualCluster, body: AgentBeat) -> JSON:
         "agent_group": body.agent_group,
         "load": body.load,
         "http_port": body.http_port,
+        "schema_registry_port": body.schema_registry_port,
         "version": body.version,
         "roles": list(body.roles),
         "last_heartbeat": now,

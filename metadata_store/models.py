@@ -303,6 +303,8 @@ class Agent(models.Model):
     listeners = models.JSONField(default=list, blank=True, db_default=[])
     load = models.FloatField(default=0.0)
     http_port = models.IntegerField(default=0)  # /metrics and the zone's peer channel
+    # The schema-registry role's REST API at host:port (0: not served); listed per group.
+    schema_registry_port = models.IntegerField(default=0, db_default=0)
     version = models.CharField(max_length=32, blank=True, default="")
     roles = models.JSONField(default=list, blank=True)
     stats = models.JSONField(default=dict, blank=True)  # read-path counters, last heartbeat

@@ -84,6 +84,40 @@ def bootstraps(cluster: VirtualCluster) -> list[Bootstrap]:
     ]
 
 
+@dataclass(frozen=True)
+class SchemaRegistryUrls:
+    """The Schema Registry URLs of one agent group: its live schema-registry agents'."""
+
+    agent_group: str
+    urls: tuple[str, ...]
+
+
+def schema_registries(cluster: VirtualCluster) -> list[SchemaRegistryUrls]:
+    """The cluster's Schema Registry URLs per agent group, sorted: like a Kafka client,
+    a Schema Registry client is given the agents of its own group (a group is a VPC,
+    region or cloud: another group's agents may not be reachable), and every group's
+    registry serves the cluster's one set of subjects."""
+    found: dict[str, set[str]] = {}
+    rows = live_agents(cluster).filter(schema_registry_port__gt=0)
+    for group, host, port in rows.values_list("agent_group", "host", "schema_registry_port"):
+        found.setdefault(group, set()).add(f"http://{host}:{port}")
+    return [SchemaRegistryUrls(group, tuple(sorted(urls))) for group, urls in sorted(found.items())]
+
+
+def agent_runs_jobs(cluster: VirtualCluster, agent_id: str) -> bool:
+    """Whether `agent_id` may lease the cluster's jobs (table appends among them) and
+    migrations: the cluster's ``jobs_agent_groups`` is empty (any group) or names the
+    agent's group, as its heartbeats give it (an agent never seen: no)."""
+    if not cluster.jobs_agent_groups:
+        return True
+    group = (
+        Agent.objects.filter(cluster=cluster, agent_id=agent_id)
+        .values_list("agent_group", flat=True)
+        .first()
+    )
+    return group is not None and group in cluster.jobs_agent_groups
+
+
 def live_agents(cluster: VirtualCluster) -> QuerySet[Agent]:
     """The cluster's agents that heartbeated within the liveness window."""
     live_since = timezone.now() - timedelta(seconds=settings.FLOE_AGENT_LIVENESS_S)

@@ -38,6 +38,11 @@ CONFIG_BOUNDS = {
 }
 
 
+# What an agent's --agent-group accepts (agents.config.AGENT_GROUP_PATTERN).
+AGENT_GROUP_PATTERN = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+MAX_JOBS_AGENT_GROUPS = 32
+
+
 def _clean_cluster_name(name: str) -> str:
     name = (name or "").strip()
     if not name:
@@ -58,6 +63,16 @@ def _check_config(config: dict[str, Any]) -> dict[str, Any]:
                 errors[field] = [f"Must be one of {', '.join(TOPIC_TYPES)}."]
             else:
                 clean[field] = value
+        elif field == "jobs_agent_groups":
+            groups = value if isinstance(value, list) else None
+            if groups is None or not all(
+                isinstance(g, str) and re.fullmatch(AGENT_GROUP_PATTERN, g) for g in groups
+            ):
+                errors[field] = ["A list of agent group names (lowercase letters, digits, dashes)."]
+            elif len(groups) > MAX_JOBS_AGENT_GROUPS:
+                errors[field] = [f"At most {MAX_JOBS_AGENT_GROUPS} agent groups."]
+            else:
+                clean[field] = sorted(set(groups))
         elif field in ("auto_create_topics", "acls_enabled", "ripcord"):
             if not isinstance(value, bool):
                 errors[field] = ["Must be true or false."]
@@ -153,10 +168,6 @@ def cluster_delete(*, cluster: VirtualCluster, confirm_name: str) -> None:
     if (confirm_name or "").strip() != cluster.name:
         raise conflict("confirm_name", "Type the cluster's name to confirm deletion.")
     cluster.delete()
-
-
-# What an agent's --agent-group accepts (agents.config.AGENT_GROUP_PATTERN).
-AGENT_GROUP_PATTERN = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 
 
 @transaction.atomic

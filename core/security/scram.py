@@ -175,6 +175,7 @@ class ScramServer:
         self.username = ""
         self._gs2_header = ""
         self._client_first_bare = ""
+        self._client_nonce = ""
         self._nonce = ""
         self._server_first = ""
         self._stored_key = b""
@@ -212,6 +213,7 @@ class ScramServer:
                 raise ScramError("delegation tokens are not supported")
         self.username = username
         self._client_first_bare = bare
+        self._client_nonce = nonce
         self._nonce = nonce + secrets.token_urlsafe(24)
         return username
 
@@ -240,7 +242,15 @@ class ScramServer:
             raise ScramError("client-final message must start with c=<binding>,r=<nonce>")
         if _unb64(attributes[0][1]) != self._gs2_header.encode("utf-8"):
             raise ScramError("channel binding does not match the gs2 header")
-        if not hmac.compare_digest(attributes[1][1].encode(), self._nonce.encode()):
+        # RFC 5802 §5.1: the client echoes the server's nonce. librdkafka before 2.6.1
+        # (librdkafka#4895; kcat 1.7 ships 2.0) echoes its own nonce followed by the
+        # server's, which Kafka 3.8.1–3.9 accept too: accepted in exactly that form, still
+        # bound to this exchange's server nonce (and covered by the proof).
+        echoed = attributes[1][1].encode()
+        if not (
+            hmac.compare_digest(echoed, self._nonce.encode())
+            or hmac.compare_digest(echoed, (self._client_nonce + self._nonce).encode())
+        ):
             raise ScramError("nonce mismatch")
         proof = _unb64(proof_text)
         auth_message = ",".join((self._client_first_bare, self._server_first, without_proof))

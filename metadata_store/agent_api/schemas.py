@@ -267,6 +267,8 @@ class HeartbeatRequest(_Body, frozen=True):
     load: Annotated[float, Meta(ge=0, le=1e9)] = 0.0
     # The agent's HTTP port (/metrics, and the zone's peer channel); 0 = none.
     http_port: Annotated[int, Meta(ge=0, le=65_535)] = 0
+    # The schema-registry role's REST API port (at `host`); 0 = not served.
+    schema_registry_port: Annotated[int, Meta(ge=0, le=65_535)] = 0
     version: Annotated[str, Meta(max_length=32)] = ""
     roles: Annotated[
         list[Annotated[str, Meta(min_length=1, max_length=32)]], Meta(max_length=8)

@@ -59,6 +59,7 @@ def _beat(body: schemas.HeartbeatRequest) -> AgentBeat:
         zone=body.zone,
         load=body.load,
         http_port=body.http_port,
+        schema_registry_port=body.schema_registry_port,
         version=body.version,
         roles=list(body.roles),
         stats=None if body.stats is None else msgspec.to_builtins(body.stats),

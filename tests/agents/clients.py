@@ -5,17 +5,102 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
 
 
-def confluent_produce(bootstrap: str, topic: str, messages, *, partition=None, **config) -> list:
-    """Produce (key, value, headers) tuples with librdkafka; returns delivered offsets."""
+@dataclass(frozen=True)
+class Endpoint:
+    """One agent listener as every client of the matrix connects to it: a bootstrap
+    address and, for a SASL listener, the login (SASL_PLAINTEXT, SCRAM-SHA-512)."""
+
+    bootstrap: str
+    user: str | None = None
+    password: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return "sasl" if self.user else "plaintext"
+
+    def confluent(self, **extra) -> dict:
+        """librdkafka (confluent-kafka) settings."""
+        config: dict = {"bootstrap.servers": self.bootstrap, **extra}
+        if self.user:
+            config.update(
+                {
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "SCRAM-SHA-512",
+                    "sasl.username": self.user,
+                    "sasl.password": self.password,
+                }
+            )
+        return config
+
+    def python(self) -> dict:
+        """kafka-python and aiokafka keyword arguments (they share the names)."""
+        config: dict = {"bootstrap_servers": self.bootstrap}
+        if self.user:
+            config.update(
+                {
+                    "security_protocol": "SASL_PLAINTEXT",
+                    "sasl_mechanism": "SCRAM-SHA-512",
+                    "sasl_plain_username": self.user,
+                    "sasl_plain_password": self.password,
+                }
+            )
+        return config
+
+    def kcat(self) -> list[str]:
+        """kcat's broker and security arguments."""
+        args = ["-b", self.bootstrap]
+        if self.user:
+            args += [
+                "-X",
+                "security.protocol=SASL_PLAINTEXT",
+                "-X",
+                "sasl.mechanisms=SCRAM-SHA-512",
+                "-X",
+                f"sasl.username={self.user}",
+                "-X",
+                f"sasl.password={self.password}",
+            ]
+        return args
+
+    def kafkajs_env(self) -> dict:
+        """Environment for a kafkajs script that builds its client with `KAFKAJS_CLIENT`."""
+        env = {"BOOTSTRAP": self.bootstrap}
+        if self.user:
+            env.update({"SASL_USER": self.user, "SASL_PASSWORD": self.password or ""})
+        return env
+
+
+# A kafkajs client for `Endpoint.kafkajs_env()`: SCRAM-SHA-512 when SASL_USER is set.
+KAFKAJS_CLIENT = """
+const { Kafka, logLevel } = require('kafkajs');
+const sasl = process.env.SASL_USER ? { mechanism: 'scram-sha-512',
+  username: process.env.SASL_USER, password: process.env.SASL_PASSWORD } : undefined;
+const kafka = new Kafka({ clientId: 'js', brokers: [process.env.BOOTSTRAP], sasl,
+  logLevel: logLevel.NOTHING });
+"""
+
+
+def _confluent_base(endpoint: str | Endpoint) -> dict:
+    return (
+        endpoint.confluent() if isinstance(endpoint, Endpoint) else {"bootstrap.servers": endpoint}
+    )
+
+
+def confluent_produce(
+    endpoint: str | Endpoint, topic: str, messages, *, partition=None, **config
+) -> list:
+    """Produce (key, value, headers) tuples with librdkafka; returns delivered offsets.
+    `endpoint`: a bootstrap address or an `Endpoint`."""
     from confluent_kafka import Producer
 
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 30000, **config}
+        {**_confluent_base(endpoint), "linger.ms": 5, "message.timeout.ms": 30000, **config}
     )
     results: list = []
     for key, value, headers in messages:
@@ -35,14 +120,19 @@ def confluent_produce(bootstrap: str, topic: str, messages, *, partition=None, *
 
 
 def confluent_consume(
-    bootstrap: str, topic: str, partitions: list[int], count: int, *, timeout: float = 30.0
+    endpoint: str | Endpoint,
+    topic: str,
+    partitions: list[int],
+    count: int,
+    *,
+    timeout: float = 30.0,
 ):
     """Read ``count`` messages from the start of the partitions with manual assignment."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **_confluent_base(endpoint),
             "group.id": "reader",
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 100,
@@ -61,6 +151,62 @@ def confluent_consume(
     finally:
         consumer.close()
     return out
+
+
+def create_topic(endpoint: str | Endpoint, name: str, partitions: int, **configs: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(_confluent_base(endpoint))
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=3, config=configs)
+    for future in admin.create_topics([topic], operation_timeout=10).values():
+        future.result(15)
+
+
+def consume_all(
+    endpoint: str | Endpoint, topic: str, partitions: int, count: int, timeout_s: float = 20
+):
+    """Every message of the topic from offset 0 (manual assignment, no group)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer(
+        {
+            **_confluent_base(endpoint),
+            "group.id": "unused",  # librdkafka wants one; assign() never joins it
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    messages = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(messages) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                raise KafkaException(msg.error())
+            messages.append(msg)
+    finally:
+        consumer.close()
+    return messages
+
+
+def produce(endpoint: str | Endpoint, messages: list[dict], **config) -> list:
+    """Produce message dicts (`Producer.produce` keywords); (error, partition, offset) each."""
+    from confluent_kafka import Producer
+
+    producer = Producer({**_confluent_base(endpoint), "linger.ms": 5, **config})
+    reports = []
+
+    def on_delivery(err, msg):
+        reports.append((err, msg.partition(), msg.offset()))
+
+    for message in messages:
+        producer.produce(on_delivery=on_delivery, **message)
+        producer.poll(0)
+    assert producer.flush(20) == 0
+    return reports
 
 
 def kafkajs(script: str, env: dict, timeout: float = 60.0) -> dict:

@@ -119,6 +119,21 @@ def records(tag: str) -> list[tuple[bytes, bytes, None]]:
     return [(f"k{i}".encode(), f"{tag}-{i}".encode(), None) for i in range(RECORDS)]
 
 
+def schema_registries_per_group(cluster, groups: dict[str, list]) -> dict[str, set[str]]:
+    """The cluster's Schema Registry URLs per agent group, once every agent's heartbeat
+    has reported its registry (the REST cluster's `schema_registries`)."""
+    from metadata_store.selectors import schema_registries
+
+    deadline = time.monotonic() + 15
+    while True:
+        listed = {s.agent_group: set(s.urls) for s in schema_registries(cluster.cluster)}
+        if sum(map(len, listed.values())) == sum(map(len, groups.values())):
+            return listed
+        if time.monotonic() > deadline:
+            raise AssertionError(f"registries not all listed: {listed}")
+        time.sleep(0.2)
+
+
 def test_clients_of_a_group_see_only_its_agents_and_reach_every_topic(agent, cluster):
     from confluent_kafka import Consumer
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -134,6 +149,15 @@ def test_clients_of_a_group_see_only_its_agents_and_reach_every_topic(agent, clu
     west_admin = AdminClient({"bootstrap.servers": west[1].bootstrap})
     assert {n.port for n in east_admin.describe_cluster().result(15).nodes} == east_ports
     assert {n.port for n in west_admin.describe_cluster().result(15).nodes} == west_ports
+    registries = schema_registries_per_group(cluster, groups)
+    assert registries == {name: {a.registry_url for a in agents} for name, agents in groups.items()}
+    # Each group's Schema Registry clients use its URLs; the subjects are the cluster's.
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    east_registry = SchemaRegistryClient({"url": sorted(registries["east"])[0]})
+    west_registry = SchemaRegistryClient({"url": sorted(registries["west"])[0]})
+    schema_id = east_registry.register_schema("made-in-east-value", Schema('"string"', "AVRO"))
+    assert west_registry.get_latest_version("made-in-east-value").schema_id == schema_id
 
     # Topics created through one group, written and read through the other.
     east_admin.create_topics([NewTopic("made-in-east", 2)])["made-in-east"].result(30)

@@ -288,3 +288,35 @@ def test_an_agent_key_limited_to_a_group_only_admits_agents_of_that_group(api, a
     assert "agent group west" in page and "agent group east" in page
     page = client.post(f"/clusters/{cid}/agent-keys/new", {"agent_group": "-x"}).content.decode()
     assert "Agent group: 1-63 lowercase letters" in page
+
+
+def test_schema_registry_urls_are_listed_per_agent_group(api, client, alice, bob):
+    key = alice["agent_key"]
+    heartbeat(key, "agt-e1", host="10.1.0.1", agent_group="east", schema_registry_port=8081)
+    heartbeat(key, "agt-e2", host="10.1.0.2", agent_group="east", schema_registry_port=18081)
+    heartbeat(key, "agt-w1", host="10.2.0.1", agent_group="west", schema_registry_port=8081)
+    heartbeat(key, "agt-w2", host="10.2.0.2", agent_group="west")  # no schema-registry role
+    heartbeat(bob["agent_key"], "agt-bob", host="10.9.9.9", schema_registry_port=8081)
+    stale = timezone.now() - timedelta(minutes=5)
+    heartbeat(key, "agt-gone", host="10.1.0.9", agent_group="east", schema_registry_port=8081)
+    Agent.objects.filter(agent_id="agt-gone").update(last_heartbeat=stale)
+    cid = alice["cluster"].public_id
+    assert api(alice["reader"]).get(f"/api/v1/clusters/{cid}/").json()["schema_registries"] == [
+        {"agent_group": "east", "urls": ["http://10.1.0.1:8081", "http://10.1.0.2:18081"]},
+        {"agent_group": "west", "urls": ["http://10.2.0.1:8081"]},
+    ]
+    client.force_login(alice["user"])
+    detail = client.get(f"/clusters/{cid}/").content.decode()
+    shown = detail.split('id="schema-registries"')[1].split("</div>")[0]
+    assert 'data-group="east">east</dt>' in shown
+    assert "http://10.1.0.1:8081,http://10.1.0.2:18081</code>" in shown
+    assert '<code id="schema-registry-2">http://10.2.0.1:8081</code>' in shown
+    assert "10.9.9.9" not in detail and "10.1.0.9" not in shown and "10.2.0.2" not in shown
+
+
+def test_a_cluster_without_a_schema_registry_agent_lists_none(api, client, alice):
+    heartbeat(alice["agent_key"], "agt-1", listeners=[LISTENER])
+    cid = alice["cluster"].public_id
+    assert api(alice["reader"]).get(f"/api/v1/clusters/{cid}/").json()["schema_registries"] == []
+    client.force_login(alice["user"])
+    assert 'id="schema-registries"' not in client.get(f"/clusters/{cid}/").content.decode()

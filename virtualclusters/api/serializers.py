@@ -9,12 +9,12 @@ from rest_framework import serializers
 
 from core.topic_types import TOPIC_TYPES
 from metadata_store.models import Topic
-from metadata_store.selectors import Bootstrap, bootstrap_servers, bootstraps
+from metadata_store.selectors import Bootstrap, bootstrap_servers, bootstraps, schema_registries
 from metadata_store.topic_configs import MAX_PARTITIONS, configs_schema
 from tenancy.api.strict import StrictSerializer
 from tenancy.api.typed import ModelSerializer, Serializer
 from virtualclusters.models import AgentKey, VirtualCluster
-from virtualclusters.services import AGENT_GROUP_PATTERN, CONFIG_BOUNDS
+from virtualclusters.services import AGENT_GROUP_PATTERN, CONFIG_BOUNDS, MAX_JOBS_AGENT_GROUPS
 
 
 class ClusterConfigSerializer(StrictSerializer):
@@ -64,6 +64,13 @@ class ClusterConfigSerializer(StrictSerializer):
         "once it is journaled in the bucket (committed when the control plane is back) and "
         "answer metadata, groups and reads of committed data from what they know.",
     )
+    jobs_agent_groups = serializers.ListField(
+        child=serializers.RegexField(rf"^{AGENT_GROUP_PATTERN}$", max_length=63),
+        max_length=MAX_JOBS_AGENT_GROUPS,
+        required=False,
+        help_text="The agent groups whose jobs-role agents run the cluster's jobs (compaction, "
+        "retention, table appends) and migrations; empty: any group.",
+    )
 
 
 class BootstrapSerializer(Serializer):
@@ -76,6 +83,14 @@ class BootstrapSerializer(Serializer):
 
     def get_bootstrap(self, bootstrap: Bootstrap) -> str:
         return ",".join(bootstrap.servers)
+
+
+class SchemaRegistrySerializer(Serializer):
+    agent_group = serializers.CharField()
+    urls = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The group's schema-registry agents' REST API (a Confluent client's url).",
+    )
 
 
 class ClusterSerializer(ModelSerializer):
@@ -92,9 +107,23 @@ class ClusterSerializer(ModelSerializer):
         "ever sent to agents of the group and listener kind it connected to."
     )
 
+    schema_registries = serializers.SerializerMethodField(
+        help_text="Schema Registry URLs per agent group (its live schema-registry agents'): "
+        "like Kafka clients, a registry client uses its own group's agents."
+    )
+
     class Meta:
         model = VirtualCluster
-        fields = ["id", "name", "created_at", "bootstrap", "bootstraps", "bucket_url", "config"]
+        fields = [
+            "id",
+            "name",
+            "created_at",
+            "bootstrap",
+            "bootstraps",
+            "schema_registries",
+            "bucket_url",
+            "config",
+        ]
         read_only_fields = fields
 
     def get_config(self, cluster: VirtualCluster) -> dict[str, Any]:
@@ -108,6 +137,10 @@ class ClusterSerializer(ModelSerializer):
     @extend_schema_field(BootstrapSerializer(many=True))
     def get_bootstraps(self, cluster: VirtualCluster) -> list[dict[str, Any]]:
         return list(BootstrapSerializer(bootstraps(cluster), many=True).data)
+
+    @extend_schema_field(SchemaRegistrySerializer(many=True))
+    def get_schema_registries(self, cluster: VirtualCluster) -> list[dict[str, Any]]:
+        return list(SchemaRegistrySerializer(schema_registries(cluster), many=True).data)
 
 
 # What bucket_url_clean accepts, as the schema's pattern: file://, s3:// or mem://, no

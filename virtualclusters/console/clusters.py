@@ -12,7 +12,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from metadata_store.selectors import bootstrap_servers, bootstraps, journal_backlog, live_agents
+from metadata_store.selectors import (
+    bootstrap_servers,
+    bootstraps,
+    journal_backlog,
+    live_agents,
+    schema_registries,
+)
 from tenancy.console.forms import add_service_errors
 from tenancy.console.scope import ACTIVE_FIRST, current_org, org_or_404
 from virtualclusters import selectors, services
@@ -77,6 +83,7 @@ def render_cluster_page(
         "bootstrap": ",".join(bootstrap),
         # One per agent group and listener kind, shown when there is more than one.
         "bootstraps": entries,
+        "schema_registries": schema_registries(cluster),
         "example_bootstrap": ",".join(plaintext[0].servers) if plaintext else ",".join(bootstrap),
         "agent_command": agent_command("<agent key>"),
         "topics": selectors.topics_with_stats(cluster),

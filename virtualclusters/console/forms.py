@@ -71,6 +71,14 @@ class ClusterConfigForm(forms.Form):
         "records to the bucket, acknowledge them, and commit them when it is back.",
     )
 
+    jobs_agent_groups = forms.CharField(
+        required=False,
+        label="Agent groups that run jobs",
+        widget=forms.TextInput(attrs={"placeholder": "any group"}),
+        help_text="Comma-separated agent groups whose jobs-role agents run compaction, "
+        "retention, table appends and migrations; empty: any group.",
+    )
+
     default_topic_type = forms.ChoiceField(
         required=False,
         label="Default topic type",
@@ -86,6 +94,7 @@ class ClusterConfigForm(forms.Form):
     def initial_for(cluster: VirtualCluster) -> dict[str, Any]:
         """Form values showing ``cluster``'s configuration (retention in its largest unit)."""
         initial = cluster.config()
+        initial["jobs_agent_groups"] = ", ".join(initial["jobs_agent_groups"])
         retention, unit = initial.pop("default_retention_ms"), "days"
         if retention > 0:
             unit = next(u for u, ms in RETENTION_UNITS.items() if retention % ms == 0)
@@ -101,6 +110,9 @@ class ClusterConfigForm(forms.Form):
             for name in VirtualCluster.CONFIG_FIELDS
             if name in data and data[name] not in (None, "")  # left empty: unchanged
         }
+        if "jobs_agent_groups" in data:  # the text field: empty means any group
+            text = data["jobs_agent_groups"] or ""
+            config["jobs_agent_groups"] = [g.strip() for g in text.split(",") if g.strip()]
         config["default_retention_ms"] = (
             value * RETENTION_UNITS[data["retention_unit"]] if value > 0 else value
         )

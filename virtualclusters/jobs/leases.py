@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from metadata_store import leases
 from metadata_store.leases import LeaseLost
+from metadata_store.selectors import agent_runs_jobs
 from virtualclusters.jobs.models import JobRun
 from virtualclusters.jobs.services import Advance, job_leases_expire, job_run_advance
 from virtualclusters.jobs.steps import Step
@@ -40,7 +41,10 @@ def job_run_lease(
     *, cluster: VirtualCluster, agent_id: str, lease_s: int
 ) -> tuple[JobRun, Step, int] | None:
     """The oldest queued run of the cluster, leased to `agent_id`, with its first step
-    and the lease's epoch; None when there is nothing to run."""
+    and the lease's epoch; None when there is nothing to run, or nothing for this agent
+    (its agent group is not among the cluster's ``jobs_agent_groups``)."""
+    if not agent_runs_jobs(cluster, agent_id):
+        return None
     job_leases_expire(cluster=cluster)
     for _ in range(MAX_RUNS_PER_LEASE_CALL):
         with transaction.atomic():

@@ -31,6 +31,7 @@ from metadata_store.group_offsets import group_offsets_mirror
 from metadata_store.leases import LeaseLost
 from metadata_store.mirroring import topic_mirroring_set
 from metadata_store.models import Lease, Partition, Topic
+from metadata_store.selectors import agent_runs_jobs
 from metadata_store.topic_configs import TOPIC_CONFIGS, config_problem
 from metadata_store.topics import (
     TopicError,
@@ -248,7 +249,10 @@ def migration_lease(
 ) -> tuple[Migration, Lease] | None:
     """A running migration of the cluster nobody holds (or whose lease expired, on the
     database's clock), leased to `agent_id` with the next epoch and a new token; None
-    when there is none."""
+    when there is none, or none for this agent (its agent group is not among the
+    cluster's ``jobs_agent_groups``)."""
+    if not agent_runs_jobs(cluster, agent_id):
+        return None
     running = list(
         Migration.objects.filter(cluster=cluster, state=Migration.State.RUNNING).order_by("id")
     )

@@ -2,7 +2,9 @@
 serving both (`--listener` twice); a client is only ever told addresses of the listener
 kind it is connected through — in Metadata, FindCoordinator and DescribeCluster — and
 plaintext and SASL clients (confluent-kafka and kafka-python) produce and consume at the
-same time, in consumer groups whose coordinator may be an agent they cannot talk to."""
+same time, in consumer groups whose coordinator may be an agent they cannot talk to; and
+the whole client matrix (aiokafka, kcat, kafkajs, confluent-kafka, kafka-python) passes
+for a plaintext and a SASL client running side by side against one cluster."""
 
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ import time
 import pytest
 
 from agents.groups.ring import GROUP_KEY, score
+from tests.agents.client_matrix import MATRIX
+from tests.agents.clients import Endpoint
 from tests.agents.security.clients import confluent_config, kafka_python_config
+from tests.agents.security.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.agents.zone_cluster import metric
 
 pytestmark = [
@@ -251,3 +256,54 @@ def test_each_client_sees_only_agents_of_its_listener_kind(agent, secure_cluster
     # …and the views never mixed.
     assert broker_ports(plain_config(plain.bootstrap)) == plain_ports
     assert broker_ports(sasl_config(sasl.bootstrap)) == sasl_ports
+
+
+def run_matrix_side_by_side(endpoints: list[Endpoint]) -> dict[str, dict[str, tuple]]:
+    """Every check of the client matrix for each endpoint, one thread per endpoint, the
+    threads meeting at a barrier before each check so the same check runs for every
+    endpoint at once. Returns {check: {kind: (start, end)}}; raises the first failure."""
+    barrier = threading.Barrier(len(endpoints), timeout=120)
+    spans: dict[str, dict[str, tuple]] = {name: {} for name in MATRIX}
+    errors: list[tuple[str, str, BaseException]] = []
+
+    def body(endpoint: Endpoint) -> None:
+        for name, check in MATRIX.items():
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError:
+                return  # another endpoint failed: its error is the one reported
+            start = time.monotonic()
+            try:
+                check(endpoint, f"{endpoint.kind}-")
+            except BaseException as exc:  # reported by the main thread
+                errors.append((endpoint.kind, name, exc))
+                barrier.abort()
+                return
+            spans[name][endpoint.kind] = (start, time.monotonic())
+
+    threads = [threading.Thread(target=body, args=(e,), daemon=True) for e in endpoints]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    assert not any(thread.is_alive() for thread in threads), "the matrix did not finish"
+    if errors:
+        kind, name, exc = errors[0]
+        raise AssertionError(f"{name} failed for the {kind} client: {exc!r}") from exc
+    return spans
+
+
+def test_plaintext_and_sasl_clients_pass_the_client_matrix_at_the_same_time(agent, secure_cluster):
+    plain = agent(secure_cluster.key)
+    sasl = agent(secure_cluster.key, extra=["--require-sasl"])
+    endpoints = [Endpoint(plain.bootstrap), Endpoint(sasl.bootstrap, ADMIN_USER, ADMIN_PASSWORD)]
+    wait_for_views(
+        {e.kind: (e.confluent(), {int(e.bootstrap.rsplit(":", 1)[1])}) for e in endpoints}
+    )
+    spans = run_matrix_side_by_side(endpoints)
+    for name, by_kind in spans.items():  # every check ran for both, overlapping in time
+        (p_start, p_end), (s_start, s_end) = by_kind["plaintext"], by_kind["sasl"]
+        assert p_start < s_end and s_start < p_end, name
+    # Each client still sees only its own listener kind.
+    assert broker_ports(endpoints[0].confluent()) == {plain.port}
+    assert broker_ports(endpoints[1].confluent()) == {sasl.port}

@@ -226,6 +226,7 @@ def test_it_creates_a_cluster_and_shows_its_page(client, alice):
         "consumer_heartbeat_interval_ms": 5_000,
         "ripcord": False,
         "default_topic_type": "standard",  # left empty: standard
+        "jobs_agent_groups": [],  # left empty: any group
     }
     page = client.get(response.url).content.decode()
     assert "Cluster prod created." in page

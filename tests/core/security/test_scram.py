@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 
 import pytest
 from hypothesis import given, settings
@@ -62,6 +64,34 @@ def test_a_real_client_logs_in_with_the_right_password_only(mechanism):
 def test_an_unknown_user_gets_a_decoy_challenge_and_fails_at_the_end(mechanism):
     with pytest.raises(ScramError, match="invalid credentials"):
         exchange(mechanism, "", "anything", user="nobody")
+
+
+def test_librdkafkas_doubled_nonce_is_accepted_and_no_other_form():
+    """librdkafka before 2.6.1 (kcat 1.7) echoes client nonce + server nonce."""
+    salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+    verifier = scram_credential("pencil", "SCRAM-SHA-256", iterations=4096, salt=salt)
+
+    def final_with(nonce: str, password: str = "pencil") -> bytes:
+        server = ScramServer("SCRAM-SHA-256")
+        server.client_first(f"n,,n=user,r={RFC_NONCE}".encode())
+        server._nonce = RFC_SERVER_NONCE
+        server_first = server.server_first(verifier).decode()
+        without_proof = f"c=biws,r={nonce}"
+        salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, 4096)
+        client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+        stored = hashlib.sha256(client_key).digest()
+        auth = f"n=user,r={RFC_NONCE},{server_first},{without_proof}".encode()
+        signature = hmac.new(stored, auth, "sha256").digest()
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        return server.client_final(f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
+
+    assert final_with(RFC_SERVER_NONCE).startswith(b"v=")  # RFC 5802
+    assert final_with(RFC_NONCE + RFC_SERVER_NONCE).startswith(b"v=")  # librdkafka < 2.6.1
+    for wrong in (RFC_NONCE, RFC_SERVER_NONCE + "x", "x" + RFC_SERVER_NONCE):
+        with pytest.raises(ScramError, match="nonce mismatch"):
+            final_with(wrong)
+    with pytest.raises(ScramError, match="invalid credentials"):
+        final_with(RFC_NONCE + RFC_SERVER_NONCE, password="wrong")
 
 
 def test_verifiers_do_not_contain_the_password():
