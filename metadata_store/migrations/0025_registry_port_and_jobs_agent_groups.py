@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("metadata_store", "0023_agent_key_group"),
+        ("metadata_store", "0024_written_sequences"),
     ]
 
     operations = [
