@@ -110,6 +110,12 @@ def describe(data: bytes, *, records: bool) -> dict[str, Any]:
                 f"batch {number}: index says {entry.record_count} records, batch "
                 f"{header.record_count}"
             )
+        # Compacted files: the batch carries the offset the index gives it.
+        if entry.base_offset != -1 and header.base_offset != entry.base_offset:
+            problems.append(
+                f"batch {number}: index says base offset {entry.base_offset}, batch "
+                f"{header.base_offset}"
+            )
         if records and crc_ok:
             _, decoded = decode_records(raw)
             item["records"] = [
