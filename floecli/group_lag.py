@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
-from floecli.errors import CommandFailed
+from floecli.errors import BadInput, CommandFailed
 from floecli.kafka_config import add_connection_arguments, client_config, reachable
+from floecli.rest import cluster_path, get_all
 
 COLUMNS = ("GROUP", "TOPIC", "PARTITION", "COMMITTED", "HIGH-WATERMARK", "LAG")
 
@@ -19,9 +21,17 @@ def add_parsers(subparsers: Any) -> None:
         "consumer-group-lag",
         help="lag per consumer group and partition",
         description="For each group (every group the cluster lists, or those named), "
-        "each partition it committed: committed offset, high watermark and lag.",
+        "each partition it committed: committed offset, high watermark and lag — from an "
+        "agent (Kafka's admin API, -b) or from the control plane's REST API (--api-url, "
+        "--cluster, an API key in --api-key or FLOE_API_KEY; adds lag_seconds).",
     )
-    add_connection_arguments(parser)
+    add_connection_arguments(parser, required=False)
+    rest = parser.add_argument_group("control plane (instead of -b)")
+    rest.add_argument(
+        "--api-url", metavar="URL", help="the control plane, e.g. https://floe.example"
+    )
+    rest.add_argument("--cluster", metavar="ID", help="the cluster's id (vci_…)")
+    rest.add_argument("--api-key", help="an API key (default: $FLOE_API_KEY)")
     parser.add_argument(
         "--group", "-g", action="append", default=[], help="only this group (repeatable)"
     )
@@ -84,10 +94,43 @@ def group_lag(config: dict[str, Any], groups: list[str], timeout_s: float) -> li
     return sorted(rows, key=lambda r: (r["group"], r["topic"], r["partition"]))
 
 
+def rest_group_lag(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The same rows from the REST API's groups (with ``lag_seconds``)."""
+    api_key = args.api_key or os.environ.get("FLOE_API_KEY", "")
+    if not (args.cluster and api_key):
+        raise BadInput("--api-url needs --cluster and an API key (--api-key or FLOE_API_KEY)")
+    groups = get_all(
+        args.api_url, cluster_path(args.cluster, "groups/"), api_key, args.request_timeout
+    )
+    rows = [
+        {
+            "group": group["group_id"],
+            "topic": p["topic"],
+            "partition": p["partition"],
+            "committed_offset": p["committed_offset"],
+            "high_watermark": p["high_watermark"],
+            "lag": p["lag"],
+            "lag_seconds": p["lag_seconds"],
+        }
+        for group in groups
+        if not args.group or group["group_id"] in args.group
+        for p in group["partitions"]
+        if p["committed_offset"] is not None
+    ]
+    return sorted(rows, key=lambda r: (r["group"], r["topic"], r["partition"]))
+
+
 def show_lag(args: argparse.Namespace) -> int:
-    config = client_config(args)
-    reachable(config, args.request_timeout)
-    rows = group_lag(config, args.group, args.request_timeout)
+    if args.api_url and args.bootstrap_server:
+        raise BadInput("give -b (an agent) or --api-url (the control plane), not both")
+    if args.api_url:
+        rows = rest_group_lag(args)
+    elif args.bootstrap_server:
+        config = client_config(args)
+        reachable(config, args.request_timeout)
+        rows = group_lag(config, args.group, args.request_timeout)
+    else:
+        raise BadInput("give -b HOST:PORT (an agent) or --api-url (the control plane)")
     if args.json:
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -11,12 +11,12 @@ from floecli.errors import BadInput, CommandFailed
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
-def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+def add_connection_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     group = parser.add_argument_group("connection")
     group.add_argument(
         "--bootstrap-server",
         "-b",
-        required=True,
+        required=required,
         metavar="HOST:PORT",
         help="an agent's Kafka address (comma-separated for several)",
     )

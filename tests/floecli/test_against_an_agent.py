@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from core.segment import SegmentCorrupt, read_index
+from tests import factories
 from tests.agents.groups.test_clients import create_topic
 from tests.floecli.run import floe
 
@@ -79,7 +80,7 @@ def test_console_producer_and_consumer_agree_with_librdkafka(agent, cluster):
     assert (idle.returncode, idle.stdout, idle.stderr) == (0, "", "0 records\n")
 
 
-def test_consumer_group_lag_matches_what_librdkafka_computes(agent, cluster):
+def test_consumer_group_lag_matches_what_librdkafka_computes(agent, cluster, live_server):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     a = agent(cluster.key)
@@ -119,6 +120,23 @@ def test_consumer_group_lag_matches_what_librdkafka_computes(agent, cluster):
     lag = floe("consumer-group-lag", "-b", a.bootstrap, "--json")
     assert lag.returncode == 0, lag.stderr
     assert json.loads(lag.stdout) == expected
+    # The same rows from the control plane's REST API, each with its lag in seconds.
+    key = factories.make_api_key(cluster.cluster.organization, role="member")
+    rest_args = ("--api-url", live_server.url, "--cluster", cluster.public_id, "--json")
+    deadline = time.monotonic() + 10
+    while True:
+        rest = floe("consumer-group-lag", *rest_args, "--api-key", key)
+        assert rest.returncode == 0, rest.stderr
+        rows = json.loads(rest.stdout)
+        if [{k: v for k, v in r.items() if k != "lag_seconds"} for r in rows] == expected:
+            break
+        assert time.monotonic() < deadline, (rows, expected)
+        time.sleep(0.5)
+    assert all(r["lag_seconds"] is not None and r["lag_seconds"] >= 0 for r in rows)
+    refused = floe("consumer-group-lag", *rest_args, "--api-key", "not-a-key")
+    assert refused.returncode == 1 and "HTTP 401" in refused.stderr
+    assert len(refused.stderr.splitlines()) == 1
+
     table = floe("consumer-group-lag", "-b", a.bootstrap, "-g", "auditors").stdout.splitlines()
     assert table[0].split() == ["GROUP", "TOPIC", "PARTITION", "COMMITTED", "HIGH-WATERMARK", "LAG"]
     assert [line.split() for line in table[1:]] == [

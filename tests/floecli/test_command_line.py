@@ -81,3 +81,17 @@ def test_file_reader_says_what_is_wrong_with_a_file(tmp_path):
     assert done.stderr.strip().endswith("not a segment file: trailer magic is b'xxxxxxxx'")
     scheme = floe("file-reader", "ftp://host/file")
     assert scheme.returncode == 2 and "unsupported bucket URL scheme" in scheme.stderr
+
+
+def test_the_rest_api_mode_says_what_is_missing_or_unreachable():
+    neither = floe("consumer-group-lag")
+    assert neither.returncode == 2 and "give -b HOST:PORT" in neither.stderr
+    no_cluster = floe("consumer-group-lag", "--api-url", "http://127.0.0.1:1", "--api-key", "k")
+    assert no_cluster.returncode == 2 and "--cluster" in no_cluster.stderr
+    down = floe(
+        "consumer-group-lag", "--api-url", "http://127.0.0.1:1", "--cluster", "vci_x",
+        "--api-key", "k", "--request-timeout", "2",
+    )  # fmt: skip
+    assert down.returncode == 1
+    assert down.stderr.startswith("floe consumer-group-lag: control plane unreachable at ")
+    assert len(down.stderr.splitlines()) == 1
