@@ -171,6 +171,7 @@ def test_the_benchmarks_report_what_they_moved(agent, cluster):
 
     consumed = floe("benchmark-consumer", "-b", a.bootstrap, "-t", "bench", "-n", "3000")
     assert consumed.returncode == 0, consumed.stderr
+    print("benchmark-producer:", produced.stdout, "benchmark-consumer:", consumed.stdout)
     assert consumed.stdout.startswith("3000 records in ")
     assert "records/s" in consumed.stdout and "MiB/s" in consumed.stdout
     assert "p99" in consumed.stdout
