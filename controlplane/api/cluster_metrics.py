@@ -9,7 +9,6 @@ registry's families and the clusters')."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from django.http import HttpResponse
@@ -18,25 +17,11 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import JSONRenderer
 
 from schema_registry.metrics import registry_metric_families
 from virtualclusters.api.views import ClusterScopedView
 from virtualclusters.cluster_metrics import cluster_metric_families
-
-
-class PrometheusTextRenderer(BaseRenderer):
-    """Lets a scraper ask for ``text/plain`` (Prometheus' own Accept header names it);
-    errors still carry the API's JSON error shape, as text."""
-
-    media_type = "text/plain"
-    format = "txt"
-    charset = "utf-8"
-
-    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
-        if isinstance(data, bytes):
-            return data
-        return json.dumps(data).encode()
 
 
 class _Families(Collector):
@@ -48,8 +33,14 @@ class _Families(Collector):
 
 
 class ClusterMetricsView(ClusterScopedView):
-    renderer_classes = [JSONRenderer, PrometheusTextRenderer]
     pagination_class = None
+
+    def perform_content_negotiation(self, request, force=False):
+        """Whatever the scraper's Accept names (Prometheus sends OpenMetrics, then
+        text/plain), a 200 is the text format and an error the API's JSON error shape —
+        never a 406."""
+        renderer = JSONRenderer()
+        return renderer, renderer.media_type
 
     @extend_schema(
         responses={
@@ -62,6 +53,9 @@ class ClusterMetricsView(ClusterScopedView):
             )
         },
         summary="Scrape a cluster's metrics (Prometheus text format)",
+        description="For a Prometheus scrape job with an API key as its bearer token "
+        "(any role). Built at each request from the agents' heartbeats and the metadata "
+        "store; the same few queries however many groups and partitions the cluster has.",
     )
     def get(self, request, cluster_id: str):
         cluster = self.cluster(cluster_id)

@@ -101,6 +101,9 @@ def test_a_scraper_asking_for_text_gets_it_and_the_schema_documents_it(api, alic
     schema = client.get("/api/v1/schema/", HTTP_ACCEPT="application/json").json()
     operation = schema["paths"]["/api/v1/clusters/{cluster_id}/metrics"]["get"]
     assert list(operation["responses"]["200"]["content"]) == ["text/plain"]
+    assert [p["name"] for p in operation["parameters"] if p["in"] == "query"] == []  # no ?format=
+    refused = api().get(url(alice["cluster"]), HTTP_ACCEPT="text/plain")
+    assert refused.status_code == 401 and "error" in refused.json()
 
 
 def test_its_queries_do_not_grow_with_groups_and_partitions(
