@@ -12,6 +12,7 @@ COPY virtualclusters virtualclusters
 COPY billing billing
 COPY agents agents
 COPY jobs jobs
+COPY floecli floecli
 COPY schema_registry schema_registry
 COPY templates templates
 COPY manage.py ./

@@ -14,6 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 ROOTS = (
     "core",
+    "floecli",
     "agents",
     "jobs",
     "metadata_store",
@@ -103,6 +104,8 @@ def test_the_tree_keeps_the_contracts():
             "do not know its wire format",
         ),
         ("agents/topics.py", "import schema_registry.services  # noqa", "agents import only core"),
+        ("floecli/group_lag.py", "import virtualclusters.models  # noqa", "floe command imports"),
+        ("floecli/main.py", "import django  # noqa", "floe command imports only core"),
     ],
 )
 def test_a_forbidden_import_breaks_the_contracts(tree, module, line, contract):

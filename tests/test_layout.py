@@ -191,7 +191,7 @@ def test_the_sql_check_sees_a_statement(tmp_path):
 
 # --- type checks: the rooms carry no `# type: ignore` ------------------------------------
 
-TYPED_ROOMS = ("core", "agents", "jobs", "tenancy", "metadata_store", "virtualclusters",
+TYPED_ROOMS = ("core", "floecli", "agents", "jobs", "tenancy", "metadata_store", "virtualclusters",
                "billing", "schema_registry", "team", "controlplane")  # fmt: skip
 
 

@@ -3,6 +3,7 @@
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from controlplane.api.cluster_metrics import ClusterMetricsView
 from team.api import views
 from virtualclusters.api import agents as vc_agents
 from virtualclusters.api import groups as vc_groups
@@ -61,6 +62,11 @@ urlpatterns = [
         "clusters/<str:cluster_id>/agents/",
         vc_agents.AgentListView.as_view(),
         name="api-agents",
+    ),
+    path(
+        "clusters/<str:cluster_id>/metrics",
+        ClusterMetricsView.as_view(),
+        name="api-cluster-metrics",
     ),
     path("clusters/<str:cluster_id>/topics/", vc.TopicListView.as_view(), name="api-topics"),
     path(

@@ -114,6 +114,7 @@ MATRIX = {
     ("DELETE", "/api/v1/clusters/{cluster_id}/sasl-credentials/{credential_id}/"): (ADMIN, 204),
     ("GET", "/api/v1/clusters/{cluster_id}/sasl-credentials/{credential_id}/"): (MEMBER, 200),
     ("GET", "/api/v1/clusters/{cluster_id}/throughput/"): (MEMBER, 200),
+    ("GET", "/api/v1/clusters/{cluster_id}/metrics"): (MEMBER, 200),
     ("GET", "/api/v1/clusters/{cluster_id}/topics/"): (MEMBER, 200),
     ("POST", "/api/v1/clusters/{cluster_id}/topics/"): (ADMIN, 201),
     ("DELETE", "/api/v1/clusters/{cluster_id}/topics/{name}/"): (ADMIN, 204),

@@ -1,0 +1,3 @@
+from floecli.main import main
+
+raise SystemExit(main())
