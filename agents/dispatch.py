@@ -25,6 +25,7 @@ from agents.handlers import (
     offsets,
     produce,
     share,
+    share_offsets,
     topics,
     transactions,
 )
@@ -85,6 +86,9 @@ HANDLERS: dict[int, tuple[Handler, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (share.handle_share_group_describe, 0),
     ApiKey.SHARE_FETCH: (share.handle_share_fetch, 0),
     ApiKey.SHARE_ACKNOWLEDGE: (share.handle_share_acknowledge, 0),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (share_offsets.handle_describe_share_group_offsets, 0),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (share_offsets.handle_alter_share_group_offsets, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (share_offsets.handle_delete_share_group_offsets, 0),
     # Transactions (handlers/transactions.py, KIP-98).
     ApiKey.ADD_PARTITIONS_TO_TXN: (transactions.handle_add_partitions_to_txn, 0),
     ApiKey.ADD_OFFSETS_TO_TXN: (transactions.handle_add_offsets_to_txn, 0),

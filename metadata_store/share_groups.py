@@ -266,6 +266,7 @@ class _Wanted:
     partition: int
     acks: list[JSON]
     acquire: bool
+    give_back: list[JSON]
 
 
 @transaction.atomic
@@ -279,7 +280,8 @@ def share_fetch(
 ) -> JSON:
     """Apply a member's acknowledgements and acquire its next records, in one
     transaction. `partitions`: ``{topic_id, partition, acks: [{first, last, types}],
-    acquire: bool}``. Answers ``{lock_ms, isolation_level, partitions: [{topic_id,
+    give_back: [{first, last}], acquire: bool}`` (`give_back`: acquired records the agent
+    could not send, `ShareState.give_back`). Answers ``{lock_ms, isolation_level, partitions: [{topic_id,
     partition, error_code, ack_error_code, acquired: [[first, last, delivery count]]}]}``
     with the partitions in the order asked."""
     group = ShareGroup.objects.filter(cluster=cluster, group_id=group_id).first()
@@ -294,7 +296,7 @@ def share_fetch(
     }
     wanted = [
         _Wanted(str(p["topic_id"]), int(p["partition"]), list(p.get("acks") or ()),
-                bool(p.get("acquire")))
+                bool(p.get("acquire")), list(p.get("give_back") or ()))
         for p in partitions
     ]  # fmt: skip
     try:
@@ -360,6 +362,9 @@ def share_fetch(
                 touched = True
             except InvalidRecordState:
                 out["ack_error_code"] = int(ErrorCode.INVALID_RECORD_STATE)
+        for back in w.give_back:
+            state.give_back(member_id, int(back["first"]), int(back["last"]))
+            touched = True
         if w.acquire and left > 0:
             until = stable.get(part.id, part.high_watermark)
             got = state.acquire(
@@ -403,7 +408,6 @@ def share_partitions_describe(cluster: VirtualCluster, group_id: str) -> list[JS
     ):
         state = _state(row)
         part = row.partition
-        done = sum(r[1] - r[0] + 1 for r in state.ranges if r[2] not in (ACQUIRED, AVAILABLE))
         out.append(
             {
                 "topic": part.topic.name,
@@ -412,10 +416,25 @@ def share_partitions_describe(cluster: VirtualCluster, group_id: str) -> list[JS
                 "start_offset": state.start,
                 "acquired": state.count(ACQUIRED),
                 "available": state.count(AVAILABLE),
-                "lag": max(part.high_watermark - state.start - done, 0),
+                "lag": share_lag(row, part.high_watermark),
             }
         )
     return out
+
+
+def share_lag(row: SharePartition, high_watermark: int) -> int:
+    """KIP-1226's share-partition lag: the records from the start offset to the high
+    watermark that are not done with (acknowledged or archived) yet."""
+    done = sum(
+        int(r[1]) - int(r[0]) + 1 for r in row.in_flight if r[2] not in (ACQUIRED, AVAILABLE)
+    )
+    return max(high_watermark - int(row.start_offset) - done, 0)
+
+
+def live_members(group: ShareGroup) -> list[str]:
+    """The members whose session has not ended (a group with none is empty)."""
+    now = _now_ms()
+    return [m for m, info in group.members.items() if info.get("expires_ms", 0) > now]
 
 
 def share_groups_list(cluster: VirtualCluster, group_ids: list[str] | None = None) -> JSON:
@@ -449,7 +468,6 @@ def share_groups_delete(cluster: VirtualCluster, group_ids: list[str]) -> JSON:
     """DeleteGroups of share groups: only without live members (NON_EMPTY_GROUP); the
     group's configs and partition state go with it. A group that is no share group
     answers GROUP_ID_NOT_FOUND (the caller tries the other kinds)."""
-    now = _now_ms()
     answers = []
     for group_id in group_ids:
         group = (
@@ -459,7 +477,7 @@ def share_groups_delete(cluster: VirtualCluster, group_ids: list[str]) -> JSON:
         )
         if group is None:
             code = ErrorCode.GROUP_ID_NOT_FOUND
-        elif any(info.get("expires_ms", 0) > now for info in group.members.values()):
+        elif live_members(group):
             code = ErrorCode.NON_EMPTY_GROUP
         else:
             SharePartition.objects.filter(cluster=cluster, group_id=group_id).delete()

@@ -140,6 +140,18 @@ class ShareState:
             elif kind == RENEW:
                 r[DEADLINE] = renew_ms
 
+    def give_back(self, member: str, first: int, last: int) -> None:
+        """Records `member` acquired but the agent could not send (past the fetch's
+        MaxBytes): available again with the delivery uncounted, as if never acquired —
+        at the tail, never acquired (`end` moves back). Offsets the member does not hold
+        are left alone."""
+        for r in self._cut(max(first, self.start), min(last, self.end - 1)):
+            if r[STATE] == ACQUIRED and r[MEMBER] == member:
+                r[STATE], r[MEMBER], r[DEADLINE] = AVAILABLE, "", 0
+                r[COUNT] = max(r[COUNT] - 1, 0)
+        while self.ranges and self.ranges[-1][STATE] == AVAILABLE and self.ranges[-1][COUNT] == 0:
+            self.end = self.ranges.pop()[FIRST]
+
     def move_start(self, offset: int) -> None:
         """Start over at `offset` (AlterShareGroupOffsets, or records deleted below it):
         nothing in flight below it; from it on, nothing acquired yet."""

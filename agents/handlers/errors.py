@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.handlers import groups, produce, share, transactions
+from agents.handlers import groups, produce, share, share_offsets, transactions
 from core.kafka import ApiKey, RequestHeader
 
 
@@ -31,6 +31,8 @@ def error_response(header: RequestHeader, body: dict[str, Any], error: int) -> d
         return groups.error_response(header, body, error)
     if key in share.SHARE_APIS:
         return share.error_response(header, body, error)
+    if key in share_offsets.SHARE_OFFSET_APIS:
+        return share_offsets.error_response(header, body, error)
     if key in transactions.TXN_APIS:
         return transactions.error_response(header, body, error)
     if key == ApiKey.PRODUCE:

@@ -4,9 +4,10 @@ Nothing of a share group lives in an agent but its members' share sessions: memb
 and every partition's records in flight are the metadata store's
 (`metadata_store.share_groups`), so any agent serves any member. A heartbeat is one
 `share/heartbeat` call. A ShareFetch applies the acknowledgements it carries and
-acquires the member's next records in one `share/fetch` call, then reads those records
-through the read path like a Fetch; with nothing to acquire it waits (up to its
-MaxWaitMs) for a commit to the partitions and asks again. A share session (KIP-932's,
+acquires the member's next records in one `share/fetch` call (at most its MaxRecords),
+then reads those records through the read path like a Fetch, the answer's batches
+within its MaxBytes (acquired records past them are given back uncounted); with nothing
+to acquire it waits (up to its MaxWaitMs) for a commit to the partitions and asks again. A share session (KIP-932's,
 like KIP-227's fetch sessions: the partitions a member fetches, by epoch) is this
 agent's memory; a member that moves to another agent opens a new one.
 """
@@ -225,7 +226,13 @@ async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) ->
             for index in topic["partitions"]:
                 session.partitions.pop((topic["topic_id"], index), None)
     fetching = session.epoch != -1 and body.get("max_records", 0) > 0
-    keys = list(dict.fromkeys([*acks, *(session.partitions if fetching else ())]))
+    # The session's partitions in turn, one step further each fetch: the first ones take
+    # the MaxRecords and MaxBytes first, so no partition is starved by a busy one.
+    turn = list(session.partitions) if fetching else []
+    if turn:
+        step = session.epoch % len(turn)
+        turn = turn[step:] + turn[:step]
+    keys = list(dict.fromkeys([*turn, *acks]))
     found = await ctx.topics.by_ids({t for t, _ in keys})
     known = {
         k: info
@@ -260,11 +267,15 @@ async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) ->
                 "ack_error_code": int(ErrorCode.UNKNOWN_TOPIC_ID) if k in acks else 0,
                 "acquired": [],
             }
-    records, unsendable = await _read(ctx, header, known, answers, read_committed)
-    if unsendable:
+    max_bytes = body.get("max_bytes", 0x7FFFFFFF)
+    records, unsendable, unsent = await _read(
+        ctx, header, known, answers, read_committed, max_bytes
+    )
+    if unsendable or unsent:
         # Transaction markers, and under read_committed aborted transactions' records,
         # are acquired offsets no member can be given: archived at once (KIP-932).
-        await _store_call(ctx, body, known, unsendable, acquire=False)
+        # Records past MaxBytes go back, uncounted, for the next fetch (any member's).
+        await _store_call(ctx, body, known, unsendable, acquire=False, give_back=unsent)
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
@@ -286,13 +297,17 @@ async def _store_call(
     known: dict[Key, Any],
     acks: dict[Key, list[dict[str, Any]]],
     acquire: bool,
+    give_back: dict[Key, list[dict[str, Any]]] | None = None,
 ) -> _Result:
-    """One `share/fetch` call: the acknowledgements, then the acquisitions."""
+    """One `share/fetch` call: the acknowledgements, the records given back, then the
+    acquisitions."""
+    back = give_back or {}
     partitions = [
-        {"topic_id": str(k[0]), "partition": k[1], "acks": acks.get(k, []), "acquire": acquire}
+        {"topic_id": str(k[0]), "partition": k[1], "acks": acks.get(k, []),
+         "give_back": back.get(k, []), "acquire": acquire}
         for k in known
-        if acquire or k in acks
-    ]
+        if acquire or k in acks or k in back
+    ]  # fmt: skip
     out = _Result()
     if not partitions:
         return out
@@ -318,18 +333,27 @@ async def _read(
     known: dict[Key, Any],
     answers: dict[Key, dict[str, Any]],
     read_committed: bool,
-) -> tuple[dict[Key, bytes], dict[Key, list[dict[str, Any]]]]:
-    """The record batches holding each partition's acquired records, and the acquired
-    offsets no member can be given (as GAP acknowledgements), taken out of the answer. A
-    read stops at a plan's budget (a file's run that does not fit), so it goes on from
-    where the last read ended until every acquired offset is covered (a few rounds)."""
+    max_bytes: int,
+) -> tuple[dict[Key, bytes], dict[Key, list[dict[str, Any]]], dict[Key, list[dict[str, Any]]]]:
+    """The record batches holding each partition's acquired records, the acquired
+    offsets no member can be given (as GAP acknowledgements), and those past the
+    request's MaxBytes (to give back), both taken out of the answer. A read stops at a
+    plan's budget (a file's run that does not fit), so it goes on from where the last
+    read ended until every acquired offset is covered (a few rounds). The answer's
+    batches stay within MaxBytes, but for its first batch (KIP-74: a consumer always
+    makes progress); what is cut off is given back only once something was sent."""
     todo: dict[Key, tuple[int, int]] = {}
     for k, part in answers.items():
         if part["acquired"] and k in known:
             todo[k] = (min(a[0] for a in part["acquired"]), max(a[1] for a in part["acquired"]))
     out: dict[Key, list[bytes]] = {k: [] for k in todo}
     aborted: dict[Key, list[tuple[int, int]]] = {k: [] for k in todo}
+    cut: dict[Key, tuple[int, int]] = {}  # past MaxBytes (or the rounds): (first, last) unsent
+    sent = 0
     for _ in range(_READ_ROUNDS):
+        if sent and sent >= max_bytes:
+            cut.update(todo)
+            todo = {}
         if not todo:
             break
         wanted = [
@@ -356,12 +380,21 @@ async def _read(
                 for a in item.answer.get("aborted_transactions") or ()
             )
             data = b"".join(item.answer["records"] or ())
-            kept, end = _batches_until(data, last)
+            kept, end, full = _batches_until(data, last, max_bytes - sent, first_fits=not sent)
             if kept:
                 out[k].append(data[:kept])
-            if kept and end < last:
+                sent += kept
+            if full:
+                cut[k] = (end + 1 if kept else first, last)
+            elif kept and end < last:
                 todo[k] = (end + 1, last)
+    cut.update(todo)
     records = {k: b"".join(parts) for k, parts in out.items()}
+    unsent: dict[Key, list[dict[str, Any]]] = {}
+    for k, (first, last) in cut.items() if sent else ():
+        kept_ranges, gone = _carve(answers[k]["acquired"], [(first, last)])
+        answers[k]["acquired"] = kept_ranges
+        unsent[k] = [{"first": f, "last": la} for f, la in gone]
     unsendable: dict[Key, list[dict[str, Any]]] = {}
     for k, data in records.items():
         skip = _unsendable(data, sorted(set(aborted[k]), key=lambda a: a[1]), read_committed)
@@ -371,7 +404,7 @@ async def _read(
         answers[k]["acquired"] = kept_ranges
         if gaps:
             unsendable[k] = [{"first": f, "last": la, "types": [0]} for f, la in gaps]
-    return records, unsendable
+    return records, unsendable, unsent
 
 
 def _unsendable(
@@ -421,10 +454,13 @@ def _carve(
     return kept, gaps
 
 
-def _batches_until(data: bytes, last: int) -> tuple[int, int]:
-    """(bytes of the whole batches up to the one holding `last`, the last offset they
-    hold): v2 batch headers are baseOffset int64, batchLength int32, …, lastOffsetDelta
-    int32 at byte 23."""
+def _batches_until(
+    data: bytes, last: int, room: int, *, first_fits: bool = False
+) -> tuple[int, int, bool]:
+    """(bytes of the whole batches up to the one holding `last` that fit in `room` — the
+    first one whatever its size when `first_fits` —, the last offset they hold, whether
+    a batch did not fit): v2 batch headers are baseOffset int64, batchLength int32, …,
+    lastOffsetDelta int32 at byte 23."""
     pos, end = 0, -1
     while pos + 27 <= len(data):
         base = int.from_bytes(data[pos : pos + 8], "big", signed=True)
@@ -432,11 +468,13 @@ def _batches_until(data: bytes, last: int) -> tuple[int, int]:
         delta = int.from_bytes(data[pos + 23 : pos + 27], "big", signed=True)
         if base > last or pos + 12 + length > len(data):
             break
+        if pos + 12 + length > room and not (first_fits and pos == 0):
+            return pos, end, True
         pos += 12 + length
         end = base + delta
         if end >= last:
             break
-    return pos, end
+    return pos, end, False
 
 
 def _by_topic(

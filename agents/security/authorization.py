@@ -14,7 +14,8 @@ Produce WRITE topic, Fetch READ topic, Metadata/ListOffsets/OffsetForLeaderEpoch
 topic (unlisted when not describable), CreateTopics CREATE cluster-or-topic, DeleteTopics
 and DeleteRecords DELETE topic, CreatePartitions ALTER topic, Describe/AlterConfigs
 DESCRIBE_CONFIGS/ALTER_CONFIGS, consumer-group APIs READ/DESCRIBE/DELETE group (and READ
-topic for offsets), ACL APIs DESCRIBE/ALTER cluster. An API without a rule needs ALTER on
+topic for offsets; share groups' offsets: Describe DESCRIBE group and topic, Alter READ
+group and topic, Delete DELETE group and READ topic), ACL APIs DESCRIBE/ALTER cluster. An API without a rule needs ALTER on
 the cluster: deny by default.
 
 A read-only SASL user may only READ, DESCRIBE and DESCRIBE_CONFIGS, whatever the ACLs say
@@ -29,7 +30,7 @@ from functools import partial
 from typing import Any
 
 from agents.context import AgentContext
-from agents.handlers import transactions
+from agents.handlers import share_offsets, transactions
 from agents.handlers.errors import CloseConnection, error_response
 from agents.security.access import Access
 from agents.security.session import CURRENT_SESSION
@@ -607,6 +608,81 @@ async def _share_records(access: Access, ctx, header, body, call) -> dict | None
     return error_response(header, body, error)
 
 
+def _share_offsets_denied(message: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error_code": TOPIC_DENIED, "error_message": _MESSAGES[TOPIC_DENIED], **(message or {})}
+
+
+async def _describe_share_group_offsets(access: Access, ctx, header, body, call) -> dict | None:
+    """DescribeShareGroupOffsets: DESCRIBE on each group; named topics need DESCRIBE (29
+    on each of their partitions), an all-topics answer drops the undescribable ones
+    (Kafka does both, as for OffsetFetch)."""
+    kept, denied_groups = [], []
+    asked: dict[str, list[dict[str, Any]]] = {}  # group → denied topic entries
+    for group in body["groups"]:
+        group_id = group["group_id"]
+        if not access.allows(OP.DESCRIBE, GROUP, group_id):
+            denied_groups.append({"group_id": group_id, "topics": [], "error_code": GROUP_DENIED,
+                                  "error_message": _MESSAGES[GROUP_DENIED]})  # fmt: skip
+            continue
+        topics = group.get("topics")
+        if topics is not None:
+            allowed = [t for t in topics if access.topic(OP.DESCRIBE, t["topic_name"])]
+            asked[group_id] = [
+                {"topic_name": t["topic_name"], "topic_id": ZERO_UUID,
+                 "partitions": [_share_offsets_denied({"partition_index": i, "start_offset": -1,
+                                                       "leader_epoch": -1, "lag": -1})
+                                for i in t["partitions"]]}
+                for t in topics if t not in allowed
+            ]  # fmt: skip
+            group = {**group, "topics": allowed}
+        kept.append(group)
+    response = await call({**body, "groups": kept}) if kept else {"groups": []}
+    if response is None:
+        return None
+    for group in response.get("groups", []):
+        extra = asked.get(group["group_id"])
+        if extra is None:
+            group["topics"] = [
+                t for t in group.get("topics", []) if access.topic(OP.DESCRIBE, t["topic_name"])
+            ]
+        else:
+            group["topics"] = [*group.get("topics", []), *extra]
+    response["groups"] = [*response.get("groups", []), *denied_groups]
+    response.setdefault("throttle_time_ms", 0)
+    return response
+
+
+def _share_offsets_change(group_operation: AclOperation):
+    """AlterShareGroupOffsets (READ on the group), DeleteShareGroupOffsets (DELETE): a
+    top-level GROUP_AUTHORIZATION_FAILED, else READ on each topic (29 for each denied
+    one's partitions, or the topic). Nothing left to change: the store is not asked."""
+
+    async def rule(access: Access, ctx, header, body, call) -> dict | None:
+        if not access.allows(group_operation, GROUP, body["group_id"]):
+            return share_offsets.error_response(header, body, GROUP_DENIED, _MESSAGES[GROUP_DENIED])
+        topics = body["topics"]
+        keep = [access.topic(OP.READ, t["topic_name"]) for t in topics]
+        denied = []
+        for topic, ok in zip(topics, keep, strict=True):
+            if ok:
+                continue
+            entry: dict[str, Any] = {"topic_name": topic["topic_name"], "topic_id": ZERO_UUID}
+            if "partitions" in topic:
+                entry["partitions"] = [
+                    _share_offsets_denied({"partition_index": p["partition_index"]})
+                    for p in topic["partitions"]
+                ]
+            else:
+                entry.update(_share_offsets_denied())
+            denied.append(entry)
+        if topics and not any(keep):
+            return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                    "responses": denied}  # fmt: skip
+        return await _split(body, "topics", keep, call, "responses", denied)
+
+    return rule
+
+
 async def _consumer_group_describe(access: Access, ctx, header, body, call) -> dict | None:
     groups = list(body["group_ids"])
     keep = [access.allows(OP.DESCRIBE, GROUP, g) for g in groups]
@@ -801,6 +877,9 @@ RULES: dict[int, Rule] = {
     ApiKey.SHARE_GROUP_DESCRIBE: _consumer_group_describe,
     ApiKey.SHARE_FETCH: _share_records,
     ApiKey.SHARE_ACKNOWLEDGE: _share_records,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: _share_offsets_change(OP.READ),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: _share_offsets_change(OP.DELETE),
     ApiKey.LIST_GROUPS: _list_groups,
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.OFFSET_DELETE: _offset_delete,

@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from team.api import views
 from virtualclusters.api import agents as vc_agents
 from virtualclusters.api import groups as vc_groups
-from virtualclusters.api import jobs_views, migrations_views, tables_views
+from virtualclusters.api import jobs_views, migrations_views, share_groups, tables_views
 from virtualclusters.api import views as vc
 
 urlpatterns = [
@@ -92,6 +92,26 @@ urlpatterns = [
         "clusters/<str:cluster_id>/groups/<path:group_id>/",
         vc_groups.GroupDetailView.as_view(),
         name="api-group",
+    ),
+    path(
+        "clusters/<str:cluster_id>/share-groups/",
+        share_groups.ShareGroupListView.as_view(),
+        name="api-share-groups",
+    ),
+    path(
+        "clusters/<str:cluster_id>/share-groups/<path:group_id>/reset-offsets/",
+        share_groups.ShareOffsetsResetView.as_view(),
+        name="api-share-group-reset-offsets",
+    ),
+    path(
+        "clusters/<str:cluster_id>/share-groups/<path:group_id>/delete-offsets/",
+        share_groups.ShareOffsetsDeleteView.as_view(),
+        name="api-share-group-delete-offsets",
+    ),
+    path(
+        "clusters/<str:cluster_id>/share-groups/<path:group_id>/",
+        share_groups.ShareGroupDetailView.as_view(),
+        name="api-share-group",
     ),
     path(
         "clusters/<str:cluster_id>/job-runs/",

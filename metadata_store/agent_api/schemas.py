@@ -638,10 +638,16 @@ class ShareAck(_Body, frozen=True):
     types: Annotated[list[ACK_TYPE], Meta(min_length=1, max_length=MAX_ITEMS)]
 
 
+class ShareRange(_Body, frozen=True):
+    first: OFFSET
+    last: OFFSET
+
+
 class ShareFetchPartition(_Body, frozen=True):
     topic_id: SHORT
     partition: PARTITION
     acks: Items[ShareAck] = []
+    give_back: Items[ShareRange] = []  # acquired, not sent (past the fetch's MaxBytes)
     acquire: bool = False
 
 
@@ -662,6 +668,42 @@ class ShareConfigsAlterRequest(_Body, frozen=True):
     ops: Items[ConfigOp] = []
     incremental: bool = False
     validate_only: bool = False
+
+
+class ShareOffsetsTopic(_Body, frozen=True):
+    topic_name: NAME
+    partitions: Items[PARTITION] = []
+
+
+class ShareOffsetsGroup(_Body, frozen=True):
+    group_id: GROUP_ID
+    topics: Items[ShareOffsetsTopic] | None = None
+
+
+class ShareOffsetsDescribeRequest(_Body, frozen=True):
+    """DescribeShareGroupOffsets (docs/AGENT_API.md `share/offsets/describe`)."""
+
+    groups: Items[ShareOffsetsGroup]
+
+
+class ShareOffsetsStart(_Body, frozen=True):
+    partition_index: PARTITION
+    start_offset: Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]  # negative: the store refuses
+
+
+class ShareOffsetsAlterTopic(_Body, frozen=True):
+    topic_name: NAME
+    partitions: Items[ShareOffsetsStart] = []
+
+
+class ShareOffsetsAlterRequest(_Body, frozen=True):
+    group_id: GROUP_ID
+    topics: Items[ShareOffsetsAlterTopic]
+
+
+class ShareOffsetsDeleteRequest(_Body, frozen=True):
+    group_id: GROUP_ID
+    topics: Items[NAME]
 
 
 class ShareFetchRequest(_Body, frozen=True):

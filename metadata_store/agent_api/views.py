@@ -41,6 +41,11 @@ from metadata_store.share_groups import (
     share_groups_list,
     share_heartbeat,
 )
+from metadata_store.share_offsets import (
+    share_offsets_alter,
+    share_offsets_delete,
+    share_offsets_describe,
+)
 
 
 def _beat(body: schemas.HeartbeatRequest) -> AgentBeat:
@@ -435,3 +440,24 @@ def share_groups_delete_view(
     cluster: VirtualCluster, body: schemas.ShareGroupsDeleteRequest
 ) -> Answer:
     return share_groups_delete(cluster, list(body.group_ids))
+
+
+@endpoint(schemas.ShareOffsetsDescribeRequest)
+def share_offsets_describe_view(
+    cluster: VirtualCluster, body: schemas.ShareOffsetsDescribeRequest
+) -> Answer:
+    return share_offsets_describe(cluster, as_dicts(body.groups))
+
+
+@endpoint(schemas.ShareOffsetsAlterRequest)
+def share_offsets_alter_view(
+    cluster: VirtualCluster, body: schemas.ShareOffsetsAlterRequest
+) -> Answer:
+    return share_offsets_alter(cluster, group_id=body.group_id, topics=as_dicts(body.topics))
+
+
+@endpoint(schemas.ShareOffsetsDeleteRequest)
+def share_offsets_delete_view(
+    cluster: VirtualCluster, body: schemas.ShareOffsetsDeleteRequest
+) -> Answer:
+    return share_offsets_delete(cluster, group_id=body.group_id, topics=list(body.topics))

@@ -104,6 +104,11 @@ MATRIX = {
         "GET",
         "/api/v1/clusters/{cluster_id}/schemas/subjects/{subject}/versions/{version}/",
     ): (MEMBER, 409),
+    ("GET", "/api/v1/clusters/{cluster_id}/share-groups/"): (MEMBER, 200),
+    ("DELETE", "/api/v1/clusters/{cluster_id}/share-groups/{group_id}/"): (ADMIN, 404),
+    ("GET", "/api/v1/clusters/{cluster_id}/share-groups/{group_id}/"): (MEMBER, 404),
+    ("POST", "/api/v1/clusters/{cluster_id}/share-groups/{group_id}/delete-offsets/"): (ADMIN, 404),
+    ("POST", "/api/v1/clusters/{cluster_id}/share-groups/{group_id}/reset-offsets/"): (ADMIN, 404),
     ("GET", "/api/v1/clusters/{cluster_id}/sasl-credentials/"): (MEMBER, 200),
     ("POST", "/api/v1/clusters/{cluster_id}/sasl-credentials/"): (ADMIN, 201),
     ("DELETE", "/api/v1/clusters/{cluster_id}/sasl-credentials/{credential_id}/"): (ADMIN, 204),
@@ -144,6 +149,8 @@ MATRIX = {
     ("POST", "cluster-detail"): (ADMIN, 200, 404),
     ("GET", "cluster-groups"): (MEMBER, 200, 404),
     ("POST", "cluster-groups"): (ADMIN, 302, 404),
+    ("GET", "cluster-share-groups"): (MEMBER, 200, 404),
+    ("POST", "cluster-share-groups"): (ADMIN, 302, 404),
     ("GET", "cluster-jobs"): (MEMBER, 200, 404),
     ("POST", "cluster-jobs"): (ADMIN, 200, 404),
     ("GET", "cluster-new"): (MEMBER, 200, 404),
@@ -311,6 +318,13 @@ BODIES = {
     ("PATCH", "/api/v1/clusters/{cluster_id}/config/"): {"default_partitions": 2},
     ("POST", "/api/v1/clusters/{cluster_id}/sasl-credentials/"): {"username": "made"},
     ("POST", "/api/v1/clusters/{cluster_id}/topics/"): {"name": "made"},
+    ("POST", "/api/v1/clusters/{cluster_id}/share-groups/{group_id}/reset-offsets/"): {
+        "topic": "orders",
+        "to": "earliest",
+    },
+    ("POST", "/api/v1/clusters/{cluster_id}/share-groups/{group_id}/delete-offsets/"): {
+        "topic": "orders"
+    },
     ("POST", "/api/v1/clusters/{cluster_id}/migrations/"): {
         "source_bootstrap": "127.0.0.1:9092",
         "topics": "made-.*",

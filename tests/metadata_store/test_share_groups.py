@@ -98,6 +98,20 @@ def test_a_leaving_member_releases_only_its_own_records():
     assert [(r[0], r[1], r[2]) for r in state.ranges] == [(0, 1, AVAILABLE), (2, 3, ACQUIRED)]
 
 
+def test_records_given_back_are_uncounted_and_at_the_tail_never_acquired():
+    state = ShareState(0, 0)
+    acquire(state, "a", 2, until=10)
+    state.acknowledge("a", 0, 1, [RELEASE], LIMIT)
+    assert acquire(state, "a", 6, until=10) == [(0, 1, 2), (2, 5, 1)]
+    state.give_back("b", 0, 5)  # not b's: nothing changes
+    assert state.count(ACQUIRED) == 6
+    state.give_back("a", 1, 5)  # past the fetch's MaxBytes
+    state.compact()
+    assert (state.start, state.end) == (0, 2)
+    assert [r[:4] for r in state.ranges] == [[0, 0, ACQUIRED, 2], [1, 1, AVAILABLE, 1]]
+    assert acquire(state, "b", 10, until=10) == [(1, 1, 2), (2, 9, 1)]
+
+
 def test_in_flight_records_are_bounded():
     state = ShareState(0, 0)
     assert state.acquire("a", 500, until=10_000, deadline_ms=1, max_in_flight=300) == [(0, 299, 1)]
@@ -205,3 +219,30 @@ def test_a_bad_body_is_a_400(agent_api):
                          "acks": [{"first": 0, "last": 1, "types": [9]}]}]},
     )  # fmt: skip
     assert response.status_code == 400
+
+
+@pytest.mark.django_db
+def test_share_offsets_are_described_altered_and_deleted_in_the_clusters_own_groups(
+    agent_api, bob_agent_api
+):
+    topic_id = agent_api.create_topic("jobs")
+    bob_agent_api.create_topic("jobs")
+    _join(agent_api, "g", "ma", ["jobs"])
+    agent_api("share/heartbeat", {"group_id": "g", "member_id": "ma", "member_epoch": -1})
+    altered = agent_api(
+        "share/offsets/alter",
+        {"group_id": "g", "topics": [{"topic_name": "jobs",
+                                      "partitions": [{"partition_index": 0, "start_offset": 4}]}]},
+    )  # fmt: skip
+    assert altered["error_code"] == 0
+    assert altered["responses"][0]["topic_id"] == topic_id
+    described = agent_api("share/offsets/describe", {"groups": [{"group_id": "g"}]})
+    assert described["groups"][0]["topics"][0]["partitions"][0]["start_offset"] == 4
+    # Bob's cluster has a topic of the same name but no group g: none of alice's state.
+    theirs = bob_agent_api("share/offsets/describe", {"groups": [{"group_id": "g"}]})
+    assert theirs["groups"][0]["error_code"] == E.GROUP_ID_NOT_FOUND
+    assert (
+        bob_agent_api("share/offsets/delete", {"group_id": "g", "topics": ["jobs"]})["error_code"]
+        == E.GROUP_ID_NOT_FOUND
+    )
+    assert SharePartition.objects.get(group_id="g").start_offset == 4

@@ -8,6 +8,7 @@ from virtualclusters.console import (
     clusters,
     groups,
     jobs,
+    share_groups,
     throughput,
     topics,
 )
@@ -38,6 +39,11 @@ urlpatterns = [
         name="topic-delete",
     ),
     path("clusters/<str:cluster_id>/groups/", groups.cluster_groups, name="cluster-groups"),
+    path(
+        "clusters/<str:cluster_id>/share-groups/",
+        share_groups.cluster_share_groups,
+        name="cluster-share-groups",
+    ),
     path("clusters/<str:cluster_id>/jobs", jobs.cluster_jobs, name="cluster-jobs"),
     path(
         "clusters/<str:cluster_id>/agent-keys/new",

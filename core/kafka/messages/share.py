@@ -1,6 +1,8 @@
 """Share groups (KIP-932, "queues for Kafka"): ShareGroupHeartbeat, ShareGroupDescribe,
-ShareFetch, ShareAcknowledge. Version 0 was Kafka 4.0's early access, removed in 4.1; version 1 is
-the stable one librdkafka speaks (v2 adds KIP-1206's acquire mode and KIP-1222's renew).
+ShareFetch, ShareAcknowledge — version 0 was Kafka 4.0's early access, removed in 4.1;
+version 1 is the stable one librdkafka speaks (v2 adds KIP-1206's acquire mode and
+KIP-1222's renew) — and the admin APIs Describe/Alter/DeleteShareGroupOffsets (Kafka 4.2's
+versions: 0 stable since 4.1, Describe's 1 adds the lag).
 
 Facts from Kafka's ``common/message/*.json``, written by hand (see core.py).
 """
@@ -211,4 +213,126 @@ SHARE_GROUP_DESCRIBE = Api(
     ),
 )  # fmt: skip
 
-APIS = (SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE)
+# The share-partition start offsets, for admin clients (kafka-share-groups.sh). Version 1
+# of DescribeShareGroupOffsets (Kafka 4.2, KIP-1226) adds each partition's lag.
+DESCRIBE_SHARE_GROUP_OFFSETS = Api(
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+    request=Message(
+        "DescribeShareGroupOffsetsRequest",
+        valid="0-1",
+        flexible="0+",
+        fields=(
+            F("groups", Array(Struct(
+                F("group_id", String),
+                F("topics", Array(Struct(
+                    F("topic_name", String),
+                    F("partitions", Array(Int32)),
+                )), nullable="0+"),
+            ))),
+        ),
+    ),
+    response=Message(
+        "DescribeShareGroupOffsetsResponse",
+        valid="0-1",
+        flexible="0+",
+        fields=(
+            F("throttle_time_ms", Int32),
+            F("groups", Array(Struct(
+                F("group_id", String),
+                F("topics", Array(Struct(
+                    F("topic_name", String),
+                    F("topic_id", Uuid),
+                    F("partitions", Array(Struct(
+                        F("partition_index", Int32),
+                        F("start_offset", Int64),
+                        F("leader_epoch", Int32),
+                        F("lag", Int64, "1+", default=-1),
+                        F("error_code", Int16),
+                        F("error_message", String, nullable="0+", default=None),
+                    ))),
+                ))),
+                F("error_code", Int16),
+                F("error_message", String, nullable="0+", default=None),
+            ))),
+        ),
+    ),
+)  # fmt: skip
+
+ALTER_SHARE_GROUP_OFFSETS = Api(
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+    request=Message(
+        "AlterShareGroupOffsetsRequest",
+        valid="0",
+        flexible="0+",
+        fields=(
+            F("group_id", String),
+            F("topics", Array(Struct(
+                F("topic_name", String),
+                F("partitions", Array(Struct(
+                    F("partition_index", Int32),
+                    F("start_offset", Int64),
+                ))),
+            ))),
+        ),
+    ),
+    response=Message(
+        "AlterShareGroupOffsetsResponse",
+        valid="0",
+        flexible="0+",
+        fields=(
+            F("throttle_time_ms", Int32),
+            F("error_code", Int16),
+            F("error_message", String, nullable="0+", default=None),
+            F("responses", Array(Struct(
+                F("topic_name", String),
+                F("topic_id", Uuid),
+                F("partitions", Array(Struct(
+                    F("partition_index", Int32),
+                    F("error_code", Int16),
+                    F("error_message", String, nullable="0+", default=None),
+                ))),
+            ))),
+        ),
+    ),
+)  # fmt: skip
+
+DELETE_SHARE_GROUP_OFFSETS = Api(
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+    request=Message(
+        "DeleteShareGroupOffsetsRequest",
+        valid="0",
+        flexible="0+",
+        fields=(
+            F("group_id", String),
+            F("topics", Array(Struct(
+                F("topic_name", String),
+            ))),
+        ),
+    ),
+    response=Message(
+        "DeleteShareGroupOffsetsResponse",
+        valid="0",
+        flexible="0+",
+        fields=(
+            F("throttle_time_ms", Int32),
+            F("error_code", Int16),
+            F("error_message", String, nullable="0+", default=None),
+            F("responses", Array(Struct(
+                F("topic_name", String),
+                F("topic_id", Uuid),
+                F("error_code", Int16),
+                F("error_message", String, nullable="0+", default=None),
+            ))),
+        ),
+    ),
+)  # fmt: skip
+
+APIS = (
+    SHARE_GROUP_HEARTBEAT,
+    SHARE_GROUP_DESCRIBE,
+    SHARE_FETCH,
+    SHARE_ACKNOWLEDGE,
+    DESCRIBE_SHARE_GROUP_OFFSETS,
+    ALTER_SHARE_GROUP_OFFSETS,
+    DELETE_SHARE_GROUP_OFFSETS,
+)

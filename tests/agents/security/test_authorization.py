@@ -372,6 +372,65 @@ def test_offset_fetch_v8_answers_per_group():
     assert theirs == {"group_id": "theirs", "topics": [], "error_code": 30}
 
 
+def test_share_group_offsets_need_kafkas_operations_on_the_group_and_each_topic():
+    """Describe: DESCRIBE group and topic; Alter: READ group and topic; Delete: DELETE
+    group, READ topic — what Kafka's KafkaApis asks for each."""
+    s = session(
+        bindings=[
+            binding("User:alice", AclOperation.DESCRIBE, ResourceType.GROUP, "sg"),
+            binding("User:alice", AclOperation.READ, ResourceType.GROUP, "sg"),
+            binding("User:alice", AclOperation.DESCRIBE, name="seen"),
+            binding("User:alice", AclOperation.READ, name="seen"),
+        ]
+    )
+    describe = {
+        "groups": [
+            {"group_id": "sg", "topics": [{"topic_name": "seen", "partitions": [0]},
+                                          {"topic_name": "unseen", "partitions": [0, 1]}]},
+            {"group_id": "other", "topics": None},
+        ]
+    }  # fmt: skip
+    handler = Recorder({"groups": [{"group_id": "sg", "topics": []}]})
+    response = run(s, FakeCtx(), ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, describe, handler)
+    assert [g["group_id"] for g in handler.bodies[0]["groups"]] == ["sg"]
+    assert [t["topic_name"] for t in handler.bodies[0]["groups"][0]["topics"]] == ["seen"]
+    sg, other = response["groups"]
+    assert [(p["partition_index"], p["error_code"]) for p in sg["topics"][0]["partitions"]] == [
+        (0, 29),
+        (1, 29),
+    ]
+    assert (other["group_id"], other["error_code"]) == ("other", 30)
+
+    alter = {
+        "group_id": "sg",
+        "topics": [
+            {"topic_name": "unseen", "partitions": [{"partition_index": 0, "start_offset": 5}]}
+        ],
+    }
+    handler = Recorder()
+    response = run(s, FakeCtx(), ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, alter, handler)
+    assert handler.bodies == []  # nothing left to change: the store is not asked
+    assert response["responses"][0]["partitions"][0]["error_code"] == 29
+    response = run(s, FakeCtx(), ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {**alter, "group_id": "x"},
+                   handler)  # fmt: skip
+    assert (response["error_code"], response["responses"]) == (30, [])
+
+    delete = {"group_id": "sg", "topics": [{"topic_name": "seen"}]}
+    response = run(s, FakeCtx(), ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, delete, handler)
+    assert handler.bodies == [] and response["error_code"] == 30  # READ is not DELETE
+    s = session(
+        bindings=[
+            binding("User:alice", AclOperation.DELETE, ResourceType.GROUP, "sg"),
+            binding("User:alice", AclOperation.READ, name="seen"),
+        ]
+    )
+    delete["topics"].append({"topic_name": "unseen"})
+    handler = Recorder({"error_code": 0, "responses": []})
+    response = run(s, FakeCtx(), ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, delete, handler)
+    assert handler.bodies[0]["topics"] == [{"topic_name": "seen"}]
+    assert [(t["topic_name"], t["error_code"]) for t in response["responses"]] == [("unseen", 29)]
+
+
 def test_acl_apis_need_the_cluster():
     s = session(bindings=[binding("User:alice", AclOperation.ALL)])  # every topic, no cluster
     response = run(s, FakeCtx(), ApiKey.CREATE_ACLS, 3, {"creations": [{}, {}]}, Recorder())

@@ -4,6 +4,7 @@ and the dict is encoded back to the exact same bytes."""
 
 from __future__ import annotations
 
+import copy
 import uuid
 
 from core.kafka import (
@@ -682,6 +683,89 @@ def test_join_group_v6():
         ],
     }
     check_response(ApiKey.JOIN_GROUP, 6, response, expected_response, header_tags=True)
+
+
+def test_describe_share_group_offsets_v1_null_topics_and_the_lag():
+    # KIP-932 / KIP-1226: Topics null asks for every partition; v1 adds Lag (int64).
+    body = carray([cstring("sg") + carray(None) + NO_TAGS,
+                   cstring("sg2") + carray([cstring("work") + carray([i32(0)]) + NO_TAGS])
+                   + NO_TAGS]) + NO_TAGS  # fmt: skip
+    expected = {
+        "groups": [
+            {"group_id": "sg", "topics": None},
+            {"group_id": "sg2", "topics": [{"topic_name": "work", "partitions": [0]}]},
+        ]
+    }
+    check_request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, body, expected, flexible=True)
+
+    partition = i32(0) + i64(40) + i32(0) + i64(7) + i16(0) + cstring(None) + NO_TAGS
+    topic = cstring("work") + TOPIC_ID.bytes + carray([partition]) + NO_TAGS
+    response = i32(0) + carray([cstring("sg") + carray([topic]) + i16(0) + cstring(None)
+                                + NO_TAGS]) + NO_TAGS  # fmt: skip
+    answer = {"partition_index": 0, "start_offset": 40, "leader_epoch": 0, "lag": 7,
+              "error_code": 0, "error_message": None}  # fmt: skip
+    expected_response = {
+        "throttle_time_ms": 0,
+        "groups": [
+            {
+                "group_id": "sg",
+                "topics": [{"topic_name": "work", "topic_id": TOPIC_ID, "partitions": [answer]}],
+                "error_code": 0,
+                "error_message": None,
+            }
+        ],
+    }
+    check_response(
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, response, expected_response, header_tags=True
+    )
+    # v0 has no lag: the same answer without its 8 bytes (decoded: the default, -1).
+    v0 = response.replace(i64(40) + i32(0) + i64(7), i64(40) + i32(0))
+    decoded_v0 = copy.deepcopy(expected_response)
+    decoded_v0["groups"][0]["topics"][0]["partitions"][0]["lag"] = -1
+    check_response(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, v0, decoded_v0, header_tags=True,
+                   encode_body=expected_response)  # fmt: skip
+
+
+def test_alter_and_delete_share_group_offsets_v0():
+    body = cstring("sg") + carray([cstring("work") + carray([i32(0) + i64(12) + NO_TAGS])
+                                   + NO_TAGS]) + NO_TAGS  # fmt: skip
+    expected = {
+        "group_id": "sg",
+        "topics": [{"topic_name": "work", "partitions": [{"partition_index": 0,
+                                                          "start_offset": 12}]}],
+    }  # fmt: skip
+    check_request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, body, expected, flexible=True)
+    partition = i32(0) + i16(0) + cstring(None) + NO_TAGS
+    response = (i32(0) + i16(0) + cstring(None)
+                + carray([cstring("work") + TOPIC_ID.bytes + carray([partition]) + NO_TAGS])
+                + NO_TAGS)  # fmt: skip
+    expected_response = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "responses": [{"topic_name": "work", "topic_id": TOPIC_ID, "partitions": [
+            {"partition_index": 0, "error_code": 0, "error_message": None}]}],
+    }  # fmt: skip
+    check_response(
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, response, expected_response, header_tags=True
+    )
+
+    body = cstring("sg") + carray([cstring("work") + NO_TAGS]) + NO_TAGS
+    expected = {"group_id": "sg", "topics": [{"topic_name": "work"}]}
+    check_request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, body, expected, flexible=True)
+    response = (i32(0) + i16(68) + cstring("not empty")
+                + carray([cstring("work") + ZERO_UUID.bytes + i16(3) + cstring(None) + NO_TAGS])
+                + NO_TAGS)  # fmt: skip
+    expected_response = {
+        "throttle_time_ms": 0,
+        "error_code": 68,
+        "error_message": "not empty",
+        "responses": [{"topic_name": "work", "topic_id": ZERO_UUID, "error_code": 3,
+                       "error_message": None}],
+    }  # fmt: skip
+    check_response(
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, response, expected_response, header_tags=True
+    )
 
 
 def test_long_compact_lengths_use_multibyte_varints():

@@ -1,0 +1,121 @@
+"""ShareFetch's MaxRecords and MaxBytes (KIP-932) on the wire against a real agent: a
+fetch acquires at most MaxRecords records and answers at most MaxBytes of batches — but
+its first batch (KIP-74) — and what it acquired past them goes back uncounted, at once,
+for any member."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer
+
+from core.kafka import ApiKey
+from tests.agents.share.test_share_consumer import _topic
+from tests.agents.test_wire import Wire
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+VALUE = b"x" * 1024
+
+
+class Member:
+    """A share group member speaking ShareGroupHeartbeat and ShareFetch v1 by hand."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.wire = Wire(bootstrap)
+        self.group = group
+        joined = self.wire.call(
+            ApiKey.SHARE_GROUP_HEARTBEAT,
+            1,
+            {"group_id": group, "member_id": f"m-{id(self)}", "member_epoch": 0,
+             "subscribed_topic_names": [topic]},
+        )  # fmt: skip
+        assert joined["error_code"] == 0, joined
+        self.member_id = joined["member_id"]
+        (assigned,) = joined["assignment"]["topic_partitions"]
+        self.topic_id = assigned["topic_id"]
+        self.epoch = 0
+
+    def fetch(self, *, max_records: int, max_bytes: int) -> tuple[list[tuple[int, int, int]], int]:
+        """(acquired (first, last, delivery count), bytes of record batches answered) of
+        partition 0, the only one."""
+        (part,) = self.fetch_all(max_records=max_records, max_bytes=max_bytes, partitions=1)
+        return part[1], part[2]
+
+    def fetch_all(
+        self, *, max_records: int, max_bytes: int, partitions: int
+    ) -> list[tuple[int, list[tuple[int, int, int]], int]]:
+        """Each partition answered: (index, acquired, bytes of record batches)."""
+        answer = self.wire.call(
+            ApiKey.SHARE_FETCH,
+            1,
+            {"group_id": self.group, "member_id": self.member_id,
+             "share_session_epoch": self.epoch, "max_wait_ms": 2000, "min_bytes": 1,
+             "max_bytes": max_bytes, "max_records": max_records, "batch_size": max_records,
+             "topics": [{"topic_id": self.topic_id,
+                         "partitions": [{"partition_index": i, "acknowledgement_batches": []}
+                                        for i in range(partitions) if self.epoch == 0]}],
+             "forgotten_topics_data": []},
+        )  # fmt: skip
+        assert answer["error_code"] == 0, answer
+        self.epoch += 1
+        return [
+            (part["partition_index"],
+             [(a["first_offset"], a["last_offset"], a["delivery_count"])
+              for a in part["acquired_records"]],
+             len(part["records"] or b""))
+            for topic in answer["responses"]
+            for part in topic["partitions"]
+        ]  # fmt: skip
+
+    def close(self) -> None:
+        self.wire.close()
+
+
+def _produce_one_batch_each(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for _ in range(count):
+        for partition in range(partitions):
+            producer.produce(topic, value=VALUE, partition=partition)
+        assert producer.flush(10) == 0  # one record a batch: ~1.1 KB each
+
+
+def test_max_records_and_max_bytes_bound_what_a_fetch_acquires_and_answers(agent, cluster):
+    a = agent(cluster.key)
+    _topic(a.bootstrap, "work")
+    _produce_one_batch_each(a.bootstrap, "work", 10)
+    one = Member(a.bootstrap, "sg", "work")
+    two = None
+    try:
+        assert one.fetch(max_records=3, max_bytes=50_000_000)[0] == [(0, 2, 1)]
+        acquired, size = one.fetch(max_records=100, max_bytes=2_500)
+        assert acquired == [(3, 4, 1)]  # two ~1.1 KB batches fit, the third does not
+        assert 2_000 < size <= 2_500
+        # Smaller than one batch: the first batch still goes out (KIP-74).
+        acquired, size = one.fetch(max_records=100, max_bytes=10)
+        assert acquired == [(5, 5, 1)] and size > 1_024
+        # What went back past MaxBytes is anyone's at once, never delivered yet.
+        two = Member(a.bootstrap, "sg", "work")
+        assert two.fetch(max_records=100, max_bytes=50_000_000)[0] == [(6, 9, 1)]
+    finally:
+        one.close()
+        if two is not None:
+            two.close()
+
+
+def test_the_partitions_of_a_session_take_turns_at_the_limits(agent, cluster):
+    """Two busy partitions, MaxBytes for two batches: each fetch starts one partition
+    further, so both are read rather than the first one alone."""
+    a = agent(cluster.key)
+    _topic(a.bootstrap, "work", partitions=2)
+    _produce_one_batch_each(a.bootstrap, "work", 6, partitions=2)
+    member = Member(a.bootstrap, "sg", "work")
+    try:
+        got: dict[int, int] = {0: 0, 1: 0}
+        for _ in range(4):
+            for index, acquired, _size in member.fetch_all(
+                max_records=100, max_bytes=2_500, partitions=2
+            ):
+                got[index] += sum(last - first + 1 for first, last, _ in acquired)
+        assert got == {0: 4, 1: 4}
+    finally:
+        member.close()
