@@ -14,6 +14,7 @@ agent's memory; a member that moves to another agent opens a new one.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -225,7 +226,10 @@ async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) ->
         for topic in body.get("forgotten_topics_data") or ():
             for index in topic["partitions"]:
                 session.partitions.pop((topic["topic_id"], index), None)
-    fetching = session.epoch != -1 and body.get("max_records", 0) > 0
+    # MaxBytes 0 acquires nothing (as Kafka: an answer within 0 bytes has no records).
+    fetching = (
+        session.epoch != -1 and body.get("max_records", 0) > 0 and body.get("max_bytes", 1) > 0
+    )
     # The session's partitions in turn, one step further each fetch: the first ones take
     # the MaxRecords and MaxBytes first, so no partition is starved by a busy one.
     turn = list(session.partitions) if fetching else []
@@ -260,6 +264,8 @@ async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) ->
         await ctx.watch.wait(
             [(known[k].topic_id_str, k[1]) for k in known], min(remaining, 1.0), since=seen
         )
+    if session.epoch != -1 and body.get("max_bytes", 1) <= 0:
+        await asyncio.sleep(max(deadline - time.monotonic(), 0))  # nothing can come: wait
     for k in keys:
         if k not in known and (k in acks or fetching):
             answers[k] = {

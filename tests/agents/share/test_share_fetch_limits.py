@@ -5,6 +5,8 @@ for any member."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import Producer
 
@@ -117,5 +119,24 @@ def test_the_partitions_of_a_session_take_turns_at_the_limits(agent, cluster):
             ):
                 got[index] += sum(last - first + 1 for first, last, _ in acquired)
         assert got == {0: 4, 1: 4}
+    finally:
+        member.close()
+
+
+def test_max_bytes_zero_acquires_nothing_and_waits(agent, cluster):
+    """MaxBytes 0 answers no records and acquires none (as Kafka: librdkafka's 0180 pins
+    that fetch.max.bytes=0 gets nothing) — not even the first batch KIP-74 lets through
+    otherwise; the fetch waits out its MaxWaitMs rather than answering at once (a client
+    would spin), and the records stay whole for the next fetch."""
+    a = agent(cluster.key)
+    _topic(a.bootstrap, "work")
+    _produce_one_batch_each(a.bootstrap, "work", 3)
+    member = Member(a.bootstrap, "sg", "work")
+    try:
+        started = time.monotonic()
+        parts = member.fetch_all(max_records=100, max_bytes=0, partitions=1)
+        assert all(not acquired and not size for _, acquired, size in parts), parts
+        assert time.monotonic() - started >= 1.5  # its MaxWaitMs, 2 s
+        assert member.fetch(max_records=100, max_bytes=50_000_000)[0] == [(0, 2, 1)]
     finally:
         member.close()
