@@ -250,7 +250,9 @@ async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) ->
     read_committed = False
     while True:
         seen = ctx.watch.snapshot([(known[k].topic_id_str, k[1]) for k in known])
-        result = await _store_call(ctx, body, known, pending_acks, fetching)
+        result = await _store_call(
+            ctx, body, known, pending_acks, fetching, release=session.epoch == -1
+        )
         for k, part in result.items():
             if k in pending_acks or part["acquired"] or part["error_code"]:
                 answers[k] = part
@@ -304,9 +306,11 @@ async def _store_call(
     acks: dict[Key, list[dict[str, Any]]],
     acquire: bool,
     give_back: dict[Key, list[dict[str, Any]]] | None = None,
+    release: bool = False,
 ) -> _Result:
     """One `share/fetch` call: the acknowledgements, the records given back, then the
-    acquisitions."""
+    acquisitions; `release` (the share session closed): what the member still holds goes
+    back to the group."""
     back = give_back or {}
     partitions = [
         {"topic_id": str(k[0]), "partition": k[1], "acks": acks.get(k, []),
@@ -315,7 +319,7 @@ async def _store_call(
         if acquire or k in acks or k in back
     ]  # fmt: skip
     out = _Result()
-    if not partitions:
+    if not partitions and not release:
         return out
     answer = await ctx.client.call(
         "share/fetch",
@@ -324,6 +328,7 @@ async def _store_call(
             "member_id": body["member_id"],
             "partitions": partitions,
             "max_records": max(body.get("max_records", 0), 0),
+            "release": release,
         },
     )
     out.lock_ms = int(answer["lock_ms"])
@@ -529,7 +534,9 @@ async def handle_share_acknowledge(
         for k in acks
         if (info := found.get(k[0])) is not None and 0 <= k[1] < info.partitions
     }
-    result = await _store_call(ctx, body, known, acks, acquire=False)
+    result = await _store_call(
+        ctx, body, known, acks, acquire=False, release=session.epoch == -1
+    )
     answers: dict[Key, dict[str, Any]] = {}
     for k in acks:
         answers[k] = result.get(k) or {
