@@ -21,6 +21,11 @@ librdkafka's 0129 needs it, as it produces 112 requests one after another);
 ``--default-topic-type lightning`` makes the topics the tests create lightning topics
 (acknowledged once journaled, without waiting for the control plane).
 
+``--timeout-multiplier X`` writes ``test.timeout.multiplier=X`` to ``tests/test.conf``: the
+test-runner's own time budgets times X, as librdkafka's CI runs them (``CI`` set: 3). The
+share-consumer tests 0170–0186 need it: their budgets are the sums of their own waits (0170
+sets 60 s before sub-tests that wait more than that, against any broker).
+
 ``TEST_KAFKA_VERSION`` (the broker version librdkafka's tests assume, which gates their
 sub-tests) defaults to 3.9.0 here, librdkafka's own default being 2.4.0.
 """
@@ -250,6 +255,12 @@ def main() -> int:
         default="",
         help="the cluster's default_topic_type (default: the playground's, standard)",
     )
+    parser.add_argument(
+        "--timeout-multiplier",
+        type=float,
+        default=0,
+        help="test.timeout.multiplier in tests/test.conf (librdkafka's CI: 3; default: none)",
+    )
     args = parser.parse_args()
     if not args.src:
         parser.error("give librdkafka's source tree: LIBRDKAFKA_SRC=<dir> or --src <dir>")
@@ -278,9 +289,10 @@ def main() -> int:
         playground.set_config(config)
         playground.wait_broker_partitions(DEFAULT_PARTITIONS)
         bootstrap = playground.lines["bootstrap"]
-        (src / "tests" / "test.conf").write_text(
-            f"bootstrap.servers={bootstrap}\ntest.topic.random=true\n"
-        )
+        conf = f"bootstrap.servers={bootstrap}\ntest.topic.random=true\n"
+        if args.timeout_multiplier:
+            conf += f"test.timeout.multiplier={args.timeout_multiplier}\n"
+        (src / "tests" / "test.conf").write_text(conf)
         env = dict(os.environ)
         env["LD_LIBRARY_PATH"] = f"{src / 'src'}:{src / 'src-cpp'}"
         env.setdefault("TEST_KAFKA_VERSION", "3.9.0")

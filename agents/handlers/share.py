@@ -534,9 +534,7 @@ async def handle_share_acknowledge(
         for k in acks
         if (info := found.get(k[0])) is not None and 0 <= k[1] < info.partitions
     }
-    result = await _store_call(
-        ctx, body, known, acks, acquire=False, release=session.epoch == -1
-    )
+    result = await _store_call(ctx, body, known, acks, acquire=False, release=session.epoch == -1)
     answers: dict[Key, dict[str, Any]] = {}
     for k in acks:
         answers[k] = result.get(k) or {
