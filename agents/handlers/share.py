@@ -352,20 +352,19 @@ async def _read(
     plan's budget (a file's run that does not fit), so it goes on from where the last
     read ended until every acquired offset is covered (a few rounds). The answer's
     batches stay within MaxBytes, but for its first batch (KIP-74: a consumer always
-    makes progress); what is cut off is given back only once something was sent."""
+    makes progress); every acquired offset past the batches kept is given back."""
     todo: dict[Key, tuple[int, int]] = {}
     for k, part in answers.items():
         if part["acquired"] and k in known:
             todo[k] = (min(a[0] for a in part["acquired"]), max(a[1] for a in part["acquired"]))
+    reading = list(todo)
     out: dict[Key, list[bytes]] = {k: [] for k in todo}
     aborted: dict[Key, list[tuple[int, int]]] = {k: [] for k in todo}
-    cut: dict[Key, tuple[int, int]] = {}  # past MaxBytes (or the rounds): (first, last) unsent
+    covered: dict[Key, int] = {}  # the last offset of each partition's batches kept
+    failed: dict[Key, list[list[int]]] = {}  # a read's error before any batch: all back
     sent = 0
     for _ in range(_READ_ROUNDS):
-        if sent and sent >= max_bytes:
-            cut.update(todo)
-            todo = {}
-        if not todo:
+        if not todo or (sent and sent >= max_bytes):
             break
         wanted = [
             (k, read_path.Wanted(known[k], {"partition": k[1], "fetch_offset": first,
@@ -384,7 +383,7 @@ async def _read(
             if item.answer["error_code"]:
                 if not out[k]:
                     answers[k]["error_code"] = item.answer["error_code"]
-                    answers[k]["acquired"] = []
+                    failed[k], answers[k]["acquired"] = answers[k]["acquired"], []
                 continue
             aborted[k].extend(
                 (a["producer_id"], a["first_offset"])
@@ -395,17 +394,23 @@ async def _read(
             if kept:
                 out[k].append(data[:kept])
                 sent += kept
-            if full:
-                cut[k] = (end + 1 if kept else first, last)
-            elif kept and end < last:
+                covered[k] = end
+            if not full and kept and end < last:
                 todo[k] = (end + 1, last)
-    cut.update(todo)
     records = {k: b"".join(parts) for k, parts in out.items()}
-    unsent: dict[Key, list[dict[str, Any]]] = {}
-    for k, (first, last) in cut.items() if sent else ():
-        kept_ranges, gone = _carve(answers[k]["acquired"], [(first, last)])
-        answers[k]["acquired"] = kept_ranges
-        unsent[k] = [{"first": f, "last": la} for f, la in gone]
+    # Acquired offsets the answer holds no batch for (past MaxBytes, past the rounds, a
+    # read that came back short or failed) go back uncounted: a client acknowledges an
+    # acquired offset it got no record for as a GAP, which would archive it unseen.
+    unsent: dict[Key, list[dict[str, Any]]] = {
+        k: [{"first": f, "last": la} for f, la, _ in ranges] for k, ranges in failed.items()
+    }
+    for k in reading:
+        if k in failed:
+            continue
+        kept_ranges, gone = _carve(answers[k]["acquired"], [(covered.get(k, -1) + 1, 2**63 - 1)])
+        if gone:
+            answers[k]["acquired"] = kept_ranges
+            unsent[k] = [{"first": f, "last": la} for f, la in gone]
     unsendable: dict[Key, list[dict[str, Any]]] = {}
     for k, data in records.items():
         skip = _unsendable(data, sorted(set(aborted[k]), key=lambda a: a[1]), read_committed)
