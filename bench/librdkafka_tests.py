@@ -1,8 +1,8 @@
 """librdkafka's own integration tests against a fresh playground, one test at a time.
 
 Given a librdkafka source tree (``LIBRDKAFKA_SRC`` or ``--src``), builds its library and
-test-runner when they are not built yet (``./configure --disable-zstd --disable-lz4-ext``,
-``make libs``, ``make -C tests build``), starts ``python -m controlplane.playground`` with
+test-runner when they are not built yet (``./configure --disable-lz4-ext``, and
+``--disable-zstd`` without libzstd's headers — 0171 produces with zstd — ``make libs``, ``make -C tests build``), starts ``python -m controlplane.playground`` with
 its own data folder (embedded PostgreSQL and Redis, so nothing is shared with another run)
 and free ports, sets the playground cluster's ``default_partitions`` to 4 over the REST API
 (librdkafka's tests expect 4 partitions in an auto-created topic), writes
@@ -20,6 +20,11 @@ playground's logs in ``<workdir>/playground/logs``.
 librdkafka's 0129 needs it, as it produces 112 requests one after another);
 ``--default-topic-type lightning`` makes the topics the tests create lightning topics
 (acknowledged once journaled, without waiting for the control plane).
+
+``--timeout-multiplier X`` writes ``test.timeout.multiplier=X`` to ``tests/test.conf``: the
+test-runner's own time budgets times X, as librdkafka's CI runs them (``CI`` set: 3). The
+share-consumer tests 0170–0186 need it: their budgets are the sums of their own waits (0170
+sets 60 s before sub-tests that wait more than that, against any broker).
 
 ``TEST_KAFKA_VERSION`` (the broker version librdkafka's tests assume, which gates their
 sub-tests) defaults to 3.9.0 here, librdkafka's own default being 2.4.0.
@@ -64,6 +69,12 @@ def read_list(path: Path) -> list[tuple[str, str]]:
     return tests
 
 
+def _has_zstd() -> bool:
+    """libzstd's headers are installed (librdkafka then builds with zstd)."""
+    found = subprocess.run(["pkg-config", "--exists", "libzstd"], capture_output=True)
+    return found.returncode == 0
+
+
 def build(src: Path, jobs: int) -> None:
     """Build librdkafka's libraries and test-runner unless they are built."""
     if (src / "tests" / "test-runner").exists() and (src / "src" / "librdkafka.so").exists():
@@ -71,7 +82,7 @@ def build(src: Path, jobs: int) -> None:
     log = Path(tempfile.gettempdir()) / "rdkrun-build.log"
     say(f"building librdkafka in {src} (log: {log})")
     steps = [
-        ["./configure", "--disable-zstd", "--disable-lz4-ext"],
+        ["./configure", "--disable-lz4-ext", *([] if _has_zstd() else ["--disable-zstd"])],
         ["make", f"-j{jobs}", "libs"],
         ["make", "-C", "tests", f"-j{jobs}", "build"],
     ]
@@ -250,6 +261,12 @@ def main() -> int:
         default="",
         help="the cluster's default_topic_type (default: the playground's, standard)",
     )
+    parser.add_argument(
+        "--timeout-multiplier",
+        type=float,
+        default=0,
+        help="test.timeout.multiplier in tests/test.conf (librdkafka's CI: 3; default: none)",
+    )
     args = parser.parse_args()
     if not args.src:
         parser.error("give librdkafka's source tree: LIBRDKAFKA_SRC=<dir> or --src <dir>")
@@ -278,9 +295,10 @@ def main() -> int:
         playground.set_config(config)
         playground.wait_broker_partitions(DEFAULT_PARTITIONS)
         bootstrap = playground.lines["bootstrap"]
-        (src / "tests" / "test.conf").write_text(
-            f"bootstrap.servers={bootstrap}\ntest.topic.random=true\n"
-        )
+        conf = f"bootstrap.servers={bootstrap}\ntest.topic.random=true\n"
+        if args.timeout_multiplier:
+            conf += f"test.timeout.multiplier={args.timeout_multiplier}\n"
+        (src / "tests" / "test.conf").write_text(conf)
         env = dict(os.environ)
         env["LD_LIBRARY_PATH"] = f"{src / 'src'}:{src / 'src-cpp'}"
         env.setdefault("TEST_KAFKA_VERSION", "3.9.0")

@@ -193,7 +193,10 @@ def share_heartbeat(
     agent_id: str = "",
 ) -> JSON:
     """ShareGroupHeartbeat: join (epoch 0), stay (the member's epoch), leave (-1).
-    Members whose session ended are removed first and what they held released."""
+    Members whose session ended are removed first and what they held released. A member
+    that leaves keeps its records until its share session closes (`share_fetch`'s
+    `release`) or their locks expire, as Kafka's: the client closes its sessions — with
+    its last acknowledgements — alongside the leave, in either order."""
     group = _group_locked(cluster, group_id)
     settings = group_configs(group.configs)
     now = _now_ms()
@@ -215,7 +218,7 @@ def share_heartbeat(
         members.pop(m, None)
     if gone & set(group.members):
         group.group_epoch += 1
-    _release_members(cluster, group_id, gone & set(group.members), limit)
+    _release_members(cluster, group_id, expired & set(group.members), limit)
     if member_epoch == -1:
         group.members = members
         group.save(update_fields=["members", "group_epoch"])
@@ -277,9 +280,11 @@ def share_fetch(
     member_id: str,
     partitions: list[JSON],
     max_records: int,
+    release: bool = False,
 ) -> JSON:
     """Apply a member's acknowledgements and acquire its next records, in one
-    transaction. `partitions`: ``{topic_id, partition, acks: [{first, last, types}],
+    transaction; `release` (its share session closed, KIP-932's final epoch) then
+    releases what the member still holds in any of the group's partitions. `partitions`: ``{topic_id, partition, acks: [{first, last, types}],
     give_back: [{first, last}], acquire: bool}`` (`give_back`: acquired records the agent
     could not send, `ShareState.give_back`). Answers ``{lock_ms, isolation_level, partitions: [{topic_id,
     partition, error_code, ack_error_code, acquired: [[first, last, delivery count]]}]}``
@@ -382,6 +387,8 @@ def share_fetch(
         SharePartition.objects.bulk_update(
             list(changed.values()), ["start_offset", "end_offset", "in_flight"]
         )
+    if release:
+        _release_members(cluster, group_id, {member_id}, limit)
     return answer
 
 

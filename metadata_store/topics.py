@@ -92,7 +92,13 @@ def topic_create(
 
 @transaction.atomic
 def topic_delete(*, topic: Topic) -> None:
-    """Delete a topic and its metadata; its files are left for the cleanup jobs."""
+    """Delete a topic and its metadata; its files are left for the cleanup jobs.
+
+    The topic's row is locked first: a writer of a row pointing at it that holds it FOR
+    KEY SHARE (the heartbeat's consumed totals, `cluster_topics_held`) either finishes
+    before the delete collects the rows to delete with it, or waits and finds it gone —
+    never commits in between (a foreign key violation at this commit)."""
+    Topic.objects.select_for_update().filter(pk=topic.pk).first()
     tail_feed.partitions_changed(topic.cluster_id, topic.partitions.values_list("id", flat=True))
     topic.delete()
 

@@ -14,6 +14,7 @@ agent's memory; a member that moves to another agent opens a new one.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -225,7 +226,10 @@ async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) ->
         for topic in body.get("forgotten_topics_data") or ():
             for index in topic["partitions"]:
                 session.partitions.pop((topic["topic_id"], index), None)
-    fetching = session.epoch != -1 and body.get("max_records", 0) > 0
+    # MaxBytes 0 acquires nothing (as Kafka: an answer within 0 bytes has no records).
+    fetching = (
+        session.epoch != -1 and body.get("max_records", 0) > 0 and body.get("max_bytes", 1) > 0
+    )
     # The session's partitions in turn, one step further each fetch: the first ones take
     # the MaxRecords and MaxBytes first, so no partition is starved by a busy one.
     turn = list(session.partitions) if fetching else []
@@ -246,7 +250,9 @@ async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) ->
     read_committed = False
     while True:
         seen = ctx.watch.snapshot([(known[k].topic_id_str, k[1]) for k in known])
-        result = await _store_call(ctx, body, known, pending_acks, fetching)
+        result = await _store_call(
+            ctx, body, known, pending_acks, fetching, release=session.epoch == -1
+        )
         for k, part in result.items():
             if k in pending_acks or part["acquired"] or part["error_code"]:
                 answers[k] = part
@@ -260,6 +266,8 @@ async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) ->
         await ctx.watch.wait(
             [(known[k].topic_id_str, k[1]) for k in known], min(remaining, 1.0), since=seen
         )
+    if session.epoch != -1 and body.get("max_bytes", 1) <= 0:
+        await asyncio.sleep(max(deadline - time.monotonic(), 0))  # nothing can come: wait
     for k in keys:
         if k not in known and (k in acks or fetching):
             answers[k] = {
@@ -298,9 +306,11 @@ async def _store_call(
     acks: dict[Key, list[dict[str, Any]]],
     acquire: bool,
     give_back: dict[Key, list[dict[str, Any]]] | None = None,
+    release: bool = False,
 ) -> _Result:
     """One `share/fetch` call: the acknowledgements, the records given back, then the
-    acquisitions."""
+    acquisitions; `release` (the share session closed): what the member still holds goes
+    back to the group."""
     back = give_back or {}
     partitions = [
         {"topic_id": str(k[0]), "partition": k[1], "acks": acks.get(k, []),
@@ -309,7 +319,7 @@ async def _store_call(
         if acquire or k in acks or k in back
     ]  # fmt: skip
     out = _Result()
-    if not partitions:
+    if not partitions and not release:
         return out
     answer = await ctx.client.call(
         "share/fetch",
@@ -318,6 +328,7 @@ async def _store_call(
             "member_id": body["member_id"],
             "partitions": partitions,
             "max_records": max(body.get("max_records", 0), 0),
+            "release": release,
         },
     )
     out.lock_ms = int(answer["lock_ms"])
@@ -341,20 +352,19 @@ async def _read(
     plan's budget (a file's run that does not fit), so it goes on from where the last
     read ended until every acquired offset is covered (a few rounds). The answer's
     batches stay within MaxBytes, but for its first batch (KIP-74: a consumer always
-    makes progress); what is cut off is given back only once something was sent."""
+    makes progress); every acquired offset past the batches kept is given back."""
     todo: dict[Key, tuple[int, int]] = {}
     for k, part in answers.items():
         if part["acquired"] and k in known:
             todo[k] = (min(a[0] for a in part["acquired"]), max(a[1] for a in part["acquired"]))
+    reading = list(todo)
     out: dict[Key, list[bytes]] = {k: [] for k in todo}
     aborted: dict[Key, list[tuple[int, int]]] = {k: [] for k in todo}
-    cut: dict[Key, tuple[int, int]] = {}  # past MaxBytes (or the rounds): (first, last) unsent
+    covered: dict[Key, int] = {}  # the last offset of each partition's batches kept
+    failed: dict[Key, list[list[int]]] = {}  # a read's error before any batch: all back
     sent = 0
     for _ in range(_READ_ROUNDS):
-        if sent and sent >= max_bytes:
-            cut.update(todo)
-            todo = {}
-        if not todo:
+        if not todo or (sent and sent >= max_bytes):
             break
         wanted = [
             (k, read_path.Wanted(known[k], {"partition": k[1], "fetch_offset": first,
@@ -373,7 +383,7 @@ async def _read(
             if item.answer["error_code"]:
                 if not out[k]:
                     answers[k]["error_code"] = item.answer["error_code"]
-                    answers[k]["acquired"] = []
+                    failed[k], answers[k]["acquired"] = answers[k]["acquired"], []
                 continue
             aborted[k].extend(
                 (a["producer_id"], a["first_offset"])
@@ -384,17 +394,23 @@ async def _read(
             if kept:
                 out[k].append(data[:kept])
                 sent += kept
-            if full:
-                cut[k] = (end + 1 if kept else first, last)
-            elif kept and end < last:
+                covered[k] = end
+            if not full and kept and end < last:
                 todo[k] = (end + 1, last)
-    cut.update(todo)
     records = {k: b"".join(parts) for k, parts in out.items()}
-    unsent: dict[Key, list[dict[str, Any]]] = {}
-    for k, (first, last) in cut.items() if sent else ():
-        kept_ranges, gone = _carve(answers[k]["acquired"], [(first, last)])
-        answers[k]["acquired"] = kept_ranges
-        unsent[k] = [{"first": f, "last": la} for f, la in gone]
+    # Acquired offsets the answer holds no batch for (past MaxBytes, past the rounds, a
+    # read that came back short or failed) go back uncounted: a client acknowledges an
+    # acquired offset it got no record for as a GAP, which would archive it unseen.
+    unsent: dict[Key, list[dict[str, Any]]] = {
+        k: [{"first": f, "last": la} for f, la, _ in ranges] for k, ranges in failed.items()
+    }
+    for k in reading:
+        if k in failed:
+            continue
+        kept_ranges, gone = _carve(answers[k]["acquired"], [(covered.get(k, -1) + 1, 2**63 - 1)])
+        if gone:
+            answers[k]["acquired"] = kept_ranges
+            unsent[k] = [{"first": f, "last": la} for f, la in gone]
     unsendable: dict[Key, list[dict[str, Any]]] = {}
     for k, data in records.items():
         skip = _unsendable(data, sorted(set(aborted[k]), key=lambda a: a[1]), read_committed)
@@ -523,7 +539,7 @@ async def handle_share_acknowledge(
         for k in acks
         if (info := found.get(k[0])) is not None and 0 <= k[1] < info.partitions
     }
-    result = await _store_call(ctx, body, known, acks, acquire=False)
+    result = await _store_call(ctx, body, known, acks, acquire=False, release=session.epoch == -1)
     answers: dict[Key, dict[str, Any]] = {}
     for k in acks:
         answers[k] = result.get(k) or {

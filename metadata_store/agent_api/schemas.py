@@ -732,6 +732,7 @@ class ShareFetchRequest(_Body, frozen=True):
     member_id: SHORT
     partitions: Items[ShareFetchPartition]
     max_records: Annotated[int, Meta(ge=0, le=2**31 - 1)] = 500
+    release: bool = False  # the member's share session closed: what it still holds, released
 
 
 # --- transactions (KIP-98) -------------------------------------------------------------

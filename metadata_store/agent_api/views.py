@@ -423,6 +423,7 @@ def share_fetch_view(cluster: VirtualCluster, body: schemas.ShareFetchRequest) -
         member_id=body.member_id,
         partitions=as_dicts(body.partitions),
         max_records=body.max_records,
+        release=body.release,
     )
 
 

@@ -161,7 +161,9 @@ def test_members_get_every_partition_and_acquire_in_one_call(agent_api, alice):
     assert got_a["partitions"][0]["acquired"] == [[0, 5, 1]]
     assert got_b["partitions"][0]["acquired"] == [[6, 9, 1]]
     assert got_a["lock_ms"] == 30_000
-    # Acknowledge and acquire in one call; b's records released when it leaves.
+    # Acknowledge and acquire in one call; b's records released when its share session
+    # closes (a leave alone releases nothing: its session's last acknowledgements may
+    # still come, as Kafka's).
     again = agent_api(
         "share/fetch",
         {"group_id": "g", "member_id": "ma",
@@ -171,6 +173,17 @@ def test_members_get_every_partition_and_acquire_in_one_call(agent_api, alice):
     assert again["partitions"][0]["acquired"] == []
     left = agent_api("share/heartbeat", {"group_id": "g", "member_id": "mb", "member_epoch": -1})
     assert left["member_epoch"] == -1
+    still = agent_api(
+        "share/fetch",
+        {"group_id": "g", "member_id": "ma",
+         "partitions": [{"topic_id": topic_id, "partition": 0, "acquire": True}]},
+    )  # fmt: skip
+    assert still["partitions"][0]["acquired"] == []
+    closed = agent_api(
+        "share/fetch",
+        {"group_id": "g", "member_id": "mb", "partitions": [], "release": True},
+    )
+    assert closed["partitions"] == []
     taken = agent_api(
         "share/fetch",
         {"group_id": "g", "member_id": "ma",
