@@ -392,3 +392,65 @@ def test_the_relay_connects_again_when_only_its_naming_connection_is_lost(agent,
     later.close()
     assert [v for _, _, v in seen[0]] == [f"r{i}".encode() for i in range(n)]
     assert plans(a).get("tail_index", 0) - before >= 20, n
+
+
+def control_plane_fetch_plans() -> int:
+    """Fetch plans the control plane (this process's live server) answered so far."""
+    from prometheus_client import REGISTRY
+
+    value = REGISTRY.get_sample_value(
+        "floe_agent_api_calls_total", {"call": "fetch_plan", "outcome": "ok"}
+    )
+    return int(value or 0)
+
+
+def test_consumers_waiting_on_a_brand_new_topic_are_planned_by_the_agent(agent, cluster):
+    """Issue 44: consumers (each its own group) assigned to a topic created a moment
+    earlier, before its first record. The feed announced the partitions' creation, so the
+    agent's tail index holds them — empty at offset 0 — and plans their Fetches itself:
+    the control plane's fetch plans do not grow with the consumers (before, each
+    consumer's Fetches asked it until every partition had had a run), and every consumer
+    still gets every record once, in order."""
+    a = agent(cluster.key)
+    partitions, count = 6, 8
+    create_topic(a.bootstrap, "brand-new", partitions=partitions)
+    time.sleep(0.5)  # the feed brings the creation (within milliseconds)
+    before = control_plane_fetch_plans()
+    consumers = []
+    try:
+        for i in range(count):
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": a.bootstrap,
+                    "group.id": f"brand-new-{i}",
+                    "enable.auto.commit": False,
+                    "fetch.wait.max.ms": 500,
+                }
+            )
+            consumers.append(consumer)
+            consumer.assign([TopicPartition("brand-new", p, 0) for p in range(partitions)])
+        got: list[list] = [[] for _ in consumers]
+        drain(consumers, got, 2.0)  # every consumer waits at the empty tail
+        waiting = control_plane_fetch_plans() - before
+        producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 5})
+        sent = []
+        for burst in range(4):  # the first runs come while the consumers wait
+            for i in range(3):  # some partitions stay empty for a while
+                value = f"v{burst}-{i}".encode()
+                producer.produce("brand-new", value, partition=(burst + i) % partitions)
+                sent.append(value)
+            producer.flush(10)
+            drain(consumers, got, 0.3)
+        drain_until(consumers, got, len(sent))
+        asked = control_plane_fetch_plans() - before
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    for out in got:
+        assert sorted(v for _, _, v in out) == sorted(sent)  # every record, once
+        for p in range(partitions):
+            offsets = [o for part, o, _ in out if part == p]
+            assert offsets == list(range(len(offsets)))
+    # Eight consumers over ~3.5 s: before, tens of plans (each Fetch while a partition
+    # had not had its first run); now none, or a couple from a Fetch that raced the feed.
+    assert asked <= 2, (waiting, asked)
