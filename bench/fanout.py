@@ -134,18 +134,22 @@ def consume(
     progress,
     slot: int,
     results,
+    settle_s: float = 0.0,
 ) -> None:
     """One consumer process (as every service reading a topic is its own): its share of
     the consumers, polled in turn; `progress[slot]` is the fewest records one of them got
-    so far; at `stop`, their counts and latencies go to `results`."""
+    so far; at `stop`, their counts and latencies go to `results`. They are ready once
+    each has a position, or, `settle_s` > 0 (a topic with no record yet: no position to
+    have), after polling that long."""
     tails = [Tail(bootstraps[i % len(bootstraps)], i, topic) for i in indices]
     sample_every = max(1, sample)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + (settle_s or 60)
     waiting = list(tails)
     while waiting and time.monotonic() < deadline:
         for t in tails:
             t.poll(sample_every)
-        waiting = [t for t in waiting if not t.ready()]
+        if not settle_s:
+            waiting = [t for t in waiting if not t.ready()]
         time.sleep(0.05)
     ready.release()
     while not stop.is_set():
@@ -196,6 +200,7 @@ def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
                 progress,
                 i,
                 results,
+                2.0 if args.new_topic else 0.0,
             ),
         )
         for i in range(processes)
