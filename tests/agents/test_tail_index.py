@@ -403,6 +403,16 @@ def test_a_created_partition_is_held_empty_at_0_until_its_first_run_continues_it
         for offset in (0, 1, 3):
             wanted = [(0, offset, 10**6)]
             assert feed.feed.plan(world.request(wanted), 10**6, 0) == world.plan(wanted, 10**6, 0)
+        # CreatePartitions: the new partition is held empty at 0 too.
+        grown = world.api(
+            "topics/create-partitions", {"topics": [{"name": world.name, "count": PARTITIONS + 1}]}
+        )
+        assert grown["topics"][0]["error_code"] == 0, grown
+        feed.catch_up()
+        held = feed.feed.index.get((world.topic, PARTITIONS))
+        assert held is not None and (held.first_offset, held.high_watermark) == (0, 0)
+        wanted = [(PARTITIONS, 0, 10**6)]
+        assert feed.feed.plan(world.request(wanted), 10**6, 0) == world.plan(wanted, 10**6, 0)
         feed.relay.restart(live=True)  # a gap: whatever it lost, nothing is trusted
         feed.catch_up()
         assert len(feed.feed.index) == 0
