@@ -5,7 +5,12 @@ tail is planned here instead of by a `fetch-plan` call (issue 28).
 The feed brings each committed file's runs in commit order, each with what a plan needs
 (offsets, where the bytes are, the partition's log start and the first offset of its
 oldest open transaction after the commit). A partition's entry starts at the first run
-the feed brings of it and holds its last ``MAX_RUNS`` runs; `plan` answers exactly what
+the feed brings of it — or, for a partition the feed announced as created (a new topic's,
+CreatePartitions'), empty at offset 0, so that consumers waiting on a brand-new topic are
+planned here before its first record (issue 44): the announcement comes in the creating
+transaction, so before any commit to the partition, and the feed's order and its reset on
+any gap mean the entry's next run is the partition's first — and holds its last
+``MAX_RUNS`` runs; `plan` answers exactly what
 the metadata store's ``fetch_plan`` would for a request whose every partition's offset
 lies within what the entries hold (from their first run to their high watermark), or
 None — refusing — when one does not: a partition it does not hold, an offset below its
@@ -45,7 +50,9 @@ class PartitionTail:
 
     @property
     def first_offset(self) -> int:
-        return self.runs[0][0]
+        """The first offset the entry answers for: its first run's, or, for an empty
+        entry (a created partition), its high watermark."""
+        return self.runs[0][0] if self.runs else self.high_watermark
 
     @property
     def last_stable_offset(self) -> int:
@@ -79,6 +86,14 @@ class TailIndex:
             tail = self._parts.pop(key, None)
             if tail is not None:
                 self.runs -= len(tail.runs)
+
+    def seed(self, key: Key) -> None:
+        """A partition just created: empty, its log start and high watermark 0, no
+        transaction open. Its first run (base 0) continues the entry as any run does."""
+        self.drop([key])
+        if len(self._parts) >= self.max_partitions:
+            self.drop([next(iter(self._parts))])
+        self._parts[key] = PartitionTail(0, 0, -1)
 
     def add_run(
         self,
@@ -131,6 +146,12 @@ class TailIndex:
                     key = (topic, index)
                     self.add_run(key, file_key, *fields)
                     changed.add(key)
+            elif "created" in entry:
+                for topic, first, end in entry["created"]:
+                    for index in range(first, end):
+                        key = (topic, index)
+                        self.seed(key)
+                        changed.add(key)
             else:
                 keys = [(topic, index) for topic, index in entry.get("changed", ())]
                 self.drop(keys)

@@ -11,7 +11,13 @@ agents' tail index and from the control plane (the agents' `/metrics`), end-to-e
 latency p50/p99 (send → a consumer's poll), and the fewest and most records a consumer
 got (every consumer should get every record once).
 
+`--new-topic` (issue 44): each count gets a topic of its own, created a second before
+its consumers assign it — consumers started before the topic's first record —, and
+`fetch_plan_calls_since_assign` counts the control plane's fetch plans from the
+consumers' start (their first Fetches included), not only while producing.
+
     .venv/bin/python bench/fanout.py [--consumers 1,10,50,200] [--seconds 15] [--agents 1]
+        [--new-topic]
 """
 
 from __future__ import annotations
@@ -79,7 +85,8 @@ def agent_counters(agents: list[Agent]) -> dict[str, float]:
 class Tail:
     """One consumer in its own group, at the end of every partition."""
 
-    def __init__(self, bootstrap: str, index: int) -> None:
+    def __init__(self, bootstrap: str, index: int, topic: str) -> None:
+        self.topic = topic
         self.consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -89,7 +96,7 @@ class Tail:
                 "queued.max.messages.kbytes": 4096,
             }
         )
-        self.consumer.assign([TopicPartition(TOPIC, p, OFFSET_END) for p in range(PARTITIONS)])
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(PARTITIONS)])
         self.seen: set[int] = set()
         self.duplicates = 0
         self.latencies: list[float] = []
@@ -111,11 +118,14 @@ class Tail:
 
     def ready(self) -> bool:
         """Every partition has a position (the consumer found the end)."""
-        positions = self.consumer.position([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+        positions = self.consumer.position(
+            [TopicPartition(self.topic, p) for p in range(PARTITIONS)]
+        )
         return all(tp.offset >= 0 for tp in positions)
 
 
 def consume(
+    topic: str,
     bootstraps: list[str],
     indices: list[int],
     sample: int,
@@ -124,18 +134,22 @@ def consume(
     progress,
     slot: int,
     results,
+    settle_s: float = 0.0,
 ) -> None:
     """One consumer process (as every service reading a topic is its own): its share of
     the consumers, polled in turn; `progress[slot]` is the fewest records one of them got
-    so far; at `stop`, their counts and latencies go to `results`."""
-    tails = [Tail(bootstraps[i % len(bootstraps)], i) for i in indices]
+    so far; at `stop`, their counts and latencies go to `results`. They are ready once
+    each has a position, or, `settle_s` > 0 (a topic with no record yet: no position to
+    have), after polling that long."""
+    tails = [Tail(bootstraps[i % len(bootstraps)], i, topic) for i in indices]
     sample_every = max(1, sample)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + (settle_s or 60)
     waiting = list(tails)
     while waiting and time.monotonic() < deadline:
         for t in tails:
             t.poll(sample_every)
-        waiting = [t for t in waiting if not t.ready()]
+        if not settle_s:
+            waiting = [t for t in waiting if not t.ready()]
         time.sleep(0.05)
     ready.release()
     while not stop.is_set():
@@ -153,7 +167,20 @@ def consume(
         t.consumer.close()
 
 
+def create_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic(name, num_partitions=PARTITIONS, replication_factor=3)
+    for future in admin.create_topics([topic], operation_timeout=10).values():
+        future.result(15)
+
+
 def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
+    topic = TOPIC
+    if args.new_topic:
+        topic = f"{TOPIC}-{consumers}-{time.time_ns()}"
+        create_topic(agents[0].bootstrap, topic)
+        time.sleep(1)  # consumers assign a topic created a second earlier
+    calls_at_assign = api_calls(url)
     processes = max(1, min(args.client_processes, consumers))
     sample = max(1, consumers // 10)  # latency of ~10 consumers' worth of records
     mp = multiprocessing.get_context("spawn")  # no fork of a process with librdkafka threads
@@ -164,6 +191,7 @@ def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
         mp.Process(
             target=consume,
             args=(
+                topic,
                 bootstraps,
                 list(range(i, consumers, processes)),
                 sample,
@@ -172,6 +200,7 @@ def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
                 progress,
                 i,
                 results,
+                2.0 if args.new_topic else 0.0,
             ),
         )
         for i in range(processes)
@@ -199,7 +228,7 @@ def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
         wait = due - time.monotonic()
         if wait > 0:
             time.sleep(wait)
-        producer.produce(TOPIC, STAMP.pack(time.time(), seq) + padding, partition=seq % PARTITIONS)
+        producer.produce(topic, STAMP.pack(time.time(), seq) + padding, partition=seq % PARTITIONS)
         producer.poll(0)
     producer.flush(30)
     deadline = time.monotonic() + 30
@@ -230,6 +259,9 @@ def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
         "records_per_consumer_max": max(seen),
         "duplicates": duplicates,
         "fetch_plan_calls": calls.get("fetch_plan", 0),
+        "fetch_plan_calls_since_assign": int(
+            calls_after.get("fetch_plan", 0) - calls_at_assign.get("fetch_plan", 0)
+        ),
         "commit_calls": calls.get("commit", 0),
         "agent_api_calls": {k: v for k, v in sorted(calls.items()) if v},
         "plans_from_tail_index": int(plans_after["tail_index"] - plans_before["tail_index"]),
@@ -267,6 +299,11 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=500.0, help="records/s of 1 KiB")
     parser.add_argument("--agents", type=int, default=1)
     parser.add_argument(
+        "--new-topic",
+        action="store_true",
+        help="a new topic for each count, created a second before its consumers assign it",
+    )
+    parser.add_argument(
         "--client-processes",
         type=int,
         default=4,
@@ -287,10 +324,8 @@ def main() -> None:
             for i in range(args.agents)
         ]
         try:
-            admin = AdminClient({"bootstrap.servers": agents[0].bootstrap})
-            topic = NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=3)
-            for future in admin.create_topics([topic], operation_timeout=10).values():
-                future.result(15)
+            if not args.new_topic:
+                create_topic(agents[0].bootstrap, TOPIC)
             for count in [int(c) for c in args.consumers.split(",")]:
                 print(json.dumps(run(url, agents, count, args)), flush=True)
         finally:

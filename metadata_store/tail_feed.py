@@ -14,6 +14,9 @@ The payloads, one notification each (PostgreSQL's limit is 8000 bytes):
                       the runs of one commit's files (0014: a run names its partition's
                       row id), one notification a commit unless it would pass 8000 bytes
     x <cluster id>\\n<topic id> <index>\\n…         partitions whose plans changed otherwise
+    c <cluster id>\\n<topic id> <first> <end>        partitions first..end-1 created: empty,
+                      at offset 0 (a new topic's, or CreatePartitions'), announced in the
+                      creating transaction, so before any commit to them
 """
 
 from __future__ import annotations
@@ -51,6 +54,20 @@ def partitions_changed(cluster_id: int | None, partition_ids: Iterable[int]) -> 
         )
 
 
+def partitions_created(cluster_id: int, topic_id: str, first: int, end: int) -> None:
+    """Announce, in the caller's transaction, that the topic's partitions `first` to
+    `end` - 1 were created: empty, their log start and high watermark 0. An agent seeds
+    its tail index with them, so that consumers waiting on a brand-new topic are planned
+    there before its first record (issue 44); PostgreSQL delivers the notification
+    before any later transaction's, so before the partitions' first commit."""
+    if first >= end:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_notify(%s, %s)", [CHANNEL, f"c {cluster_id}\n{topic_id} {first} {end}"]
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
     """One run a commit wrote, as the feed carries it."""
@@ -68,11 +85,13 @@ class Run:
 @dataclass(frozen=True, slots=True)
 class Note:
     """A parsed notification: the runs of a commit's files ((file key, runs) in commit
-    order), or the partitions (topic id, index) whose plans changed otherwise."""
+    order), the partitions (topic id, index) whose plans changed otherwise, or the
+    partitions created ((topic id, first index, end index))."""
 
     cluster_id: int
     files: tuple[tuple[str, tuple[Run, ...]], ...] = ()
     changed: tuple[tuple[str, int], ...] = ()
+    created: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def runs(self) -> Iterator[Run]:
@@ -104,4 +123,10 @@ def parse(payload: str) -> Note:
             topic, index = line.split(" ")
             changed.append((topic, int(index)))
         return Note(int(rest), changed=tuple(changed))
+    if kind == "c":
+        created = []
+        for line in lines:
+            topic, first, end = line.split(" ")
+            created.append((topic, int(first), int(end)))
+        return Note(int(rest), created=tuple(created))
     raise ValueError(f"not a tail-feed notification: {head!r}")

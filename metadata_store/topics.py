@@ -83,6 +83,7 @@ def topic_create(
             Partition.objects.bulk_create(
                 [Partition(topic=topic, index=i) for i in range(num_partitions)]
             )
+            tail_feed.partitions_created(cluster.pk, str(topic.pk), 0, num_partitions)
     except IntegrityError:
         raise TopicError(
             ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
@@ -133,6 +134,10 @@ def topic_partitions_create(
                 for i in range(topic.partition_count, count)
             ]
         )
+        if not topic.mirrored_by:  # a mirrored partition starts where its source's does
+            tail_feed.partitions_created(
+                topic.cluster_id, str(topic.pk), topic.partition_count, count
+            )
         topic.partition_count = count
         topic.save(update_fields=["partition_count"])
     return topic

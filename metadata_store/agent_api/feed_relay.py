@@ -97,7 +97,7 @@ class Relay:
     def add(self, payload: str) -> None:
         """One notification, in order, as it arrived (its header read: its cluster)."""
         head = payload.partition("\n")[0].split(" ")
-        if len(head) < 2 or head[0] not in ("r", "x") or not head[1].isdigit():
+        if len(head) < 2 or head[0] not in ("r", "x", "c") or not head[1].isdigit():
             log.error("tail feed: not a notification of ours: %r; a new epoch", payload[:80])
             self.restart(self.live)  # lost, so the agents start again
             return
@@ -115,8 +115,10 @@ class Relay:
 
     def _entries(self, note: tail_feed.Note, seq: int, at_ms: int) -> list[dict[str, Any]]:
         """What agents get of a note — an entry per file of a commit, its partitions named
-        (runs of partitions that are gone — their topic deleted — are left out), or one of
-        the partitions changed otherwise."""
+        (runs of partitions that are gone — their topic deleted — are left out), one of
+        the partitions created, or one of the partitions changed otherwise."""
+        if note.created:
+            return [{"seq": seq, "at_ms": at_ms, "created": [list(c) for c in note.created]}]
         if not note.files:
             return [{"seq": seq, "at_ms": at_ms, "changed": [list(c) for c in note.changed]}]
         return [

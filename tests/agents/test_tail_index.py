@@ -309,8 +309,8 @@ def _check_shared(
 )
 @given(steps=st.lists(STEP, min_size=3, max_size=14))
 def test_a_plan_from_the_tail_index_is_the_stores_or_none(alice, steps):
+    feed = Feed(alice["cluster"].pk)  # it hears the topic's creation: empty entries at 0
     world = World(AgentApi(alice["agent_key"]), alice)
-    feed = Feed(alice["cluster"].pk)
     answered = [0, 0, 0]  # plans from the caught-up index, a lagging one, shared answers
     try:
         for step in steps:
@@ -372,6 +372,50 @@ def test_the_index_answers_at_the_tail_and_refuses_what_it_does_not_hold(alice):
         feed.catch_up()
         assert len(feed.feed.index) == 0
         assert feed.feed.plan(world.request([(0, 10, 10**6)]), 10**6, 0) is None
+    finally:
+        feed.close()
+
+
+def test_a_created_partition_is_held_empty_at_0_until_its_first_run_continues_it(alice):
+    """Issue 44: the feed announces a topic's partitions in the creating transaction, so
+    the index holds them — empty, at offset 0 — before any run: a consumer waiting on a
+    brand-new topic is planned there, as the store plans it. The first run continues the
+    entry; a lagging index answers what the store did at its point (never hides a run
+    committed before it); a reset drops the seeds as every entry."""
+    feed = Feed(alice["cluster"].pk)
+    try:
+        world = World(AgentApi(alice["agent_key"]), alice)
+        feed.catch_up()
+        for partition in range(PARTITIONS):
+            held = feed.feed.index.get((world.topic, partition))
+            assert held is not None and (held.first_offset, held.high_watermark) == (0, 0)
+            wanted = [(partition, 0, 10**6)]
+            for isolation in (0, 1):
+                mine = feed.feed.plan(world.request(wanted), 10**6, isolation)
+                assert mine is not None and mine == world.plan(wanted, 10**6, isolation)
+        assert feed.feed.plan(world.request([(0, 1, 10**6)]), 10**6, 0) is None  # past hw
+        _snapshot(world, feed)  # the store's plans of the empty partitions
+        world.commit([(0, 3, 100)])
+        _check_lagging(world, feed, [0, 0, 0])  # an index still at the creation
+        feed.catch_up()
+        held = feed.feed.index.get((world.topic, 0))
+        assert held is not None and (held.first_offset, held.high_watermark) == (0, 3)
+        for offset in (0, 1, 3):
+            wanted = [(0, offset, 10**6)]
+            assert feed.feed.plan(world.request(wanted), 10**6, 0) == world.plan(wanted, 10**6, 0)
+        # CreatePartitions: the new partition is held empty at 0 too.
+        grown = world.api(
+            "topics/create-partitions", {"topics": [{"name": world.name, "count": PARTITIONS + 1}]}
+        )
+        assert grown["topics"][0]["error_code"] == 0, grown
+        feed.catch_up()
+        held = feed.feed.index.get((world.topic, PARTITIONS))
+        assert held is not None and (held.first_offset, held.high_watermark) == (0, 0)
+        wanted = [(PARTITIONS, 0, 10**6)]
+        assert feed.feed.plan(world.request(wanted), 10**6, 0) == world.plan(wanted, 10**6, 0)
+        feed.relay.restart(live=True)  # a gap: whatever it lost, nothing is trusted
+        feed.catch_up()
+        assert len(feed.feed.index) == 0
     finally:
         feed.close()
 
