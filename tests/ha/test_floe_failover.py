@@ -219,10 +219,27 @@ def _status(url: str | urllib.request.Request) -> int:
 
 
 def _create_topic(bootstrap: str, topic: str) -> None:
+    """The topic, asked again (for up to 60 s) when the request is lost with its broker
+    handle: on a loaded machine an agent can drop out of the live list for a moment, and
+    librdkafka then fails what it had in flight to it (_DESTROY_BROKER, _TRANSPORT)."""
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+            return
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                return  # an earlier try's request was served
+            lost = code in (KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT)
+            if not lost or time.monotonic() > deadline:
+                raise
+            print(f"CreateTopics {topic}: {exc.args[0].str()}; asking again")
+            time.sleep(1)
 
 
 def _through_a_fault(floe, ha, request, name: str, inject) -> dict:
