@@ -120,7 +120,7 @@ class LeaderWeights:
     smoothed load exceeds `OVERLOAD_FACTOR` times the others' mean (each other's load
     divided by its weight) continuously for its hold time; its weight is then set once,
     as `load_weights` would, and stays until its load per unit of weight is back under
-    `RECOVERY_FACTOR` times the others' mean for its hold time.
+    `RECOVERY_FACTOR` times the others' mean (or it is all but idle) for its hold time.
     """
 
     def __init__(
@@ -172,8 +172,8 @@ class LeaderWeights:
             if me.load > limit and me.load > MIN_OVERLOAD_REQUESTS_PER_S:
                 return max(MIN_WEIGHT, round(limit / me.load, 1))
             return 1.0
-        if me.load / me.weight < RECOVERY_FACTOR * mean:
-            return 1.0
+        if me.load / me.weight < RECOVERY_FACTOR * mean or me.load <= MIN_OVERLOAD_REQUESTS_PER_S:
+            return 1.0  # balanced again, or too idle to be worth weighting
         return me.weight  # still overloaded: its weight was set once, and stays
 
     def _step(self, agent_id: str, members: list[str], now: float) -> None:

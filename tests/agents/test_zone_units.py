@@ -171,7 +171,13 @@ def test_an_overloaded_agent_comes_back_once_its_load_is_gone():
     now = _feed(weights, [{"a": 120.0, "b": 120.0, "c": low}] * 100, start=now + 3.0)
     assert set(weights.weights) == {"c"}
     # Its extra load gone, it comes back after the hold time.
-    _feed(weights, [{"a": 100.0, "b": 100.0, "c": weights.weights["c"] * 100.0}] * 40, now + 3.0)
+    later = now + 3.0
+    now = _feed(weights, [{"a": 100.0, "b": 100.0, "c": weights.weights["c"] * 100.0}] * 40, later)
+    assert weights.weights == {}
+    # Weighted down again, then the whole zone goes idle: it comes back too.
+    now = _feed(weights, [{"a": 100.0, "b": 100.0, "c": 600.0}] * 200, start=now + 3.0)
+    assert set(weights.weights) == {"c"}
+    _feed(weights, [{"a": 0.0, "b": 0.0, "c": 0.0}] * 200, start=now + 3.0)
     assert weights.weights == {}
 
 
