@@ -18,7 +18,7 @@ from agents.tail_feed import TailFeed
 from agents.topics import TopicCache
 from agents.write_path import CommitWatch, SegmentWriter
 from agents.zone_cache import ZoneCache
-from agents.zone_routing import zone_members
+from agents.zone_routing import LeaderWeights, zone_members
 
 # What Floe tells clients about replication: data lives in object storage, which
 # replicates it; tools that check for a replication factor ≥ 3 should be satisfied.
@@ -42,6 +42,8 @@ class AgentContext:
     offsets: PartitionOffsets = field(default_factory=PartitionOffsets)
     cluster_config: dict[str, Any] = field(default_factory=dict)
     live_agents: list[dict[str, Any]] = field(default_factory=list)
+    # partition leaders' weights, fed with the live list's loads on every heartbeat
+    leader_weights: LeaderWeights = field(default_factory=LeaderWeights)
     peer_secret: str | None = None  # signs the peer channel; from the heartbeat answer
     peers: PeerClient | None = None  # the channel to the cluster's other agents
     schema_validator: SchemaValidator | None = None  # confluent.*.schema.validation topics

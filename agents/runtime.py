@@ -226,6 +226,9 @@ class AgentRuntime:
         if isinstance(secret, str) and 0 < len(secret) <= 256:
             ctx.peer_secret = secret
         ctx.groups.live_agents_changed(ctx.live_agents)
+        # Every agent feeds the same reported loads (the control plane's) to its leader
+        # weights, which change only slowly: Metadata's leaders do not flap.
+        ctx.leader_weights.observe(ctx.groups.ring.client_candidates(), time.monotonic())
         # The cluster may cap how long and how large segments get; our flags can only
         # make them smaller.
         age = _positive(ctx.cluster_config.get("max_flush_age_ms"))

@@ -8,7 +8,14 @@ weighted rendezvous hashing: stable while membership is stable (a client's conne
 do not churn), and weighted away from agents whose reported load is well above the
 zone's mean. Any agent can serve any partition, so a leader is only a routing choice.
 
-Pure functions over `Peer`s: no I/O, no asyncio.
+Load moves with the leaders it causes (an agent's requests are mostly its partitions'),
+so the weights are not recomputed per Metadata request: `LeaderWeights` keeps them,
+fed with the control plane's live list on every heartbeat (every agent gets the same
+reported loads), and changes one only after a sustained, smoothed overload — with
+hysteresis, a hold time, and a longer hold after each reversal — so leaders stay put
+under steady load and still move away from a genuinely overloaded agent.
+
+Pure functions over `Peer`s and a state machine fed with times: no I/O, no asyncio.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from agents.config import ZONE_PATTERN
 from agents.groups.ring import Peer, rendezvous_weight
@@ -29,6 +37,16 @@ _ZONE_HINT = re.compile(rf"(?:^|[\s,;])(?:floe_az|ws_az)=({ZONE_PATTERN})")
 OVERLOAD_FACTOR = 1.5
 MIN_OVERLOAD_REQUESTS_PER_S = 20.0
 MIN_WEIGHT = 0.05
+# An overloaded agent is weighted back to 1 only when its load (per unit of its weight:
+# what it would carry at a full share) is back under this multiple of the others' mean.
+RECOVERY_FACTOR = 1.1
+# A weight changes only after its condition has held this long, and never sooner than
+# this after its previous change; each restore doubles it for that agent (up to
+# `MAX_HOLD_S`), so even loads that follow the leaders cannot make them oscillate fast.
+HOLD_S = 30.0
+MAX_HOLD_S = 600.0
+# Reported loads are smoothed exponentially with this time constant.
+SMOOTHING_S = 20.0
 
 
 def client_zone(client_id: str | None) -> str | None:
@@ -83,7 +101,106 @@ def weighted_owner(key: str, peers: Sequence[Peer], weights: dict[str, float]) -
     )
 
 
-def partition_leaders(topic_id: str, partitions: int, brokers: Sequence[Peer]) -> list[Peer]:
-    """The leader of each partition of a topic among `brokers`."""
-    weights = load_weights(brokers)
+@dataclass
+class _Agent:
+    load: float  # smoothed
+    weight: float = 1.0
+    changed_at: float = -math.inf
+    hold_s: float = HOLD_S
+    # (wanted weight, since when it has been wanted)
+    pending: tuple[float, float] | None = None
+
+
+class LeaderWeights:
+    """Each agent's weight in partition leadership, changed slowly (module docstring).
+
+    `observe` takes every live agent with its reported load (the control plane's live
+    list) and the time; `weights` is what `partition_leaders` uses. Agents are compared
+    with the others of their zone. An agent at weight 1 becomes overloaded when its
+    smoothed load exceeds `OVERLOAD_FACTOR` times the others' mean (each other's load
+    divided by its weight) continuously for its hold time; its weight is then set once,
+    as `load_weights` would, and stays until its load per unit of weight is back under
+    `RECOVERY_FACTOR` times the others' mean (or it is all but idle) for its hold time.
+    """
+
+    def __init__(
+        self,
+        *,
+        hold_s: float = HOLD_S,
+        max_hold_s: float = MAX_HOLD_S,
+        smoothing_s: float = SMOOTHING_S,
+    ) -> None:
+        self._base_hold = hold_s
+        self._max_hold = max(hold_s, max_hold_s)
+        self._smoothing = smoothing_s
+        self._agents: dict[str, _Agent] = {}
+        self._observed_at: float | None = None
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {agent_id: a.weight for agent_id, a in self._agents.items() if a.weight != 1.0}
+
+    def observe(self, peers: Sequence[Peer], now: float) -> None:
+        """Take the live agents' reported loads at `now` (seconds, monotonic)."""
+        elapsed = 0.0 if self._observed_at is None else max(0.0, now - self._observed_at)
+        self._observed_at = now
+        keep = 1.0 - math.exp(-elapsed / self._smoothing) if self._smoothing > 0 else 1.0
+        agents: dict[str, _Agent] = {}
+        for peer in peers:
+            known = self._agents.get(peer.agent_id)
+            if known is None:
+                known = _Agent(load=max(0.0, peer.load))
+            else:
+                known.load += keep * (max(0.0, peer.load) - known.load)
+            agents[peer.agent_id] = known
+        self._agents = agents
+        zones: dict[str, list[Peer]] = {}
+        for peer in peers:
+            zones.setdefault(peer.zone, []).append(peer)
+        for members in zones.values():
+            for peer in members:
+                self._step(peer.agent_id, [p.agent_id for p in members], now)
+
+    def _wanted(self, agent_id: str, members: list[str]) -> float:
+        me = self._agents[agent_id]
+        others = [self._agents[m] for m in members if m != agent_id]
+        if not others:
+            return 1.0
+        mean = sum(o.load / o.weight for o in others) / len(others)
+        if me.weight == 1.0:
+            limit = OVERLOAD_FACTOR * mean
+            if me.load > limit and me.load > MIN_OVERLOAD_REQUESTS_PER_S:
+                return max(MIN_WEIGHT, round(limit / me.load, 1))
+            return 1.0
+        if me.load / me.weight < RECOVERY_FACTOR * mean or me.load <= MIN_OVERLOAD_REQUESTS_PER_S:
+            return 1.0  # balanced again, or too idle to be worth weighting
+        return me.weight  # still overloaded: its weight was set once, and stays
+
+    def _step(self, agent_id: str, members: list[str], now: float) -> None:
+        me = self._agents[agent_id]
+        if now - me.changed_at >= self._max_hold:
+            me.hold_s = self._base_hold  # long quiet: forgive past reversals
+        wanted = self._wanted(agent_id, members)
+        if wanted == me.weight:
+            me.pending = None
+            return
+        if me.pending is None or me.pending[0] != wanted:
+            me.pending = (wanted, now)
+        if now - me.pending[1] >= me.hold_s and now - me.changed_at >= me.hold_s:
+            if wanted == 1.0:
+                me.hold_s = min(self._max_hold, 2 * me.hold_s)
+            me.weight, me.changed_at, me.pending = wanted, now, None
+
+
+def partition_leaders(
+    topic_id: str,
+    partitions: int,
+    brokers: Sequence[Peer],
+    weights: dict[str, float] | None = None,
+) -> list[Peer]:
+    """The leader of each partition of a topic among `brokers`, weighted by `weights`
+    (agent id -> weight, default 1: a `LeaderWeights`' choice), or by `load_weights`
+    of the brokers' reported loads when None."""
+    if weights is None:
+        weights = load_weights(brokers)
     return [weighted_owner(f"{topic_id}:{index}", brokers, weights) for index in range(partitions)]

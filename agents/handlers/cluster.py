@@ -40,8 +40,10 @@ def _broker_entry(peer: Peer) -> dict[str, Any]:
     }
 
 
-def _topic_entry(topic: TopicInfo, brokers: list[Peer]) -> dict[str, Any]:
-    leaders = partition_leaders(topic.topic_id_str, topic.partitions, brokers)
+def _topic_entry(
+    topic: TopicInfo, brokers: list[Peer], weights: dict[str, float]
+) -> dict[str, Any]:
+    leaders = partition_leaders(topic.topic_id_str, topic.partitions, brokers, weights)
     return {
         "error_code": 0,
         "name": topic.name,
@@ -169,8 +171,9 @@ def _lists_all(body: dict[str, Any], api_version: int) -> bool:
 async def _topic_entries(
     ctx: AgentContext, body: dict[str, Any], api_version: int, brokers: list[Peer]
 ) -> list[dict[str, Any]]:
+    weights = ctx.leader_weights.weights
     if _lists_all(body, api_version):
-        return [_topic_entry(t, brokers) for t in await ctx.topics.all_topics()]
+        return [_topic_entry(t, brokers, weights) for t in await ctx.topics.all_topics()]
     requested = body["topics"]
     names = [t["name"] for t in requested if t.get("name")]
     ids = [t["topic_id"] for t in requested if not t.get("name") and t.get("topic_id")]
@@ -189,13 +192,15 @@ async def _topic_entries(
             if topic is None:
                 topic, error = created.get(name, (None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             entries.append(
-                _topic_entry(topic, brokers) if topic else _error_entry(name, ZERO_UUID, error)
+                _topic_entry(topic, brokers, weights)
+                if topic
+                else _error_entry(name, ZERO_UUID, error)
             )
         else:
             topic_id = request.get("topic_id")
             topic = by_id.get(topic_id)
             entries.append(
-                _topic_entry(topic, brokers)
+                _topic_entry(topic, brokers, weights)
                 if topic
                 else _error_entry(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
             )
@@ -206,14 +211,15 @@ def _last_known_entries(
     ctx: AgentContext, body: dict[str, Any], api_version: int, brokers: list[Peer]
 ) -> list[dict[str, Any]]:
     """Topic entries from the topic cache, fresh or not, without calling anyone."""
+    weights = ctx.leader_weights.weights
     if _lists_all(body, api_version):
-        return [_topic_entry(t, brokers) for t in ctx.topics.last_known_all()]
+        return [_topic_entry(t, brokers, weights) for t in ctx.topics.last_known_all()]
     entries = []
     for request in body["topics"]:
         name = request.get("name")
         topic = ctx.topics.last_known(name=name, topic_id=None if name else request.get("topic_id"))
         if topic is not None:
-            entries.append(_topic_entry(topic, brokers))
+            entries.append(_topic_entry(topic, brokers, weights))
         else:
             entries.append(
                 _error_entry(

@@ -17,6 +17,8 @@ from agents.peers import auth
 from agents.peers.server import add_peer_routes
 from agents.zone_cache import ChunkRing
 from agents.zone_routing import (
+    HOLD_S,
+    LeaderWeights,
     client_zone,
     load_weights,
     partition_leaders,
@@ -86,6 +88,97 @@ def test_an_overloaded_agent_leads_fewer_partitions():
     # Ordinary jitter moves nothing: loads within 1.5x the mean are all weight 1.
     calm = [peer("agt-0", load=30), peer("agt-1", load=40), peer("agt-2", load=52)]
     assert set(load_weights(calm).values()) == {1.0}
+
+
+def _feed(weights: LeaderWeights, loads: list[dict[str, float]], start: float = 0.0) -> float:
+    """Observe each of `loads` 3 s apart (the heartbeat interval); the last time."""
+    now = start
+    for step in loads:
+        weights.observe([peer(a, load=x) for a, x in step.items()], now)
+        now += 3.0
+    return now - 3.0
+
+
+def test_flip_flopping_loads_move_no_leader():
+    weights = LeaderWeights()
+    # The loads chase the leaders: whoever led more last time reports three times the
+    # other's, every heartbeat, for ten minutes.
+    flip = [{"agt-0": 300.0, "agt-1": 100.0}, {"agt-0": 100.0, "agt-1": 300.0}] * 100
+    for beat, step in enumerate(flip):
+        _feed(weights, [step], start=beat * 3.0)
+        assert weights.weights == {}, beat
+
+
+def test_a_sustained_overload_moves_once_after_the_hold_time():
+    weights = LeaderWeights()
+    calm = {"agt-0": 100.0, "agt-1": 100.0, "agt-2": 100.0}
+    now = _feed(weights, [calm] * 10)
+    hot = {"agt-0": 100.0, "agt-1": 100.0, "agt-2": 600.0}
+    changes = []
+    for _ in range(200):  # ten minutes of it
+        now += 3.0
+        before = weights.weights
+        weights.observe([peer(a, load=x) for a, x in hot.items()], now)
+        if weights.weights != before:
+            changes.append((now, weights.weights))
+    assert len(changes) == 1, changes
+    moved_at, after = changes[0]
+    assert set(after) == {"agt-2"} and after["agt-2"] < 0.5
+    assert moved_at - 27.0 >= HOLD_S  # the overload began at 30 s
+    shares = Counter(p.agent_id for p in partition_leaders("t", 600, [peer(a) for a in hot], after))
+    assert shares["agt-2"] < 0.2 * 600 < shares["agt-0"]
+
+
+def test_leaders_whose_load_follows_them_settle():
+    """Two agents, 12 partitions, each reporting load in proportion to the partitions it
+    leads (ripcord's producer): with the weights recomputed on every report they swap
+    leaders back and forth; with `LeaderWeights` they move at most a couple of times."""
+    brokers = [peer("agt-a"), peer("agt-b")]
+
+    def reported(leaders: list[Peer]) -> dict[str, float]:
+        led = Counter(p.agent_id for p in leaders)
+        return {b.agent_id: 400.0 * led[b.agent_id] for b in brokers}
+
+    def moves(weights_at) -> int:
+        leaders = partition_leaders("t2", 12, brokers, {})
+        count = 0
+        for beat in range(200):  # ten minutes of heartbeats
+            loads = reported(leaders)
+            now_brokers = [peer(a, load=x) for a, x in loads.items()]
+            new = partition_leaders("t2", 12, brokers, weights_at(now_brokers, beat * 3.0))
+            count += sum(x.agent_id != y.agent_id for x, y in zip(leaders, new))
+            leaders = new
+        return count
+
+    state = LeaderWeights()
+
+    def sticky(now_brokers, now):
+        state.observe(now_brokers, now)
+        return state.weights
+
+    # (200 and 1 when written: every heartbeat, and once.)
+    assert moves(lambda now_brokers, _: load_weights(now_brokers)) > 100
+    assert moves(sticky) <= 8
+
+
+def test_an_overloaded_agent_comes_back_once_its_load_is_gone():
+    weights = LeaderWeights()
+    now = _feed(weights, [{"a": 100.0, "b": 100.0, "c": 600.0}] * 40)
+    assert set(weights.weights) == {"c"}
+    # Weighted down, c's load falls below the others' — not a reason to come back: per
+    # unit of its weight it is still overloaded.
+    low = weights.weights["c"] * 500.0
+    now = _feed(weights, [{"a": 120.0, "b": 120.0, "c": low}] * 100, start=now + 3.0)
+    assert set(weights.weights) == {"c"}
+    # Its extra load gone, it comes back after the hold time.
+    later = now + 3.0
+    now = _feed(weights, [{"a": 100.0, "b": 100.0, "c": weights.weights["c"] * 100.0}] * 40, later)
+    assert weights.weights == {}
+    # Weighted down again, then the whole zone goes idle: it comes back too.
+    now = _feed(weights, [{"a": 100.0, "b": 100.0, "c": 600.0}] * 200, start=now + 3.0)
+    assert set(weights.weights) == {"c"}
+    _feed(weights, [{"a": 0.0, "b": 0.0, "c": 0.0}] * 200, start=now + 3.0)
+    assert weights.weights == {}
 
 
 def test_weighted_owner_needs_someone():
