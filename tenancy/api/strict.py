@@ -29,6 +29,11 @@ def _json_type_problem(field: serializers.Field, value) -> str | None:
                 return "Must be a JSON object of strings."
     elif isinstance(field, serializers.ListField):
         ok = isinstance(value, list)
+        if ok and field.child is not None:  # each item its own JSON type too
+            for item in value:
+                problem = _json_type_problem(field.child, item)
+                if problem:
+                    return f"Each item: {problem[0].lower()}{problem[1:]}"
     else:
         return None
     return None if ok else f"Must be a JSON {_type_name(field)}."

@@ -58,7 +58,7 @@ def test_only_agents_of_the_named_groups_lease_migrations(api, alice):
 
 def test_bad_group_lists_are_refused_and_another_org_cannot_set_them(api, alice, bob):
     client, url = api(alice["admin"]), config_url(alice["cluster"])
-    for bad in (["East"], "east", [""], ["-x"], [f"g{i}" for i in range(33)]):
+    for bad in (["East"], "east", [""], ["-x"], [0], [["east"]], [f"g{i}" for i in range(33)]):
         refused = client.patch(url, {"jobs_agent_groups": bad}, format="json")
         assert refused.status_code == 400 and "jobs_agent_groups" in refused.json()["error"]
     assert (

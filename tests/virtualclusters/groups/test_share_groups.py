@@ -42,7 +42,11 @@ def _share_group(agent_api, topic_id: str) -> None:
 
 
 def _leave(agent_api) -> None:
+    """m1 leaves and closes its share session (what releases its records, as Kafka's)."""
     agent_api("share/heartbeat", {"group_id": "sg", "member_id": "m1", "member_epoch": -1})
+    agent_api(
+        "share/fetch", {"group_id": "sg", "member_id": "m1", "partitions": [], "release": True}
+    )
 
 
 def url(tenant, rest: str = "") -> str:
