@@ -139,3 +139,54 @@ def test_agent_groups_and_listeners_on_the_agents_and_cluster_pages(page, live_s
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"agents page scrolls sideways by {overflow}px at {width}"
         page.screenshot(path=screenshots / f"agents-groups-{width}.png", full_page=True)
+
+
+def test_long_host_names_leave_every_agents_column_in_view(page, live_server, screenshots):
+    """Agents whose listeners advertise long DNS names (a cloud's internal names) and a
+    long agent group: at 1366 px the Agents table still fits its card, Heartbeat column
+    included — long addresses wrap, each whole in its title — and at 375 px only the
+    table scrolls sideways, never the page."""
+    user, org = make_org("Long names")
+    cluster, key = make_cluster("far", org=org)
+    long_host = "ip-10-120-33-201.eu-central-1.compute.internal.kafka.corp-example.com"
+    for n in range(3):
+        AgentApi(key)(
+            "heartbeat",
+            {
+                "agent_id": f"agt-long-{n}",
+                "host": f"b{n}.{long_host}",
+                "port": 9092,
+                "agent_group": "eu-central-1-production-vpc-0a1b2c3d4e5f",
+                "zone": "eu-central-1a",
+                "listeners": [
+                    {"name": "INTERNAL", "protocol": "PLAINTEXT", "host": f"b{n}.{long_host}",
+                     "port": 9092},
+                    {"name": "EXTERNAL", "protocol": "SASL_SSL",
+                     "host": f"kafka-{n}.public-endpoint.{long_host}", "port": 19093},
+                ],
+                "version": "0.1.0",
+                "stats": {"get_requests": 16, "get_bytes": 67_108_864, "cache_hits": 90,
+                          "cache_misses": 10},
+            },
+        )  # fmt: skip
+    page.goto("/login")
+    page.get_by_label("Email").fill(user.email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.goto(f"/clusters/{cluster.public_id}/agents/")
+    expect(page.locator("tr[data-agent]")).to_have_count(3)
+    address = page.locator('tr[data-agent="agt-long-0"] td.listeners code').nth(1)
+    expect(address).to_have_attribute("title", f"kafka-0.public-endpoint.{long_host}:19093")
+    for width in (1366, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"agents page scrolls sideways by {overflow}px at {width}"
+        page.screenshot(path=screenshots / f"agents-long-names-{width}.png", full_page=True)
+        if width == 1366:
+            wrap = page.locator("#agents .table-wrap")
+            hidden = wrap.evaluate("w => w.scrollWidth - w.clientWidth")
+            assert hidden <= 0, f"the Agents table is cut off by {hidden}px at 1366"
+            heartbeat = page.locator("#agents th").last.bounding_box()
+            card = page.locator("#agents").bounding_box()
+            assert heartbeat and card
+            assert heartbeat["x"] + heartbeat["width"] <= card["x"] + card["width"]
