@@ -13,7 +13,7 @@ Asserted: the victim held unsequenced bytes when it died; the survivor recovered
 of its journal (`floe_journal_recovered_entries_total`), and afterwards every entry of
 that journal in the bucket is a committed file; no produce error, no acknowledged record
 lost, none stored twice, each partition in the producer's order. Printed: the figures and the
-row of the suite's table. About 3 minutes: listed in tests/conftest.py's LONGEST_FIRST.
+row of the suite's table. 2.5–3.5 minutes: listed in tests/conftest.py's LONGEST_FIRST.
 """
 
 from __future__ import annotations
