@@ -211,6 +211,7 @@ LONGEST_FIRST = (
     "tests/ha/",  # three Patroni nodes: failover, switchover, rebuild, restore (issue 39)
     "tests/virtualclusters/security/test_rest_schemathesis_cli.py",
     "tests/faults/test_ripcord.py",  # a 60 s and a 30 s control-plane outage under load
+    "tests/faults/test_ripcord_agent_killed.py",  # an agent killed in a 30 s outage (~3 min)
 )
 
 
