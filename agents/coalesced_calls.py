@@ -28,7 +28,7 @@ class CoalescedCalls:
         self._running = False
 
     async def ask(self, partitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
         self._pending.append((partitions, future))
         if not self._running:
             self._running = True

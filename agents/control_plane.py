@@ -106,8 +106,11 @@ class ControlPlaneClient:
         if self._session is not None and not self._session.closed:
             await self._session.close()
 
-    async def call(self, name: str, body: dict[str, Any], *, timeout_s: float | None = None) -> Any:
-        """POST `body` to `/agent/v1/<name>` and return the decoded answer.
+    async def call(
+        self, name: str, body: dict[str, Any], *, timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        """POST `body` to `/agent/v1/<name>` and return the decoded answer (every agent API
+        endpoint answers a JSON object; anything else is a bad answer).
 
         Bounded by `timeout_s` (the client's default when not given). Raises
         `AgentKeyRejected` (401), `ControlPlaneRejected` (other 4xx) or
@@ -130,7 +133,10 @@ class ControlPlaneClient:
                     self.link.record_answer()
                 if resp.status == 200:
                     outcome = "ok"
-                    return json.loads(payload)
+                    answer = json.loads(payload)
+                    if not isinstance(answer, dict):
+                        raise ValueError(f"a JSON {type(answer).__name__}, not an object")
+                    return answer
                 outcome = str(resp.status)
                 message = _error_text(payload) or resp.reason or ""
                 if resp.status == 401:
@@ -182,7 +188,7 @@ class ControlPlaneClient:
         attempts: int = 3,
         first_delay_s: float = 0.05,
         timeout_s: float | None = None,
-    ) -> Any:
+    ) -> dict[str, Any]:
         """`call`, retried with backoff on `ControlPlaneUnavailable` (idempotent calls only)."""
         delay = first_delay_s
         for attempt in range(attempts):

@@ -51,7 +51,7 @@ class ControlPlaneLink:
         self._inflight: dict[int, float] = {}  # watched call -> when it was sent
         self._ids = itertools.count()
         self._probe: Callable[[], Awaitable[bool]] | None = None
-        self._probing: asyncio.Task | None = None
+        self._probing: asyncio.Task[None] | None = None
         self.outages = 0  # times the link went down (for /metrics and tests)
         self._came_up_at = float("-inf")  # when the last outage ended (monotonic)
 

@@ -337,11 +337,18 @@ class MigrationCopier:
     # --- the control plane -----------------------------------------------------------
 
     async def _call(
-        self, migration: _Migration, name: str, body: dict[str, Any], **options: Any
-    ) -> Any:
+        self,
+        migration: _Migration,
+        name: str,
+        body: dict[str, Any],
+        *,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
         try:
             return await self.client.call(
-                name, {"migration_id": migration.id, "lease": migration.lease, **body}, **options
+                name,
+                {"migration_id": migration.id, "lease": migration.lease, **body},
+                timeout_s=timeout_s,
             )
         except ControlPlaneRejected as exc:
             if "409" in str(exc) or "not leased" in str(exc):

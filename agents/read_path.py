@@ -215,15 +215,15 @@ def _count_sent(
 # Single flight: a `fetch-plan` call in flight, by its request, that an identical
 # request (consumers of other groups at the same offsets, as after a restart) awaits
 # instead of asking again. Plans are only read, never changed, so they are shared.
-_IN_FLIGHT: dict[tuple[int, str], asyncio.Future[Any]] = {}
+_IN_FLIGHT: dict[tuple[int, str], asyncio.Future[dict[str, Any]]] = {}
 
 
-async def _shared_plan(ctx: AgentContext, plan_request: dict[str, Any]) -> Any:
+async def _shared_plan(ctx: AgentContext, plan_request: dict[str, Any]) -> dict[str, Any]:
     key = (id(ctx.client), json.dumps(plan_request, sort_keys=True, separators=(",", ":")))
     pending = _IN_FLIGHT.get(key)
     if pending is not None:
         return await asyncio.shield(pending)
-    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
     _IN_FLIGHT[key] = future
     try:
         plan = await ctx.client.call("fetch-plan", plan_request)

@@ -68,7 +68,8 @@ async def offset_for_time(ctx: AgentContext, *, topic: str, partition: int, time
         raise BrowseError(
             f"finding the offset for a time failed (Kafka error {found['error_code']})"
         )
-    return found["offset"]
+    offset: int = found["offset"]
+    return offset
 
 
 async def browse(

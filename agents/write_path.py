@@ -157,6 +157,10 @@ class BatchToWrite:
     lightning: bool = False  # its topic is a lightning topic: answered from the journal
 
 
+# A request's answer: one commit result dict per batch, in order.
+BatchResults = asyncio.Future[list[dict[str, Any]]]
+
+
 @dataclass(eq=False)  # identity: sealed segments are kept in a set until answered
 class _Segment:
     size: int = 0  # bytes of batches appended
@@ -164,13 +168,13 @@ class _Segment:
     batches: list[BatchToWrite] = field(default_factory=list)  # in append order
     # (future, index of the request's first batch, number of batches, may be answered
     # from the journal), append order
-    waiters: list[tuple[asyncio.Future, int, int, bool]] = field(default_factory=list)
+    waiters: list[tuple[BatchResults, int, int, bool]] = field(default_factory=list)
     lightning: bool = False  # holds a lightning batch: a journal entry, sealed on time
     journal: bool = False  # decided when sealed: its key is a journal entry's
     key: str = ""
     journaled_at: float | None = None  # monotonic, once in the bucket (journal only)
     touched: set[tuple[str, int]] = field(default_factory=set)
-    committed: asyncio.Future | None = None
+    committed: asyncio.Future[None] | None = None
     timer: asyncio.TimerHandle | None = None
     overdue: bool = False  # its age passed while the commit pipeline was full
 
@@ -364,7 +368,7 @@ class CommitWatch:
     """
 
     def __init__(self) -> None:
-        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+        self._waiters: dict[tuple[str, int], set[asyncio.Future[tuple[str, int]]]] = {}
         self._commits: dict[tuple[str, int], int] = {}
 
     def snapshot(self, partitions: Iterable[tuple[str, int]]) -> tuple[int, ...]:
@@ -470,8 +474,8 @@ class SegmentWriter:
         self.watch = watch or CommitWatch()
         self.offsets = offsets
         self._open: _Segment | None = None
-        self._commit_tail: asyncio.Future | None = None
-        self._flushes: set[asyncio.Task] = set()
+        self._commit_tail: asyncio.Future[None] | None = None
+        self._flushes: set[asyncio.Task[None]] = set()
         self._unanswered: set[_Segment] = set()  # sealed, their waiters not answered yet
         self._sequence = 0
         self._boot = secrets.token_hex(3)
@@ -506,7 +510,7 @@ class SegmentWriter:
 
     def append(
         self, batches: list[BatchToWrite], *, wait: bool, early: bool = False
-    ) -> asyncio.Future | None:
+    ) -> BatchResults | None:
         """Add a request's batches to the open segment (all to the same one).
 
         With `wait`, returns a future resolving to one commit result dict per batch
@@ -647,7 +651,9 @@ class SegmentWriter:
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def _flush(self, segment: _Segment, previous: asyncio.Future | None, size: int) -> None:
+    async def _flush(
+        self, segment: _Segment, previous: asyncio.Future[None] | None, size: int
+    ) -> None:
         started = time.perf_counter()
         key = segment.key = self._object_key(segment.journal)
         outcome = "ok"
@@ -752,7 +758,7 @@ class SegmentWriter:
             asyncio.get_running_loop().call_later(delay, self._ripcord_due, segment)
 
     @staticmethod
-    def _all_lightning(segment: _Segment, waiter: tuple[asyncio.Future, int, int, bool]) -> bool:
+    def _all_lightning(segment: _Segment, waiter: tuple[BatchResults, int, int, bool]) -> bool:
         _, first, count, _ = waiter
         return all(b.lightning for b in segment.batches[first : first + count])
 
@@ -763,7 +769,7 @@ class SegmentWriter:
 
     @staticmethod
     def _answer_early(
-        segment: _Segment, waiters: list[tuple[asyncio.Future, int, int, bool]], reason: str
+        segment: _Segment, waiters: list[tuple[BatchResults, int, int, bool]], reason: str
     ) -> None:
         for future, _, count, _ in waiters:
             if not future.done():

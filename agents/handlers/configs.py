@@ -74,7 +74,7 @@ def _result(resource: dict[str, Any], error: int = 0, message: str | None = None
 
 async def _ask_unless_away(
     ctx: AgentContext, call: str, body: dict[str, Any], *, known: bool
-) -> Any:
+) -> dict[str, Any]:
     """The control plane's answer — not even asked while Ripcord answers for it from
     what is `known`."""
     if known and ctx.ripcord_active:

@@ -19,7 +19,7 @@ from agents.topics import TopicInfo
 from agents.write_path import MAX_SEGMENT_BATCHES, BatchToWrite
 from core.kafka import RequestHeader
 from core.kafka.errors import ErrorCode
-from core.kafka.records import CorruptRecord, RecordTooLarge, validate_batches
+from core.kafka.records import BatchHeader, CorruptRecord, RecordTooLarge, validate_batches
 from core.topic_types import LIGHTNING, STANDARD, TOPIC_TYPE
 
 _PRODUCED_BYTES = Counter("floe_produce_bytes_total", "Record batch bytes accepted for writing.")
@@ -257,7 +257,10 @@ def _journal_sequence_checks(
 
 
 async def _schema_problem(
-    ctx: AgentContext, info: TopicInfo, view: memoryview, validated: list
+    ctx: AgentContext,
+    info: TopicInfo,
+    view: memoryview,
+    validated: list[tuple[int, int, BatchHeader]],
 ) -> dict[str, Any] | None:
     """The partition's refusal when its topic validates schemas and a record fails
     (INVALID_RECORD naming the record), or None. Nothing of a refused batch is written."""

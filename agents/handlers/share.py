@@ -23,7 +23,7 @@ from typing import Any
 from agents import read_path
 from agents.context import AgentContext
 from agents.zone_routing import client_zone
-from core.kafka import ApiKey
+from core.kafka import ApiKey, RequestHeader
 from core.kafka.errors import ErrorCode
 
 MAX_WAIT_S = 30.0  # a bound on any client's MaxWaitMs
@@ -62,7 +62,9 @@ def _session_error(error: int, message: str) -> dict[str, Any]:
 # --- ShareGroupHeartbeat --------------------------------------------------------------
 
 
-async def handle_share_group_heartbeat(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_share_group_heartbeat(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """Join (epoch 0), heartbeat, leave (-1): the store answers with the member's epoch
     and, when it changed, its assignment — every partition of its subscribed topics."""
     if not body["group_id"]:
@@ -117,7 +119,9 @@ def _heartbeat_error(error: int, message: str) -> dict[str, Any]:
 # --- ShareGroupDescribe -------------------------------------------------------------------
 
 
-async def handle_share_group_describe(ctx: AgentContext, header, body: dict[str, Any]) -> dict:
+async def handle_share_group_describe(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """ShareGroupDescribe v1: each group's members and their assignments, from the store
     (a group it does not know: GROUP_ID_NOT_FOUND)."""
     answer = await ctx.client.call("share/groups/list", {"group_ids": body["group_ids"]})
@@ -210,7 +214,9 @@ def _session_for(body: dict[str, Any], *, fetch: bool) -> ShareSession | dict[st
     return existing
 
 
-async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_share_fetch(
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
     """ShareFetch v1: acknowledge what the request carries, acquire and read the next
     records of the session's partitions (long-polling up to MaxWaitMs for some)."""
     if not body.get("group_id") or not body.get("member_id"):
@@ -294,7 +300,9 @@ async def handle_share_fetch(ctx: AgentContext, header, body: dict[str, Any]) ->
     }
 
 
-class _Result(dict):
+class _Result(dict[Key, dict[str, Any]]):
+    """The store's answer per partition, with the acquisition lock and isolation level."""
+
     lock_ms: int = 0
     read_committed: bool = False
 
@@ -340,7 +348,7 @@ async def _store_call(
 
 async def _read(
     ctx: AgentContext,
-    header,
+    header: RequestHeader,
     known: dict[Key, Any],
     answers: dict[Key, dict[str, Any]],
     read_committed: bool,
@@ -523,7 +531,7 @@ def _by_topic(
 
 
 async def handle_share_acknowledge(
-    ctx: AgentContext, header, body: dict[str, Any]
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
     """ShareAcknowledge v1: apply the acknowledgement batches (one `share/fetch` call
     that acquires nothing); epoch -1 also closes the share session."""
@@ -566,7 +574,7 @@ SHARE_APIS = frozenset(
 )
 
 
-def error_response(header, body: dict[str, Any], error: int) -> dict[str, Any]:
+def error_response(header: RequestHeader, body: dict[str, Any], error: int) -> dict[str, Any]:
     """Every part of a share request answered with `error`."""
     if header.api_key == ApiKey.SHARE_GROUP_HEARTBEAT:
         return _heartbeat_error(error, "")

@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 from agents.context import AgentContext
-from core.kafka import ApiKey
+from core.kafka import ApiKey, RequestHeader
 from core.kafka.errors import ErrorCode
 
 SHARE_OFFSET_APIS = frozenset(
@@ -33,7 +33,7 @@ def _uuids(topics: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def handle_describe_share_group_offsets(
-    ctx: AgentContext, header, body: dict[str, Any]
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
     """Each group's start offsets (and lag): of the named partitions, or with topics
     null of every partition the group has read."""
@@ -68,7 +68,7 @@ def _describe_error(group: dict[str, Any], error: int, message: str | None) -> d
 
 
 async def handle_alter_share_group_offsets(
-    ctx: AgentContext, header, body: dict[str, Any]
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
     """Start the named partitions over at the given offsets; the group must be empty."""
     if not body["group_id"]:
@@ -94,7 +94,7 @@ async def handle_alter_share_group_offsets(
 
 
 async def handle_delete_share_group_offsets(
-    ctx: AgentContext, header, body: dict[str, Any]
+    ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
     """Forget the group's state of the named topics; the group must be empty."""
     if not body["group_id"]:
@@ -112,7 +112,7 @@ async def handle_delete_share_group_offsets(
 
 
 def error_response(
-    header, body: dict[str, Any], error: int, message: str | None = None
+    header: RequestHeader, body: dict[str, Any], error: int, message: str | None = None
 ) -> dict[str, Any]:
     """The request answered with `error`: each group's (Describe), else the top-level
     code with no topics (Kafka's getErrorResponse)."""

@@ -102,8 +102,15 @@ class _Diff:
     def add(self, kind: str, path: str) -> None:
         self.found.append((kind, path))
 
-    def types(self, path: str, original: list, update: list, enums: tuple) -> None:
-        """Nested (or top-level) messages and enums, by name."""
+    def types(
+        self,
+        path: str,
+        original: list[MessageProto],
+        update: list[MessageProto],
+        enums: tuple[Iterable[EnumProto], Iterable[EnumProto]],
+    ) -> None:
+        """Nested (or top-level) messages and enums, by name (`enums`: the original's,
+        the update's)."""
         # A map's entry message is the map's: compared with its field, never as a type.
         old_messages = {m.name: (i, m) for i, m in enumerate(original) if not m.options.map_entry}
         new_messages = {m.name: (i, m) for i, m in enumerate(update) if not m.options.map_entry}

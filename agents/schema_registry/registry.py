@@ -18,8 +18,9 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, TypeVar, TypeVarTuple
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError
 from agents.schema_registry import compatibility
@@ -27,6 +28,8 @@ from core.schemas.formats import InvalidSchema, ParsedSchema, parse, sent_as_des
 from core.storage import ObjectNotFound, ObjectStore
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+_Args = TypeVarTuple("_Args")
 
 MAX_REFERENCE_DEPTH = 10
 REGISTER_ATTEMPTS = 8
@@ -98,7 +101,7 @@ class SchemaRegistry:
             raise RestError(int(answer["error_code"]), str(answer.get("message") or ""))
         return answer
 
-    async def _blocking(self, function: Any, *args: Any) -> Any:
+    async def _blocking(self, function: Callable[[*_Args], _T], *args: *_Args) -> _T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
     async def _put_text(self, schema: ParsedSchema) -> None:
@@ -144,7 +147,10 @@ class SchemaRegistry:
             raise RestError(
                 50001, f"schema text {fingerprint} is missing from the bucket"
             ) from None
-        return json.loads(raw)
+        document = json.loads(raw)
+        if not isinstance(document, dict):
+            raise RestError(50001, f"schema text {fingerprint} in the bucket is not an object")
+        return document
 
     def _remember(self, schema: ParsedSchema) -> None:
         if len(self._parsed) > _CACHE_ENTRIES:
@@ -194,7 +200,8 @@ class SchemaRegistry:
         self, subject: str, version: int | None, *, deleted: bool = False
     ) -> dict[str, Any]:
         """A subject's version (None: the latest live one)."""
-        listed = (await self.versions(subject, deleted=deleted or version is not None))["versions"]
+        versions = await self.versions(subject, deleted=deleted or version is not None)
+        listed: list[dict[str, Any]] = versions["versions"]
         if version is None:
             live = [v for v in listed if not v["deleted"]]
             if not live:
@@ -287,8 +294,8 @@ class SchemaRegistry:
         raise RestError(50002, "Register operation timed out: the subject kept changing")
 
     async def lookup(self, subject: str, schema: ParsedSchema, *, deleted: bool) -> dict[str, Any]:
-        listed = (await self.versions(subject, deleted=deleted))["versions"]
-        for entry in reversed(listed):
+        listed: list[dict[str, Any]] = (await self.versions(subject, deleted=deleted))["versions"]
+        for entry in listed[::-1]:  # the newest first
             if entry["fingerprint"] == schema.fingerprint:
                 return entry
         raise RestError(40403, "Schema not found")

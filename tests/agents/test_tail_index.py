@@ -5,13 +5,16 @@ relay (``feed_relay.Relay``) and applied by the agent's own ``TailFeed``; each s
 changes the store through its real calls (commits, DeleteRecords, retention, a
 compaction swap, transactions committed and aborted) or the feed (a reconnect loses what
 was in flight). Whenever the index has caught up with the feed, its plan for any request
-is the store's plan for it, or None.
+is the store's plan for it, or None. Answers are shared through the agent's own read path
+(``read_path.fill``, as a Fetch is), over the real bytes of every committed batch: a shared
+answer given out later is the answer the store's plan gives then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import struct
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,9 +25,11 @@ from django.db import connection, transaction
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from agents import read_path, shared_answers, tail_index
+from agents import read_path, tail_index
+from agents.partition_offsets import PartitionOffsets
 from agents.tail_feed import TailFeed
 from agents.write_path import CommitWatch
+from core.kafka.records import RecordInput, encode_batch
 from metadata_store import retention, rewrites, store, tail_feed
 from metadata_store.agent_api import schemas
 from metadata_store.agent_api.feed_relay import NAMES_SQL, Relay
@@ -43,7 +48,8 @@ class Feed:
         self.cluster_id = cluster_id
         self.relay = Relay(lookup=self.lookup)
         self.relay.restart(live=True)
-        self.feed = TailFeed(None, CommitWatch())  # type: ignore[arg-type]
+        self.watch = CommitWatch()
+        self.feed = TailFeed(None, self.watch)  # type: ignore[arg-type]
         params = connection.get_connection_params()
         kept = {k: v for k, v in params.items() if isinstance(v, str | int) and v != ""}
         kept.pop("client_encoding", None)
@@ -99,6 +105,23 @@ class Feed:
                 return
 
 
+class Bucket:
+    """The chunk cache's `read` over the bytes of the files the test committed."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+
+    def prefetch(self, *_: object) -> None:
+        pass
+
+    async def read(self, key: str, pos: int, length: int) -> list[memoryview]:
+        return [memoryview(self.files[key])[pos : pos + length]]
+
+
+def _records(count: int, value_bytes: int) -> list[RecordInput]:
+    return [RecordInput(key=None, value=b"v" * value_bytes, timestamp=1_700_000_000_000)] * count
+
+
 class World:
     def __init__(self, api: AgentApi, alice: dict) -> None:
         self.api, self.alice = api, alice
@@ -106,6 +129,7 @@ class World:
         self.name = f"t{next(_names)}"
         self.topic = api.create_topic(self.name, PARTITIONS)
         self.files = 0
+        self.bucket = Bucket()
         self.txn: Txn | None = None
         # The store's plans at past points of the feed: ((epoch, seq), [(request, isolation,
         # plan)]), compared with the index's once it has caught up to just that point.
@@ -113,13 +137,19 @@ class World:
         self.shared: set[tuple[tuple, int]] = set()  # requests whose answers were kept
 
     def commit(self, parts: list[tuple[int, int, int]]) -> None:
+        """One file of real record batches: (partition, records, bytes of each value)."""
         self.files += 1
-        batches, pos = [], 0
-        for partition, records, length in parts:
-            batches.append(batch(self.topic, partition, records, pos=pos, length=length))
-            pos += length + (7 if records % 2 else 0)  # sometimes a gap: another run
+        batches, data = [], bytearray()
+        for partition, records, value_bytes in parts:
+            encoded = encode_batch(_records(records, value_bytes))
+            batches.append(
+                batch(self.topic, partition, records, pos=len(data), length=len(encoded))
+            )
+            data += encoded + (b"\0" * 7 if records % 2 else b"")  # sometimes a gap: another run
+        data += b"\0" * 10
         key = f"{self.cluster.public_id}/segments/{self.name}-{self.files}.seg"
-        self.api("commit", {"file_key": key, "size": pos + 10, "batches": batches})
+        self.bucket.files[key] = bytes(data)
+        self.api("commit", {"file_key": key, "size": len(data), "batches": batches})
 
     def state(self, partition: int) -> tuple[int, int]:
         answer = self.plan([(partition, 0, 1)], 1, 0)[0]
@@ -157,10 +187,14 @@ class World:
             return
         planned = rewrites.batch_pointers([row[0]])
         key = f"{self.cluster.public_id}/compacted/{self.name}-{row[0]}.seg"
-        placements, pos = [], 0
+        placements, data = [], bytearray()
         for p in sorted(planned, key=lambda r: (r[0], r[4])):
-            placements.append([p[0], p[4], key, pos, p[7]])
-            pos += p[7]
+            placements.append([p[0], p[4], key, len(data), p[7]])
+            moved = bytearray(self.bucket.files[p[5]][p[6] : p[6] + p[7]])
+            struct.pack_into(">q", moved, 0, p[3])  # a compacted file's batches carry their offsets
+            data += moved
+        self.bucket.files[key] = bytes(data)
+        pos = len(data)
         with transaction.atomic():
             rewrites.compaction_swap(
                 cluster_id=self.cluster.pk,
@@ -174,7 +208,16 @@ class World:
         if self.txn is None:
             self.txn = Txn(self.api, self.alice, transactional_id=f"{self.name}-tx")
         if self.txn.add(self.name, partition) == [0]:
-            self.txn.produce(self.topic, partition, 2)
+            seq = self.txn.seq.get((self.topic, partition), 0)
+            encoded = encode_batch(
+                _records(2, 30),
+                producer_id=self.txn.pid,
+                producer_epoch=self.txn.epoch,
+                base_sequence=seq,
+                is_transactional=True,
+            )
+            self.txn.produce(self.topic, partition, 2, length=len(encoded))
+            self.bucket.files[self.txn.keys[-1]] = encoded.ljust(1000, b"\0")
 
     def txn_end(self, committed: bool) -> None:
         if self.txn is not None:
@@ -261,7 +304,7 @@ def _check(world: World, feed: Feed, answered: list[int]) -> None:
             if mine is not None:
                 answered[0] += 1
                 assert mine == theirs, (offset, max_bytes)
-                _share(world, feed, wanted, isolation, mine)
+                _share(world, feed, wanted, isolation)
     _check_kept(world, feed, answered)  # kept just now
     # Both partitions at their tails, in one request sharing a small budget.
     tails = [(p, world.state(p)[1] - 1, 100) for p in range(PARTITIONS)]
@@ -279,27 +322,83 @@ def _check_kept(world: World, feed: Feed, answered: list[int]) -> None:
         _check_shared(world, feed, wanted, isolation, theirs, answered)
 
 
-def _share(world: World, feed: Feed, wanted: list, isolation: int, plan: list) -> None:
-    """Keep a plan from the index as a shared answer would be kept (agents.shared_answers:
-    the index's state of the partitions, taken when the plan was made)."""
-    keys = [(str(world.topic), partition) for partition, _, _ in wanted]
-    states = shared_answers.snapshot(feed.feed.index, keys)
-    assert states is not None  # the index planned them: it holds them
-    body = msgspec.json.encode(plan)
-    world.shared.add((tuple(wanted), isolation))
-    feed.feed.shared.put((tuple(wanted), isolation), shared_answers.Answer(body, states, (), 1))
+class _NoControlPlane:
+    async def call(self, name: str, body: dict) -> dict:
+        raise AssertionError(f"{name}: the tail index planned this Fetch, fill must not ask")
+
+
+def _agent(world: World, feed: Feed) -> SimpleNamespace:
+    """What `read_path.fill` uses of an agent: the feed (its index and shared answers),
+    its commit watch, the chunk cache (the world's bucket) and the offsets it learns."""
+    return SimpleNamespace(
+        tail=feed.feed,
+        watch=feed.watch,
+        cache=world.bucket,
+        client=_NoControlPlane(),
+        offsets=PartitionOffsets(),
+        config=SimpleNamespace(cache_bytes=1 << 30, zone=""),
+        known_zones=set,
+    )
+
+
+def _wanted(world: World, wanted: list) -> list[read_path.Wanted]:
+    info = SimpleNamespace(topic_id_str=str(world.topic))
+    return [
+        read_path.Wanted(info, {"partition": p, "fetch_offset": o, "partition_max_bytes": m})  # type: ignore[arg-type]
+        for p, o, m in wanted
+    ]
+
+
+def _encode(items: list[read_path.Wanted]) -> bytes:
+    """A Fetch answer's partitions, as the fetch handler's encoder would carry them."""
+    fields = ("error_code", "high_watermark", "last_stable_offset", "log_start_offset")
+    return msgspec.json.encode(
+        [
+            {
+                **{f: item.answer[f] for f in fields},
+                "aborted_transactions": item.answer["aborted_transactions"],
+                "records": b"".join(item.answer["records"]),
+            }
+            for item in items
+        ]
+    )
+
+
+def _share(world: World, feed: Feed, wanted: list, isolation: int) -> bool:
+    """Fetch `wanted` through the agent's read path with a shareable answer, as the fetch
+    handler does (`read_path.fill` with `share`): fill keeps it (or gives an answer it kept
+    before) when the tail index planned it and it holds records. True when it did."""
+    key = (tuple(wanted), isolation)
+    items = _wanted(world, wanted)
+    body = {"max_bytes": 10**6, "min_bytes": 1, "max_wait_ms": 0, "isolation_level": isolation}
+    encoded = asyncio.run(
+        read_path.fill(
+            _agent(world, feed), items, body, consumed=False, share=(key, lambda: _encode(items))
+        )  # type: ignore[arg-type]
+    )
+    if encoded is None:
+        return False
+    world.shared.add(key)
+    return True
 
 
 def _check_shared(
     world: World, feed: Feed, wanted: list, isolation: int, theirs: list, answered: list[int]
 ) -> None:
     """A shared answer still given out, after whatever happened since it was kept, is the
-    store's answer now."""
+    answer the store's plan now gives (read from the same bytes)."""
     hit = feed.feed.shared_answer((tuple(wanted), isolation))
     wanted = list(wanted)
     if hit is not None:
         answered[2] += 1
-        assert msgspec.json.decode(hit.body) == theirs, (wanted, isolation)
+        items = _wanted(world, wanted)
+        asyncio.run(
+            read_path._assemble(_agent(world, feed), items, theirs, 10**6, isolation == 1)  # type: ignore[arg-type]
+        )
+        assert msgspec.json.decode(hit.body) == msgspec.json.decode(_encode(items)), (
+            wanted,
+            isolation,
+        )
 
 
 @settings(
@@ -431,11 +530,9 @@ def test_a_shared_answer_is_given_while_its_partitions_stand_still_and_never_aft
         world.commit([(0, 3, 100), (1, 2, 50)])
         feed.catch_up()
 
-        def keep(wanted: list) -> list:
-            plan = feed.feed.plan(world.request(wanted), 10**6, 0)
-            assert plan is not None
-            _share(world, feed, wanted, 0, plan)
-            return plan
+        def keep(wanted: list) -> None:
+            assert feed.feed.plan(world.request(wanted), 10**6, 0) is not None
+            assert _share(world, feed, wanted, 0)  # kept by fill
 
         def given(wanted: list) -> bool:
             before = answered[2]

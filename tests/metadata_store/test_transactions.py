@@ -26,6 +26,7 @@ class Txn:
         self.pid, self.epoch = answer["producer_id"], answer["producer_epoch"]
         self.seq: dict[tuple[str, int], int] = {}
         self.files = 0
+        self.keys: list[str] = []  # the file keys of its commits, in order
 
     def ids(self) -> dict:
         return {
@@ -41,10 +42,11 @@ class Txn:
         )
         return [p["error_code"] for p in answer["partitions"]]
 
-    def produce(self, topic_id: str, partition: int, records: int = 2) -> dict:
+    def produce(self, topic_id: str, partition: int, records: int = 2, length: int = 100) -> dict:
         seq = self.seq.get((topic_id, partition), 0)
         self.files += 1
         key = f"{self.alice['cluster'].public_id}/segments/{self.tid}-{self.pid}-{self.files}.seg"
+        self.keys.append(key)
         answer = self.api(
             "commit",
             {
@@ -55,6 +57,7 @@ class Txn:
                         topic_id,
                         partition,
                         records,
+                        length=length,
                         producer_id=self.pid,
                         producer_epoch=self.epoch,
                         base_sequence=seq,
