@@ -16,14 +16,10 @@ from typing import Any
 
 from agents.context import AgentContext
 from agents.control_plane import ControlPlaneError
-from agents.groups.consumer import GROUP_TYPE as CONSUMER_GROUP_TYPE
-from agents.groups.consumer import (
-    ConsumerGroup,
-    HeartbeatRequest,
-    TopicPartition,
-    by_topic,
-    heartbeat_error,
-)
+from agents.groups.assignors import TopicPartition
+from agents.groups.consumer import HeartbeatRequest, heartbeat_error
+from agents.groups.consumer_state import GROUP_TYPE as CONSUMER_GROUP_TYPE
+from agents.groups.consumer_state import ConsumerGroup, by_topic
 from agents.groups.coordinator import JoinRequest, join_error, sync_error
 from agents.groups.ring import GROUP_KEY, TRANSACTION_KEY
 from agents.groups.state import GroupState
