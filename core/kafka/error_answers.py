@@ -1,0 +1,269 @@
+"""The answer that gives one error code to every part of a request, built from the schemas.
+
+A request that fails as a whole (its handler raised, the control plane is down, an ACL
+denies it) is answered as Kafka's `AbstractRequest.getErrorResponse` answers it: the
+response message of the request's version with the code in every place it has for one —
+the top-level `error_code`, and each per-topic, per-partition, per-group or per-resource
+entry that answers an entry of the request (the entry's keys copied from it) —, every
+other field at its default (`throttle_time_ms` 0, arrays empty, ids -1 where Kafka's
+answer has -1).
+
+What the schemas (`core.kafka.messages`) do not say is which response array answers
+which request array, and the few values that are not a field's default: `SHAPES` says
+that, per API. An API without a shape has no error answer (Metadata: an empty answer
+would read as "no topics"; the client is better off with a closed connection).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .api_keys import ApiKey
+from .messages import APIS
+from .schema import Array, Field, Struct
+
+# KIP-430: a describe answer's authorized operations when they were not asked for.
+OPERATIONS_OMITTED = -(2**31)
+
+
+@dataclass(frozen=True)
+class Echo:
+    """A response array that answers a request array entry by entry.
+
+    `request` names the request's array (in the request entry at the same depth);
+    `keys` maps a response field to the request entry's field it copies ("" = the
+    entry itself, for arrays of strings or ints); `nested` answers arrays inside each
+    entry the same way. Alternatives for one response array (a request field renamed
+    across versions) are given as a tuple: the first whose request field the version
+    has is used.
+    """
+
+    request: str
+    keys: Mapping[str, str] = field(default_factory=dict)
+    nested: Mapping[str, Echo | tuple[Echo, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How an API's error answer departs from its response schema's defaults.
+
+    `echoes`: the top-level response arrays that answer request arrays; `copies`:
+    top-level response fields copied from the request's; `values`: fields (at any depth)
+    whose error value is not the schema's default; `error_fields`: the fields that get
+    the code (`error_code` unless told).
+    """
+
+    echoes: Mapping[str, Echo | tuple[Echo, ...]] = field(default_factory=dict)
+    copies: Mapping[str, str] = field(default_factory=dict)
+    values: Mapping[str, Any] = field(default_factory=dict)
+    error_fields: frozenset[str] = frozenset({"error_code"})
+
+
+_TOPIC_PARTITIONS = Echo(
+    "topics",
+    {"name": "name"},
+    {"partitions": Echo("partitions", {"partition_index": "partition_index"})},
+)
+_GROUP_DESCRIBE = Shape(
+    echoes={"groups": Echo("group_ids", {"group_id": ""})},
+    values={
+        "group_epoch": -1,
+        "assignment_epoch": -1,
+        "authorized_operations": OPERATIONS_OMITTED,
+    },
+)
+
+SHAPES: dict[ApiKey, Shape] = {
+    # -- produce, fetch, offsets -------------------------------------------------------
+    ApiKey.PRODUCE: Shape(
+        echoes={
+            "responses": Echo(
+                "topic_data",
+                {"name": "name", "topic_id": "topic_id"},
+                {"partition_responses": Echo("partition_data", {"index": "index"})},
+            )
+        },
+        values={"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1},
+    ),
+    ApiKey.FETCH: Shape(),
+    ApiKey.LIST_OFFSETS: Shape(echoes={"topics": _TOPIC_PARTITIONS}),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Shape(
+        echoes={
+            "topics": Echo(
+                "topics",
+                {"topic": "topic"},
+                {"partitions": Echo("partitions", {"partition": "partition"})},
+            )
+        }
+    ),
+    ApiKey.DELETE_RECORDS: Shape(echoes={"topics": _TOPIC_PARTITIONS}),
+    ApiKey.INIT_PRODUCER_ID: Shape(values={"producer_id": -1, "producer_epoch": -1}),
+    # -- admin ----------------------------------------------------------------------------
+    ApiKey.DESCRIBE_CLUSTER: Shape(),
+    ApiKey.CREATE_TOPICS: Shape(echoes={"topics": Echo("topics", {"name": "name"})}),
+    ApiKey.DELETE_TOPICS: Shape(
+        echoes={
+            "responses": (
+                Echo("topics", {"name": "name", "topic_id": "topic_id"}),  # v6+
+                Echo("topic_names", {"name": ""}),
+            )
+        }
+    ),
+    ApiKey.CREATE_PARTITIONS: Shape(echoes={"results": Echo("topics", {"name": "name"})}),
+    **{
+        key: Shape(
+            echoes={
+                answer: Echo(
+                    "resources",
+                    {"resource_type": "resource_type", "resource_name": "resource_name"},
+                )
+            }
+        )
+        for key, answer in (
+            (ApiKey.DESCRIBE_CONFIGS, "results"),
+            (ApiKey.ALTER_CONFIGS, "responses"),
+            (ApiKey.INCREMENTAL_ALTER_CONFIGS, "responses"),
+        )
+    },
+    # -- groups -------------------------------------------------------------------------
+    ApiKey.FIND_COORDINATOR: Shape(
+        echoes={"coordinators": Echo("coordinator_keys", {"key": ""})},  # v4+
+        values={"node_id": -1, "port": -1},
+    ),
+    ApiKey.JOIN_GROUP: Shape(copies={"member_id": "member_id"}, values={"generation_id": -1}),
+    ApiKey.SYNC_GROUP: Shape(),
+    ApiKey.HEARTBEAT: Shape(),
+    ApiKey.LEAVE_GROUP: Shape(),
+    ApiKey.LIST_GROUPS: Shape(),
+    ApiKey.DESCRIBE_GROUPS: Shape(
+        echoes={"groups": Echo("groups", {"group_id": ""})},
+        values={"authorized_operations": OPERATIONS_OMITTED},
+    ),
+    ApiKey.DELETE_GROUPS: Shape(echoes={"results": Echo("groups_names", {"group_id": ""})}),
+    ApiKey.OFFSET_COMMIT: Shape(echoes={"topics": _TOPIC_PARTITIONS}),
+    # OffsetFetch: each group (v8+) or the request (v2+) gets the code, no topics.
+    ApiKey.OFFSET_FETCH: Shape(echoes={"groups": Echo("groups", {"group_id": "group_id"})}),
+    ApiKey.OFFSET_DELETE: Shape(),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: Shape(values={"member_epoch": -1}),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _GROUP_DESCRIBE,
+    # -- share groups (KIP-932) ---------------------------------------------------------
+    ApiKey.SHARE_GROUP_HEARTBEAT: Shape(values={"member_epoch": -1, "error_message": ""}),
+    ApiKey.SHARE_GROUP_DESCRIBE: _GROUP_DESCRIBE,
+    ApiKey.SHARE_FETCH: Shape(values={"error_message": ""}),
+    ApiKey.SHARE_ACKNOWLEDGE: Shape(values={"error_message": ""}),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: Shape(
+        echoes={"groups": Echo("groups", {"group_id": "group_id"})}
+    ),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: Shape(),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: Shape(),
+    # -- transactions (KIP-98) ----------------------------------------------------------
+    ApiKey.ADD_PARTITIONS_TO_TXN: Shape(
+        echoes={
+            "results_by_topic_v3_and_below": Echo(
+                "v3_and_below_topics",
+                {"name": "name"},
+                {"results_by_partition": Echo("partitions", {"partition_index": ""})},
+            )
+        },
+        error_fields=frozenset({"error_code", "partition_error_code"}),
+    ),
+    ApiKey.ADD_OFFSETS_TO_TXN: Shape(),
+    ApiKey.END_TXN: Shape(),
+    ApiKey.TXN_OFFSET_COMMIT: Shape(echoes={"topics": _TOPIC_PARTITIONS}),
+    ApiKey.DESCRIBE_TRANSACTIONS: Shape(
+        echoes={"transaction_states": Echo("transactional_ids", {"transactional_id": ""})},
+        values={"transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1},
+    ),
+    ApiKey.LIST_TRANSACTIONS: Shape(),
+}
+
+
+def error_answer(
+    api_key: int,
+    version: int,
+    request: Mapping[str, Any],
+    error: int,
+    message: str | None = None,
+) -> dict[str, Any] | None:
+    """The response to `request` (API `api_key`, `version`) giving `error` to every
+    part of it; None when the API has no such answer (close the connection instead).
+
+    `message` fills the `error_message` fields, where a shape does not fix them.
+    """
+    shape = SHAPES.get(ApiKey(api_key))
+    if shape is None:
+        return None
+    if api_key == ApiKey.PRODUCE and request.get("acks") == 0:
+        return None  # an acks=0 producer reads no answers
+    api = APIS[api_key]
+    values = dict(shape.values)
+    if message is not None:
+        values["error_message"] = message
+    fill = _Fill(version, int(error), shape.error_fields, values)
+    answer = fill.struct(api.response.struct, api.request.struct, request, shape.echoes)
+    for name, source in shape.copies.items():
+        if name in answer:
+            answer[name] = request.get(source, answer[name])
+    return answer
+
+
+@dataclass(frozen=True)
+class _Fill:
+    version: int
+    error: int
+    error_fields: frozenset[str]
+    values: Mapping[str, Any]
+
+    def struct(
+        self,
+        response: Struct,
+        request: Struct,
+        entry: Mapping[str, Any],
+        echoes: Mapping[str, Echo | tuple[Echo, ...]],
+    ) -> dict[str, Any]:
+        """A response struct answering the request struct `entry`."""
+        out: dict[str, Any] = {}
+        for f in response.fields:
+            if self.version not in f.versions:
+                continue
+            echo = self._echo(echoes.get(f.name), request)
+            if echo is not None and isinstance(f.type, Array):
+                rule, source = echo
+                out[f.name] = [
+                    self.item(f.type, rule, source, item) for item in entry.get(rule.request) or ()
+                ]
+            elif f.name in self.error_fields:
+                out[f.name] = self.error
+            elif f.name in self.values:
+                out[f.name] = self.values[f.name]
+            else:
+                out[f.name] = f.encode_default(self.version)
+        return out
+
+    def item(self, answer: Array, rule: Echo, source: Field, item: Any) -> Any:
+        """The response entry answering one request entry: its keys copied."""
+        element = answer.element
+        if not isinstance(element, Struct):
+            return item
+        request = source.type.element if isinstance(source.type, Array) else None
+        nested_request = request if isinstance(request, Struct) else Struct()
+        nested_entry = item if isinstance(item, Mapping) else {}
+        out = self.struct(element, nested_request, nested_entry, rule.nested)
+        for name, key in rule.keys.items():
+            if name in out:
+                out[name] = item if key == "" else item.get(key)
+        return out
+
+    def _echo(
+        self, rule: Echo | tuple[Echo, ...] | None, request: Struct
+    ) -> tuple[Echo, Field] | None:
+        """The first alternative whose request array this version has."""
+        if rule is None:
+            return None
+        for candidate in rule if isinstance(rule, tuple) else (rule,):
+            for f in request.fields:
+                if f.name == candidate.request and self.version in f.versions:
+                    return candidate, f
+        return None
