@@ -30,7 +30,6 @@ from functools import partial
 from typing import Any
 
 from agents.context import AgentContext
-from agents.handlers import share_offsets, transactions
 from agents.handlers.errors import CloseConnection, error_response
 from agents.security.access import Access
 from agents.security.session import CURRENT_SESSION
@@ -693,7 +692,7 @@ def _share_offsets_change(group_operation: AclOperation):
 
     async def rule(access: Access, ctx, header, body, call) -> dict | None:
         if not access.allows(group_operation, GROUP, body["group_id"]):
-            return share_offsets.error_response(header, body, GROUP_DENIED, _MESSAGES[GROUP_DENIED])
+            return error_response(header, body, GROUP_DENIED, _MESSAGES[GROUP_DENIED])
         topics = body["topics"]
         keep = [access.topic(OP.READ, t["topic_name"]) for t in topics]
         denied = []
@@ -848,8 +847,8 @@ Rule = Callable[
 # --- transactions (KIP-98): WRITE on the transactional id, as Kafka ---------------------
 
 
-def _txn_denied(header: RequestHeader, body: dict[str, Any], error: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, **transactions.error_response(header, body, error)}
+def _txn_denied(header: RequestHeader, body: dict[str, Any], error: int) -> dict[str, Any] | None:
+    return error_response(header, body, error)
 
 
 async def _add_partitions_to_txn(

@@ -43,7 +43,9 @@ def _cases() -> list[tuple[str, int, int, bool]]:
 
 def _request(key: int, version: int, nulls: bool) -> tuple[Any, dict[str, Any]]:
     """The request as a handler sees it: a sample body, encoded and decoded."""
-    frame = encode_request(key, version, 7, "c", sample_body(APIS[key].request, version, nulls=nulls))
+    frame = encode_request(
+        key, version, 7, "c", sample_body(APIS[key].request, version, nulls=nulls)
+    )
     return decode_request(frame[4:])
 
 
@@ -133,7 +135,9 @@ def test_find_coordinator_answers_the_request_before_v4_and_each_key_after():
     }
     answer = error_answer(ApiKey.FIND_COORDINATOR, 4, {"coordinator_keys": ["g", "h"]}, CODE)
     assert answer is not None
-    assert [(c["key"], c["node_id"], c["port"], c["error_code"]) for c in answer["coordinators"]] == [
+    assert [
+        (c["key"], c["node_id"], c["port"], c["error_code"]) for c in answer["coordinators"]
+    ] == [
         ("g", -1, -1, CODE),
         ("h", -1, -1, CODE),
     ]
