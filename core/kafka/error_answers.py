@@ -10,8 +10,14 @@ answer has -1).
 
 What the schemas (`core.kafka.messages`) do not say is which response array answers
 which request array, and the few values that are not a field's default: `SHAPES` says
-that, per API. An API without a shape has no error answer (Metadata: an empty answer
-would read as "no topics"; the client is better off with a closed connection).
+that, per API. An API without a shape, or whose shape `closes`, has no error answer
+(Metadata: an empty answer would read as "no topics"; the client is better off with a
+closed connection).
+
+The ACL layer denies parts of a request (topics, partitions, groups, resources): it
+answers them with `error_entries` — the entries the error answer gives those parts, with
+the arrays a whole-request answer leaves empty (Fetch's topics, OffsetFetch's
+partitions) answered too (`Shape.entries`).
 """
 
 from __future__ import annotations
@@ -43,6 +49,10 @@ class Echo:
     request: str
     keys: Mapping[str, str] = field(default_factory=dict)
     nested: Mapping[str, Echo | tuple[Echo, ...]] = field(default_factory=dict)
+    # More request arrays answered in the same response array, after `request`'s
+    # entries; entries with the same keys are answered once (AlterUserScramCredentials:
+    # each user of the deletions and upsertions).
+    also: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,19 +62,29 @@ class Shape:
     `echoes`: the top-level response arrays that answer request arrays; `copies`:
     top-level response fields copied from the request's; `values`: fields (at any depth)
     whose error value is not the schema's default; `error_fields`: the fields that get
-    the code (`error_code` unless told).
+    the code (`error_code` unless told). For the entries of denied parts
+    (`error_entries`), `entries` and `entry_values` add to `echoes` and `values`.
+    `closes`: a request failing as a whole gets no answer.
     """
 
     echoes: Mapping[str, Echo | tuple[Echo, ...]] = field(default_factory=dict)
     copies: Mapping[str, str] = field(default_factory=dict)
     values: Mapping[str, Any] = field(default_factory=dict)
     error_fields: frozenset[str] = frozenset({"error_code"})
+    entries: Mapping[str, Echo | tuple[Echo, ...]] = field(default_factory=dict)
+    entry_values: Mapping[str, Any] = field(default_factory=dict)
+    closes: bool = False
 
 
 _TOPIC_PARTITIONS = Echo(
     "topics",
     {"name": "name"},
     {"partitions": Echo("partitions", {"partition_index": "partition_index"})},
+)
+_OFFSET_FETCH_TOPICS = Echo(
+    "topics",
+    {"name": "name"},
+    {"partitions": Echo("partition_indexes", {"partition_index": ""})},
 )
 _GROUP_DESCRIBE = Shape(
     echoes={"groups": Echo("group_ids", {"group_id": ""})},
@@ -87,7 +107,16 @@ SHAPES: dict[ApiKey, Shape] = {
         },
         values={"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1},
     ),
-    ApiKey.FETCH: Shape(),
+    ApiKey.FETCH: Shape(
+        entries={
+            "responses": Echo(
+                "topics",
+                {"topic": "topic", "topic_id": "topic_id"},
+                {"partitions": Echo("partitions", {"partition_index": "partition"})},
+            )
+        },
+        entry_values={"high_watermark": -1, "records": b""},
+    ),
     ApiKey.LIST_OFFSETS: Shape(echoes={"topics": _TOPIC_PARTITIONS}),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Shape(
         echoes={
@@ -98,11 +127,24 @@ SHAPES: dict[ApiKey, Shape] = {
             )
         }
     ),
-    ApiKey.DELETE_RECORDS: Shape(echoes={"topics": _TOPIC_PARTITIONS}),
+    # The ACL layer's denials say -1 (Kafka's INVALID_LOW_WATERMARK); a failed request
+    # has always answered the schema's 0.
+    ApiKey.DELETE_RECORDS: Shape(
+        echoes={"topics": _TOPIC_PARTITIONS}, entry_values={"low_watermark": -1}
+    ),
     ApiKey.INIT_PRODUCER_ID: Shape(values={"producer_id": -1, "producer_epoch": -1}),
-    # -- admin ----------------------------------------------------------------------------
+    # -- metadata and admin ---------------------------------------------------------------
+    ApiKey.METADATA: Shape(
+        closes=True,
+        entries={"topics": Echo("topics", {"name": "name", "topic_id": "topic_id"})},
+        values={"topic_authorized_operations": OPERATIONS_OMITTED},
+    ),
     ApiKey.DESCRIBE_CLUSTER: Shape(),
-    ApiKey.CREATE_TOPICS: Shape(echoes={"topics": Echo("topics", {"name": "name"})}),
+    # A failed request's topics carry no configs (null, the schema's default); the ACL
+    # layer's denied topics an empty list.
+    ApiKey.CREATE_TOPICS: Shape(
+        echoes={"topics": Echo("topics", {"name": "name"})}, entry_values={"configs": []}
+    ),
     ApiKey.DELETE_TOPICS: Shape(
         echoes={
             "responses": (
@@ -144,8 +186,15 @@ SHAPES: dict[ApiKey, Shape] = {
     ApiKey.DELETE_GROUPS: Shape(echoes={"results": Echo("groups_names", {"group_id": ""})}),
     ApiKey.OFFSET_COMMIT: Shape(echoes={"topics": _TOPIC_PARTITIONS}),
     # OffsetFetch: each group (v8+) or the request (v2+) gets the code, no topics.
-    ApiKey.OFFSET_FETCH: Shape(echoes={"groups": Echo("groups", {"group_id": "group_id"})}),
-    ApiKey.OFFSET_DELETE: Shape(),
+    ApiKey.OFFSET_FETCH: Shape(
+        echoes={"groups": Echo("groups", {"group_id": "group_id"})},
+        entries={
+            "groups": Echo("groups", {"group_id": "group_id"}, {"topics": _OFFSET_FETCH_TOPICS}),
+            "topics": _OFFSET_FETCH_TOPICS,  # before v8
+        },
+        entry_values={"committed_offset": -1, "metadata": ""},
+    ),
+    ApiKey.OFFSET_DELETE: Shape(entries={"topics": _TOPIC_PARTITIONS}),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: Shape(values={"member_epoch": -1}),
     ApiKey.CONSUMER_GROUP_DESCRIBE: _GROUP_DESCRIBE,
     # -- share groups (KIP-932) ---------------------------------------------------------
@@ -154,10 +203,34 @@ SHAPES: dict[ApiKey, Shape] = {
     ApiKey.SHARE_FETCH: Shape(values={"error_message": ""}),
     ApiKey.SHARE_ACKNOWLEDGE: Shape(values={"error_message": ""}),
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: Shape(
-        echoes={"groups": Echo("groups", {"group_id": "group_id"})}
+        echoes={"groups": Echo("groups", {"group_id": "group_id"})},
+        entries={
+            "groups": Echo(
+                "groups",
+                {"group_id": "group_id"},
+                {
+                    "topics": Echo(
+                        "topics",
+                        {"topic_name": "topic_name"},
+                        {"partitions": Echo("partitions", {"partition_index": ""})},
+                    )
+                },
+            )
+        },
+        entry_values={"start_offset": -1, "leader_epoch": -1},
     ),
-    ApiKey.ALTER_SHARE_GROUP_OFFSETS: Shape(),
-    ApiKey.DELETE_SHARE_GROUP_OFFSETS: Shape(),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: Shape(
+        entries={
+            "responses": Echo(
+                "topics",
+                {"topic_name": "topic_name"},
+                {"partitions": Echo("partitions", {"partition_index": "partition_index"})},
+            )
+        }
+    ),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: Shape(
+        entries={"responses": Echo("topics", {"topic_name": "topic_name"})}
+    ),
     # -- transactions (KIP-98) ----------------------------------------------------------
     ApiKey.ADD_PARTITIONS_TO_TXN: Shape(
         echoes={
@@ -177,6 +250,14 @@ SHAPES: dict[ApiKey, Shape] = {
         values={"transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1},
     ),
     ApiKey.LIST_TRANSACTIONS: Shape(),
+    # -- ACLs and SCRAM credentials -----------------------------------------------------
+    ApiKey.DESCRIBE_ACLS: Shape(),
+    ApiKey.CREATE_ACLS: Shape(echoes={"results": Echo("creations")}),
+    ApiKey.DELETE_ACLS: Shape(echoes={"filter_results": Echo("filters")}),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Shape(),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Shape(
+        echoes={"results": Echo("deletions", {"user": "name"}, also=("upsertions",))}
+    ),
 }
 
 
@@ -193,16 +274,45 @@ def error_answer(
     `message` fills the `error_message` fields, where a shape does not fix them.
     """
     shape = SHAPES.get(ApiKey(api_key))
-    if shape is None:
+    if shape is None or shape.closes:
         return None
     if api_key == ApiKey.PRODUCE and request.get("acks") == 0:
         return None  # an acks=0 producer reads no answers
+    return _build(shape, api_key, version, request, error, message, entries=False)
+
+
+def error_entries(
+    api_key: int,
+    version: int,
+    request: Mapping[str, Any],
+    array: str,
+    error: int,
+    message: str | None = None,
+) -> list[dict[str, Any]]:
+    """The entries of the response's `array` answering the parts of `request` with
+    `error` — the ACL layer's denied topics, groups, resources, keys (pass the request
+    with only the denied parts)."""
+    answer = _build(SHAPES[ApiKey(api_key)], api_key, version, request, error, message, True)
+    entries: list[dict[str, Any]] = answer[array]
+    return entries
+
+
+def _build(
+    shape: Shape,
+    api_key: int,
+    version: int,
+    request: Mapping[str, Any],
+    error: int,
+    message: str | None,
+    entries: bool,
+) -> dict[str, Any]:
     api = APIS[api_key]
-    values = dict(shape.values)
+    values = {**shape.values, **shape.entry_values} if entries else dict(shape.values)
     if message is not None:
         values["error_message"] = message
+    echoes = {**shape.echoes, **shape.entries} if entries else shape.echoes
     fill = _Fill(version, int(error), shape.error_fields, values)
-    answer = fill.struct(api.response.struct, api.request.struct, request, shape.echoes)
+    answer = fill.struct(api.response.struct, api.request.struct, request, echoes)
     for name, source in shape.copies.items():
         if name in answer:
             answer[name] = request.get(source, answer[name])
@@ -231,13 +341,22 @@ class _Fill:
             echo = self._echo(echoes.get(f.name), request)
             if echo is not None and isinstance(f.type, Array):
                 rule, source = echo
-                out[f.name] = [
-                    self.item(f.type, rule, source, item) for item in entry.get(rule.request) or ()
+                items = [
+                    self.item(f.type, rule, source, item)
+                    for name in (rule.request, *rule.also)
+                    for item in entry.get(name) or ()
                 ]
+                if rule.also:  # one answer per key, in the order first named
+                    unique: dict[tuple[Any, ...], Any] = {}
+                    for answered in items:
+                        unique.setdefault(tuple(answered[k] for k in rule.keys), answered)
+                    items = list(unique.values())
+                out[f.name] = items
             elif f.name in self.error_fields:
                 out[f.name] = self.error
             elif f.name in self.values:
-                out[f.name] = self.values[f.name]
+                value = self.values[f.name]
+                out[f.name] = list(value) if isinstance(value, list) else value
             else:
                 out[f.name] = f.encode_default(self.version)
         return out
