@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +81,13 @@ class JoinRequest:
     reason: str | None = None
 
 
+# A parked JoinGroup/SyncGroup answer; an answer now or later; a parked answer with what
+# it gets once the group is saved and what it gets if the save is refused.
+Answer = asyncio.Future[dict[str, Any]]
+JoinOrSync = dict[str, Any] | Answer
+ParkedAnswer = tuple[Answer | None, dict[str, Any], dict[str, Any]]
+
+
 def join_error(member_id: str, error: int) -> dict[str, Any]:
     return {
         "error_code": int(error),
@@ -130,7 +137,7 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         # KIP-848 groups (group.protocol=consumer), under the same leases.
         self.consumer = ConsumerGroups(self)
-        self._commit_locks: dict[str, list] = {}
+        self._commit_locks: dict[str, list[Any]] = {}  # [lock, users]
         self.reporter = GroupReporter(
             client,
             ring.me.agent_id,
@@ -138,7 +145,7 @@ class GroupCoordinator:
             collect=self._reports,
             forget=self._forget,
         )
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
 
     # -- life -------------------------------------------------------------------------
 
@@ -275,7 +282,7 @@ class GroupCoordinator:
             ],
         }
 
-    def _save_then_answer(self, group: Group, answers: list) -> None:
+    def _save_then_answer(self, group: Group, answers: list[ParkedAnswer]) -> None:
         """Save the group's state as it is now, then hand out `answers` — (future, answer,
         answer if the save is refused) — so no member learns a generation or an
         assignment the store does not hold. Saves of a group go out in order."""
@@ -298,7 +305,7 @@ class GroupCoordinator:
 
     # -- JoinGroup --------------------------------------------------------------------
 
-    def join(self, req: JoinRequest) -> dict[str, Any] | asyncio.Future:
+    def join(self, req: JoinRequest) -> JoinOrSync:
         """A JoinGroup answer, or a future of it when the member must wait for the
         rebalance to complete."""
         if not req.group_id:
@@ -327,7 +334,7 @@ class GroupCoordinator:
         finally:
             self._changed()
 
-    def _join_new_member(self, group: Group, req: JoinRequest):
+    def _join_new_member(self, group: Group, req: JoinRequest) -> JoinOrSync:
         if group.is_(DEAD):
             return join_error("", ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if not group.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
@@ -347,7 +354,7 @@ class GroupCoordinator:
             return join_error(new_id, ErrorCode.MEMBER_ID_REQUIRED)
         return self._add_member_and_rebalance(group, new_id, req)
 
-    def _join_existing_member(self, group: Group, req: JoinRequest):
+    def _join_existing_member(self, group: Group, req: JoinRequest) -> JoinOrSync:
         member_id = req.member_id
         if group.is_(DEAD):
             return join_error(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -376,7 +383,9 @@ class GroupCoordinator:
             return self._join_answer(group, member)
         return join_error(member_id, ErrorCode.UNKNOWN_MEMBER_ID)  # Empty
 
-    def _add_member_and_rebalance(self, group: Group, member_id: str, req: JoinRequest):
+    def _add_member_and_rebalance(
+        self, group: Group, member_id: str, req: JoinRequest
+    ) -> JoinOrSync:
         member = Member(
             member_id=member_id,
             group_instance_id=req.group_instance_id,
@@ -398,7 +407,9 @@ class GroupCoordinator:
         )
         return future
 
-    def _update_member_and_rebalance(self, group: Group, member: Member, req: JoinRequest):
+    def _update_member_and_rebalance(
+        self, group: Group, member: Member, req: JoinRequest
+    ) -> JoinOrSync:
         member.protocols = list(req.protocols)
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
@@ -408,7 +419,9 @@ class GroupCoordinator:
         )
         return future
 
-    def _replace_static_member(self, group: Group, old_id: str, new_id: str, req: JoinRequest):
+    def _replace_static_member(
+        self, group: Group, old_id: str, new_id: str, req: JoinRequest
+    ) -> JoinOrSync:
         """KIP-345: a known group.instance.id joins with no member id — the same instance
         restarted. It takes over the old member's place (and assignment); the old member
         id is fenced."""
@@ -471,7 +484,7 @@ class GroupCoordinator:
             "members": group.member_entries() if is_leader else [],
         }
 
-    def _park_join(self, group: Group, member: Member) -> asyncio.Future:
+    def _park_join(self, group: Group, member: Member) -> Answer:
         # A member re-sending JoinGroup while one is parked: let the old one go.
         resolve(member.join_future, join_error(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS))
         future = asyncio.get_running_loop().create_future()
@@ -479,7 +492,7 @@ class GroupCoordinator:
         future.add_done_callback(lambda f: self._parked_request_done(group, member, f))
         return future
 
-    def _parked_request_done(self, group: Group, member: Member, future: asyncio.Future) -> None:
+    def _parked_request_done(self, group: Group, member: Member, future: Answer) -> None:
         """The client of a parked JoinGroup/SyncGroup went away (its connection closed).
 
         Kafka cannot notice this and waits for the rebalance or sync timeout (minutes
@@ -585,7 +598,7 @@ class GroupCoordinator:
             group.protocol_name,
             group.leader_id,
         )
-        answers = []
+        answers: list[ParkedAnswer] = []
         for member in group.members.values():
             future, member.join_future = member.join_future, None
             refused = join_error(member.member_id, ErrorCode.NOT_COORDINATOR)
@@ -634,7 +647,7 @@ class GroupCoordinator:
         protocol_type: str | None,
         protocol_name: str | None,
         assignments: dict[str, bytes],
-    ) -> dict[str, Any] | asyncio.Future:
+    ) -> JoinOrSync:
         """A SyncGroup answer, or a future of it until the leader's assignment arrives."""
         group = self.groups.get(group_id)
         if group is None or not group.members:
@@ -670,7 +683,7 @@ class GroupCoordinator:
             for m in group.members.values():
                 m.assignment = assignments.get(m.member_id, b"")
             group.transition(STABLE)
-            answers = []
+            answers: list[ParkedAnswer] = []
             for m in group.members.values():
                 waiting, m.sync_future = m.sync_future, None
                 if waiting is not None:
@@ -935,7 +948,7 @@ class GroupCoordinator:
                 log.exception("group maintenance failed")
 
     @staticmethod
-    def _later(delay_ms: int, callback, *args) -> asyncio.TimerHandle:
+    def _later(delay_ms: int, callback: Callable[..., object], *args: Any) -> asyncio.TimerHandle:
         return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, callback, *args)
 
 

@@ -45,7 +45,7 @@ async def _add_partitions(
     transactional_id: str,
     producer_id: int,
     epoch: int,
-    topics: list,
+    topics: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
     answer = await ctx.client.call(
         "txn/add-partitions",

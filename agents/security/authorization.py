@@ -268,12 +268,14 @@ def _metadata_denied(
 
 
 async def _metadata(
-    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
 ) -> dict[str, Any] | None:
     requested = body.get("topics")
     if requested is None or (header.api_version == 0 and not requested):
         # All topics: list only the describable ones (Kafka's filterByAuthorized).
         response = await call(body)
+        if response is None:
+            return None
         response["topics"] = [
             t for t in response.get("topics", []) if access.topic(OP.DESCRIBE, t.get("name"))
         ]
@@ -312,13 +314,16 @@ async def _metadata(
         response = await call({**body, "topics": kept})
     else:
         response = await call({**body, "topics": None})
-        response["topics"] = []
+        if response is not None:
+            response["topics"] = []
+    if response is None:
+        return None
     response["topics"] = [*response.get("topics", []), *denied]
     return response
 
 
 async def _create_topics(
-    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
 ) -> dict[str, Any] | None:
     topics = body["topics"]
     may_create_all = access.cluster(OP.CREATE)
@@ -449,7 +454,10 @@ def _fetched_denied(
     if header.api_version < 8:
         return _entries(header, {"topics": topics}, "topics", error)
     group = {"group_id": "", "topics": topics}
-    return _entries(header, {"groups": [group]}, "groups", error)[0]["topics"]
+    entries: list[dict[str, Any]] = _entries(header, {"groups": [group]}, "groups", error)[0][
+        "topics"
+    ]
+    return entries
 
 
 async def _offset_fetch(
@@ -545,7 +553,9 @@ async def _share_records(
     return _denied(header, body, error)
 
 
-async def _describe_share_group_offsets(access: Access, ctx, header, body, call) -> dict | None:
+async def _describe_share_group_offsets(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     """DescribeShareGroupOffsets: DESCRIBE on each group; named topics need DESCRIBE (29
     on each of their partitions), an all-topics answer drops the undescribable ones
     (Kafka does both, as for OffsetFetch)."""
@@ -582,12 +592,14 @@ async def _describe_share_group_offsets(access: Access, ctx, header, body, call)
     return response
 
 
-def _share_offsets_change(group_operation: AclOperation):
+def _share_offsets_change(group_operation: AclOperation) -> Rule:
     """AlterShareGroupOffsets (READ on the group), DeleteShareGroupOffsets (DELETE): a
     top-level GROUP_AUTHORIZATION_FAILED, else READ on each topic (29 for each denied
     one's partitions, or the topic). Nothing left to change: the store is not asked."""
 
-    async def rule(access: Access, ctx, header, body, call) -> dict | None:
+    async def rule(
+        access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+    ) -> dict[str, Any] | None:
         if not access.allows(group_operation, GROUP, body["group_id"]):
             return error_response(header, body, GROUP_DENIED, _MESSAGES[GROUP_DENIED])
         topics = body["topics"]
