@@ -22,6 +22,8 @@ partitions) answered too (`Shape.entries`).
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -306,83 +308,141 @@ def _build(
     message: str | None,
     entries: bool,
 ) -> dict[str, Any]:
-    api = APIS[api_key]
-    values = {**shape.values, **shape.entry_values} if entries else dict(shape.values)
-    if message is not None:
-        values["error_message"] = message
-    echoes = {**shape.echoes, **shape.entries} if entries else shape.echoes
-    fill = _Fill(version, int(error), shape.error_fields, values)
-    answer = fill.struct(api.response.struct, api.request.struct, request, echoes)
+    answer = _run(_plan(api_key, version, entries), request, int(error), message)
     for name, source in shape.copies.items():
         if name in answer:
             answer[name] = request.get(source, answer[name])
     return answer
 
 
+# -- the plan of an answer, compiled once per API, version and kind ---------------------
+#
+# A plan is a template of the response struct (its constant fields filled in) and the
+# fields filled per answer: the error code, the message (or its fallback), an empty list,
+# a copy of another mutable default, or the answers to a request array's entries (with
+# the plan of each entry).
+
+_EMPTY, _FRESH, _ERROR, _MESSAGE, _ECHO = range(5)
+
+
 @dataclass(frozen=True)
-class _Fill:
-    version: int
-    error: int
-    error_fields: frozenset[str]
-    values: Mapping[str, Any]
+class _Plan:
+    template: dict[str, Any]
+    steps: tuple[tuple[str, int, Any], ...]
 
-    def struct(
-        self,
-        response: Struct,
-        request: Struct,
-        entry: Mapping[str, Any],
-        echoes: Mapping[str, Echo | tuple[Echo, ...]],
-    ) -> dict[str, Any]:
-        """A response struct answering the request struct `entry`."""
-        out: dict[str, Any] = {}
-        for f in response.fields:
-            if self.version not in f.versions:
-                continue
-            echo = self._echo(echoes.get(f.name), request)
-            if echo is not None and isinstance(f.type, Array):
-                rule, source = echo
-                items = [
-                    self.item(f.type, rule, source, item)
-                    for name in (rule.request, *rule.also)
-                    for item in entry.get(name) or ()
-                ]
-                if rule.also:  # one answer per key, in the order first named
-                    unique: dict[tuple[Any, ...], Any] = {}
-                    for answered in items:
-                        unique.setdefault(tuple(answered[k] for k in rule.keys), answered)
-                    items = list(unique.values())
-                out[f.name] = items
-            elif f.name in self.error_fields:
-                out[f.name] = self.error
-            elif f.name in self.values:
-                value = self.values[f.name]
-                out[f.name] = list(value) if isinstance(value, list) else value
+
+@dataclass(frozen=True)
+class _EchoPlan:
+    sources: tuple[str, ...]  # the request arrays answered, in order
+    keys: tuple[tuple[str, str], ...]  # (response field, request entry's field or "")
+    element: _Plan | None  # None: an array of primitives, each answered by itself
+    unique: bool
+
+
+@functools.cache
+def _plan(api_key: int, version: int, entries: bool) -> _Plan:
+    shape = SHAPES[ApiKey(api_key)]
+    api = APIS[api_key]
+    values = {**shape.values, **shape.entry_values} if entries else dict(shape.values)
+    echoes = {**shape.echoes, **shape.entries} if entries else shape.echoes
+    return _compile(
+        api.response.struct, api.request.struct, version, echoes, shape.error_fields, values
+    )
+
+
+def _compile(
+    response: Struct,
+    request: Struct,
+    version: int,
+    echoes: Mapping[str, Echo | tuple[Echo, ...]],
+    error_fields: frozenset[str],
+    values: Mapping[str, Any],
+) -> _Plan:
+    template: dict[str, Any] = {}
+    steps: list[tuple[str, int, Any]] = []
+    for f in response.fields:
+        if version not in f.versions:
+            continue
+        template[f.name] = None
+        echo = _echo(echoes.get(f.name), request, version)
+        if echo is not None and isinstance(f.type, Array):
+            rule, source = echo
+            element: _Plan | None = None
+            if isinstance(f.type.element, Struct):
+                asked = source.type.element if isinstance(source.type, Array) else None
+                element = _compile(
+                    f.type.element,
+                    asked if isinstance(asked, Struct) else Struct(),
+                    version,
+                    rule.nested,
+                    error_fields,
+                    values,
+                )
+            sources = (rule.request, *rule.also)
+            plan = _EchoPlan(sources, tuple(rule.keys.items()), element, bool(rule.also))
+            steps.append((f.name, _ECHO, plan))
+        elif f.name in error_fields:
+            steps.append((f.name, _ERROR, None))
+        elif f.name == "error_message":
+            steps.append((f.name, _MESSAGE, values.get(f.name, f.encode_default(version))))
+        else:
+            value = values[f.name] if f.name in values else f.encode_default(version)
+            if value == []:
+                steps.append((f.name, _EMPTY, None))
+            elif isinstance(value, list | dict):
+                steps.append((f.name, _FRESH, value))
             else:
-                out[f.name] = f.encode_default(self.version)
-        return out
+                template[f.name] = value
+    return _Plan(template, tuple(steps))
 
-    def item(self, answer: Array, rule: Echo, source: Field, item: Any) -> Any:
-        """The response entry answering one request entry: its keys copied."""
-        element = answer.element
-        if not isinstance(element, Struct):
-            return item
-        request = source.type.element if isinstance(source.type, Array) else None
-        nested_request = request if isinstance(request, Struct) else Struct()
-        nested_entry = item if isinstance(item, Mapping) else {}
-        out = self.struct(element, nested_request, nested_entry, rule.nested)
-        for name, key in rule.keys.items():
-            if name in out:
-                out[name] = item if key == "" else item.get(key)
-        return out
 
-    def _echo(
-        self, rule: Echo | tuple[Echo, ...] | None, request: Struct
-    ) -> tuple[Echo, Field] | None:
-        """The first alternative whose request array this version has."""
-        if rule is None:
-            return None
-        for candidate in rule if isinstance(rule, tuple) else (rule,):
-            for f in request.fields:
-                if f.name == candidate.request and self.version in f.versions:
-                    return candidate, f
+def _echo(
+    rule: Echo | tuple[Echo, ...] | None, request: Struct, version: int
+) -> tuple[Echo, Field] | None:
+    """The first alternative whose request array this version has."""
+    if rule is None:
         return None
+    for candidate in rule if isinstance(rule, tuple) else (rule,):
+        for f in request.fields:
+            if f.name == candidate.request and version in f.versions:
+                return candidate, f
+    return None
+
+
+def _run(plan: _Plan, entry: Mapping[str, Any], error: int, message: str | None) -> dict[str, Any]:
+    out = plan.template.copy()
+    for name, kind, data in plan.steps:
+        if kind == _EMPTY:
+            out[name] = []
+        elif kind == _ERROR:
+            out[name] = error
+        elif kind == _MESSAGE:
+            out[name] = message if message is not None else data
+        elif kind == _FRESH:
+            out[name] = copy.deepcopy(data)
+        else:
+            out[name] = _answers(data, entry, error, message)
+    return out
+
+
+def _answers(
+    echo: _EchoPlan, entry: Mapping[str, Any], error: int, message: str | None
+) -> list[Any]:
+    """The answers to the request entries of `echo`'s arrays, their keys copied."""
+    answers: list[Any] = []
+    for source in echo.sources:
+        for item in entry.get(source) or ():
+            if echo.element is None:
+                answers.append(item)
+                continue
+            answer = _run(echo.element, item if isinstance(item, dict) else {}, error, message)
+            for name, key in echo.keys:
+                if name in answer:
+                    answer[name] = item.get(key) if key else item
+            answers.append(answer)
+    if echo.unique:  # one answer per key, in the order first named
+        unique: dict[tuple[Any, ...], Any] = {}
+        for answer in answers:
+            unique.setdefault(tuple(answer[k] for k, _ in echo.keys), answer)
+        answers = list(unique.values())
+    return answers
