@@ -275,8 +275,10 @@ def error_answer(
 
     `message` fills the `error_message` fields, where a shape does not fix them.
     """
-    shape = SHAPES.get(ApiKey(api_key))
-    if shape is None or shape.closes:
+    if api_key not in SHAPES:
+        return None
+    shape = SHAPES[ApiKey(api_key)]
+    if shape.closes:
         return None
     if api_key == ApiKey.PRODUCE and request.get("acks") == 0:
         return None  # an acks=0 producer reads no answers
