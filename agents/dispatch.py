@@ -44,7 +44,7 @@ Handler = Callable[[AgentContext, RequestHeader, dict[str, Any]], Awaitable[dict
 
 def _relayed(handler: Handler) -> Handler:
     # A zone's front for a group relays to its coordinator (agents.groups.relay).
-    return relaying(handler, groups.error_response)
+    return relaying(handler, error_response)
 
 
 # What this agent serves, and from which version (the codec may know older ones we

@@ -16,7 +16,8 @@ is answered; a new holder of the lease loads it in PreparingRebalance, so the me
 rejoin once and the generation goes on. Committed offsets live in the metadata store
 too (`agents.handlers.group_offsets`). A summary of every group is reported to the
 control plane (`groups/report`) every few seconds and soon after each change, for the
-console.
+console (`agents.groups.reporting`). Which agent coordinates a group — its lease holder —
+is found by `agents.groups.holder_search`; KIP-848 groups are `agents.groups.consumer`.
 """
 
 from __future__ import annotations
@@ -25,14 +26,16 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError
-from agents.groups.consumer import GROUP_TYPE as CONSUMER_GROUP_TYPE
 from agents.groups.consumer import ConsumerGroups
+from agents.groups.consumer_state import GROUP_TYPE as CONSUMER_GROUP_TYPE
+from agents.groups.holder_search import HolderSearch
 from agents.groups.leases import GroupLeases, b64, unb64
+from agents.groups.reporting import REPORT_INTERVAL_S, GroupReporter
 from agents.groups.ring import CoordinatorRing, Peer, node_id_for
 from agents.groups.state import Group, GroupState, Member, resolve
 from core.kafka.errors import ErrorCode
@@ -56,16 +59,7 @@ MAX_SESSION_TIMEOUT_MS = 30 * 60 * 1000
 INITIAL_REBALANCE_DELAY_MS = 1000
 # A member whose first JoinGroup is parked cannot heartbeat; Kafka gives it 5 minutes.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
-REPORT_INTERVAL_S = 3.0
 MAINTENANCE_INTERVAL_S = 1.0
-# A holder this agent cannot reach is asked about again a renew interval and this
-# much later; it renewed when the store's stamp of its lease's expiry moved (without
-# stamps: when the expiry estimated here moved on by more than this).
-RENEWED_SLACK_S = 0.5
-# A lease's end as known here is the store's, to the millisecond and on another clock:
-# waiting it out waits this much longer, so the store is not asked a hair before the end
-# (and still names the dead holder).
-LEASE_END_SLACK_S = 0.05
 # An Empty group with no members is dropped from memory after this long (its offsets
 # stay in the metadata store, so it is still listed and described as Empty).
 EMPTY_GROUP_IDLE_S = 600.0
@@ -85,6 +79,13 @@ class JoinRequest:
     require_known_member_id: bool  # KIP-394: JoinGroup v4+ without a group instance id
     supports_skip_assignment: bool  # KIP-814: JoinGroup v9+
     reason: str | None = None
+
+
+# A parked JoinGroup/SyncGroup answer; an answer now or later; a parked answer with what
+# it gets once the group is saved and what it gets if the save is refused.
+Answer = asyncio.Future[dict[str, Any]]
+JoinOrSync = dict[str, Any] | Answer
+ParkedAnswer = tuple[Answer | None, dict[str, Any], dict[str, Any]]
 
 
 def join_error(member_id: str, error: int) -> dict[str, Any]:
@@ -130,17 +131,21 @@ class GroupCoordinator:
         self.leases = leases or GroupLeases(client, ring.me.agent_id)
         self.leases.on_acquired = self._load
         self.leases.on_lost = self._lease_lost
+        self.holder_search = HolderSearch(ring, self.leases)
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.report_interval_s = report_interval_s
         self.groups: dict[str, Group] = {}
         # KIP-848 groups (group.protocol=consumer), under the same leases.
         self.consumer = ConsumerGroups(self)
-        self._commit_locks: dict[str, list] = {}
-        self._dirty = asyncio.Event()
-        self._reported: set[str] = set()
-        # Groups whose holder this agent cannot reach but saw renew its lease.
-        self._renewing: dict[str, str] = {}
-        self._tasks: list[asyncio.Task] = []
+        self._commit_locks: dict[str, list[Any]] = {}  # [lock, users]
+        self.reporter = GroupReporter(
+            client,
+            ring.me.agent_id,
+            interval_s=report_interval_s,
+            collect=self._reports,
+            forget=self._forget,
+        )
+        self._tasks: list[asyncio.Task[None]] = []
 
     # -- life -------------------------------------------------------------------------
 
@@ -154,7 +159,7 @@ class GroupCoordinator:
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks = [
-            loop.create_task(self._report_loop(), name="groups-report"),
+            loop.create_task(self.reporter.loop(), name="groups-report"),
             loop.create_task(self._maintenance_loop(), name="groups-maintenance"),
             loop.create_task(self.leases.renew_loop(), name="groups-leases"),
         ]
@@ -168,9 +173,9 @@ class GroupCoordinator:
         for group_id in list(self.consumer.groups):
             self.consumer.unload(group_id)
         await self.leases.release_all()
-        if self._reported:
+        if self.reporter.reported:
             with contextlib.suppress(ControlPlaneError, asyncio.TimeoutError):
-                await asyncio.wait_for(self._report_once(), 3)
+                await asyncio.wait_for(self.reporter.report_once(), 3)
 
     def live_agents_changed(self, live_agents: list[dict[str, Any]]) -> None:
         """A heartbeat answer arrived: take the live set (peers' addresses, zones)."""
@@ -182,72 +187,8 @@ class GroupCoordinator:
         return await self.leases.holder(group_id) == self.ring.me.agent_id
 
     async def coordinator_of(self, group_id: str) -> Peer | None:
-        """The agent coordinating the group: the lease holder at its address in the
-        control plane's live list (this agent when nobody held it), or None when the
-        store cannot be asked or the holder is not among the live agents.
-
-        Whether this agent can reach the holder does not decide the answer: a member
-        reaches agents this one may not. A holder it cannot reach is either dead (its
-        lease expires within a ttl) or alive behind a cut only this agent sees; the
-        store tells them apart within about a renew interval — a live holder's lease
-        expiry moves on, a dead one's stays. So the answer waits a renew interval (or
-        the lease's remaining time, when less) and asks the store afresh: renewed, the
-        holder is named (and remembered, so later answers do not wait); not renewed,
-        the answer waits out the rest of the lease and names whoever holds it then —
-        the agent that took the group over, or the holder after all.
-        COORDINATOR_NOT_AVAILABLE meanwhile would do worse: librdkafka retries it
-        twice, 0.1 s apart, then waits for a broker's state to change; and naming a
-        holder that may be dead sends every member into a loop of refused connections
-        and FindCoordinators until its lease ends."""
-        holder = await self._holder(group_id)
-        if holder is None or holder == self.ring.me.agent_id:
-            return None if holder is None else self.ring.me
-        peer = self.ring.peer(holder)
-        if peer is not None and (
-            self._renewing.get(group_id) == holder or await self.ring.reachable(peer)
-        ):
-            return peer
-        # Two fresh answers a renew interval apart (a remembered one may predate the
-        # holder's last renewals and make a dead holder look renewed).
-        fresh = await self._fresh_expiry(group_id, holder)
-        if fresh is not None:
-            until = fresh[0]
-            first = self.leases.renew_interval_s + RENEWED_SLACK_S
-            await asyncio.sleep(min(max(until - time.monotonic(), 0.0) + LEASE_END_SLACK_S, first))
-            again_fresh = await self._fresh_expiry(group_id, holder)
-            if peer is not None and again_fresh is not None and _renewed(fresh, again_fresh):
-                self._renewing[group_id] = holder
-                return peer
-            if again_fresh is not None:
-                moved = again_fresh[0]
-                left = max(moved - time.monotonic(), 0.0) + LEASE_END_SLACK_S
-                await asyncio.sleep(min(left, self.leases.ttl_s))
-        self.leases.forget_holder(group_id)
-        again = await self._holder(group_id)
-        if again is None or again == self.ring.me.agent_id:
-            return None if again is None else self.ring.me
-        if again == holder:
-            self._renewing[group_id] = holder
-        else:
-            self._renewing.pop(group_id, None)
-        return self.ring.peer(again)
-
-    async def _fresh_expiry(self, group_id: str, holder: str) -> tuple[float, int | None] | None:
-        """When `holder`'s lease of the group ends (time.monotonic()) and the store's stamp
-        of that end, asked of the store now; None when it no longer holds it (or the store
-        cannot be asked)."""
-        self.leases.forget_holder(group_id)
-        if await self._holder(group_id) != holder:
-            return None
-        until = self.leases.known_until(group_id)
-        return None if until is None else (until, self.leases.known_stamp(group_id))
-
-    async def _holder(self, group_id: str) -> str | None:
-        """The group's lease holder; nobody holding it, the rendezvous choice among the
-        live agents this one can reach is given the lease (so groups spread over the
-        agents; an agent that refuses connections is never offered it)."""
-        suggested = await self.ring.resolve(group_id)
-        return await self.leases.holder(group_id, suggest=suggested.agent_id)
+        """The agent coordinating the group (`HolderSearch.coordinator_of`)."""
+        return await self.holder_search.coordinator_of(group_id)
 
     async def settled(self, group_id: str) -> None:
         """Wait until the group's state changes so far are saved (or failed)."""
@@ -341,7 +282,7 @@ class GroupCoordinator:
             ],
         }
 
-    def _save_then_answer(self, group: Group, answers: list) -> None:
+    def _save_then_answer(self, group: Group, answers: list[ParkedAnswer]) -> None:
         """Save the group's state as it is now, then hand out `answers` — (future, answer,
         answer if the save is refused) — so no member learns a generation or an
         assignment the store does not hold. Saves of a group go out in order."""
@@ -364,7 +305,7 @@ class GroupCoordinator:
 
     # -- JoinGroup --------------------------------------------------------------------
 
-    def join(self, req: JoinRequest) -> dict[str, Any] | asyncio.Future:
+    def join(self, req: JoinRequest) -> JoinOrSync:
         """A JoinGroup answer, or a future of it when the member must wait for the
         rebalance to complete."""
         if not req.group_id:
@@ -393,7 +334,7 @@ class GroupCoordinator:
         finally:
             self._changed()
 
-    def _join_new_member(self, group: Group, req: JoinRequest):
+    def _join_new_member(self, group: Group, req: JoinRequest) -> JoinOrSync:
         if group.is_(DEAD):
             return join_error("", ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if not group.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
@@ -413,7 +354,7 @@ class GroupCoordinator:
             return join_error(new_id, ErrorCode.MEMBER_ID_REQUIRED)
         return self._add_member_and_rebalance(group, new_id, req)
 
-    def _join_existing_member(self, group: Group, req: JoinRequest):
+    def _join_existing_member(self, group: Group, req: JoinRequest) -> JoinOrSync:
         member_id = req.member_id
         if group.is_(DEAD):
             return join_error(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -442,7 +383,9 @@ class GroupCoordinator:
             return self._join_answer(group, member)
         return join_error(member_id, ErrorCode.UNKNOWN_MEMBER_ID)  # Empty
 
-    def _add_member_and_rebalance(self, group: Group, member_id: str, req: JoinRequest):
+    def _add_member_and_rebalance(
+        self, group: Group, member_id: str, req: JoinRequest
+    ) -> JoinOrSync:
         member = Member(
             member_id=member_id,
             group_instance_id=req.group_instance_id,
@@ -464,7 +407,9 @@ class GroupCoordinator:
         )
         return future
 
-    def _update_member_and_rebalance(self, group: Group, member: Member, req: JoinRequest):
+    def _update_member_and_rebalance(
+        self, group: Group, member: Member, req: JoinRequest
+    ) -> JoinOrSync:
         member.protocols = list(req.protocols)
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
@@ -474,7 +419,9 @@ class GroupCoordinator:
         )
         return future
 
-    def _replace_static_member(self, group: Group, old_id: str, new_id: str, req: JoinRequest):
+    def _replace_static_member(
+        self, group: Group, old_id: str, new_id: str, req: JoinRequest
+    ) -> JoinOrSync:
         """KIP-345: a known group.instance.id joins with no member id — the same instance
         restarted. It takes over the old member's place (and assignment); the old member
         id is fenced."""
@@ -537,7 +484,7 @@ class GroupCoordinator:
             "members": group.member_entries() if is_leader else [],
         }
 
-    def _park_join(self, group: Group, member: Member) -> asyncio.Future:
+    def _park_join(self, group: Group, member: Member) -> Answer:
         # A member re-sending JoinGroup while one is parked: let the old one go.
         resolve(member.join_future, join_error(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS))
         future = asyncio.get_running_loop().create_future()
@@ -545,7 +492,7 @@ class GroupCoordinator:
         future.add_done_callback(lambda f: self._parked_request_done(group, member, f))
         return future
 
-    def _parked_request_done(self, group: Group, member: Member, future: asyncio.Future) -> None:
+    def _parked_request_done(self, group: Group, member: Member, future: Answer) -> None:
         """The client of a parked JoinGroup/SyncGroup went away (its connection closed).
 
         Kafka cannot notice this and waits for the rebalance or sync timeout (minutes
@@ -651,7 +598,7 @@ class GroupCoordinator:
             group.protocol_name,
             group.leader_id,
         )
-        answers = []
+        answers: list[ParkedAnswer] = []
         for member in group.members.values():
             future, member.join_future = member.join_future, None
             refused = join_error(member.member_id, ErrorCode.NOT_COORDINATOR)
@@ -700,7 +647,7 @@ class GroupCoordinator:
         protocol_type: str | None,
         protocol_name: str | None,
         assignments: dict[str, bytes],
-    ) -> dict[str, Any] | asyncio.Future:
+    ) -> JoinOrSync:
         """A SyncGroup answer, or a future of it until the leader's assignment arrives."""
         group = self.groups.get(group_id)
         if group is None or not group.members:
@@ -736,7 +683,7 @@ class GroupCoordinator:
             for m in group.members.values():
                 m.assignment = assignments.get(m.member_id, b"")
             group.transition(STABLE)
-            answers = []
+            answers: list[ParkedAnswer] = []
             for m in group.members.values():
                 waiting, m.sync_future = m.sync_future, None
                 if waiting is not None:
@@ -960,35 +907,18 @@ class GroupCoordinator:
         self._changed()
 
     def _changed(self) -> None:
-        self._dirty.set()
+        self.reporter.changed()
 
-    async def _report_loop(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), self.report_interval_s)
-            await asyncio.sleep(0.2)  # let a burst of changes settle into one report
-            self._dirty.clear()
-            try:
-                await self._report_once()
-            except ControlPlaneError as exc:
-                log.warning("reporting groups failed: %s", exc)
-            except Exception:
-                log.exception("reporting groups failed")
-
-    async def _report_once(self) -> None:
+    def _reports(self) -> list[dict[str, Any]]:
+        """A summary of every group held here, for `groups/report`."""
         reports = [g.report() for g in self.groups.values()]
         reports += [self.consumer.report(g) for g in self.consumer.listing()]
-        if not reports and not self._reported:
-            return
-        answer = await self.client.call(
-            "groups/report",
-            {"agent_id": self.ring.me.agent_id, "groups": reports},
-            timeout_s=5,
-        )
-        self._reported = {r["group_id"] for r in reports}
-        # Empty groups the store has nothing for (never committed, or deleted): Kafka
-        # forgets those too.
-        for group_id in answer.get("forget") or ():
+        return reports
+
+    def _forget(self, group_ids: Iterable[str]) -> None:
+        """Empty groups the store has nothing for (never committed, or deleted): Kafka
+        forgets those too."""
+        for group_id in group_ids:
             group = self.groups.get(group_id)
             if group is not None and group.is_(EMPTY) and not group.pending_members:
                 self._unload(group)
@@ -1018,19 +948,10 @@ class GroupCoordinator:
                 log.exception("group maintenance failed")
 
     @staticmethod
-    def _later(delay_ms: int, callback, *args) -> asyncio.TimerHandle:
+    def _later(delay_ms: int, callback: Callable[..., object], *args: Any) -> asyncio.TimerHandle:
         return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, callback, *args)
 
 
 def _cancel(handle: asyncio.TimerHandle | None) -> None:
     if handle is not None:
         handle.cancel()
-
-
-def _renewed(before: tuple[float, int | None], after: tuple[float, int | None]) -> bool:
-    """Whether the holder renewed its lease between two fresh answers of the store: its
-    expiry stamp (the store's clock) moved — exact; without stamps (an older control
-    plane), the local estimate moved by more than the answers' latencies could explain."""
-    if before[1] is not None and after[1] is not None:
-        return after[1] > before[1]
-    return after[0] > before[0] + RENEWED_SLACK_S

@@ -11,7 +11,7 @@ from typing import Any
 from agents.context import AgentContext
 from agents.control_plane import ControlPlaneError
 from agents.groups.state import GroupState
-from core.kafka import ApiKey, RequestHeader
+from core.kafka import RequestHeader
 from core.kafka.consumer_protocol import PROTOCOL_TYPE
 from core.kafka.errors import ErrorCode
 from core.offset_metadata import metadata_fields, metadata_text
@@ -286,26 +286,3 @@ async def handle_offset_delete(
         if item["error_code"]:
             errors[(item["topic"], item["partition"])] = item["error_code"]
     return answer(0, errors)
-
-
-# -- answers for a failed handler (handlers.errors.error_response) --------------------------------
-
-
-def error_response(
-    header: RequestHeader, body: dict[str, Any], error: int
-) -> dict[str, Any] | None:
-    key = header.api_key
-    if key == ApiKey.OFFSET_COMMIT:
-        return _commit_answer(body["topics"], _everywhere(body["topics"], error))
-    if key == ApiKey.OFFSET_FETCH:
-        if header.api_version >= 8:
-            return {
-                "groups": [
-                    {"group_id": g["group_id"], "topics": [], "error_code": error}
-                    for g in body["groups"]
-                ]
-            }
-        return {"topics": [], "error_code": error}
-    if key == ApiKey.OFFSET_DELETE:
-        return {"error_code": error, "topics": []}
-    return None

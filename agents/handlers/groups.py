@@ -16,22 +16,17 @@ from typing import Any
 
 from agents.context import AgentContext
 from agents.control_plane import ControlPlaneError
-from agents.groups.consumer import GROUP_TYPE as CONSUMER_GROUP_TYPE
-from agents.groups.consumer import (
-    ConsumerGroup,
-    HeartbeatRequest,
-    TopicPartition,
-    by_topic,
-    heartbeat_error,
-)
+from agents.groups.assignors import TopicPartition
+from agents.groups.consumer import HeartbeatRequest, heartbeat_error
+from agents.groups.consumer_state import GROUP_TYPE as CONSUMER_GROUP_TYPE
+from agents.groups.consumer_state import ConsumerGroup, by_topic
 from agents.groups.coordinator import JoinRequest, join_error, sync_error
 from agents.groups.ring import GROUP_KEY, TRANSACTION_KEY
 from agents.groups.state import GroupState
-from agents.handlers import group_offsets
 from agents.security.access import authorized_operations
 from agents.security.session import connection_listener
 from agents.zone_routing import client_zone
-from core.kafka import ApiKey, RequestHeader
+from core.kafka import RequestHeader
 from core.kafka.errors import ErrorCode
 from core.security.acl import ResourceType
 
@@ -569,56 +564,3 @@ async def handle_consumer_group_describe(
             for group_id in found:
                 described[group_id]["authorized_operations"] = allowed[group_id]
     return {"throttle_time_ms": 0, "groups": [described[g] for g in body["group_ids"]]}
-
-
-# -- answers for a failed handler (handlers.errors.error_response) --------------------------------
-
-GROUP_APIS = frozenset(
-    {
-        ApiKey.FIND_COORDINATOR,
-        ApiKey.JOIN_GROUP,
-        ApiKey.SYNC_GROUP,
-        ApiKey.HEARTBEAT,
-        ApiKey.LEAVE_GROUP,
-        ApiKey.DESCRIBE_GROUPS,
-        ApiKey.LIST_GROUPS,
-        ApiKey.DELETE_GROUPS,
-        ApiKey.OFFSET_COMMIT,
-        ApiKey.OFFSET_FETCH,
-        ApiKey.OFFSET_DELETE,
-        ApiKey.CONSUMER_GROUP_HEARTBEAT,
-        ApiKey.CONSUMER_GROUP_DESCRIBE,
-    }
-)
-
-
-def error_response(
-    header: RequestHeader, body: dict[str, Any], error: int
-) -> dict[str, Any] | None:
-    """The response carrying `error` everywhere, for the group APIs."""
-    key, version = header.api_key, header.api_version
-    if key == ApiKey.FIND_COORDINATOR:
-        failed = {"node_id": -1, "host": "", "port": -1, "error_code": error}
-        if version >= 4:
-            return {"coordinators": [{"key": k, **failed} for k in body["coordinator_keys"]]}
-        return failed
-    if key == ApiKey.JOIN_GROUP:
-        return _join_response(version, join_error(body.get("member_id", ""), error))
-    if key == ApiKey.SYNC_GROUP:
-        return sync_error(error)
-    if key in (ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.LIST_GROUPS):
-        return {"error_code": error}
-    if key == ApiKey.DESCRIBE_GROUPS:
-        return {
-            "groups": [
-                {**_described(g, "", "", _OPERATIONS_OMITTED), "error_code": error}
-                for g in body["groups"]
-            ]
-        }
-    if key == ApiKey.CONSUMER_GROUP_HEARTBEAT:
-        return heartbeat_error(error)
-    if key == ApiKey.CONSUMER_GROUP_DESCRIBE:
-        return {"groups": [_describe_error(g, error) for g in body["group_ids"]]}
-    if key == ApiKey.DELETE_GROUPS:
-        return {"results": [{"group_id": g, "error_code": error} for g in body["groups_names"]]}
-    return group_offsets.error_response(header, body, error)

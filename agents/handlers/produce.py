@@ -299,10 +299,3 @@ def _all_failed(
         ],
         "throttle_time_ms": 0,
     }
-
-
-def produce_error_response(body: dict[str, Any], error: int) -> dict[str, Any] | None:
-    """The answer to a Produce request that failed as a whole (None for acks=0)."""
-    if body.get("acks") == 0:
-        return None
-    return _all_failed(body.get("topic_data") or [], error)

@@ -23,7 +23,7 @@ from typing import Any
 from agents import read_path
 from agents.context import AgentContext
 from agents.zone_routing import client_zone
-from core.kafka import ApiKey, RequestHeader
+from core.kafka import RequestHeader
 from core.kafka.errors import ErrorCode
 
 MAX_WAIT_S = 30.0  # a bound on any client's MaxWaitMs
@@ -562,32 +562,3 @@ async def handle_share_acknowledge(
         "responses": _by_topic(ctx, answers, {}, fetch=False),
         "node_endpoints": [],
     }
-
-
-SHARE_APIS = frozenset(
-    {
-        ApiKey.SHARE_GROUP_HEARTBEAT,
-        ApiKey.SHARE_GROUP_DESCRIBE,
-        ApiKey.SHARE_FETCH,
-        ApiKey.SHARE_ACKNOWLEDGE,
-    }
-)
-
-
-def error_response(header: RequestHeader, body: dict[str, Any], error: int) -> dict[str, Any]:
-    """Every part of a share request answered with `error`."""
-    if header.api_key == ApiKey.SHARE_GROUP_HEARTBEAT:
-        return _heartbeat_error(error, "")
-    if header.api_key == ApiKey.SHARE_GROUP_DESCRIBE:
-        return {
-            "throttle_time_ms": 0,
-            "groups": [
-                {"error_code": int(error), "group_id": g, "group_state": "", "group_epoch": -1,
-                 "assignment_epoch": -1, "assignor_name": "", "members": []}
-                for g in body.get("group_ids") or ()
-            ],
-        }  # fmt: skip
-    answer = _session_error(error, "")
-    if header.api_key == ApiKey.SHARE_ACKNOWLEDGE:
-        del answer["acquisition_lock_timeout_ms"]
-    return answer

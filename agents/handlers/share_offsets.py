@@ -13,16 +13,10 @@ import uuid
 from typing import Any
 
 from agents.context import AgentContext
-from core.kafka import ApiKey, RequestHeader
+from agents.handlers.errors import error_response
+from core.kafka import RequestHeader
 from core.kafka.errors import ErrorCode
 
-SHARE_OFFSET_APIS = frozenset(
-    {
-        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
-        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
-        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
-    }
-)
 _EMPTY_ID = "The group id is invalid."
 
 
@@ -69,7 +63,7 @@ def _describe_error(group: dict[str, Any], error: int, message: str | None) -> d
 
 async def handle_alter_share_group_offsets(
     ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
     """Start the named partitions over at the given offsets; the group must be empty."""
     if not body["group_id"]:
         return error_response(header, body, ErrorCode.INVALID_GROUP_ID, _EMPTY_ID)
@@ -95,7 +89,7 @@ async def handle_alter_share_group_offsets(
 
 async def handle_delete_share_group_offsets(
     ctx: AgentContext, header: RequestHeader, body: dict[str, Any]
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
     """Forget the group's state of the named topics; the group must be empty."""
     if not body["group_id"]:
         return error_response(header, body, ErrorCode.INVALID_GROUP_ID, _EMPTY_ID)
@@ -109,17 +103,3 @@ async def handle_delete_share_group_offsets(
         "error_message": answer["error_message"],
         "responses": _uuids(answer["responses"]),
     }
-
-
-def error_response(
-    header: RequestHeader, body: dict[str, Any], error: int, message: str | None = None
-) -> dict[str, Any]:
-    """The request answered with `error`: each group's (Describe), else the top-level
-    code with no topics (Kafka's getErrorResponse)."""
-    if header.api_key == ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS:
-        return {
-            "throttle_time_ms": 0,
-            "groups": [_describe_error(g, error, message) for g in body.get("groups") or ()],
-        }
-    return {"throttle_time_ms": 0, "error_code": int(error), "error_message": message,
-            "responses": []}  # fmt: skip

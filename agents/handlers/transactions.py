@@ -12,20 +12,9 @@ import time
 from typing import Any
 
 from agents.context import AgentContext
-from core.kafka import ApiKey, RequestHeader
+from core.kafka import RequestHeader
 from core.kafka.errors import ErrorCode
 from core.offset_metadata import metadata_fields
-
-TXN_APIS = frozenset(
-    {
-        ApiKey.ADD_PARTITIONS_TO_TXN,
-        ApiKey.ADD_OFFSETS_TO_TXN,
-        ApiKey.END_TXN,
-        ApiKey.TXN_OFFSET_COMMIT,
-        ApiKey.DESCRIBE_TRANSACTIONS,
-        ApiKey.LIST_TRANSACTIONS,
-    }
-)
 
 # Kafka's names of the coordinator's states (TransactionState), from the store's.
 _STATE_NAMES = {
@@ -56,7 +45,7 @@ async def _add_partitions(
     transactional_id: str,
     producer_id: int,
     epoch: int,
-    topics: list,
+    topics: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
     answer = await ctx.client.call(
         "txn/add-partitions",
@@ -304,56 +293,3 @@ async def handle_list_transactions(
         "unknown_state_filters": sorted(state_filter - _KNOWN_STATES),
         "transaction_states": listed,
     }
-
-
-def error_response(header: RequestHeader, body: dict[str, Any], error: int) -> dict[str, Any]:
-    """A transaction request failed as a whole: `error` everywhere it has a place."""
-    key = header.api_key
-    if key == ApiKey.ADD_PARTITIONS_TO_TXN:
-        if header.api_version <= 3:
-            topics = body.get("v3_and_below_topics") or []
-            return {
-                "results_by_topic_v3_and_below": [
-                    {
-                        "name": t["name"],
-                        "results_by_partition": [
-                            {"partition_index": p, "partition_error_code": error}
-                            for p in t["partitions"]
-                        ],
-                    }
-                    for t in topics
-                ]
-            }
-        return {"error_code": error, "results_by_transaction": []}
-    if key == ApiKey.TXN_OFFSET_COMMIT:
-        return {
-            "topics": [
-                {
-                    "name": t["name"],
-                    "partitions": [
-                        {"partition_index": p["partition_index"], "error_code": error}
-                        for p in t["partitions"]
-                    ],
-                }
-                for t in body.get("topics") or []
-            ]
-        }
-    if key == ApiKey.DESCRIBE_TRANSACTIONS:
-        return {
-            "transaction_states": [
-                {
-                    "error_code": error,
-                    "transactional_id": tid,
-                    "transaction_state": "",
-                    "transaction_timeout_ms": 0,
-                    "transaction_start_time_ms": -1,
-                    "producer_id": -1,
-                    "producer_epoch": -1,
-                    "topics": [],
-                }
-                for tid in body.get("transactional_ids") or []
-            ]
-        }
-    if key == ApiKey.LIST_TRANSACTIONS:
-        return {"error_code": error, "unknown_state_filters": [], "transaction_states": []}
-    return {"error_code": error}  # AddOffsetsToTxn, EndTxn

@@ -30,12 +30,12 @@ from functools import partial
 from typing import Any
 
 from agents.context import AgentContext
-from agents.handlers import share_offsets, transactions
 from agents.handlers.errors import CloseConnection, error_response
 from agents.security.access import Access
 from agents.security.session import CURRENT_SESSION
 from core.kafka import ApiKey, RequestHeader
 from core.kafka.codec import EncodedResponse
+from core.kafka.error_answers import error_entries
 from core.kafka.errors import ErrorCode
 from core.kafka.types import ZERO_UUID
 from core.security.acl import AclOperation, Authorizer, ResourceType
@@ -93,11 +93,44 @@ async def authorized_call(
     return await rule(access, ctx, header, body, call)
 
 
-def _denied_without_rule(header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
-    response = error_response(header, body, CLUSTER_DENIED)
+def _denied_without_rule(header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    return _denied(header, body, CLUSTER_DENIED)
+
+
+def _denied(
+    header: RequestHeader, body: dict[str, Any], error: int, message: str | None = None
+) -> dict[str, Any]:
+    """The whole request denied: the error answer (`core.kafka.error_answers`)."""
+    response = error_response(header, body, error, message)
     if response is None:
         raise CloseConnection(f"api {header.api_key}: not authorized and no error response")
     return response
+
+
+def _entries(
+    header: RequestHeader,
+    request: dict[str, Any],
+    array: str,
+    error: int,
+    message: str | None = None,
+) -> list[dict[str, Any]]:
+    """The answer's entries for the denied parts in `request` (a request holding only
+    them), as the error answer builds them (`core.kafka.error_answers`)."""
+    return error_entries(header.api_key, header.api_version, request, array, error, message)
+
+
+def _denied_topics(
+    header: RequestHeader,
+    topics: list[dict[str, Any]],
+    keep: list[bool],
+    array: str = "topics",
+    message: str | None = None,
+    *,
+    error: int = TOPIC_DENIED,
+) -> list[dict[str, Any]]:
+    """The answer's entries for the request's `topics` not kept."""
+    refused = [t for t, ok in zip(topics, keep, strict=True) if not ok]
+    return _entries(header, {"topics": refused}, array, error, message)
 
 
 # --- helpers ---------------------------------------------------------------------------
@@ -145,12 +178,6 @@ async def _topic_names(
     return names
 
 
-def _partitions(
-    partitions: list[dict[str, Any]], index_key: str, error: int, **fields: Any
-) -> list[dict[str, Any]]:
-    return [{index_key: p[index_key], "error_code": int(error), **fields} for p in partitions]
-
-
 # --- data ------------------------------------------------------------------------------
 
 
@@ -164,24 +191,8 @@ async def _produce(
     else:
         names = await _topic_names(ctx, topics, "name", "topic_id")
         keep, error = [access.topic(OP.WRITE, n) for n in names], TOPIC_DENIED
-    denied = [
-        {
-            "name": t.get("name"),
-            "topic_id": t.get("topic_id"),
-            "partition_responses": _partitions(
-                t["partition_data"],
-                "index",
-                error,
-                base_offset=-1,
-                log_append_time_ms=-1,
-                log_start_offset=-1,
-                record_errors=[],
-                error_message=_MESSAGES[error],
-            ),
-        }
-        for t, ok in zip(topics, keep, strict=True)
-        if not ok
-    ]
+    refused = [t for t, ok in zip(topics, keep, strict=True) if not ok]
+    denied = _entries(header, {"topic_data": refused}, "responses", error, _MESSAGES[error])
     return await _split(body, "topic_data", keep, call, "responses", denied)
 
 
@@ -193,27 +204,10 @@ async def _fetch(
     keep = [access.topic(OP.READ, n) for n in names]
     if all(keep):
         return await call(body)
-    denied = [
-        {
-            "topic": name,
-            "topic_id": t.get("topic_id"),
-            "partitions": [
-                {
-                    "partition_index": p["partition"],
-                    "error_code": TOPIC_DENIED,
-                    "high_watermark": -1,
-                    "last_stable_offset": -1,
-                    "log_start_offset": -1,
-                    "aborted_transactions": None,
-                    "preferred_read_replica": -1,
-                    "records": b"",
-                }
-                for p in t["partitions"]
-            ],
-        }
-        for t, name, ok in zip(topics, names, keep, strict=True)
-        if not ok
+    refused = [
+        {**t, "topic": name} for t, name, ok in zip(topics, names, keep, strict=True) if not ok
     ]
+    denied = _entries(header, {"topics": refused}, "responses", TOPIC_DENIED)
 
     async def answer_as_dict(kept: dict[str, Any]) -> dict[str, Any] | None:
         # A shared answer (agents.shared_answers) is bytes; the denied topics join a dict.
@@ -228,23 +222,7 @@ async def _list_offsets(
 ) -> dict[str, Any] | None:
     topics = body["topics"]
     keep = [access.topic(OP.DESCRIBE, t["name"]) for t in topics]
-    denied = [
-        {
-            "name": t["name"],
-            "partitions": _partitions(
-                t["partitions"],
-                "partition_index",
-                TOPIC_DENIED,
-                timestamp=-1,
-                offset=-1,
-                leader_epoch=-1,
-                old_style_offsets=[],
-            ),
-        }
-        for t, ok in zip(topics, keep, strict=True)
-        if not ok
-    ]
-    return await _split(body, "topics", keep, call, "topics", denied)
+    return await _split(body, "topics", keep, call, "topics", _denied_topics(header, topics, keep))
 
 
 async def _offset_for_leader_epoch(
@@ -252,17 +230,7 @@ async def _offset_for_leader_epoch(
 ) -> dict[str, Any] | None:
     topics = body["topics"]
     keep = [access.topic(OP.DESCRIBE, t["topic"]) for t in topics]
-    denied = [
-        {
-            "topic": t["topic"],
-            "partitions": _partitions(
-                t["partitions"], "partition", TOPIC_DENIED, leader_epoch=-1, end_offset=-1
-            ),
-        }
-        for t, ok in zip(topics, keep, strict=True)
-        if not ok
-    ]
-    return await _split(body, "topics", keep, call, "topics", denied)
+    return await _split(body, "topics", keep, call, "topics", _denied_topics(header, topics, keep))
 
 
 async def _delete_records(
@@ -270,17 +238,7 @@ async def _delete_records(
 ) -> dict[str, Any] | None:
     topics = body["topics"]
     keep = [access.topic(OP.DELETE, t["name"]) for t in topics]
-    denied = [
-        {
-            "name": t["name"],
-            "partitions": _partitions(
-                t["partitions"], "partition_index", TOPIC_DENIED, low_watermark=-1
-            ),
-        }
-        for t, ok in zip(topics, keep, strict=True)
-        if not ok
-    ]
-    return await _split(body, "topics", keep, call, "topics", denied)
+    return await _split(body, "topics", keep, call, "topics", _denied_topics(header, topics, keep))
 
 
 async def _init_producer_id(
@@ -296,30 +254,28 @@ async def _init_producer_id(
         error = CLUSTER_DENIED
     if allowed:
         return await call(body)
-    return {"throttle_time_ms": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
+    return _denied(header, body, error)
 
 
 # --- metadata and topic administration -------------------------------------------------
 
 
-def _metadata_denied(name: str | None, topic_id: Any, error: int) -> dict[str, Any]:
-    return {
-        "error_code": error,
-        "name": name,
-        "topic_id": topic_id if topic_id is not None else ZERO_UUID,
-        "is_internal": False,
-        "partitions": [],
-        "topic_authorized_operations": -(2**31),
-    }
+def _metadata_denied(
+    header: RequestHeader, name: str | None, topic_id: Any, error: int
+) -> dict[str, Any]:
+    topic = {"name": name, "topic_id": topic_id if topic_id is not None else ZERO_UUID}
+    return _entries(header, {"topics": [topic]}, "topics", error)[0]
 
 
 async def _metadata(
-    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
 ) -> dict[str, Any] | None:
     requested = body.get("topics")
     if requested is None or (header.api_version == 0 and not requested):
         # All topics: list only the describable ones (Kafka's filterByAuthorized).
         response = await call(body)
+        if response is None:
+            return None
         response["topics"] = [
             t for t in response.get("topics", []) if access.topic(OP.DESCRIBE, t.get("name"))
         ]
@@ -330,7 +286,9 @@ async def _metadata(
         if access.topic(OP.DESCRIBE, name):
             kept.append(item)
         else:
-            denied.append(_metadata_denied(item.get("name"), item.get("topic_id"), TOPIC_DENIED))
+            denied.append(
+                _metadata_denied(header, item.get("name"), item.get("topic_id"), TOPIC_DENIED)
+            )
     # Auto-creation needs CREATE on the cluster or the topic: a missing topic the principal
     # cannot create is answered as Kafka does, with TOPIC_AUTHORIZATION_FAILED.
     if kept and body.get("allow_auto_topic_creation", True) and ctx.auto_create_topics:
@@ -346,7 +304,7 @@ async def _metadata(
                 and not may_create_all
                 and not access.allows(OP.CREATE, TOPIC, name)
             ):
-                denied.append(_metadata_denied(name, item.get("topic_id"), TOPIC_DENIED))
+                denied.append(_metadata_denied(header, name, item.get("topic_id"), TOPIC_DENIED))
             else:
                 still.append(item)
         kept = still
@@ -356,31 +314,21 @@ async def _metadata(
         response = await call({**body, "topics": kept})
     else:
         response = await call({**body, "topics": None})
-        response["topics"] = []
+        if response is not None:
+            response["topics"] = []
+    if response is None:
+        return None
     response["topics"] = [*response.get("topics", []), *denied]
     return response
 
 
 async def _create_topics(
-    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
 ) -> dict[str, Any] | None:
     topics = body["topics"]
     may_create_all = access.cluster(OP.CREATE)
     keep = [may_create_all or access.allows(OP.CREATE, TOPIC, t["name"]) for t in topics]
-    denied = [
-        {
-            "name": t["name"],
-            "topic_id": ZERO_UUID,
-            "error_code": TOPIC_DENIED,
-            "error_message": _MESSAGES[TOPIC_DENIED],
-            "topic_config_error_code": 0,
-            "num_partitions": -1,
-            "replication_factor": -1,
-            "configs": [],
-        }
-        for t, ok in zip(topics, keep, strict=True)
-        if not ok
-    ]
+    denied = _denied_topics(header, topics, keep, "topics", _MESSAGES[TOPIC_DENIED])
     return await _split(body, "topics", keep, call, "topics", denied)
 
 
@@ -390,25 +338,22 @@ async def _delete_topics(
     if header.api_version < 6:
         names = list(body["topic_names"])
         keep = [access.topic(OP.DELETE, n) for n in names]
-        denied = [
-            {"name": n, "error_code": TOPIC_DENIED, "error_message": _MESSAGES[TOPIC_DENIED]}
-            for n, ok in zip(names, keep, strict=True)
-            if not ok
-        ]
+        refused = [n for n, ok in zip(names, keep, strict=True) if not ok]
+        denied = _entries(
+            header, {"topic_names": refused}, "responses", TOPIC_DENIED, _MESSAGES[TOPIC_DENIED]
+        )
         return await _split(body, "topic_names", keep, call, "responses", denied)
     topics = body["topics"]
     names = await _topic_names(ctx, topics, "name", "topic_id")
     keep = [access.topic(OP.DELETE, n) for n in names]
-    denied = [
-        {
-            "name": name,
-            "topic_id": t.get("topic_id") or ZERO_UUID,
-            "error_code": TOPIC_DENIED,
-            "error_message": _MESSAGES[TOPIC_DENIED],
-        }
+    refused = [
+        {"name": name, "topic_id": t.get("topic_id") or ZERO_UUID}
         for t, name, ok in zip(topics, names, keep, strict=True)
         if not ok
     ]
+    denied = _entries(
+        header, {"topics": refused}, "responses", TOPIC_DENIED, _MESSAGES[TOPIC_DENIED]
+    )
     return await _split(body, "topics", keep, call, "responses", denied)
 
 
@@ -417,11 +362,7 @@ async def _create_partitions(
 ) -> dict[str, Any] | None:
     topics = body["topics"]
     keep = [access.topic(OP.ALTER, t["name"]) for t in topics]
-    denied = [
-        {"name": t["name"], "error_code": TOPIC_DENIED, "error_message": _MESSAGES[TOPIC_DENIED]}
-        for t, ok in zip(topics, keep, strict=True)
-        if not ok
-    ]
+    denied = _denied_topics(header, topics, keep, "results", _MESSAGES[TOPIC_DENIED])
     return await _split(body, "topics", keep, call, "results", denied)
 
 
@@ -444,15 +385,9 @@ def _config_rule(operation: AclOperation, response_key: str) -> Rule:
                 ok, error = True, 0  # the handler refuses unknown resource types
             keep.append(ok)
             if not ok:
-                entry = {
-                    "error_code": error,
-                    "error_message": _MESSAGES[error],
-                    "resource_type": kind,
-                    "resource_name": r["resource_name"],
-                }
-                if response_key == "results":
-                    entry["configs"] = []
-                denied.append(entry)
+                denied += _entries(
+                    header, {"resources": [r]}, response_key, error, _MESSAGES[error]
+                )
         return await _split(body, "resources", keep, call, response_key, denied)
 
     return rule
@@ -469,7 +404,7 @@ def _whole_group(operation: AclOperation) -> Rule:
     ) -> dict[str, Any] | None:
         if access.allows(operation, GROUP, body["group_id"]):
             return await call(body)
-        return {"throttle_time_ms": 0, "error_code": GROUP_DENIED}
+        return _denied(header, body, GROUP_DENIED)
 
     return rule
 
@@ -486,27 +421,14 @@ async def _find_coordinator(
         error = check(body["key"])
         if not error:
             return await call(body)
-        return {
-            "throttle_time_ms": 0,
-            "error_code": error,
-            "error_message": _MESSAGES[error],
-            "node_id": -1,
-            "host": "",
-            "port": -1,
-        }
+        return _denied(header, body, error, _MESSAGES[error])
     keys = list(body["coordinator_keys"])
     errors = [check(k) for k in keys]
     denied = [
-        {
-            "key": k,
-            "node_id": -1,
-            "host": "",
-            "port": -1,
-            "error_code": e,
-            "error_message": _MESSAGES[e],
-        }
+        entry
         for k, e in zip(keys, errors, strict=True)
         if e
+        for entry in _entries(header, {"coordinator_keys": [k]}, "coordinators", e, _MESSAGES[e])
     ]
     return await _split(
         body, "coordinator_keys", [not e for e in errors], call, "coordinators", denied
@@ -521,28 +443,21 @@ async def _offset_commit(
         keep, error = [False] * len(topics), GROUP_DENIED
     else:
         keep, error = [access.topic(OP.READ, t["name"]) for t in topics], TOPIC_DENIED
-    denied = [
-        {"name": t["name"], "partitions": _partitions(t["partitions"], "partition_index", error)}
-        for t, ok in zip(topics, keep, strict=True)
-        if not ok
-    ]
+    denied = _denied_topics(header, topics, keep, error=error)
     return await _split(body, "topics", keep, call, "topics", denied)
 
 
-def _fetched_denied(topic: dict[str, Any], error: int) -> dict[str, Any]:
-    return {
-        "name": topic.get("name"),
-        "partitions": [
-            {
-                "partition_index": index,
-                "committed_offset": -1,
-                "committed_leader_epoch": -1,
-                "metadata": "",
-                "error_code": error,
-            }
-            for index in topic.get("partition_indexes") or []
-        ],
-    }
+def _fetched_denied(
+    header: RequestHeader, topics: list[dict[str, Any]], error: int
+) -> list[dict[str, Any]]:
+    """OffsetFetch's entries for the denied topics (of a v8+ group, or the request)."""
+    if header.api_version < 8:
+        return _entries(header, {"topics": topics}, "topics", error)
+    group = {"group_id": "", "topics": topics}
+    entries: list[dict[str, Any]] = _entries(header, {"groups": [group]}, "groups", error)[0][
+        "topics"
+    ]
+    return entries
 
 
 async def _offset_fetch(
@@ -555,10 +470,8 @@ async def _offset_fetch(
         topics = body.get("topics")
         if not access.allows(OP.DESCRIBE, GROUP, group_id):
             if header.api_version >= 2:
-                return {"throttle_time_ms": 0, "topics": [], "error_code": GROUP_DENIED}
-            return {
-                "topics": [_fetched_denied(t, GROUP_DENIED) for t in topics or []],
-            }
+                return _denied(header, body, GROUP_DENIED)
+            return {"topics": _fetched_denied(header, topics or [], GROUP_DENIED)}
         if topics is None:
             response = await call(body)
             if response is not None:
@@ -567,9 +480,8 @@ async def _offset_fetch(
                 ]
             return response
         keep = [access.topic(OP.DESCRIBE, t["name"]) for t in topics]
-        denied = [
-            _fetched_denied(t, TOPIC_DENIED) for t, ok in zip(topics, keep, strict=True) if not ok
-        ]
+        refused = [t for t, ok in zip(topics, keep, strict=True) if not ok]
+        denied = _fetched_denied(header, refused, TOPIC_DENIED)
         return await _split(body, "topics", keep, call, "topics", denied)
 
     # v8+: many groups per request.
@@ -578,16 +490,13 @@ async def _offset_fetch(
     asked: dict[str, list[dict[str, Any]]] = {}  # group → denied topic entries
     for group in groups:
         if not access.allows(OP.DESCRIBE, GROUP, group["group_id"]):
-            denied_groups.append(
-                {"group_id": group["group_id"], "topics": [], "error_code": GROUP_DENIED}
-            )
+            denied_groups.append(group)
             continue
         topics = group.get("topics")
         if topics is not None:
             allowed = [t for t in topics if access.topic(OP.DESCRIBE, t.get("name"))]
-            asked[group["group_id"]] = [
-                _fetched_denied(t, TOPIC_DENIED) for t in topics if t not in allowed
-            ]
+            refused = [t for t in topics if t not in allowed]
+            asked[group["group_id"]] = _fetched_denied(header, refused, TOPIC_DENIED)
             group = {**group, "topics": allowed}
         kept_groups.append(group)
     response = await call({**body, "groups": kept_groups}) if kept_groups else {"groups": []}
@@ -601,9 +510,22 @@ async def _offset_fetch(
             ]
         else:
             group["topics"] = [*group.get("topics", []), *extra]
-    response["groups"] = [*response.get("groups", []), *denied_groups]
+    response["groups"] = [*response.get("groups", []), *_denied_groups(header, denied_groups)]
     response.setdefault("throttle_time_ms", 0)
     return response
+
+
+def _denied_groups(
+    header: RequestHeader, groups: list[dict[str, Any]], message: str | None = None
+) -> list[dict[str, Any]]:
+    """The entries of groups denied as a whole (OffsetFetch v8+, DescribeShareGroupOffsets):
+    the error answer's, no topics."""
+    if not groups:
+        return []
+    entries: list[dict[str, Any]] = _denied(header, {"groups": groups}, GROUP_DENIED, message)[
+        "groups"
+    ]
+    return entries
 
 
 async def _describe_groups(
@@ -611,19 +533,8 @@ async def _describe_groups(
 ) -> dict[str, Any] | None:
     groups = list(body["groups"])
     keep = [access.allows(OP.DESCRIBE, GROUP, g) for g in groups]
-    denied = [
-        {
-            "error_code": GROUP_DENIED,
-            "group_id": g,
-            "group_state": "",
-            "protocol_type": "",
-            "protocol_data": "",
-            "members": [],
-            "authorized_operations": -(2**31),
-        }
-        for g, ok in zip(groups, keep, strict=True)
-        if not ok
-    ]
+    refused = [g for g, ok in zip(groups, keep, strict=True) if not ok]
+    denied = _entries(header, {"groups": refused}, "groups", GROUP_DENIED)
     return await _split(body, "groups", keep, call, "groups", denied)
 
 
@@ -639,14 +550,12 @@ async def _share_records(
         error = TOPIC_DENIED
     if not error:
         return await call(body)
-    return error_response(header, body, error)
+    return _denied(header, body, error)
 
 
-def _share_offsets_denied(message: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"error_code": TOPIC_DENIED, "error_message": _MESSAGES[TOPIC_DENIED], **(message or {})}
-
-
-async def _describe_share_group_offsets(access: Access, ctx, header, body, call) -> dict | None:
+async def _describe_share_group_offsets(
+    access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+) -> dict[str, Any] | None:
     """DescribeShareGroupOffsets: DESCRIBE on each group; named topics need DESCRIBE (29
     on each of their partitions), an all-topics answer drops the undescribable ones
     (Kafka does both, as for OffsetFetch)."""
@@ -655,19 +564,15 @@ async def _describe_share_group_offsets(access: Access, ctx, header, body, call)
     for group in body["groups"]:
         group_id = group["group_id"]
         if not access.allows(OP.DESCRIBE, GROUP, group_id):
-            denied_groups.append({"group_id": group_id, "topics": [], "error_code": GROUP_DENIED,
-                                  "error_message": _MESSAGES[GROUP_DENIED]})  # fmt: skip
+            denied_groups.append(group)
             continue
         topics = group.get("topics")
         if topics is not None:
             allowed = [t for t in topics if access.topic(OP.DESCRIBE, t["topic_name"])]
-            asked[group_id] = [
-                {"topic_name": t["topic_name"], "topic_id": ZERO_UUID,
-                 "partitions": [_share_offsets_denied({"partition_index": i, "start_offset": -1,
-                                                       "leader_epoch": -1, "lag": -1})
-                                for i in t["partitions"]]}
-                for t in topics if t not in allowed
-            ]  # fmt: skip
+            refused = {"group_id": group_id, "topics": [t for t in topics if t not in allowed]}
+            asked[group_id] = _entries(
+                header, {"groups": [refused]}, "groups", TOPIC_DENIED, _MESSAGES[TOPIC_DENIED]
+            )[0]["topics"]
             group = {**group, "topics": allowed}
         kept.append(group)
     response = await call({**body, "groups": kept}) if kept else {"groups": []}
@@ -681,34 +586,28 @@ async def _describe_share_group_offsets(access: Access, ctx, header, body, call)
             ]
         else:
             group["topics"] = [*group.get("topics", []), *extra]
-    response["groups"] = [*response.get("groups", []), *denied_groups]
+    denied = _denied_groups(header, denied_groups, _MESSAGES[GROUP_DENIED])
+    response["groups"] = [*response.get("groups", []), *denied]
     response.setdefault("throttle_time_ms", 0)
     return response
 
 
-def _share_offsets_change(group_operation: AclOperation):
+def _share_offsets_change(group_operation: AclOperation) -> Rule:
     """AlterShareGroupOffsets (READ on the group), DeleteShareGroupOffsets (DELETE): a
     top-level GROUP_AUTHORIZATION_FAILED, else READ on each topic (29 for each denied
     one's partitions, or the topic). Nothing left to change: the store is not asked."""
 
-    async def rule(access: Access, ctx, header, body, call) -> dict | None:
+    async def rule(
+        access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
+    ) -> dict[str, Any] | None:
         if not access.allows(group_operation, GROUP, body["group_id"]):
-            return share_offsets.error_response(header, body, GROUP_DENIED, _MESSAGES[GROUP_DENIED])
+            return error_response(header, body, GROUP_DENIED, _MESSAGES[GROUP_DENIED])
         topics = body["topics"]
         keep = [access.topic(OP.READ, t["topic_name"]) for t in topics]
-        denied = []
-        for topic, ok in zip(topics, keep, strict=True):
-            if ok:
-                continue
-            entry: dict[str, Any] = {"topic_name": topic["topic_name"], "topic_id": ZERO_UUID}
-            if "partitions" in topic:
-                entry["partitions"] = [
-                    _share_offsets_denied({"partition_index": p["partition_index"]})
-                    for p in topic["partitions"]
-                ]
-            else:
-                entry.update(_share_offsets_denied())
-            denied.append(entry)
+        refused = [t for t, ok in zip(topics, keep, strict=True) if not ok]
+        denied = _entries(
+            header, {"topics": refused}, "responses", TOPIC_DENIED, _MESSAGES[TOPIC_DENIED]
+        )
         if topics and not any(keep):
             return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                     "responses": denied}  # fmt: skip
@@ -722,19 +621,8 @@ async def _consumer_group_describe(
 ) -> dict[str, Any] | None:
     groups = list(body["group_ids"])
     keep = [access.allows(OP.DESCRIBE, GROUP, g) for g in groups]
-    denied = [
-        {
-            "error_code": GROUP_DENIED,
-            "group_id": g,
-            "group_state": "",
-            "group_epoch": -1,
-            "assignment_epoch": -1,
-            "assignor_name": "",
-            "members": [],
-        }
-        for g, ok in zip(groups, keep, strict=True)
-        if not ok
-    ]
+    refused = [g for g, ok in zip(groups, keep, strict=True) if not ok]
+    denied = _entries(header, {"group_ids": refused}, "groups", GROUP_DENIED)
     return await _split(body, "group_ids", keep, call, "groups", denied)
 
 
@@ -756,11 +644,8 @@ async def _delete_groups(
 ) -> dict[str, Any] | None:
     groups = list(body["groups_names"])
     keep = [access.allows(OP.DELETE, GROUP, g) for g in groups]
-    denied = [
-        {"group_id": g, "error_code": GROUP_DENIED}
-        for g, ok in zip(groups, keep, strict=True)
-        if not ok
-    ]
+    refused = [g for g, ok in zip(groups, keep, strict=True) if not ok]
+    denied = _entries(header, {"groups_names": refused}, "results", GROUP_DENIED)
     return await _split(body, "groups_names", keep, call, "results", denied)
 
 
@@ -768,18 +653,10 @@ async def _offset_delete(
     access: Access, ctx: AgentContext, header: RequestHeader, body: dict[str, Any], call: Call
 ) -> dict[str, Any] | None:
     if not access.allows(OP.DELETE, GROUP, body["group_id"]):
-        return {"error_code": GROUP_DENIED, "throttle_time_ms": 0, "topics": []}
+        return _denied(header, body, GROUP_DENIED)
     topics = body["topics"]
     keep = [access.topic(OP.READ, t["name"]) for t in topics]
-    denied = [
-        {
-            "name": t["name"],
-            "partitions": _partitions(t["partitions"], "partition_index", TOPIC_DENIED),
-        }
-        for t, ok in zip(topics, keep, strict=True)
-        if not ok
-    ]
-    return await _split(body, "topics", keep, call, "topics", denied)
+    return await _split(body, "topics", keep, call, "topics", _denied_topics(header, topics, keep))
 
 
 # --- ACLs --------------------------------------------------------------------------------
@@ -794,12 +671,7 @@ def _cluster_describe(listed: str) -> Rule:
     ) -> dict[str, Any] | None:
         if access.cluster(OP.DESCRIBE):
             return await call(body)
-        return {
-            "throttle_time_ms": 0,
-            "error_code": CLUSTER_DENIED,
-            "error_message": _MESSAGES[CLUSTER_DENIED],
-            listed: [],
-        }
+        return _denied(header, body, CLUSTER_DENIED, _MESSAGES[CLUSTER_DENIED])
 
     return rule
 
@@ -809,14 +681,7 @@ async def _alter_scram(
 ) -> dict[str, Any] | None:
     if access.cluster(OP.ALTER):
         return await call(body)
-    users = dict.fromkeys(i["name"] for i in [*body["deletions"], *body["upsertions"]])
-    return {
-        "throttle_time_ms": 0,
-        "results": [
-            {"user": u, "error_code": CLUSTER_DENIED, "error_message": _MESSAGES[CLUSTER_DENIED]}
-            for u in users
-        ],
-    }
+    return _denied(header, body, CLUSTER_DENIED, _MESSAGES[CLUSTER_DENIED])
 
 
 async def _create_acls(
@@ -824,8 +689,7 @@ async def _create_acls(
 ) -> dict[str, Any] | None:
     if access.cluster(OP.ALTER):
         return await call(body)
-    error = {"error_code": CLUSTER_DENIED, "error_message": _MESSAGES[CLUSTER_DENIED]}
-    return {"throttle_time_ms": 0, "results": [dict(error) for _ in body["creations"]]}
+    return _denied(header, body, CLUSTER_DENIED, _MESSAGES[CLUSTER_DENIED])
 
 
 async def _delete_acls(
@@ -833,11 +697,7 @@ async def _delete_acls(
 ) -> dict[str, Any] | None:
     if access.cluster(OP.ALTER):
         return await call(body)
-    error = {"error_code": CLUSTER_DENIED, "error_message": _MESSAGES[CLUSTER_DENIED]}
-    return {
-        "throttle_time_ms": 0,
-        "filter_results": [{**error, "matching_acls": []} for _ in body["filters"]],
-    }
+    return _denied(header, body, CLUSTER_DENIED, _MESSAGES[CLUSTER_DENIED])
 
 
 Rule = Callable[
@@ -849,7 +709,7 @@ Rule = Callable[
 
 
 def _txn_denied(header: RequestHeader, body: dict[str, Any], error: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, **transactions.error_response(header, body, error)}
+    return _denied(header, body, error)
 
 
 async def _add_partitions_to_txn(

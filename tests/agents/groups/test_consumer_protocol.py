@@ -9,12 +9,9 @@ import uuid
 
 import pytest
 
-from agents.groups.consumer import (
-    HeartbeatRequest,
-    MemberState,
-    range_assign,
-    uniform_assign,
-)
+from agents.groups.assignors import range_assign, uniform_assign
+from agents.groups.consumer import HeartbeatRequest
+from agents.groups.consumer_state import MemberState
 from agents.topics import TopicInfo
 from core.kafka.errors import ErrorCode as E
 from tests.agents.groups.test_coordinator import coordinator, join, request
