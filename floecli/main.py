@@ -10,10 +10,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from floecli import benchmark, console, file_reader, group_lag
+from floecli import benchmark, console, diagnose_record, file_reader, file_scrubber, group_lag
 from floecli.errors import BadInput, CommandFailed
 
-SUBCOMMANDS = (console, group_lag, benchmark, file_reader)
+SUBCOMMANDS = (console, group_lag, benchmark, file_reader, diagnose_record, file_scrubber)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from controlplane.api.cluster_metrics import ClusterMetricsView
 from team.api import views
 from virtualclusters.api import agents as vc_agents
+from virtualclusters.api import files as vc_files
 from virtualclusters.api import groups as vc_groups
 from virtualclusters.api import jobs_views, migrations_views, share_groups, tables_views
 from virtualclusters.api import views as vc
@@ -69,6 +70,14 @@ urlpatterns = [
         name="api-cluster-metrics",
     ),
     path("clusters/<str:cluster_id>/topics/", vc.TopicListView.as_view(), name="api-topics"),
+    path(
+        "clusters/<str:cluster_id>/topics/<str:name>/partitions/<int:partition>/locate",
+        vc_files.RecordLocateView.as_view(),
+        name="api-record-locate",
+    ),
+    path(
+        "clusters/<str:cluster_id>/files/", vc_files.KnownFileListView.as_view(), name="api-files"
+    ),
     path(
         "clusters/<str:cluster_id>/topics/<str:name>/",
         vc.TopicDetailView.as_view(),

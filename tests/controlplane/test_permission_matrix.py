@@ -121,6 +121,13 @@ MATRIX = {
     ("GET", "/api/v1/clusters/{cluster_id}/topics/{name}/"): (MEMBER, 200),
     ("PATCH", "/api/v1/clusters/{cluster_id}/topics/{name}/"): (ADMIN, 200),
     ("GET", "/api/v1/clusters/{cluster_id}/topics/{name}/records/"): (MEMBER, 409),
+    # The matrix sends no ?offset=: a 400 says it is needed (the answers:
+    # tests/virtualclusters/test_file_index_api.py).
+    ("GET", "/api/v1/clusters/{cluster_id}/topics/{name}/partitions/{partition}/locate"): (
+        MEMBER,
+        400,
+    ),
+    ("GET", "/api/v1/clusters/{cluster_id}/files/"): (MEMBER, 200),
     ("DELETE", "/api/v1/clusters/{cluster_id}/topics/{name}/table/"): (ADMIN, 204),
     ("GET", "/api/v1/clusters/{cluster_id}/topics/{name}/table/"): (MEMBER, 200),
     ("PUT", "/api/v1/clusters/{cluster_id}/topics/{name}/table/"): (ADMIN, 200),
@@ -275,6 +282,7 @@ def world(db):
         "params": {
             "cluster_id": cluster.public_id,
             "name": "orders",
+            "partition": "0",
             "namespace": "topics",  # the topic table's, made by topic_table_enable
             "table": "orders",
             "subject": "orders-value",

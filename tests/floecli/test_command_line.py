@@ -17,13 +17,15 @@ NAMES = [
     "benchmark-producer",
     "benchmark-consumer",
     "file-reader",
+    "diagnose-record",
+    "file-scrubber",
 ]
 
 
 def test_floe_is_installed_as_a_command_and_lists_its_subcommands():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["floe"] == "floecli.main:main"
-    assert len(SUBCOMMANDS) == 4
+    assert len(SUBCOMMANDS) == 6
     done = floe("--help")
     assert done.returncode == 0
     for name in NAMES:
@@ -95,3 +97,24 @@ def test_the_rest_api_mode_says_what_is_missing_or_unreachable():
     assert down.returncode == 1
     assert down.stderr.startswith("floe consumer-group-lag: control plane unreachable at ")
     assert len(down.stderr.splitlines()) == 1
+
+
+def test_diagnose_record_and_file_scrubber_say_what_is_missing_or_unreachable(monkeypatch):
+    monkeypatch.delenv("FLOE_API_KEY", raising=False)
+    for args in (["diagnose-record", "t", "0", "0"], ["file-scrubber"]):
+        missing = floe(*args)
+        assert (missing.returncode, missing.stderr) == (
+            2,
+            f"floe {args[0]}: needs --api-url, --cluster and an API key (--api-key or "
+            "FLOE_API_KEY)\n",
+        )
+        down = floe(
+            *args, "--api-url", "http://127.0.0.1:1", "--cluster", "vci_x", "--api-key", "k",
+            "--request-timeout", "2",
+        )  # fmt: skip
+        assert down.returncode == 1
+        assert down.stderr.startswith(f"floe {args[0]}: control plane unreachable at ")
+        assert len(down.stderr.splitlines()) == 1
+    negative = floe("diagnose-record", "t", "0", "-1")
+    assert negative.returncode == 2
+    assert floe("file-scrubber", "--yes").returncode == 2  # --yes only with --delete
