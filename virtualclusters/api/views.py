@@ -275,6 +275,29 @@ class TopicDetailView(ClusterScopedView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class DecodedSerializer(Serializer):
+    schema_id = serializers.IntegerField(
+        allow_null=True, help_text="The id the frame names (null: the frame itself is bad)."
+    )
+    subject = serializers.CharField(
+        allow_null=True,
+        help_text="The subject the schema is shown as: the topic's own (`<topic>-value`, "
+        "`<topic>-key`) when it uses the schema, else another (null: unknown id, or no "
+        "subject uses it).",
+    )
+    version = serializers.IntegerField(allow_null=True)
+    schema_type = serializers.ChoiceField(choices=["AVRO", "JSON", "PROTOBUF"], allow_null=True)
+    json = serializers.JSONField(
+        allow_null=True, help_text="The decoded value as JSON (null when not decoded)."
+    )
+    error = serializers.CharField(
+        allow_null=True,
+        help_text="Why it could not be decoded (unknown id, bad frame, schema text "
+        "unreadable or unparsable, payload that does not read), then read the hex of "
+        "`key`/`value`; null when decoded.",
+    )
+
+
 class RecordSerializer(Serializer):
     offset = serializers.IntegerField()
     timestamp = serializers.IntegerField(help_text="Milliseconds since the epoch.")
@@ -283,6 +306,14 @@ class RecordSerializer(Serializer):
     headers = serializers.ListField(
         child=serializers.ListField(child=serializers.CharField(allow_null=True)),
         help_text="[name, base64 value] pairs.",
+    )
+    key_decoded = DecodedSerializer(
+        allow_null=True,
+        help_text="The key decoded through the cluster's schema registry when it is framed "
+        "with a schema id (magic byte 0, 4-byte id); null when it is not.",
+    )
+    value_decoded = DecodedSerializer(
+        allow_null=True, help_text="The value, as `key_decoded` says of the key."
     )
 
 
