@@ -170,7 +170,9 @@ def _texts_parse(cluster: VirtualCluster, schemas: list[_Schema]) -> None:
         try:
             texts.update(schema_texts(cluster, asked)["texts"])
         except (BrowseUnavailable, BrowseNotFound) as exc:
-            unread.update({f: f"schema text unreadable: {exc}" for f in asked})
+            # Not asked again for the rest: a person waits for one silent agent, not each.
+            unread.update({f: f"schema text unreadable: {exc}" for f in fingerprints[start:]})
+            break
     parsed: dict[str, formats.ParsedSchema | str] = {}
 
     def parse(schema: _Schema) -> formats.ParsedSchema | str:

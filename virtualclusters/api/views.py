@@ -35,6 +35,7 @@ from virtualclusters.api.serializers import (
     TopicCreateSerializer,
     TopicSerializer,
 )
+from virtualclusters.diagnostics import cluster_diagnostics
 from virtualclusters.models import AgentKey, VirtualCluster
 from virtualclusters.record_browser import BrowseNotFound, BrowseUnavailable, records_browse
 from virtualclusters.throughput.services import RANGES as THROUGHPUT_RANGES
@@ -399,6 +400,52 @@ class TopicRecordsView(ClusterScopedView):
                 timestamp=query.get("timestamp"),
             )  # fmt: skip
         return Response(RecordPageSerializer(page).data)
+
+
+class DiagnosticsAgentSerializer(Serializer):
+    agent_id = serializers.CharField()
+    zone = serializers.CharField()
+    uptime_s = serializers.IntegerField(help_text="Since the agent started: its counters'.")
+    files_committed = serializers.IntegerField()
+    commits_per_min = serializers.FloatField(allow_null=True)
+    avg_file_bytes = serializers.IntegerField(allow_null=True)
+    flush_reasons = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Segments sealed, by why (age, size…)."
+    )
+
+
+class DiagnosticsClientSerializer(Serializer):
+    client_id = serializers.CharField(
+        allow_blank=True, help_text='"": none, or past the first 32 an agent counts.'
+    )
+    requests = serializers.IntegerField()
+    batches = serializers.IntegerField()
+    records = serializers.IntegerField()
+    records_per_batch = serializers.FloatField(allow_null=True)
+
+
+class DiagnosticsFindingSerializer(Serializer):
+    kind = serializers.ChoiceField(choices=["small_files", "tiny_batches", "no_zone_hint"])
+    title = serializers.CharField(help_text="The kind, for people.")
+    subject = serializers.CharField(help_text="The agent or the client.id it is about.")
+    message = serializers.CharField()
+    advice = serializers.CharField()
+
+
+class DiagnosticsSerializer(Serializer):
+    agents = DiagnosticsAgentSerializer(many=True)
+    clients = DiagnosticsClientSerializer(many=True)
+    findings = DiagnosticsFindingSerializer(many=True)
+
+
+class DiagnosticsView(ClusterScopedView):
+    @extend_schema(
+        responses=DiagnosticsSerializer,
+        summary="Small files per agent and clients' configuration problems, with advice",
+        description="From the live agents' heartbeats (counters since each started).",
+    )
+    def get(self, request: Request, cluster_id: str) -> Response:
+        return Response(DiagnosticsSerializer(cluster_diagnostics(self.cluster(cluster_id))).data)
 
 
 class ThroughputPointSerializer(Serializer):
