@@ -143,6 +143,14 @@ class Histogram(_Metric[prometheus_client.Histogram]):
         key = tuple(str(v) for v in labels)
         return int(sum(v for k, v in self._samples("_count") if k == key))
 
+    def total_count(self) -> int:
+        """Observations over every label set."""
+        return int(sum(v for _, v in self._samples("_count")))
+
+    def total_sum(self) -> float:
+        """The sum of the observed values over every label set."""
+        return sum(v for _, v in self._samples("_sum"))
+
 
 def size_histogram(name: str, help_text: str, labels: Sequence[str] = ()) -> Histogram:
     """A histogram with power-of-four byte-size buckets (1 KiB … 128 MiB)."""

@@ -22,6 +22,7 @@ from typing import Any
 from agents import AGENT_VERSION, record_browser
 from agents.browse_channel import BrowseChannel
 from agents.chunk_cache import ChunkCache
+from agents.client_stats import diagnostics_stats
 from agents.config import CLIENT_ROLES, AgentConfig
 from agents.context import AgentContext
 from agents.control_plane import (
@@ -51,7 +52,7 @@ from agents.security.tls import TlsConfigError
 from agents.server import KafkaServer
 from agents.tail_feed import FedCommitWatch, TailFeed
 from agents.topics import TopicCache
-from agents.write_path import CommitWatch, SegmentWriter
+from agents.write_path import CommitWatch, SegmentWriter, file_stats
 from agents.zone_cache import ChunkRing, ZoneCache
 from core.storage import open_store
 
@@ -174,6 +175,7 @@ class AgentRuntime:
                 **heartbeat_stats(),
                 **(self.ctx.tail.stats() if self.ctx and self.ctx.tail else {}),
                 **(self._journal_stats()),
+                **diagnostics_stats(*file_stats()),
             },
         }
 

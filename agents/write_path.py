@@ -1000,3 +1000,11 @@ class SegmentWriter:
             if opened.timer is not None:
                 opened.timer.cancel()
             self._answer(opened, None, REQUEST_TIMED_OUT)
+
+
+def file_stats() -> tuple[int, int, dict[str, int]]:
+    """Segment files committed since the agent started, their bytes, and why segments
+    were sealed (``age``, ``size``…: the flush reasons) — the Diagnostics page's
+    small-files numbers (`agents.client_stats`)."""
+    reasons = {labels[0]: int(value) for labels, value in _FLUSH_REASON.items()}
+    return _FLUSH_BYTES.total_count(), int(_FLUSH_BYTES.total_sum()), reasons

@@ -15,6 +15,12 @@ class SchemaRegistryConfig(AppConfig):
 
         ANSWER_CHECKS[KIND] = texts_check
 
+        # The message browser decodes keys and values framed with this registry's ids.
+        from schema_registry.record_decoding import records_decode
+        from virtualclusters.record_browser import RECORD_DECODERS
+
+        RECORD_DECODERS[:] = [records_decode]
+
         # Topic tables read an Avro subject's versions through this (no app imports this one).
         from schema_registry.selectors import subject_versions
         from virtualclusters.tables.topic_tables import SUBJECT_VERSIONS

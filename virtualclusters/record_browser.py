@@ -10,6 +10,7 @@ the person who asked and kept nowhere. A person waits at most ``FLOE_BROWSE_WAIT
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from virtualclusters.browsing.asking import (
@@ -30,6 +31,10 @@ __all__ = [
 ]
 
 MAX_LIMIT = 500
+# Decoders of keys and values framed with a registry schema id, set on start-up by the
+# schema registry (`schema_registry.record_decoding`; this app cannot import that one):
+# each sets ``key_decoded`` and ``value_decoded`` on the records of a page.
+RECORD_DECODERS: list[Callable[[VirtualCluster, str, list[dict[str, Any]]], None]] = []
 
 
 def records_browse(
@@ -46,7 +51,8 @@ def records_browse(
     ListOffsets by time does) when one is given, else the newest, as an agent of
     ``cluster`` reads them: ``{"records": [{offset, timestamp, key, value, headers}],
     "log_start_offset", "high_watermark"}`` (and ``from_offset`` by time) with keys,
-    values and header values in base64."""
+    values and header values in base64, and each record's ``key_decoded`` and
+    ``value_decoded`` (`RECORD_DECODERS`; None when not framed with a schema id)."""
     query = {
         "topic": topic,
         "partition": partition,
@@ -54,4 +60,9 @@ def records_browse(
         "limit": max(1, min(limit, MAX_LIMIT)),
         "timestamp": timestamp,
     }
-    return agent_ask(cluster, query, what="the records")
+    page = agent_ask(cluster, query, what="the records")
+    for record in page.get("records", []):
+        record["key_decoded"] = record["value_decoded"] = None
+    for decode in RECORD_DECODERS:
+        decode(cluster, topic, page.get("records", []))
+    return page

@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 from agents.arrival_order import TURN
+from agents.client_stats import PRODUCERS
 from agents.context import AgentContext
 from agents.metrics import Counter, error_label
 from agents.schema_registry.validation import ValidationUnavailable, validated_fields
@@ -170,6 +171,8 @@ async def handle_produce(
                 )
             slots.append((result, first, len(validated)))
 
+    if batches:  # the Diagnostics page's records per batch, per client id
+        PRODUCERS.count(header.client_id, len(batches), sum(b.header.record_count for b in batches))
     if len(batches) > MAX_SEGMENT_BATCHES:
         # A request is one segment and one commit; beyond this the commit is refused.
         return _all_failed(topic_data, ErrorCode.INVALID_REQUEST)

@@ -89,6 +89,11 @@ urlpatterns = [
         name="api-topic-table",
     ),
     path(
+        "clusters/<str:cluster_id>/diagnostics/",
+        vc.DiagnosticsView.as_view(),
+        name="api-diagnostics",
+    ),
+    path(
         "clusters/<str:cluster_id>/throughput/",
         vc.ThroughputView.as_view(),
         name="api-throughput",

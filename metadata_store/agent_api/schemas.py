@@ -240,6 +240,22 @@ class AgentReadStats(_Body, frozen=True):
     # the oldest one's age (lightning topics, Ripcord).
     journal_unsequenced_bytes: COUNT = 0
     journal_oldest_ms: COUNT = 0
+    # The Diagnostics page's (agents/client_stats.py), since the agent started: segment
+    # files committed and their bytes, why segments were sealed, and per client id
+    # (the first 32; the rest under "") [produce requests, batches, records].
+    uptime_s: COUNT = 0
+    files_committed: COUNT = 0
+    file_bytes_committed: COUNT = 0
+    flush_reasons: Annotated[
+        dict[Annotated[str, Meta(max_length=32)], COUNT], Meta(max_length=8)
+    ] = {}
+    producers: Annotated[
+        dict[
+            Annotated[str, Meta(max_length=255)],
+            Annotated[list[COUNT], Meta(min_length=3, max_length=3)],
+        ],
+        Meta(max_length=33),
+    ] = {}
 
 
 SECURITY_PROTOCOL = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]

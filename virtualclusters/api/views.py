@@ -35,6 +35,7 @@ from virtualclusters.api.serializers import (
     TopicCreateSerializer,
     TopicSerializer,
 )
+from virtualclusters.diagnostics import cluster_diagnostics
 from virtualclusters.models import AgentKey, VirtualCluster
 from virtualclusters.record_browser import BrowseNotFound, BrowseUnavailable, records_browse
 from virtualclusters.throughput.services import RANGES as THROUGHPUT_RANGES
@@ -275,6 +276,29 @@ class TopicDetailView(ClusterScopedView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class DecodedSerializer(Serializer):
+    schema_id = serializers.IntegerField(
+        allow_null=True, help_text="The id the frame names (null: the frame itself is bad)."
+    )
+    subject = serializers.CharField(
+        allow_null=True,
+        help_text="The subject the schema is shown as: the topic's own (`<topic>-value`, "
+        "`<topic>-key`) when it uses the schema, else another (null: unknown id, or no "
+        "subject uses it).",
+    )
+    version = serializers.IntegerField(allow_null=True)
+    schema_type = serializers.ChoiceField(choices=["AVRO", "JSON", "PROTOBUF"], allow_null=True)
+    json = serializers.JSONField(
+        allow_null=True, help_text="The decoded value as JSON (null when not decoded)."
+    )
+    error = serializers.CharField(
+        allow_null=True,
+        help_text="Why it could not be decoded (unknown id, bad frame, schema text "
+        "unreadable or unparsable, payload that does not read), then read the hex of "
+        "`key`/`value`; null when decoded.",
+    )
+
+
 class RecordSerializer(Serializer):
     offset = serializers.IntegerField()
     timestamp = serializers.IntegerField(help_text="Milliseconds since the epoch.")
@@ -283,6 +307,14 @@ class RecordSerializer(Serializer):
     headers = serializers.ListField(
         child=serializers.ListField(child=serializers.CharField(allow_null=True)),
         help_text="[name, base64 value] pairs.",
+    )
+    key_decoded = DecodedSerializer(
+        allow_null=True,
+        help_text="The key decoded through the cluster's schema registry when it is framed "
+        "with a schema id (magic byte 0, 4-byte id); null when it is not.",
+    )
+    value_decoded = DecodedSerializer(
+        allow_null=True, help_text="The value, as `key_decoded` says of the key."
     )
 
 
@@ -368,6 +400,52 @@ class TopicRecordsView(ClusterScopedView):
                 timestamp=query.get("timestamp"),
             )  # fmt: skip
         return Response(RecordPageSerializer(page).data)
+
+
+class DiagnosticsAgentSerializer(Serializer):
+    agent_id = serializers.CharField()
+    zone = serializers.CharField()
+    uptime_s = serializers.IntegerField(help_text="Since the agent started: its counters'.")
+    files_committed = serializers.IntegerField()
+    commits_per_min = serializers.FloatField(allow_null=True)
+    avg_file_bytes = serializers.IntegerField(allow_null=True)
+    flush_reasons = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Segments sealed, by why (age, size…)."
+    )
+
+
+class DiagnosticsClientSerializer(Serializer):
+    client_id = serializers.CharField(
+        allow_blank=True, help_text='"": none, or past the first 32 an agent counts.'
+    )
+    requests = serializers.IntegerField()
+    batches = serializers.IntegerField()
+    records = serializers.IntegerField()
+    records_per_batch = serializers.FloatField(allow_null=True)
+
+
+class DiagnosticsFindingSerializer(Serializer):
+    kind = serializers.ChoiceField(choices=["small_files", "tiny_batches", "no_zone_hint"])
+    title = serializers.CharField(help_text="The kind, for people.")
+    subject = serializers.CharField(help_text="The agent or the client.id it is about.")
+    message = serializers.CharField()
+    advice = serializers.CharField()
+
+
+class DiagnosticsSerializer(Serializer):
+    agents = DiagnosticsAgentSerializer(many=True)
+    clients = DiagnosticsClientSerializer(many=True)
+    findings = DiagnosticsFindingSerializer(many=True)
+
+
+class DiagnosticsView(ClusterScopedView):
+    @extend_schema(
+        responses=DiagnosticsSerializer,
+        summary="Small files per agent and clients' configuration problems, with advice",
+        description="From the live agents' heartbeats (counters since each started).",
+    )
+    def get(self, request: Request, cluster_id: str) -> Response:
+        return Response(DiagnosticsSerializer(cluster_diagnostics(self.cluster(cluster_id))).data)
 
 
 class ThroughputPointSerializer(Serializer):

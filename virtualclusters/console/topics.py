@@ -32,7 +32,8 @@ DEFAULT_LIMIT = 20
 
 def show(data: str | None, how: str) -> tuple[str, str]:
     """``(kind, text)`` of base64 ``data`` as ``how`` says: ``auto`` is JSON when it
-    parses, text when it is UTF-8, else hex."""
+    parses, text when it is UTF-8, else hex (`show_decoded` first reads it through the
+    schema registry when it is framed with a schema id)."""
     if data is None:
         return "null", "null"
     raw = base64.b64decode(data)
@@ -49,6 +50,21 @@ def show(data: str | None, how: str) -> tuple[str, str]:
             if how == "text":
                 return "error", "not UTF-8: " + binascii.hexlify(raw, " ").decode()
     return "hex", binascii.hexlify(raw, " ").decode()
+
+
+def show_decoded(
+    data: str | None, decoded: dict[str, Any] | None, how: str
+) -> tuple[str, str, dict[str, Any] | None]:
+    """``(kind, text, schema)`` of a key or value: framed with a schema id and shown
+    ``auto``, its decoded JSON (kind ``schema``) and ``schema`` = ``{subject, version,
+    schema_id, schema_type}`` — or, undecodable, hex and ``schema`` = ``{schema_id,
+    error}``; otherwise as `show` says and no ``schema``."""
+    if how != "auto" or decoded is None or data is None:
+        return (*show(data, how), None)
+    if decoded["error"] is not None:
+        return "hex", show(data, "hex")[1], decoded
+    text = json.dumps(decoded["json"], indent=2, ensure_ascii=False)
+    return "schema", text, {k: v for k, v in decoded.items() if k != "json"}
 
 
 @overload
@@ -110,8 +126,10 @@ def topic_detail(request: HttpRequest, cluster_id: str, name: str) -> HttpRespon
         status = exc.status if exc.status in (502, 504) else 200
     records = []
     for record in (browsed or {}).get("records", []):
-        key_kind, key = show(record["key"], how)
-        value_kind, value = show(record["value"], how)
+        key_kind, key, key_schema = show_decoded(record["key"], record.get("key_decoded"), how)
+        value_kind, value, value_schema = show_decoded(
+            record["value"], record.get("value_decoded"), how
+        )
         when = datetime.fromtimestamp(record["timestamp"] / 1000, tz=UTC)
         records.append(
             {
@@ -120,8 +138,10 @@ def topic_detail(request: HttpRequest, cluster_id: str, name: str) -> HttpRespon
                 "time_text": when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],  # to the ms
                 "key": key,
                 "key_kind": key_kind,
+                "key_schema": key_schema,
                 "value": value,
                 "value_kind": value_kind,
+                "value_schema": value_schema,
                 "headers": [(n, show(v, "text" if how == "auto" else how)[1])
                             for n, v in record["headers"]],
             }

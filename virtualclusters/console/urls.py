@@ -6,6 +6,7 @@ from virtualclusters.console import (
     agent_keys,
     agents,
     clusters,
+    diagnostics,
     groups,
     jobs,
     share_groups,
@@ -21,6 +22,11 @@ urlpatterns = [
     path("clusters/<str:cluster_id>/rename", clusters.cluster_rename, name="cluster-rename"),
     path("clusters/<str:cluster_id>/delete", clusters.cluster_delete, name="cluster-delete"),
     path("clusters/<str:cluster_id>/agents/", agents.cluster_agents, name="cluster-agents"),
+    path(
+        "clusters/<str:cluster_id>/diagnostics/",
+        diagnostics.cluster_diagnostics_page,
+        name="cluster-diagnostics",
+    ),
     path(
         "clusters/<str:cluster_id>/throughput",
         throughput.cluster_throughput,
