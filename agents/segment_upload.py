@@ -5,8 +5,8 @@ commit, the commit) — agents/write_path.py's flush path.
 PUTs of successive segments overlap; commits go out one at a time, in segment order.
 `UploadSlots` bounds the PUTs in flight: a segment takes a slot for its encode and PUT
 and gives it back before it waits for its turn to commit, so while one commit is out the
-next segments are already uploading (bench/s3_produce.py: the same moto server's raw PUT
-limit is measured at this concurrency).
+next segments are already uploading (bench/s3_produce.py reads it from /metrics,
+`floe_segment_put_slots`, and measures the same moto server's raw PUT limit at it).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 
-from agents.metrics import Histogram
+from agents.metrics import Gauge, Histogram
 
 # PUTs in flight at once. Beyond a handful a store gains little (moto: one process) and
 # each in-flight segment holds its bytes in memory (the writer's in-flight byte cap,
@@ -24,6 +24,7 @@ from agents.metrics import Histogram
 PUTS_IN_FLIGHT = 4
 
 
+PUT_SLOTS = Gauge("floe_segment_put_slots", "PUTs of sealed segments allowed in flight at once.")
 ENCODE_SECONDS = Histogram(
     "floe_segment_encode_seconds", "Laying a sealed segment's file out (upload thread)."
 )
@@ -41,6 +42,7 @@ class UploadSlots:
 
     def __init__(self, limit: int = PUTS_IN_FLIGHT) -> None:
         self.limit = limit
+        PUT_SLOTS.set(limit)
         self._slots = asyncio.Semaphore(limit)
 
     @contextlib.asynccontextmanager

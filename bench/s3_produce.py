@@ -5,7 +5,7 @@ bench database) and one agent writing to a bucket on that server, creates a topi
 `--partitions` partitions (default 12), then runs `--rounds` rounds (default 5), each:
 
 1. raw PUT limit: boto3 PUTs, `--put-concurrency` at a time (default: the agent's own,
-   `agents.segment_upload.PUTS_IN_FLIGHT`), of objects of the sizes the agent wrote in the
+   its /metrics `floe_segment_put_slots`), of objects of the sizes the agent wrote in the
    previous produce phase (the warm-up's for round 1), for `--seconds`; MiB/s;
 2. produce: `--producers` confluent-kafka producers (processes; 1 KiB records, acks=all,
    every partition) flat out for `--seconds`; MiB/s from the first send to the last
@@ -385,10 +385,6 @@ def size_summary(sizes: list[int]) -> dict:
 
 
 def run(args, url: str, key: str, endpoint: str, logs: Path) -> dict:
-    sys.path.insert(0, str(ROOT))
-    from agents.segment_upload import PUTS_IN_FLIGHT
-
-    concurrency = args.put_concurrency or PUTS_IN_FLIGHT
     client = s3_client(endpoint)
     bucket = "floe-bench-s3-produce"
     client.create_bucket(Bucket=bucket)
@@ -396,6 +392,11 @@ def run(args, url: str, key: str, endpoint: str, logs: Path) -> dict:
     proc, bootstrap, http = start_agent(url, key, bucket_url, logs, args.profile)
     rounds = []
     try:
+        # The agent's own PUT concurrency, as it reports it (agents/segment_upload.py).
+        slots = agent_metrics(http).get("floe_segment_put_slots")
+        concurrency = args.put_concurrency or int(slots or 0)
+        if not concurrency:
+            raise RuntimeError("the agent reports no floe_segment_put_slots: --put-concurrency")
         topic = f"s3-produce-{int(time.time())}"
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for future in admin.create_topics([NewTopic(topic, args.partitions, 1)]).values():
