@@ -43,6 +43,12 @@ from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlP
 from agents.journal_sequences import GapHold, SequenceWatch
 from agents.metrics import Counter, Gauge, Histogram, error_label, size_histogram
 from agents.partition_offsets import PartitionOffsets
+from agents.segment_upload import (
+    COMMIT_WAIT_SECONDS,
+    ENCODE_SECONDS,
+    UploadSlots,
+    timed,
+)
 from core.journal_keys import JournalName
 from core.kafka.errors import ErrorCode
 from core.kafka.records import BatchHeader, CorruptRecord, iter_batches, uncompressed_size
@@ -485,6 +491,7 @@ class SegmentWriter:
         self._max_inflight = max_inflight_bytes or max(64 * 1024 * 1024, 8 * max_bytes)
         self._room = asyncio.Event()
         self._room.set()
+        self._uploads = UploadSlots()
         self._closing = False
 
     @property
@@ -628,7 +635,8 @@ class SegmentWriter:
 
     def _finish_and_put(self, key: str, segment: _Segment) -> _Written:
         # Runs in a worker thread: the sealed segment is no longer touched by the loop.
-        written = _lay_out(segment.batches)
+        with timed(ENCODE_SECONDS):
+            written = _lay_out(segment.batches)
         if segment.journal and time.monotonic() - self._marker_put_at > MARKER_REFRESH_S:
             # The journal's marker first: a recovering agent finds journals by it.
             self._put_with_retries(self.journal.marker_key(self.cluster_id), b"journal\n")
@@ -663,16 +671,18 @@ class SegmentWriter:
         try:
             loop = asyncio.get_running_loop()
             try:
-                written = await loop.run_in_executor(
-                    self._executor, self._finish_and_put, key, segment
-                )
+                async with self._uploads.slot():
+                    written = await loop.run_in_executor(
+                        self._executor, self._finish_and_put, key, segment
+                    )
             except Exception as exc:
                 log.error("segment %s: PUT failed, failing its requests: %s", key, exc)
                 error_code, outcome = KAFKA_STORAGE_ERROR, "put_failed"
             if segment.journal and written is not None:
                 self._journaled_now(segment, size)
             if previous is not None:
-                await asyncio.shield(previous)  # commits go out in segment order
+                with timed(COMMIT_WAIT_SECONDS):
+                    await asyncio.shield(previous)  # commits go out in segment order
             if not error_code and written is not None:
                 results, error_code, outcome = await self._commit(
                     key, written, journal=segment.journal
