@@ -11,6 +11,7 @@ import asyncio
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from agents.segment_upload import PUTS_IN_FLIGHT
 from agents.write_path import BatchToWrite, CommitWatch, SegmentWriter
@@ -67,6 +68,10 @@ def test_puts_overlap_up_to_the_slots_while_commits_wait_and_acks_follow_commits
     client = SlowCommits(store, delay_s=0.03)
 
     async def main() -> list:
+        # More threads than slots (the agent's runtime has 16): the slots are what bound.
+        asyncio.get_running_loop().set_default_executor(
+            ThreadPoolExecutor(max_workers=PUTS_IN_FLIGHT + 4)
+        )
         writer = SegmentWriter(
             put=put,
             client=client,  # type: ignore[arg-type]
