@@ -40,7 +40,7 @@ class FileCatalog(MetastoreCatalog):
             tables[key] = {"location": location, "metadata": json.loads(metadata_json)}
             self._path.write_text(json.dumps(tables))
 
-    def create_table(  # type: ignore[override]
+    def create_table(
         self, identifier, schema, location=None, partition_spec=None, properties=None, **_: Any
     ) -> Table:
         staged = self._create_staged_table(
@@ -56,7 +56,7 @@ class FileCatalog(MetastoreCatalog):
         self._swap(key, None, staged.metadata_location, staged.metadata.model_dump_json())
         return self.load_table(identifier)
 
-    def load_table(self, identifier) -> Table:  # type: ignore[override]
+    def load_table(self, identifier) -> Table:
         identifier = self.identifier_to_tuple(identifier)
         found = self._tables().get(".".join(identifier))
         if found is None:
@@ -65,7 +65,7 @@ class FileCatalog(MetastoreCatalog):
         io = load_file_io(self.properties, found["location"])
         return Table(identifier, metadata, found["location"], io, self)
 
-    def commit_table(self, table, requirements, updates) -> CommitTableResponse:  # type: ignore[override]
+    def commit_table(self, table, requirements, updates) -> CommitTableResponse:
         current = self.load_table(table.name())
         staged = self._update_and_stage_table(current, table.name(), requirements, updates)
         self._swap(
@@ -78,7 +78,7 @@ class FileCatalog(MetastoreCatalog):
             metadata=staged.metadata, metadata_location=staged.metadata_location
         )
 
-    def load_namespace_properties(self, namespace) -> dict[str, str]:  # type: ignore[override]
+    def load_namespace_properties(self, namespace) -> dict[str, str]:
         return {}  # tables go under the warehouse: <namespace>.db/<table>
 
     def _unsupported(self, *args: Any, **kwargs: Any) -> Any:
