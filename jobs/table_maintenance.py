@@ -82,7 +82,8 @@ def compaction_plan(table: Table, *, target_bytes: int, max_files: int) -> list[
             runs[-1].append(task)
             size += task.file.file_size_in_bytes
         if len(runs) > 1 and len(runs[-1]) == 1:
-            runs[-2] += runs.pop()
+            last = runs.pop()
+            runs[-1] += last
         plan += runs
     return plan
 

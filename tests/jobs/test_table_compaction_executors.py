@@ -96,6 +96,15 @@ def test_small_files_are_rewritten_on_executors_and_every_row_stays(spark, catal
 
     plan = compaction_plan(table, target_bytes=target, max_files=3)
     assert [len(run) for run in plan] == [4, 4, 4]
+    # Every file in one run; a last run of one file joins the run before it.
+    paths = sorted(t.file.file_path for t in table.scan().plan_files())
+    for cut in (2, 5, 11):
+        plan = compaction_plan(table, target_bytes=sum(sizes[:cut]) + 1, max_files=3)
+        assert sorted(t.file.file_path for run in plan for t in run) == paths
+        assert min(len(run) for run in plan) > 1
+    assert [
+        len(run) for run in compaction_plan(table, target_bytes=sum(sizes[:11]) + 1, max_files=3)
+    ] == [12]
     assert compact(spark, table, target_bytes=target, max_files=3) == 12
 
     table = catalog.load_table(("topics", "clicks"))
