@@ -26,8 +26,8 @@ columns are the value's fields (added by name before the first append of a new
 version) and ``kafka``: a struct of partition, offset, timestamp, key and headers.
 With ``maintenance`` ({``retention_ms``: the topic's, ``target_bytes``, ``max_files``,
 ``orphan_grace_s``, ``sweep_s``})
-a table and its dead letters are then compacted and their old snapshots expired
-(``jobs/table_maintenance.py``).
+a table and its dead letters are then compacted (on the executors) and their old
+snapshots expired (``jobs/table_maintenance.py``).
 Result: ``tables``: [{``id``, ``appended``, ``rows``, ``last_offsets``, ``files``,
 ``bytes``, ``snapshot_id``, ``conflicts``, ``maintenance``: {``compacted``,
 ``expired``, ``deleted``, ``orphans``, ``error``?}}] (or {``id``, ``error``}).
@@ -419,12 +419,12 @@ def run(spark: SparkSession, plan: dict) -> dict:
             results.append({"id": spec["id"], "error": f"{type(exc).__name__}: {exc}"[:2000]})
             continue
         if spec.get("maintenance"):
-            outcome["maintenance"] = maintain_tables(catalog, spec)
+            outcome["maintenance"] = maintain_tables(spark, catalog, spec)
         results.append(outcome)
     return {"tables": results}
 
 
-def maintain_tables(catalog: RestCatalog, spec: dict) -> dict:
+def maintain_tables(spark: SparkSession, catalog: RestCatalog, spec: dict) -> dict:
     """`maintain` the table and its dead letters after their append (a failure is
     reported, the append stands)."""
     settings = spec["maintenance"]
@@ -432,6 +432,7 @@ def maintain_tables(catalog: RestCatalog, spec: dict) -> dict:
     try:
         for name in filter(None, (spec["table"], spec.get("dead_letters"))):
             done = maintain(
+                spark,
                 catalog.load_table((spec["namespace"], name)),
                 topic_retention_ms=int(settings["retention_ms"]),
                 now_ms=time.time_ns() // 1_000_000,

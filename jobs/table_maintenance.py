@@ -3,10 +3,14 @@ small data files compacted, snapshots older than the table's retention expired a
 files only they referenced deleted from the bucket.
 
 Compaction: in each partition (of the partition spec) holding more than ``max_files``
-data files smaller than ``target_bytes``, those files are read through the table's
-schema (older files gain the columns added since as nulls) and written again as few
-target-sized files, committed as one overwrite snapshot on the snapshot it read (a
-concurrent append wins: the rewrite is dropped, the next run tries again). The new
+data files smaller than ``target_bytes``, those files are cut into groups of about
+``target_bytes`` (the driver plans from the manifests: file lists and stats only). One
+Spark task per group reads its files through the table's schema (older files gain the
+columns added since as nulls) and writes them again as one target-sized file into the
+table's location with PyIceberg's writer, as the append's tasks do; only the new files'
+descriptions come back. The driver commits them as one overwrite snapshot on the
+snapshot it read (a concurrent append wins: the rewrite is dropped and its files
+deleted, the next run tries again), so its memory does not grow with the table. The new
 snapshot carries the same ``floe.last-offsets`` — compaction never moves where the
 appends are. The replaced files stay in the bucket while an unexpired snapshot still
 references them (time travel within the retention).
@@ -27,14 +31,20 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 
+import pyarrow as pa
 from pyarrow.fs import FileSelector, FileType
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io import load_file_io
 from pyiceberg.io.pyarrow import ArrowScan, PyArrowFileIO, _dataframe_to_data_files
+from pyiceberg.manifest import DataFile
 from pyiceberg.serializers import ToOutputFile
 from pyiceberg.table import FileScanTask, Table
+from pyiceberg.table.metadata import TableMetadataUtil
 from pyiceberg.table.snapshots import Snapshot
+from pyspark.sql import SparkSession
 
 LAST_OFFSETS = "floe.last-offsets"  # as jobs/table_append.py writes it
 MAX_AGE_PROPERTY = "history.expire.max-snapshot-age-ms"  # Iceberg's own; longer only
@@ -57,30 +67,90 @@ def small_file_groups(table: Table, *, target_bytes: int, max_files: int) -> lis
     return [tasks for tasks in groups.values() if len(tasks) > max_files]
 
 
-def compact(table: Table, *, target_bytes: int, max_files: int) -> int:
-    """Rewrite the partitions with too many small files; the number of files replaced
-    (0 when none needed it, or a concurrent commit won)."""
+def compaction_plan(table: Table, *, target_bytes: int, max_files: int) -> list[list]:
+    """`small_file_groups` cut into runs of files adding up to about `target_bytes`, in
+    the order the manifests list them: each run becomes one file (a last run of a single
+    file joins the one before: rewriting one file alone gains nothing)."""
+    plan: list[list[FileScanTask]] = []
+    for tasks in small_file_groups(table, target_bytes=target_bytes, max_files=max_files):
+        runs: list[list[FileScanTask]] = [[]]
+        size = 0
+        for task in tasks:
+            if runs[-1] and size + task.file.file_size_in_bytes > target_bytes:
+                runs.append([])
+                size = 0
+            runs[-1].append(task)
+            size += task.file.file_size_in_bytes
+        if len(runs) > 1 and len(runs[-1]) == 1:
+            last = runs.pop()
+            runs[-1] += last
+        plan += runs
+    return plan
+
+
+def rewrite_files(
+    runs: Iterable[list[tuple[DataFile, set[DataFile]]]],
+    *,
+    metadata_json: str,
+    io_properties: dict[str, str],
+) -> Iterator[DataFile]:
+    """Executor side: each run's files (data file, its delete files) read through the
+    table's schema and written again as target-sized Parquet files in the table's
+    location; their descriptions. An unpartitioned table streams (a file's worth of
+    batches in memory), a partitioned one reads the run (one partition's) whole."""
+    metadata = TableMetadataUtil.parse_raw(metadata_json)
+    io = load_file_io(io_properties, metadata.location)
+    scan = ArrowScan(metadata, io, metadata.schema(), AlwaysTrue())
+    for run in runs:
+        tasks = [FileScanTask(data_file, delete_files=deletes) for data_file, deletes in run]
+        rows: pa.Table | pa.RecordBatchReader
+        if metadata.spec().is_unpartitioned():
+            batches = scan.to_record_batches(tasks)
+            first = next(batches, None)
+            if first is None:
+                continue
+            rows = pa.RecordBatchReader.from_batches(
+                first.schema, itertools.chain([first], batches)
+            )
+        else:
+            rows = scan.to_table(tasks)
+        yield from _dataframe_to_data_files(metadata, rows, io, uuid.uuid4(), itertools.count())
+
+
+def _rewrite_on_executors(spark: SparkSession, table: Table, plan: list[list]) -> list[DataFile]:
+    """`rewrite_files` over the plan, one Spark task per run."""
+    runs = [[(task.file, task.delete_files) for task in run] for run in plan]
+    metadata_json = table.metadata.model_dump_json()
+    io_properties = dict(table.io.properties)
+    return (
+        spark.sparkContext.parallelize(runs, len(runs))
+        .mapPartitions(
+            lambda part: rewrite_files(
+                part, metadata_json=metadata_json, io_properties=io_properties
+            )
+        )
+        .collect()
+    )
+
+
+def compact(spark: SparkSession, table: Table, *, target_bytes: int, max_files: int) -> int:
+    """Rewrite the partitions with too many small files on Spark's executors; the number
+    of files replaced (0 when none needed it, or a concurrent commit won)."""
     snapshot = table.current_snapshot()
     if snapshot is None:
         return 0
-    tasks = [
-        t
-        for group in small_file_groups(table, target_bytes=target_bytes, max_files=max_files)
-        for t in group
-    ]
-    if not tasks:
+    plan = compaction_plan(table, target_bytes=target_bytes, max_files=max_files)
+    if not plan:
         return 0
-    arrow = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(tasks)
-    written = list(
-        _dataframe_to_data_files(table.metadata, arrow, table.io, uuid.uuid4(), itertools.count())
-    )
+    written = _rewrite_on_executors(spark, table, plan)
     offsets = snapshot.summary[LAST_OFFSETS] if snapshot.summary is not None else None
     summary = {LAST_OFFSETS: offsets} if offsets else {}
+    replaced = [task.file for run in plan for task in run]
     try:
         with table.transaction() as transaction:
             with transaction.update_snapshot(snapshot_properties=summary).overwrite() as rewrite:
-                for task in tasks:
-                    rewrite.delete_data_file(task.file)
+                for data_file in replaced:
+                    rewrite.delete_data_file(data_file)
                 for data_file in written:
                     rewrite.append_data_file(data_file)
     except CommitFailedException:
@@ -88,7 +158,7 @@ def compact(table: Table, *, target_bytes: int, max_files: int) -> int:
             table.io.delete(data_file.file_path)
         return 0
     _write_metadata(table)
-    return len(tasks)
+    return len(replaced)
 
 
 def referenced_files(table: Table, snapshots: list[Snapshot]) -> set[str]:
@@ -173,6 +243,7 @@ def orphans_delete(table: Table, *, grace_s: float, now_ms: int) -> int:
 
 
 def maintain(
+    spark: SparkSession,
     table: Table,
     *,
     topic_retention_ms: int,
@@ -186,7 +257,7 @@ def maintain(
     snapshot's manifests: each waits until there is `sweep_s` of work (snapshots that
     much past the retention; that long since the last sweep, kept in the table's
     property `SWEPT_AT`)."""
-    compacted = compact(table, target_bytes=target_bytes, max_files=max_files)
+    compacted = compact(spark, table, target_bytes=target_bytes, max_files=max_files)
     retention_ms = retention_of(table, topic_retention_ms)
     expired = deleted = orphans = 0
     oldest = min((s.timestamp_ms for s in table.metadata.snapshots), default=now_ms)
