@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 from agents.metrics import Gauge, Histogram
 
@@ -55,7 +55,7 @@ class UploadSlots:
 
 
 @contextlib.contextmanager
-def timed(histogram: Histogram):
+def timed(histogram: Histogram) -> Iterator[None]:
     """Observe the block's duration in `histogram`."""
     started = time.perf_counter()
     try:
