@@ -110,6 +110,104 @@ def _drained(world: World, timeout_s: float = 180) -> float | None:
     return None
 
 
+class Sampler:
+    """Where the drain's time goes: every second, each agent's commit calls (count and
+    summed seconds, from its /metrics) and unsequenced bytes, and the CPU each process of
+    the world used (agents, web server, PostgreSQL with its backends, this test process:
+    the probe, the group and both proxies)."""
+
+    def __init__(self, world: World) -> None:
+        import psutil
+
+        self.world = world
+        self.rows: list[tuple[float, list[tuple[float, ...]], dict[str, float]]] = []
+        self._psutil = psutil
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _processes(self) -> dict[str, list]:
+        psutil = self._psutil
+        found: dict[str, list] = {"test": [psutil.Process()]}
+        for n, agent in enumerate(self.world.agents):
+            found[f"agent{n}"] = [psutil.Process(agent.proc.pid)]
+        if self.world.web.proc is not None and self.world.web.proc.poll() is None:
+            web = psutil.Process(self.world.web.proc.pid)
+            found["web"] = [web, *web.children(recursive=True)]
+        pg = [p for p in psutil.process_iter(["name", "cmdline"]) if p.info["name"] == "postgres"]
+        found["pg"] = [p for p in pg if str(self.world.pg.port) in " ".join(p.cmdline() or [])]
+        found["pg"] += [c for p in found["pg"] for c in p.children()]
+        return found
+
+    def _cpu(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, procs in self._processes().items():
+            total = 0.0
+            for proc in procs:
+                try:
+                    times = proc.cpu_times()
+                    total += times.user + times.system
+                except self._psutil.Error:
+                    pass
+            out[name] = total
+        return out
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                agents = []
+                for agent in self.world.agents:
+                    text = _metrics_text(agent)
+                    agents.append(
+                        (
+                            _metric_in(text, "floe_segment_commit_seconds_count", 'outcome="ok"'),
+                            _metric_in(text, "floe_segment_commit_seconds_sum", 'outcome="ok"'),
+                            _metric_in(text, "floe_journal_unsequenced_bytes"),
+                            _metric_in(text, "floe_journal_entries_committed_together_total"),
+                            _metric_in(text, "floe_journal_recovered_entries_total"),
+                        )
+                    )
+                self.rows.append((time.monotonic(), agents, self._cpu()))
+            except Exception:  # a process stopping between two looks: skip the second
+                continue
+
+    def timeline(self, since: float, until: float) -> str:
+        """Per second from `since`: each agent's commit calls/s and ms per call, its
+        backlog (KiB), journal entries/s committed several to a call, entries of another
+        agent's journal it committed; each process's CPU (% of one core)."""
+        self._stop.set()
+        self._thread.join(5)
+        lines = []
+        rows = [r for r in self.rows if since - 1 <= r[0] <= until]
+        for before, after in zip(rows, rows[1:], strict=False):
+            span = after[0] - before[0]
+            parts = [f"{after[0] - since:6.1f}s"]
+            for n, (b, a) in enumerate(zip(before[1], after[1], strict=True)):
+                calls = a[0] - b[0]
+                per = (a[1] - b[1]) / calls * 1000 if calls else 0.0
+                parts.append(
+                    f"a{n} {calls / span:4.0f}/s {per:5.0f}ms {a[2] / 1024:7.0f}KiB"
+                    f" {(a[3] - b[3]) / span:4.0f}+/s {a[4] - b[4]:3.0f}rec"
+                )
+            cpu = {k: (after[2].get(k, 0) - before[2].get(k, 0)) / span * 100 for k in after[2]}
+            parts.append(" ".join(f"{k} {v:3.0f}%" for k, v in sorted(cpu.items())))
+            lines.append(" | ".join(parts))
+        return "\n".join(lines)
+
+
+def _metrics_text(agent) -> str:
+    with urllib.request.urlopen(agent.http_url + "/metrics", timeout=5) as response:
+        return response.read().decode()
+
+
+def _metric_in(text: str, name: str, labels: str = "") -> float:
+    total = 0.0
+    for found in re.finditer(rf"^{re.escape(name)}(?:{{([^}}]*)}})? (\S+)$", text, re.M):
+        if labels in (found.group(1) or ""):
+            total += float(found.group(2))
+    return total
+
+
 def _record(request, outcome: Outcome, figures: str) -> None:
     request.node.user_properties.append((FAULT_ROW, outcome.row() + "\n    " + figures))
     print(outcome.row())
@@ -218,6 +316,7 @@ def test_the_control_plane_stopped_60s(world, request):
             for n, a in enumerate(world.agents):
                 print(f"--- agent {n} ---\n" + a.logs()[-6000:])
             raise AssertionError(f"the group did not settle: {members.rebalances}")
+        sampler = Sampler(world)
         with Probe(world.bootstrap, topic, rate=RATE) as probe:
             assert probe.wait_acked(200, 30), "the probe did not get going"
             warm_from = time.monotonic()
@@ -243,6 +342,7 @@ def test_the_control_plane_stopped_60s(world, request):
     finally:
         members.close()
     drained_s = _drained(world)
+    print("after the return:\n" + sampler.timeline(back - 2, time.monotonic()))
     outcome = probe.outcome("ripcord: control plane stopped 60s")
     longest, longest_at = _longest(probe, stopped)
     figures = (
@@ -269,6 +369,7 @@ def test_the_control_plane_stopped_60s(world, request):
 def test_the_control_plane_connection_frozen_30s(world, request):
     topic = "ripcord-frozen"
     _create_topic(world, topic)
+    sampler = Sampler(world)
     with Probe(world.bootstrap, topic, rate=RATE) as probe:
         assert probe.wait_acked(200, 30), "the probe did not get going"
         time.sleep(3)
@@ -276,10 +377,12 @@ def test_the_control_plane_connection_frozen_30s(world, request):
         world.cp_proxy.freeze()
         time.sleep(FREEZE_S)
         world.cp_proxy.thaw()
+        thawed = time.monotonic()
         probe.fault_ended()
         assert probe.wait_acked(200, 60)
         during = _latencies(probe, frozen)
     drained_s = _drained(world)
+    print("after the thaw:\n" + sampler.timeline(thawed - 2, time.monotonic()))
     outcome = probe.outcome("ripcord: control-plane link frozen 30s")
     longest, longest_at = _longest(probe, frozen)
     figures = (
