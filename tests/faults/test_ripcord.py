@@ -268,7 +268,9 @@ class Members:
         self.assigned: dict[int, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, args=(n,)) for n in range(count)]
+        self._threads = [
+            threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(count)
+        ]
         for thread in self._threads:
             thread.start()
 
