@@ -103,6 +103,11 @@ class JournalKeeper:
             answer = await self._lease(self.journal, self._token)
             self._token = answer.get("token")
         now = time.monotonic()
+        if self.client.link.since_outage_s < self.lease_s / 2:
+            # Back from an outage: every writer's lease expired meanwhile, and each
+            # renews its own within a round; taking theirs now would only sequence
+            # their backlogs twice, in parallel with them.
+            return
         if now - self._last_scan >= self.scan_s:
             self._last_scan = now
             await self.scan()

@@ -39,7 +39,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlPlaneUnavailable
+from agents.control_plane import (
+    ControlPlaneClient,
+    ControlPlaneError,
+    ControlPlaneRejected,
+    ControlPlaneUnavailable,
+)
 from agents.journal_sequences import GapHold, SequenceWatch
 from agents.metrics import Counter, Gauge, Histogram, error_label, size_histogram
 from agents.partition_offsets import PartitionOffsets
@@ -67,6 +72,10 @@ _FLUSH_SECONDS = Histogram(
 )
 _PUT_SECONDS = Histogram("floe_segment_put_seconds", "Object-store PUT latency.", ("outcome",))
 _COMMIT_SECONDS = Histogram("floe_segment_commit_seconds", "Commit call latency.", ("outcome",))
+_COMMITTED_TOGETHER = Counter(
+    "floe_journal_entries_committed_together_total",
+    "Journal entries committed several to a call (commit-files), counted once each.",
+)
 _SEGMENTS = Counter("floe_segments_total", "Flushed segments, by outcome.", ("outcome",))
 _FLUSH_REASON = Counter("floe_segment_flush_reason_total", "Why segments were sealed.", ("reason",))
 # Committed batches' sizes with their records decompressed (reported to the control plane
@@ -148,6 +157,12 @@ MARKER_REFRESH_S = 60.0
 # during an outage makes a chain of such waits, one retry per move: the retry is short.
 GAP_RETRY_S = 0.2
 GAP_PATIENCE_S = 60.0
+# Journal entries whose PUT is done and whose turn to commit has come together (a backlog
+# after an outage: each entry's commit would otherwise be one call, one after another)
+# are committed in one `commit-files` call, in order: at most this many files, and this
+# many commit entries in all.
+MAX_COMMIT_FILES = 32
+MAX_COMMIT_FILES_ENTRIES = 20_000
 # Early answers: no offset yet (Kafka's -1, as for acks=0-like unknown offsets).
 _JOURNALED = {"error_code": 0, "base_offset": -1, "log_start_offset": -1}
 
@@ -183,6 +198,10 @@ class _Segment:
     committed: asyncio.Future[None] | None = None
     timer: asyncio.TimerHandle | None = None
     overdue: bool = False  # its age passed while the commit pipeline was full
+    written: _Written | None = None  # laid out and in the bucket (its PUT succeeded)
+    # Committed in an earlier segment's `commit-files` call: its (results, error code,
+    # outcome), taken when its own turn comes.
+    grouped: tuple[list[dict[str, Any]] | None, int, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -483,6 +502,8 @@ class SegmentWriter:
         self._commit_tail: asyncio.Future[None] | None = None
         self._flushes: set[asyncio.Task[None]] = set()
         self._unanswered: set[_Segment] = set()  # sealed, their waiters not answered yet
+        self._chain: list[_Segment] = []  # sealed and not yet through their flush, in order
+        self._commit_files = True  # the control plane has `commit-files`
         self._sequence = 0
         self._boot = secrets.token_hex(3)
         self.journal = JournalName(agent_id, f"{int(time.time()):010d}-{self._boot}")
@@ -564,11 +585,23 @@ class SegmentWriter:
         return self._ripcord()
 
     def _commits_lagging(self) -> bool:
-        """The control plane is away, or the commit out has not answered in time."""
+        """The control plane is away, the commit out has not answered in time, or a
+        journal backlog is being sequenced (a new entry's commit waits behind it)."""
         started = self._attempt_started
-        return not self._client.link.up or (
-            started is not None and time.monotonic() - started > self.ripcord_ack_s
+        return (
+            not self._client.link.up
+            or (started is not None and time.monotonic() - started > self.ripcord_ack_s)
+            or self._sequencing_behind()
         )
+
+    def _sequencing_behind(self) -> bool:
+        """The oldest journal entry whose commit has not answered was journaled more than
+        `ripcord_ack_s` ago: commits are working through a backlog (after an outage), and
+        an entry journaled now will not be committed within `ripcord_ack_s`."""
+        for oldest in self._journaled:  # insertion order: the first journaled first
+            journaled_at = oldest.journaled_at
+            return journaled_at is not None and time.monotonic() - journaled_at > self.ripcord_ack_s
+        return False
 
     def _seal_if_open(self, segment: _Segment) -> None:
         if self._open is not segment:
@@ -617,6 +650,7 @@ class SegmentWriter:
         if self._inflight_bytes > self._max_inflight:
             self._room.clear()
         self._unanswered.add(segment)
+        self._chain.append(segment)
         task = asyncio.get_running_loop().create_task(self._flush(segment, previous, size))
         self._flushes.add(task)
         task.add_done_callback(self._flushes.discard)
@@ -679,19 +713,29 @@ class SegmentWriter:
                 log.error("segment %s: PUT failed, failing its requests: %s", key, exc)
                 error_code, outcome = KAFKA_STORAGE_ERROR, "put_failed"
             if segment.journal and written is not None:
+                segment.written = written
                 self._journaled_now(segment, size)
             if previous is not None:
                 with timed(COMMIT_WAIT_SECONDS):
                     await asyncio.shield(previous)  # commits go out in segment order
             if not error_code and written is not None:
-                results, error_code, outcome = await self._commit(
-                    key, written, journal=segment.journal
-                )
+                if segment.grouped is not None:  # committed with an earlier segment
+                    results, error_code, outcome = segment.grouped
+                elif followers := self._ready_to_commit_after(segment):
+                    answers = await self._commit_together([segment, *followers])
+                    results, error_code, outcome = answers[0]
+                    for follower, answer in zip(followers, answers[1:], strict=True):
+                        follower.grouped = answer
+                else:
+                    results, error_code, outcome = await self._commit(
+                        key, written, journal=segment.journal
+                    )
         except Exception:  # our bug: never leave producers hanging
             log.exception("segment %s: flush failed", key)
             results, error_code, outcome = None, KAFKA_STORAGE_ERROR, "error"
         finally:
             self._journaled.pop(segment, None)
+            self._chain.remove(segment)
             self._inflight_bytes -= size
             _INFLIGHT.set(self._inflight_bytes)
             if self._inflight_bytes <= self._max_inflight:
@@ -764,7 +808,10 @@ class SegmentWriter:
             self._answer_early(segment, lightning, "lightning")
         if any(w[3] for w in segment.waiters if w not in lightning):
             # Ripcord: standard topics' requests wait for the commit a little, no longer.
-            delay = 0.0 if not self._client.link.up else self.ripcord_ack_s
+            # While a backlog is sequenced (after an outage), this entry's commit waits
+            # behind it: answered now, as during the outage, not `ripcord_ack_s` later.
+            lagging = not self._client.link.up or self._sequencing_behind()
+            delay = 0.0 if lagging else self.ripcord_ack_s
             asyncio.get_running_loop().call_later(delay, self._ripcord_due, segment)
 
     @staticmethod
@@ -935,6 +982,88 @@ class SegmentWriter:
         self._failing_since = None
         return results, code, outcome
 
+    def _ready_to_commit_after(self, segment: _Segment) -> list[_Segment]:
+        """The journal segments right after `segment` (its turn to commit has come) whose
+        PUT is done: committed with it in one `commit-files` call, in order."""
+        if not (segment.journal and self._commit_files and segment.written is not None):
+            return []
+        place = self._chain.index(segment)
+        followers: list[_Segment] = []
+        entries = len(segment.written.entries)
+        for follower in self._chain[place + 1 : place + MAX_COMMIT_FILES]:
+            written = follower.written
+            if not follower.journal or written is None or follower.grouped is not None:
+                break
+            entries += len(written.entries)
+            if entries > MAX_COMMIT_FILES_ENTRIES:
+                break
+            followers.append(follower)
+        return followers
+
+    async def _commit_together(
+        self, segments: list[_Segment]
+    ) -> list[tuple[list[dict[str, Any]] | None, int, str]]:
+        """Journal entries committed in one `commit-files` call (docs/AGENT_API.md), in
+        order, retried until it answers: each one's (results per batch in file order,
+        error code, outcome), as `_commit` gives one's. A control plane without the call
+        (or refusing it) gets them one by one instead."""
+        written = [s.written for s in segments]
+        assert all(w is not None for w in written)
+        files = [w for w in written if w is not None]
+        body = {
+            "files": [
+                {"file_key": s.key, "size": len(w.data), "batches": w.entries}
+                for s, w in zip(segments, files, strict=True)
+            ]
+        }
+
+        def answers_of(answer: Any) -> list[tuple[list[dict[str, Any]] | None, int, str]]:
+            answered = answer["files"]
+            if len(answered) != len(files):
+                raise ValueError(f"commit-files answered {len(answered)} files for {len(files)}")
+            out: list[tuple[list[dict[str, Any]] | None, int, str]] = []
+            for segment, w, one in zip(segments, files, answered, strict=True):
+                if "batches" in one:
+                    if len(one["batches"]) != len(w.entries):
+                        raise ValueError(f"commit answered {len(one['batches'])} batches")
+                    out.append((w.per_batch(one["batches"]), 0, "ok"))
+                elif int(one.get("status", 500)) >= 500:
+                    raise ControlPlaneUnavailable(
+                        f"commit-files: {segment.key}: {one.get('error')}", outcome_unknown=False
+                    )
+                else:
+                    log.error(
+                        "segment %s: commit rejected, failing its requests: %s",
+                        segment.key,
+                        one.get("error"),
+                    )
+                    out.append((None, KAFKA_STORAGE_ERROR, "commit_rejected"))
+            return out
+
+        try:
+            answers = await self._call_until_answered(
+                "commit-files", segments[0].key, body, answers_of, journal=True
+            )
+        except ControlPlaneRejected as exc:
+            if "HTTP 404" in str(exc):
+                self._commit_files = False
+            log.warning("commit-files refused (%s): committing one by one", exc)
+            answers = None
+        finally:
+            self._attempt_started = None
+        if answers is None:
+            return [
+                await self._commit(s.key, w, journal=True)
+                for s, w in zip(segments, files, strict=True)
+            ]
+        if isinstance(answers, tuple):  # an answer that does not fit: every file fails
+            answers = [answers] * len(segments)
+        self._failing_since = None
+        if any(outcome == "commit_failed" for _, _, outcome in answers):
+            self._last_failure = time.monotonic()
+        _COMMITTED_TOGETHER.inc(len(segments))
+        return answers
+
     def _retry_delays(self, journal: bool) -> Iterable[float | None]:
         if not journal:
             yield from (*self.commit_retry_delays_s, None)
@@ -947,17 +1076,40 @@ class SegmentWriter:
     async def _commit_attempts(
         self, key: str, body: dict[str, Any], count: int, *, journal: bool = False
     ) -> tuple[list[dict[str, Any]] | None, int, str]:
+        def results_of(answer: Any) -> tuple[list[dict[str, Any]] | None, int, str]:
+            results = answer["batches"]
+            if len(results) != count:
+                raise ValueError(f"commit answered {len(results)} batches for {count}")
+            return results, 0, "ok"
+
+        try:
+            return await self._call_until_answered("commit", key, body, results_of, journal=journal)
+        except ControlPlaneRejected as exc:
+            log.error("segment %s: commit rejected, failing its requests: %s", key, exc)
+            return None, KAFKA_STORAGE_ERROR, "commit_rejected"
+
+    async def _call_until_answered(
+        self,
+        name: str,
+        key: str,
+        body: dict[str, Any],
+        parse: Callable[[Any], Any],
+        *,
+        journal: bool = False,
+    ) -> Any:
+        """`parse` of the call's answer, the call retried while the control plane is
+        unavailable (a journal entry's: until it answers); ControlPlaneRejected raised
+        as is; a failure given up as (None, error code, outcome) — per file for
+        `commit-files`."""
         unknown = False  # did any attempt end without an answer (it may have landed)?
         for delay in self._retry_delays(journal):
             started = time.perf_counter()
             self._attempt_started = time.monotonic()
             try:
-                answer = await self._client.call("commit", body, timeout_s=self.commit_timeout_s)
+                answer = await self._client.call(name, body, timeout_s=self.commit_timeout_s)
+                parsed = parse(answer)
                 _COMMIT_SECONDS.observe(time.perf_counter() - started, "ok")
-                results = answer["batches"]
-                if len(results) != count:
-                    raise ValueError(f"commit answered {len(results)} batches for {count}")
-                return results, 0, "ok"
+                return parsed
             except ControlPlaneUnavailable as exc:
                 _COMMIT_SECONDS.observe(time.perf_counter() - started, "unavailable")
                 self._attempt_started = None
@@ -970,11 +1122,21 @@ class SegmentWriter:
                     # (even if the last attempt was a clean 5xx); else not persisted.
                     code = REQUEST_TIMED_OUT if unknown else KAFKA_STORAGE_ERROR
                     return None, code, "commit_failed"
-                log.warning("segment %s: commit failed (%s); retrying in %.1fs", key, exc, delay)
-                await asyncio.sleep(delay)
+                log.warning("segment %s: %s failed (%s); retrying in %.1fs", key, name, exc, delay)
+                if journal and not self._client.link.up:
+                    # The link's probe finds the control plane back within a quarter of a
+                    # second: retry then rather than at the end of the back-off.
+                    await self._client.link.wait_up(delay)
+                else:
+                    await asyncio.sleep(delay)
+            except ControlPlaneRejected:
+                _COMMIT_SECONDS.observe(time.perf_counter() - started, "rejected")
+                raise
             except (ControlPlaneError, ValueError, KeyError, TypeError) as exc:
                 _COMMIT_SECONDS.observe(time.perf_counter() - started, "rejected")
-                log.error("segment %s: commit rejected, failing its requests: %s", key, exc)
+                log.error(
+                    "segment %s: %s answer unusable, failing its requests: %s", key, name, exc
+                )
                 return None, KAFKA_STORAGE_ERROR, "commit_rejected"
         raise AssertionError("unreachable")
 

@@ -87,6 +87,21 @@ class CommitPipeline:
         self._start_next(cluster_id, state)
         return await waiting.future
 
+    async def commit_many(self, cluster_id: int, requests: list[Any]) -> list[Any]:
+        """Several commits that must go in this order (one agent's journal entries): each
+        one's result, or the exception it got. They join the queue together, so they go
+        out in one group when they fit (a group that must split puts the rest in the
+        next group, which runs after it); a failed group runs its commits alone, in
+        order."""
+        state = self._clusters.get(cluster_id)
+        if state is None:
+            state = self._clusters[cluster_id] = _Cluster()
+        loop = asyncio.get_running_loop()
+        waiting = [_Waiting(request, loop.create_future()) for request in requests]
+        state.queue.extend(waiting)
+        self._start_next(cluster_id, state)
+        return await asyncio.gather(*(w.future for w in waiting), return_exceptions=True)
+
     def _start_next(self, cluster_id: int, state: _Cluster) -> None:
         if state.running or not state.queue:
             return

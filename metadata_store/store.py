@@ -276,6 +276,27 @@ def file_commit(
     return batch_answers(*row)
 
 
+def files_commit(*, cluster_id: int, files: Sequence[Any]) -> list[list[JSON]]:
+    """Several files (``agent_api.schemas.CommitRequest``s, validated) committed in one
+    statement, in their order, as ``file_commit`` commits one: an agent's journal entries
+    sequenced together (docs/AGENT_API.md "commit-files"). Raises as the statement does;
+    the caller then commits each alone (``agent_api.views.commit_files``)."""
+    commits = [
+        file_commit_prepare(
+            file_key=f.file_key,
+            size=f.size,
+            batches=f.batches,
+            ids=partition_ids(cluster_id, f.batches),
+        )
+        for f in files
+    ]
+    with transaction.atomic() if connection.in_atomic_block else nullcontext():
+        with _cursor() as cursor:
+            cursor.execute(COMMIT_SQL, commit_params(cluster_id, commits))
+            rows = commit_rows(commits, cursor.fetchall())
+    return [batch_answers(*row) for row in rows]
+
+
 def batch_answers(
     errors: list[int] | None,
     offsets: list[int] | None,

@@ -154,6 +154,12 @@ def _decode_commit(body: bytes, prefix: str) -> schemas.CommitRequest:
     return request
 
 
+def _decode_commit_files(body: bytes, prefix: str) -> schemas.CommitFilesRequest:
+    request = schemas.decode(body, schemas.CommitFilesRequest)
+    schemas.validate_commit_files(request, cluster_prefix=prefix)
+    return request
+
+
 class AgentApi:
     """ASGI: ``/agent/v1/`` answered here (a JSON 404 for a call that does not exist),
     everything else by `app`."""
@@ -297,6 +303,8 @@ class AgentApi:
         loop = asyncio.get_running_loop()
         if view is views.commit:
             return await self._commit(authorization, body)
+        if view is views.commit_files:
+            return await self._commit_many(authorization, body)
         if view.on_loop is not None:
             return await self._on_loop(view, view.on_loop, authorization, body, receive)
         return await loop.run_in_executor(
@@ -393,6 +401,58 @@ class AgentApi:
             return endpoint.NO_KEY if vanished else endpoint.failure("commit", exc)
         endpoint.succeeded("commit", started)
         return 200, answer
+
+    async def _commit_many(self, authorization: str, body: bytes) -> Answer:
+        """`commit-files`: the files join the cluster's commit pipeline together, in order
+        (docs/AGENT_API.md); each is answered as `commit` answers it, except that the
+        metadata store busy or out of reach fails the whole call (503), to be retried."""
+        loop = asyncio.get_running_loop()
+        cluster = await self._cluster("commit-files", authorization)
+        if isinstance(cluster, tuple):
+            return cluster
+        started = time.perf_counter()
+        try:
+            prefix = cluster.public_id + "/"
+            if len(body) <= DECODE_ON_LOOP_BYTES:
+                request = _decode_commit_files(body, prefix)
+            else:
+                request = await loop.run_in_executor(
+                    self._threads, _decode_commit_files, body, prefix
+                )
+            commits = []
+            for file in request.files:
+                ids = store.cached_partition_ids(cluster.pk, file.batches)
+                if ids is None:
+                    ids = await loop.run_in_executor(
+                        self._threads, _in_thread, store.partition_ids, cluster.pk, file.batches
+                    )
+                commits.append(
+                    store.file_commit_prepare(
+                        file_key=file.file_key, size=file.size, batches=file.batches, ids=ids
+                    )
+                )
+            outcomes = await self.pipeline.commit_many(cluster.pk, commits)
+            for outcome in outcomes:
+                if isinstance(outcome, Exception) and endpoint.retriable(outcome):
+                    raise outcome
+            files: list[Any] = []
+            for file, outcome in zip(request.files, outcomes, strict=True):
+                if not isinstance(outcome, BaseException):
+                    files.append({"batches": store.batch_answers(*outcome)})
+                elif mirroring.refused_as_mirrored(outcome):
+                    files.append({"batches": mirroring.mirrored_refusal(len(file.batches))})
+                elif isinstance(outcome, Exception):
+                    status, answer = endpoint.failure("commit-files", outcome)
+                    files.append({**answer, "status": status})
+                else:
+                    raise outcome
+        except Exception as exc:  # noqa: BLE001 - every failure is a short JSON answer
+            vanished = await loop.run_in_executor(
+                self._threads, _in_thread, endpoint.cluster_vanished, exc, cluster.pk
+            )
+            return endpoint.NO_KEY if vanished else endpoint.failure("commit-files", exc)
+        endpoint.succeeded("commit-files", started)
+        return 200, {"files": files}
 
     async def _commit_files(
         self, cluster_id: int, commits: list[store.FileCommit]

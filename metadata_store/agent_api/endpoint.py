@@ -218,6 +218,14 @@ def failure(name: str, exc: Exception) -> tuple[int, Answer]:
     return 500, {"error": f"{name} failed: {type(exc).__name__}"}
 
 
+def retriable(exc: Exception) -> bool:
+    """Whether `failure` answers `exc` with a 503 (the metadata store busy or out of
+    reach): nothing about the call itself, so it is retried whole."""
+    if isinstance(exc, DatabaseError | psycopg.Error):
+        return _unavailable(exc) is not None
+    return isinstance(exc, TimeoutError)
+
+
 def succeeded(name: str, started: float) -> None:
     AGENT_API_SECONDS.labels(call=name).observe(time.perf_counter() - started)
     AGENT_API_CALLS.labels(call=name, outcome="ok").inc()

@@ -81,6 +81,15 @@ class CommitRequest(_Body, frozen=True):
     batches: Annotated[list[CommitBatch], Meta(max_length=MAX_COMMIT_BATCHES)]
 
 
+# Files in one `commit-files` call: an agent's journal entries sequenced together after an
+# outage (agents/write_path.py). Their batches together stay under MAX_COMMIT_BATCHES.
+MAX_COMMIT_FILES = 64
+
+
+class CommitFilesRequest(_Body, frozen=True):
+    files: Annotated[list[CommitRequest], Meta(min_length=1, max_length=MAX_COMMIT_FILES)]
+
+
 class MirrorBatch(_Body, frozen=True):
     """One source batch of a mirrored segment file (or several side by side, contiguous
     in offsets), at the source's offsets (docs/AGENT_API.md "mirror/commit")."""
@@ -959,6 +968,24 @@ def validate_commit(request: CommitRequest, *, cluster_prefix: str) -> None:
                 " record each and neither a producer id nor a transaction"
             )
         end_of_previous, previous = end, i
+
+
+def validate_commit_files(request: CommitFilesRequest, *, cluster_prefix: str) -> None:
+    """Each file as `validate_commit` checks one; their batches together within
+    MAX_COMMIT_BATCHES; no file key twice."""
+    total = 0
+    keys: set[str] = set()
+    for n, file in enumerate(request.files):
+        try:
+            validate_commit(file, cluster_prefix=cluster_prefix)
+        except BadBody as exc:
+            raise BadBody(f"$.files[{n}]: {exc}") from None
+        if file.file_key in keys:
+            raise BadBody(f"$.files[{n}].file_key: {file.file_key!r} is in the call twice")
+        keys.add(file.file_key)
+        total += len(file.batches)
+    if total > MAX_COMMIT_BATCHES:
+        raise BadBody(f"$.files: {total} batches in all, more than {MAX_COMMIT_BATCHES}")
 
 
 def commit_batches(items: list[dict[str, Any]]) -> list[CommitBatch]:

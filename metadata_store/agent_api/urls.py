@@ -8,6 +8,7 @@ urlpatterns = [
     path("register", a.register),
     path("heartbeat", a.heartbeat),
     path("commit", a.commit),
+    path("commit-files", a.commit_files),
     path("mirror/commit", a.mirror_commit),
     path("fetch-plan", a.fetch_plan),
     path("tail-feed", a.tail_feed),

@@ -15,7 +15,14 @@ from django.core.exceptions import ValidationError
 
 from metadata_store import mirroring, store, transactions
 from metadata_store.agent_api import feed_relay, schemas
-from metadata_store.agent_api.endpoint import KEY_AGENT_GROUP, Answer, CallRefused, endpoint
+from metadata_store.agent_api.endpoint import (
+    KEY_AGENT_GROUP,
+    Answer,
+    CallRefused,
+    endpoint,
+    failure,
+    retriable,
+)
 from metadata_store.agent_api.schemas import as_dict, as_dicts
 from metadata_store.agent_api.topics import (
     topics_alter_configs,
@@ -110,6 +117,33 @@ def commit(cluster: VirtualCluster, body: schemas.CommitRequest) -> Answer:
             raise
         results = mirroring.mirrored_refusal(len(body.batches))
     return {"batches": results}
+
+
+@endpoint(schemas.CommitFilesRequest)
+def commit_files(cluster: VirtualCluster, body: schemas.CommitFilesRequest) -> Answer:
+    """Several files of one journal, in order, in one statement (docs/AGENT_API.md
+    "commit-files"). When that statement fails, each file is committed alone, in order,
+    and answered alone; the metadata store busy or out of reach fails the whole call."""
+    schemas.validate_commit_files(body, cluster_prefix=cluster.public_id + "/")
+    try:
+        answers = store.files_commit(cluster_id=cluster.pk, files=body.files)
+        return {"files": [{"batches": a} for a in answers]}
+    except Exception as exc:
+        if retriable(exc):
+            raise
+    return {"files": [_file_answer(cluster, file) for file in body.files]}
+
+
+def _file_answer(cluster: VirtualCluster, file: schemas.CommitRequest) -> Answer:
+    """One file of a `commit-files` call committed alone: its answer, or its refusal
+    (`{"error", "status"}`) as a `commit` of it alone would be answered."""
+    try:
+        return commit.handler(cluster, file)
+    except Exception as exc:
+        if retriable(exc):
+            raise
+        status, answer = failure("commit-files", exc)
+        return {**answer, "status": status}
 
 
 @endpoint(schemas.MirrorCommitRequest)

@@ -296,7 +296,7 @@ def test_a_recovered_batch_refused_for_a_gap_is_held_by_the_recovering_agent():
                 max_bytes=1 << 20,
                 max_age_ms=1,
                 watch=CommitWatch(),
-                # B's chain retries after the keeper's first commit: the keeper wins.
+                # B's chain looks again every 0.3 s while its own link is down.
                 journal_retry_delays_s=(0.3,),
                 gap_retry_s=0.01,
             )
@@ -308,8 +308,10 @@ def test_a_recovered_batch_refused_for_a_gap_is_held_by_the_recovering_agent():
         assert first is not None and second is not None
         await asyncio.wait_for(asyncio.gather(first, second), 5)
         a.abandon()  # A is killed: its entry stays in the bucket, unsequenced
+        # B's keeper reaches the control plane first (B's chain retries the moment its
+        # own link is back: the keeper's connection is another one here).
         keeper = JournalKeeper(
-            links[1],  # type: ignore[arg-type]
+            AgentLink(plane),  # type: ignore[arg-type]
             store,
             cluster_id="vci_p",
             agent_id="agt-1",
@@ -317,9 +319,9 @@ def test_a_recovered_batch_refused_for_a_gap_is_held_by_the_recovering_agent():
             live_agents=lambda: {"agt-1"},
             on_gap=b.hold_after_gap,
         )
+        await keeper.recover(a.journal, marker_modified=datetime.now(UTC))
         links[1].down = False
         links[1].link.record_answer()
-        await keeper.recover(a.journal, marker_modified=datetime.now(UTC))
         await asyncio.wait_for(b.close(), 5)
         return plane
 

@@ -40,7 +40,7 @@ class JournalControlPlane:
         if self.down:
             self.link.record_failure()
             raise ControlPlaneUnavailable(f"{name}: refused", outcome_unknown=False)
-        if self.frozen and name == "commit":
+        if self.frozen and name in ("commit", "commit-files"):
             await asyncio.sleep(timeout_s or 10)
             self.link.record_failure()
             raise ControlPlaneUnavailable(f"{name}: timed out", outcome_unknown=True)
@@ -53,6 +53,8 @@ class JournalControlPlane:
             return {"token": None}
         if name == "journal/status":
             return {"committed": [k for k in body["file_keys"] if k in self.files]}
+        if name == "commit-files":  # each file as its own commit, in order
+            return {"files": [await self.call("commit", file) for file in body["files"]]}
         assert name == "commit"
         self.bodies.setdefault(body["file_key"], []).append(body)
         if body["file_key"] not in self.files:

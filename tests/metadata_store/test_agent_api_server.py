@@ -158,3 +158,27 @@ def test_a_commit_racing_the_deletion_is_refused_not_failed(live_server, alice):
         _call(live_server, "/agent/v1/commit", json.dumps(body).encode(), headers=_auth(alice))
         == endpoint.NO_KEY
     )
+
+
+def test_commit_files_over_http_goes_through_the_commit_pipeline_in_order(live_server, alice):
+    topic = topic_create(cluster=alice["cluster"], name="journaled", num_partitions=1)
+    tid = str(topic.id)
+    prefix = f"{alice['cluster'].public_id}/journal/agt-a/b1"
+    files = [
+        {
+            "file_key": f"{prefix}/{n:012d}.seg",
+            "size": 100,
+            "batches": [batch(tid, 0, 3, producer_id=5, producer_epoch=0, base_sequence=3 * n)],
+        }
+        for n in range(5)
+    ]
+    body = json.dumps({"files": files}).encode()
+    status, answer = _call(live_server, "/agent/v1/commit-files", body, headers=_auth(alice))
+    assert status == 200
+    offsets = [
+        (f["batches"][0]["error_code"], f["batches"][0]["base_offset"]) for f in answer["files"]
+    ]
+    assert offsets == [(0, 0), (0, 3), (0, 6), (0, 9), (0, 12)]
+    again = _call(live_server, "/agent/v1/commit-files", body, headers=_auth(alice))
+    assert again == (200, answer)
+    assert SegmentFile.objects.filter(cluster=alice["cluster"]).count() == 5
