@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from agents.control_plane import (
     ControlPlaneClient,
@@ -60,6 +60,10 @@ from core.kafka.records import BatchHeader, CorruptRecord, iter_batches, uncompr
 from core.segment import SegmentBuilder, read_index
 
 log = logging.getLogger(__name__)
+
+_Parsed = TypeVar("_Parsed")
+# A commit given up: no results, the Kafka error code its requests get, the outcome's name.
+_GivenUp = tuple[None, int, str]
 
 # librdkafka retries both (rdkafka_request.c, rd_kafka_handle_Produce_error): storage
 # error as "not persisted", request timed out as "possibly persisted".
@@ -1093,10 +1097,10 @@ class SegmentWriter:
         name: str,
         key: str,
         body: dict[str, Any],
-        parse: Callable[[Any], Any],
+        parse: Callable[[dict[str, Any]], _Parsed],
         *,
         journal: bool = False,
-    ) -> Any:
+    ) -> _Parsed | _GivenUp:
         """`parse` of the call's answer, the call retried while the control plane is
         unavailable (a journal entry's: until it answers); ControlPlaneRejected raised
         as is; a failure given up as (None, error code, outcome) — per file for
