@@ -111,7 +111,7 @@ def test_every_acknowledged_record_of_a_lightning_topic_is_delivered_first_at_co
         t.join(60)
     total = PRODUCERS * PER_PRODUCER
     deadline = time.monotonic() + 20
-    while len({v for v, *_ in seen if _[-1] == 1}) < total and time.monotonic() < deadline:
+    while len({v for v, _, _, count in seen if count == 1}) < total and time.monotonic() < deadline:
         time.sleep(0.2)
     stop.set()
     member.join(15)
