@@ -200,7 +200,38 @@ def partition_leaders(
 ) -> list[Peer]:
     """The leader of each partition of a topic among `brokers`, weighted by `weights`
     (agent id -> weight, default 1: a `LeaderWeights`' choice), or by `load_weights`
-    of the brokers' reported loads when None."""
+    of the brokers' reported loads when None.
+
+    Weighted rendezvous hashing with bounded loads: partition by partition, the
+    best-scoring broker that leads fewer than its share (its weight's part of the
+    partitions: rounded down, or up for as many brokers as the rounding left out) — so a topic's partitions are spread as Kafka spreads
+    them (two partitions, two brokers: one each; plain hashing gives both to one broker
+    half the time), and a broker leaving moves its partitions and few others."""
     if weights is None:
         weights = load_weights(brokers)
-    return [weighted_owner(f"{topic_id}:{index}", brokers, weights) for index in range(partitions)]
+    if not brokers:
+        raise ValueError("no peers to choose from")
+    total = sum(weights.get(p.agent_id, 1.0) for p in brokers)
+    share = {p.agent_id: partitions * weights.get(p.agent_id, 1.0) / total for p in brokers}
+    floor = {a: math.floor(x + 1e-9) for a, x in share.items()}
+    extra = partitions - sum(floor.values())  # brokers that may lead one past their floor
+    led = dict.fromkeys(share, 0)
+    leaders = []
+    for index in range(partitions):
+        key = f"{topic_id}:{index}"
+        ranked = sorted(
+            brokers,
+            key=lambda p: weights.get(p.agent_id, 1.0) / math.log(_unit_hash(key, p.agent_id)),
+        )
+        chosen = ranked[0]
+        for p in ranked:
+            if led[p.agent_id] < floor[p.agent_id]:
+                chosen = p
+                break
+            if extra > 0 and led[p.agent_id] == floor[p.agent_id] < share[p.agent_id]:
+                chosen = p
+                extra -= 1
+                break
+        led[chosen.agent_id] += 1
+        leaders.append(chosen)
+    return leaders

@@ -21,6 +21,11 @@ librdkafka's 0129 needs it, as it produces 112 requests one after another);
 ``--default-topic-type lightning`` makes the topics the tests create lightning topics
 (acknowledged once journaled, without waiting for the control plane).
 
+``--agents N`` starts N - 1 more agents joined to the playground's cluster (an agent key
+of their own over the REST API, the same ``file://`` bucket, produce and consume roles, logs
+in ``<workdir>/agents``), so that partitions are led by different brokers, as some tests
+assume (0172, 0179: one ShareFetch a broker a poll).
+
 ``--timeout-multiplier X`` writes ``test.timeout.multiplier=X`` to ``tests/test.conf``: the
 test-runner's own time budgets times X, as librdkafka's CI runs them (``CI`` set: 3). The
 share-consumer tests 0170–0186 need it: their budgets are the sums of their own waits (0170
@@ -108,6 +113,7 @@ class Playground:
         self.data_dir = workdir / "playground"
         self.lines: dict[str, str] = {}
         self.proc: subprocess.Popen | None = None
+        self.agents: list[subprocess.Popen] = []
         self.http_port = free_port()
         self.kafka_port = free_port()
 
@@ -154,20 +160,76 @@ class Playground:
 
     def set_config(self, config: dict[str, int]) -> None:
         """PATCH the playground cluster's config (REST API) and check that it took."""
-        url = f"{self.lines['console'].rstrip('/')}/api/v1/clusters/{self.lines['cluster']}/config/"
+        answer = self._api("PATCH", f"clusters/{self.lines['cluster']}/config/", config)
+        if any(answer.get(name) != value for name, value in config.items()):
+            raise SystemExit(f"librdkafka-tests: the cluster's config is {answer}")
+
+    def _api(self, method: str, path: str, body: dict) -> dict:
+        """One call to the playground's REST API with its API key."""
         request = urllib.request.Request(
-            url,
-            data=json.dumps(config).encode(),
-            method="PATCH",
+            f"{self.lines['console'].rstrip('/')}/api/v1/{path}",
+            data=json.dumps(body).encode(),
+            method=method,
             headers={
                 "Authorization": f"Bearer {self.lines['api-key']}",
                 "Content-Type": "application/json",
             },
         )
         with urllib.request.urlopen(request, timeout=30) as response:
-            answer = json.load(response)
-        if any(answer.get(name) != value for name, value in config.items()):
-            raise SystemExit(f"librdkafka-tests: the cluster's config is {answer}")
+            return json.load(response)
+
+    def add_agent(self, number: int, timeout_s: float = 120) -> None:
+        """Another agent of the playground's cluster (its own agent key, the same bucket),
+        ready once its Kafka port answers."""
+        key = self._api(
+            "POST",
+            f"clusters/{self.lines['cluster']}/agent-keys/",
+            {"name": f"librdkafka-tests-{number}"},
+        )["key"]
+        kafka_port = free_port()
+        logs = self.data_dir.parent / "agents"
+        logs.mkdir(exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FLOE_")}
+        env.pop("DATABASE_URL", None)
+        env.pop("REDIS_URL", None)
+        with (logs / f"agent{number}.log").open("ab") as log:
+            proc = subprocess.Popen(
+                [
+                    sys.executable, "-m", "agents",
+                    "--control-plane-url", self.lines["console"].rstrip("/"),
+                    "--agent-key", key,
+                    "--bucket-url", f"file://{self.data_dir / 'bucket'}",
+                    "--kafka-port", str(kafka_port),
+                    "--http-port", str(free_port()),
+                    "--schema-registry-port", "0",
+                    "--roles", "produce,consume",
+                ],
+                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        self.agents.append(proc)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", kafka_port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.5)
+        raise SystemExit(f"librdkafka-tests: agent {number} did not listen; see {logs}")
+
+    def wait_brokers(self, count: int, timeout_s: float = 60) -> None:
+        """Wait until Metadata lists `count` brokers (the agents' heartbeats)."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.lines["bootstrap"]})
+        deadline = time.monotonic() + timeout_s
+        seen = 0
+        while time.monotonic() < deadline:
+            seen = len(admin.list_topics(timeout=10).brokers)
+            if seen >= count:
+                return
+            time.sleep(1)
+        raise SystemExit(f"librdkafka-tests: Metadata lists {seen} brokers, not {count}")
 
     def wait_broker_partitions(self, partitions: int, timeout_s: float = 60) -> None:
         """Wait until the agent answers num.partitions=<partitions> (its next heartbeat)."""
@@ -189,6 +251,15 @@ class Playground:
         raise SystemExit(f"librdkafka-tests: the agent still answers num.partitions={seen}")
 
     def stop(self) -> None:
+        for agent in self.agents:
+            if agent.poll() is None:
+                agent.send_signal(signal.SIGTERM)
+        for agent in self.agents:
+            try:
+                agent.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(agent.pid, signal.SIGKILL)
+                agent.wait(timeout=10)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -262,6 +333,12 @@ def main() -> int:
         help="the cluster's default_topic_type (default: the playground's, standard)",
     )
     parser.add_argument(
+        "--agents",
+        type=int,
+        default=1,
+        help="agents in the playground's cluster (default 1: the playground's own)",
+    )
+    parser.add_argument(
         "--timeout-multiplier",
         type=float,
         default=0,
@@ -294,6 +371,9 @@ def main() -> int:
             config["default_topic_type"] = args.default_topic_type
         playground.set_config(config)
         playground.wait_broker_partitions(DEFAULT_PARTITIONS)
+        for number in range(1, args.agents):
+            playground.add_agent(number)
+        playground.wait_brokers(args.agents)
         bootstrap = playground.lines["bootstrap"]
         conf = f"bootstrap.servers={bootstrap}\ntest.topic.random=true\n"
         if args.timeout_multiplier:
@@ -322,6 +402,7 @@ def main() -> int:
         "default_partitions": DEFAULT_PARTITIONS,
         "max_flush_age_ms": args.flush_age_ms or 250,
         "default_topic_type": args.default_topic_type or "standard",
+        "agents": args.agents,
         "seconds": round(time.monotonic() - started, 1),
         "counts": counts,
         "logs": str(workdir / "logs"),

@@ -270,6 +270,7 @@ class _Wanted:
     acks: list[JSON]
     acquire: bool
     give_back: list[JSON]
+    release: bool = False
 
 
 @transaction.atomic
@@ -301,7 +302,7 @@ def share_fetch(
     }
     wanted = [
         _Wanted(str(p["topic_id"]), int(p["partition"]), list(p.get("acks") or ()),
-                bool(p.get("acquire")), list(p.get("give_back") or ()))
+                bool(p.get("acquire")), list(p.get("give_back") or ()), bool(p.get("release")))
         for p in partitions
     ]  # fmt: skip
     try:
@@ -314,6 +315,9 @@ def share_fetch(
     }
     ids = sorted({known[(w.topic_id, w.partition)].id for w in wanted
                   if (w.topic_id, w.partition) in known})  # fmt: skip
+    # A partition only released (a closed session's) gets no row: nothing is held there.
+    started = {known[(w.topic_id, w.partition)].id for w in wanted
+               if (w.topic_id, w.partition) in known and (w.acquire or w.acks or w.give_back)}  # fmt: skip
     stable = _stable_offsets(ids) if read_committed else {}
     missing = [
         SharePartition(
@@ -324,7 +328,7 @@ def share_fetch(
             end_offset=_initial_offset(p, settings),
         )
         for p in known.values()
-        if p.id in ids
+        if p.id in started
     ]
     SharePartition.objects.bulk_create(missing, ignore_conflicts=True)
     rows = {
@@ -346,6 +350,8 @@ def share_fetch(
         }
         answer["partitions"].append(out)
         part = known.get((w.topic_id, w.partition))
+        if part is not None and part.id not in rows and not (w.acquire or w.acks or w.give_back):
+            continue  # released, never read: nothing held
         if part is None or part.id not in rows:
             out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             out["ack_error_code"] = out["error_code"] if w.acks else 0
@@ -370,6 +376,11 @@ def share_fetch(
         for back in w.give_back:
             state.give_back(member_id, int(back["first"]), int(back["last"]))
             touched = True
+        if w.release:
+            # Its share session on that agent closed, after its last acknowledgements:
+            # KIP-932 releases the records it acquired through that session only — a
+            # session with another agent (other partitions) may still acknowledge.
+            touched = state.release_member(member_id, limit) or touched
         if w.acquire and left > 0:
             until = stable.get(part.id, part.high_watermark)
             got = state.acquire(

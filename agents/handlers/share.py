@@ -242,7 +242,9 @@ async def handle_share_fetch(
     if turn:
         step = session.epoch % len(turn)
         turn = turn[step:] + turn[:step]
-    keys = list(dict.fromkeys([*turn, *acks]))
+    # A closing session (epoch -1) releases what the member holds in its partitions.
+    closing = list(session.partitions) if session.epoch == -1 else []
+    keys = list(dict.fromkeys([*turn, *acks, *closing]))
     found = await ctx.topics.by_ids({t for t, _ in keys})
     known = {
         k: info
@@ -256,9 +258,8 @@ async def handle_share_fetch(
     read_committed = False
     while True:
         seen = ctx.watch.snapshot([(known[k].topic_id_str, k[1]) for k in known])
-        result = await _store_call(
-            ctx, body, known, pending_acks, fetching, release=session.epoch == -1
-        )
+        result = await _store_call(ctx, body, known, pending_acks, fetching, release=closing)
+        closing = []
         for k, part in result.items():
             if k in pending_acks or part["acquired"] or part["error_code"]:
                 answers[k] = part
@@ -314,20 +315,22 @@ async def _store_call(
     acks: dict[Key, list[dict[str, Any]]],
     acquire: bool,
     give_back: dict[Key, list[dict[str, Any]]] | None = None,
-    release: bool = False,
+    release: list[Key] | None = None,
 ) -> _Result:
     """One `share/fetch` call: the acknowledgements, the records given back, then the
-    acquisitions; `release` (the share session closed): what the member still holds goes
-    back to the group."""
+    acquisitions; `release` (the share session closed: its partitions): what the member
+    still holds in them goes back to the group — not in those of its sessions with other
+    agents, which may still acknowledge (KIP-932's share sessions are per broker)."""
     back = give_back or {}
+    freed = set(release or ())
     partitions = [
         {"topic_id": str(k[0]), "partition": k[1], "acks": acks.get(k, []),
-         "give_back": back.get(k, []), "acquire": acquire}
+         "give_back": back.get(k, []), "acquire": acquire, "release": k in freed}
         for k in known
-        if acquire or k in acks or k in back
+        if acquire or k in acks or k in back or k in freed
     ]  # fmt: skip
     out = _Result()
-    if not partitions and not release:
+    if not partitions:
         return out
     answer = await ctx.client.call(
         "share/fetch",
@@ -336,7 +339,6 @@ async def _store_call(
             "member_id": body["member_id"],
             "partitions": partitions,
             "max_records": max(body.get("max_records", 0), 0),
-            "release": release,
         },
     )
     out.lock_ms = int(answer["lock_ms"])
@@ -541,13 +543,14 @@ async def handle_share_acknowledge(
     if isinstance(session, dict):
         return {k: v for k, v in session.items() if k != "acquisition_lock_timeout_ms"}
     acks = _acks(body)
-    found = await ctx.topics.by_ids({t for t, _ in acks})
+    closing = list(session.partitions) if session.epoch == -1 else []
+    found = await ctx.topics.by_ids({t for t, _ in [*acks, *closing]})
     known = {
         k: info
-        for k in acks
+        for k in dict.fromkeys([*acks, *closing])
         if (info := found.get(k[0])) is not None and 0 <= k[1] < info.partitions
     }
-    result = await _store_call(ctx, body, known, acks, acquire=False, release=session.epoch == -1)
+    result = await _store_call(ctx, body, known, acks, acquire=False, release=closing)
     answers: dict[Key, dict[str, Any]] = {}
     for k in acks:
         answers[k] = result.get(k) or {

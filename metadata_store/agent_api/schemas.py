@@ -693,6 +693,7 @@ class ShareFetchPartition(_Body, frozen=True):
     acks: Items[ShareAck] = []
     give_back: Items[ShareRange] = []  # acquired, not sent (past the fetch's MaxBytes)
     acquire: bool = False
+    release: bool = False  # its share session (on the calling agent) closed: held, released
 
 
 class ShareGroupsListRequest(_Body, frozen=True):
@@ -757,7 +758,7 @@ class ShareFetchRequest(_Body, frozen=True):
     member_id: SHORT
     partitions: Items[ShareFetchPartition]
     max_records: Annotated[int, Meta(ge=0, le=2**31 - 1)] = 500
-    release: bool = False  # the member's share session closed: what it still holds, released
+    release: bool = False  # (older agents) what the member holds in every partition, released
 
 
 # --- transactions (KIP-98) -------------------------------------------------------------

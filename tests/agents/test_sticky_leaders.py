@@ -1,6 +1,7 @@
-"""Partition leaders stay put under a steady producer load: two agents, a producer per
-partition of a 12-partition topic (so each agent's requests follow the partitions it
-leads, as under tests/faults' load) and a consumer per partition at the tail, thousands of records a second, and Metadata asked
+"""Partition leaders stay put under a steady producer load: two agents, producers for
+each partition of a 12-partition topic (so each agent's requests follow the partitions it
+leads, as under tests/faults' load; one agent's partitions get three times the records of
+the other's) and a consumer per partition at the tail, thousands of records a second, and Metadata asked
 of both agents four times a second — the leaders they name must not move
 (agents/zone_routing.py's `LeaderWeights`)."""
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import Counter
 
 import pytest
 
@@ -31,21 +31,17 @@ def _leaders(admin, topic: str) -> tuple[int, ...] | None:
     return tuple(found.partitions[p].leader for p in range(PARTITIONS))
 
 
-def _uneven_topic(admin, tries: int = 12) -> str:
-    """A topic whose partitions one agent leads at least 8 of 12 (its id is random, so
-    its split is: 39% of topics), so that the load alone would call one overloaded."""
+def _topic(admin) -> tuple[str, tuple[int, ...]]:
+    """A new topic and its leaders (bounded loads split it 6:6 between two agents)."""
     from confluent_kafka.admin import NewTopic
 
-    for n in range(tries):
-        topic = f"steady-{n}"
-        admin.create_topics([NewTopic(topic, PARTITIONS)])[topic].result(30)
-        leaders = None
-        deadline = time.monotonic() + 10
-        while leaders is None and time.monotonic() < deadline:
-            leaders = _leaders(admin, topic)
-        if leaders and max(Counter(leaders).values()) >= 8:
-            return topic
-    raise AssertionError("no topic split 8:4 or worse in 12 tries")
+    admin.create_topics([NewTopic("steady", PARTITIONS)])["steady"].result(30)
+    leaders = None
+    deadline = time.monotonic() + 10
+    while leaders is None and time.monotonic() < deadline:
+        leaders = _leaders(admin, "steady")
+    assert leaders is not None
+    return "steady", leaders
 
 
 def test_leaders_do_not_flap_under_a_steady_load(agent, cluster):
@@ -56,7 +52,11 @@ def test_leaders_do_not_flap_under_a_steady_load(agent, cluster):
     agents = zones["a"]
     bootstrap = ",".join(a.bootstrap for a in agents)
     creator = AdminClient({"bootstrap.servers": bootstrap})
-    topic = _uneven_topic(creator)
+    topic, first = _topic(creator)
+    # The partitions one agent leads get three producers each, the other's one: that
+    # agent's requests alone would call it overloaded (3:1) and move its leaders.
+    hot = [p for p in range(PARTITIONS) if first[p] == first[0]]
+    turns = [(p, k) for p in range(PARTITIONS) for k in range(3 if p in hot else 1)]
 
     stop = threading.Event()
     sent = [0]
@@ -76,8 +76,8 @@ def test_leaders_do_not_flap_under_a_steady_load(agent, cluster):
         ]
         for p, consumer in enumerate(consumers):
             consumer.assign([TopicPartition(topic, p, OFFSET_END)])
-        producers = [
-            Producer(
+        producers = {
+            turn: Producer(
                 {
                     "bootstrap.servers": bootstrap,
                     "enable.idempotence": True,
@@ -85,27 +85,27 @@ def test_leaders_do_not_flap_under_a_steady_load(agent, cluster):
                     "message.timeout.ms": 20_000,
                 }
             )
-            for _ in range(PARTITIONS)
-        ]
+            for turn in turns
+        }
         try:
             n = 0
             while not stop.is_set():
                 started = time.monotonic()
                 for _ in range(25):  # 5,000 records a second, 1 ms apart on average
-                    p = n % PARTITIONS
+                    p, k = turns[n % len(turns)]
                     try:
-                        producers[p].produce(topic, b"x" * 100, partition=p)
+                        producers[p, k].produce(topic, b"x" * 100, partition=p)
                     except BufferError:
-                        producers[p].poll(0.05)
+                        producers[p, k].poll(0.05)
                     n += 1
-                for producer in producers:
+                for producer in producers.values():
                     producer.poll(0)
                 for consumer in consumers:
                     consumer.consume(1000, timeout=0)
                 time.sleep(max(0.0, 0.005 - (time.monotonic() - started)))
             sent[0] = n
         finally:
-            for producer in producers:
+            for producer in producers.values():
                 producer.flush(5)
             for consumer in consumers:
                 consumer.close()

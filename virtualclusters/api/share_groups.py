@@ -3,6 +3,9 @@ records in flight and lag; resetting and deleting offsets, deleting a group."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -28,6 +31,20 @@ class ShareGroupConflict(APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The share group has active members."
     default_code = "non_empty_group"
+
+
+@contextmanager
+def _share_errors() -> Iterator[None]:
+    """The services' refusals as HTTP answers: no such group 404, a group with active
+    members 409, a bad reset 400."""
+    try:
+        yield
+    except ShareGroupMissing:
+        raise Http404 from None
+    except ShareGroupNotEmpty as exc:
+        raise ShareGroupConflict(str(exc)) from None
+    except ValueError as exc:
+        raise ValidationError({"non_field_errors": [str(exc)]}) from None
 
 
 class ShareAssignmentSerializer(Serializer):
@@ -125,12 +142,8 @@ class ShareGroupDetailView(ClusterScopedView):
         summary="Delete a share group, its configs and offsets (no active members)",
     )
     def delete(self, request: Request, cluster_id: str, group_id: str) -> Response:
-        try:
+        with _share_errors():
             share_group_delete(cluster=self.cluster(cluster_id), group_id=group_id)
-        except ShareGroupNotEmpty as exc:
-            raise ShareGroupConflict(str(exc)) from None
-        except ShareGroupMissing:
-            raise Http404 from None
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -144,14 +157,8 @@ class ShareOffsetsResetView(ClusterScopedView):
         cluster = self.cluster(cluster_id)
         data = ShareOffsetsResetSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
+        with _share_errors():
             share_offsets_reset(cluster=cluster, group_id=group_id, **data.validated_data)
-        except ShareGroupMissing:
-            raise Http404 from None
-        except ShareGroupNotEmpty as exc:
-            raise ShareGroupConflict(str(exc)) from None
-        except ValueError as exc:
-            raise ValidationError({"non_field_errors": [str(exc)]}) from None
         return _described(self, cluster_id, group_id)
 
 
@@ -166,10 +173,6 @@ class ShareOffsetsDeleteView(ClusterScopedView):
         cluster = self.cluster(cluster_id)
         data = ShareOffsetsDeleteSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
+        with _share_errors():
             share_offsets_forget(cluster=cluster, group_id=group_id, **data.validated_data)
-        except ShareGroupMissing:
-            raise Http404 from None
-        except ShareGroupNotEmpty as exc:
-            raise ShareGroupConflict(str(exc)) from None
         return _described(self, cluster_id, group_id)

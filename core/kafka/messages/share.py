@@ -12,6 +12,18 @@ from ..schema import Api, Array, Message, Struct
 from ..schema import Field as F
 from ..types import Boolean, Int8, Int16, Int32, Int64, Records, String, Uuid
 
+# Every response's head and every per-partition result start alike (all flexible at 0+).
+_ANSWER_HEAD = (
+    F("throttle_time_ms", Int32),
+    F("error_code", Int16),
+    F("error_message", String, nullable="0+", default=None),
+)
+_PARTITION_ERROR = (
+    F("partition_index", Int32),
+    F("error_code", Int16),
+    F("error_message", String, nullable="0+", default=None),
+)
+
 _TOPIC_PARTITIONS = Array(Struct(
     F("topic_id", Uuid),
     F("partitions", Array(Int32)),
@@ -36,9 +48,7 @@ SHARE_GROUP_HEARTBEAT = Api(
         valid="1",
         flexible="0+",
         fields=(
-            F("throttle_time_ms", Int32),
-            F("error_code", Int16),
-            F("error_message", String, nullable="0+", default=None),
+            *_ANSWER_HEAD,
             F("member_id", String, nullable="0+", default=None),
             F("member_epoch", Int32),
             F("heartbeat_interval_ms", Int32),
@@ -53,6 +63,15 @@ _ACK_BATCHES = Array(Struct(
     F("first_offset", Int64),
     F("last_offset", Int64),
     F("acknowledge_types", Array(Int8)),
+))  # fmt: skip
+
+# Each partition's acknowledgements, by topic (ShareFetch's and ShareAcknowledge's requests).
+_ACK_TOPICS = Array(Struct(
+    F("topic_id", Uuid),
+    F("partitions", Array(Struct(
+        F("partition_index", Int32),
+        F("acknowledgement_batches", _ACK_BATCHES),
+    ))),
 ))  # fmt: skip
 
 _CURRENT_LEADER = Struct(
@@ -82,13 +101,7 @@ SHARE_FETCH = Api(
             F("max_bytes", Int32, default=0x7FFFFFFF),
             F("max_records", Int32, "1+"),
             F("batch_size", Int32, "1+"),
-            F("topics", Array(Struct(
-                F("topic_id", Uuid),
-                F("partitions", Array(Struct(
-                    F("partition_index", Int32),
-                    F("acknowledgement_batches", _ACK_BATCHES),
-                ))),
-            ))),
+            F("topics", _ACK_TOPICS),
             F("forgotten_topics_data", Array(Struct(
                 F("topic_id", Uuid),
                 F("partitions", Array(Int32)),
@@ -100,16 +113,12 @@ SHARE_FETCH = Api(
         valid="1",
         flexible="0+",
         fields=(
-            F("throttle_time_ms", Int32),
-            F("error_code", Int16),
-            F("error_message", String, nullable="0+", default=None),
+            *_ANSWER_HEAD,
             F("acquisition_lock_timeout_ms", Int32),
             F("responses", Array(Struct(
                 F("topic_id", Uuid),
                 F("partitions", Array(Struct(
-                    F("partition_index", Int32),
-                    F("error_code", Int16),
-                    F("error_message", String, nullable="0+", default=None),
+                    *_PARTITION_ERROR,
                     F("acknowledge_error_code", Int16),
                     F("acknowledge_error_message", String, nullable="0+", default=None),
                     F("current_leader", _CURRENT_LEADER),
@@ -136,13 +145,7 @@ SHARE_ACKNOWLEDGE = Api(
             F("group_id", String, nullable="0+", default=None),
             F("member_id", String, nullable="0+"),
             F("share_session_epoch", Int32),
-            F("topics", Array(Struct(
-                F("topic_id", Uuid),
-                F("partitions", Array(Struct(
-                    F("partition_index", Int32),
-                    F("acknowledgement_batches", _ACK_BATCHES),
-                ))),
-            ))),
+            F("topics", _ACK_TOPICS),
         ),
     ),
     response=Message(
@@ -150,15 +153,11 @@ SHARE_ACKNOWLEDGE = Api(
         valid="1",
         flexible="0+",
         fields=(
-            F("throttle_time_ms", Int32),
-            F("error_code", Int16),
-            F("error_message", String, nullable="0+", default=None),
+            *_ANSWER_HEAD,
             F("responses", Array(Struct(
                 F("topic_id", Uuid),
                 F("partitions", Array(Struct(
-                    F("partition_index", Int32),
-                    F("error_code", Int16),
-                    F("error_message", String, nullable="0+", default=None),
+                    *_PARTITION_ERROR,
                     F("current_leader", _CURRENT_LEADER),
                 ))),
             ))),
@@ -280,16 +279,12 @@ ALTER_SHARE_GROUP_OFFSETS = Api(
         valid="0",
         flexible="0+",
         fields=(
-            F("throttle_time_ms", Int32),
-            F("error_code", Int16),
-            F("error_message", String, nullable="0+", default=None),
+            *_ANSWER_HEAD,
             F("responses", Array(Struct(
                 F("topic_name", String),
                 F("topic_id", Uuid),
                 F("partitions", Array(Struct(
-                    F("partition_index", Int32),
-                    F("error_code", Int16),
-                    F("error_message", String, nullable="0+", default=None),
+                    *_PARTITION_ERROR,
                 ))),
             ))),
         ),
@@ -314,9 +309,7 @@ DELETE_SHARE_GROUP_OFFSETS = Api(
         valid="0",
         flexible="0+",
         fields=(
-            F("throttle_time_ms", Int32),
-            F("error_code", Int16),
-            F("error_message", String, nullable="0+", default=None),
+            *_ANSWER_HEAD,
             F("responses", Array(Struct(
                 F("topic_name", String),
                 F("topic_id", Uuid),
