@@ -158,7 +158,7 @@ class TopicCache:
         now = time.monotonic()
         result: dict[str, TopicInfo | None] = {}
         missing: set[str] = set()
-        stale: set[str] = set()
+        revalidate: set[str] = set()
         for name in names:
             entry = self._by_name.get(name)
             if entry is None:
@@ -176,10 +176,10 @@ class TopicCache:
                 missing.add(name)
                 continue
             if expires <= now:
-                stale.add(name)  # known: answered now, refreshed in the background
+                revalidate.add(name)  # known: answered now, refreshed in the background
             result[name] = topic
-        if stale:
-            self._refresh_in_background(stale)
+        if revalidate:
+            self._refresh_in_background(revalidate)
         if missing:
             known = all((e := self._by_name.get(n)) is not None and e[1] for n in missing)
             try:
