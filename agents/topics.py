@@ -1,13 +1,20 @@
 """A short-lived local copy of the cluster's topic metadata (name ↔ id ↔ partition count).
 
 Produce and Fetch need it on every request, so it must be a dictionary lookup, not an
-HTTP call. Entries live `ttl_s` seconds; a miss (unknown name or id, or a partition past
-the cached count) asks the control plane once, and concurrent misses share that call.
-Admin handlers invalidate what they change so this agent sees its own changes at once;
-changes made through other agents show up within the TTL. While the control plane is
-unreachable, expired entries still answer (`last_known`, and lookups that fail). With
-Ripcord (`keep_through_outage()` true) a lookup does not even ask while the link is down:
-what this agent knew answers at once, and a topic it never knew gets a retriable error.
+HTTP call. Entries live `ttl_s` seconds. A topic this agent knows is answered from memory
+even once its entry expired — stale-while-revalidate: one refresh runs in the background
+(coalesced: at most one at a time, the names of every stale lookup meanwhile go into the
+next; each bounded by `LIST_TIMEOUT_S`), whatever the state of the control-plane link, so
+no lookup of a known topic waits for the control plane. A stale entry serves at most
+`MAX_STALE_S` past its expiry (then the lookup waits, as for a miss). A miss (an unknown
+name or id, a topic known not to exist whose negative entry expired, or a partition past
+the cached count) asks the control plane, and concurrent misses share that call. Admin
+handlers invalidate what they change so this agent sees its own changes at once; changes
+made through other agents (a deleted topic, new configs) show up once a refresh answered,
+i.e. within the TTL plus one refresh. While the control plane is unreachable, expired
+entries still answer (`last_known`, and lookups that fail). With Ripcord
+(`keep_through_outage()` true) a lookup does not even ask while the link is down: what this
+agent knew answers at once, and a topic it never knew gets a retriable error.
 """
 
 from __future__ import annotations
@@ -28,6 +35,15 @@ LIST_TIMEOUT_S = 5.0
 # With Ripcord, how often a lookup waiting on the control plane looks whether the link
 # went down (then what the agent knew answers at once).
 LINK_CHECK_S = 0.05
+# How long past its expiry a topic this agent knew is still answered from memory while
+# the background refresh has not answered (the control plane away, or slow): then the
+# lookup waits for the control plane like a miss (and, that failing, answers what the
+# agent last knew as before). Five minutes: as long as Ripcord keeps group leases through
+# an outage, and short enough that a deletion is never ignored for long.
+MAX_STALE_S = 300.0
+# After a background refresh failed, the next one starts no sooner than this: a stale
+# lookup per Produce must not become a topics/list per Produce to a struggling server.
+REFRESH_RETRY_S = 1.0
 # Kafka's default max.message.bytes (1 MiB + the 12-byte log overhead).
 DEFAULT_MAX_MESSAGE_BYTES = 1048588
 
@@ -81,6 +97,12 @@ class TopicCache:
         self._by_name: dict[str, tuple[float, TopicInfo | None]] = {}
         self._by_id: dict[uuid.UUID, tuple[float, TopicInfo]] = {}
         self._inflight: dict[frozenset[str] | None, asyncio.Future[None]] = {}
+        # Stale-while-revalidate: the names (or the whole list: `_refresh_all`) to refresh
+        # next, the one background refresh running, and when the last one failed.
+        self._refresh_names: set[str] = set()
+        self._refresh_all = False
+        self._refresh_task: asyncio.Task[None] | None = None
+        self._refresh_failed_at = -REFRESH_RETRY_S
         # Set by the runtime: whether Ripcord is on (then a down link is not even asked).
         self.keep_through_outage: Callable[[], bool] = lambda: False
 
@@ -136,12 +158,16 @@ class TopicCache:
         now = time.monotonic()
         result: dict[str, TopicInfo | None] = {}
         missing: set[str] = set()
+        revalidate: set[str] = set()
         for name in names:
             entry = self._by_name.get(name)
-            if entry is None or entry[0] <= now:
+            if entry is None:
                 missing.add(name)
                 continue
-            topic = entry[1]
+            expires, topic = entry
+            if expires <= now and (topic is None or now - expires >= MAX_STALE_S):
+                missing.add(name)  # unknown (or known not to exist), or too stale
+                continue
             if (
                 need_partition
                 and topic is not None
@@ -149,7 +175,11 @@ class TopicCache:
             ):
                 missing.add(name)
                 continue
+            if expires <= now:
+                revalidate.add(name)  # known: answered now, refreshed in the background
             result[name] = topic
+        if revalidate:
+            self._refresh_in_background(revalidate)
         if missing:
             known = all((e := self._by_name.get(n)) is not None and e[1] for n in missing)
             try:
@@ -177,7 +207,12 @@ class TopicCache:
         looks topics up by name only)."""
         now = time.monotonic()
         wanted = list(topic_ids)
-        if any((e := self._by_id.get(t)) is None or e[0] <= now for t in wanted):
+        entries = [self._by_id.get(t) for t in wanted]
+        if all(e is not None and now - e[0] < MAX_STALE_S for e in entries) and any(
+            e is not None and e[0] <= now for e in entries
+        ):
+            self._refresh_in_background(None)  # all known: answered now, refreshed behind
+        elif any(e is None or e[0] <= now for e in entries):
             try:
                 await self._load_or_answer(None, known=all(t in self._by_id for t in wanted))
             except ControlPlaneUnavailable:
@@ -197,6 +232,30 @@ class TopicCache:
             return self.last_known_all()
         now = time.monotonic()
         return sorted((t for exp, t in self._by_id.values() if exp > now), key=lambda t: t.name)
+
+    def _refresh_in_background(self, names: set[str] | None) -> None:
+        """Refresh these names (None: the whole list) behind the lookups that answered
+        them stale: coalesced into the one background refresh, never awaited."""
+        if names is None:
+            self._refresh_all = True
+        else:
+            self._refresh_names |= names
+        if self._refresh_task is not None and not self._refresh_task.done():
+            return  # the running refresh takes these next
+        if time.monotonic() - self._refresh_failed_at < REFRESH_RETRY_S:
+            return  # the next stale lookup after the pause starts it
+        self._refresh_task = asyncio.get_running_loop().create_task(self._refresh())
+
+    async def _refresh(self) -> None:
+        while self._refresh_all or self._refresh_names:
+            names = None if self._refresh_all else frozenset(self._refresh_names)
+            self._refresh_all = False
+            self._refresh_names = set()
+            try:
+                await self._load(names, known=True)
+            except Exception:  # noqa: BLE001 - stale answers go on; retried later
+                self._refresh_failed_at = time.monotonic()
+                return
 
     async def _load_or_answer(self, names: frozenset[str] | None, *, known: bool) -> None:
         """`_load` — but with Ripcord on and an answer from what this agent knew, stop

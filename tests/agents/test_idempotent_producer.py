@@ -15,8 +15,6 @@ from tests.agents.faults import FaultyProxy
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka]
 
-TOPIC_CACHE_FRESH_S = 5.0  # agents.topics.TopicCache's default ttl_s
-
 
 def _idempotent_producer(bootstrap: str, errors: list, **config):
     """An idempotent confluent-kafka producer whose client-level errors go to `errors`."""
@@ -34,13 +32,14 @@ def _idempotent_producer(bootstrap: str, errors: list, **config):
 
 
 def test_a_request_that_waits_before_it_is_appended_keeps_its_place(agent, cluster, live_server):
-    """A produce request that waits for its topic (the agent's cache went stale and the
-    by-name lookup is slow) while a later request of the same connection finds the topic
+    """A produce request that waits for its topic (the agent's cache dropped it — this
+    agent changed the topic's configs — and the by-name lookup is slow; an entry that
+    merely expired no longer waits: agents/topics.py answers it stale) while a later request of the same connection finds the topic
     fresh (a full listing came back meanwhile) is still appended first: otherwise the later
     batch is committed first, is refused OUT_OF_ORDER_SEQUENCE_NUMBER, and librdkafka,
     which has just had the earlier one acknowledged, stops for good ("sequence
     desynchronization with broker")."""
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import AdminClient, ConfigResource
 
     slow_names = threading.Event()
 
@@ -56,14 +55,23 @@ def test_a_request_that_waits_before_it_is_appended_keeps_its_place(agent, clust
         errors: list = []
         producer = _idempotent_producer(a.bootstrap, errors, **{"linger.ms": 0})
 
+        delivered_at: dict = {}
+
         def done(err, msg) -> None:
             delivered.append(err or msg.value())
+            delivered_at[msg.value()] = time.monotonic()
 
         producer.produce("in-order", value=b"0", partition=0, on_delivery=done)
         assert producer.flush(30) == 0 and delivered == [b"0"], delivered
-        time.sleep(TOPIC_CACHE_FRESH_S + 0.5)  # the agent's entry for the topic goes stale
+        # This agent changes the topic: it forgets its entry, so the next lookup waits.
+        admin = AdminClient({"bootstrap.servers": a.bootstrap})
+        change = ConfigResource(ConfigResource.Type.TOPIC, "in-order")
+        change.set_config("retention.ms", "86400000")
+        for future in admin.alter_configs([change]).values():
+            future.result(30)
 
         slow_names.set()
+        sent_1 = time.monotonic()
         producer.produce("in-order", value=b"1", partition=0, on_delivery=done)
         producer.poll(0.3)  # sent; the agent is looking its topic up by name (3 s)
         # Another client lists every topic: the agent's cache is fresh again at once.
@@ -75,6 +83,8 @@ def test_a_request_that_waits_before_it_is_appended_keeps_its_place(agent, clust
 
         assert not [e for e in errors if e.fatal()], errors
         assert delivered == [b"0", b"1", b"2"], delivered
+        # The first request did wait for its topic (else this proves nothing).
+        assert delivered_at[b"1"] - sent_1 >= 2.5, delivered_at[b"1"] - sent_1
         got = confluent_consume(a.bootstrap, "in-order", [0], 3)
         assert [m.value() for m in got] == [b"0", b"1", b"2"]
     finally:
