@@ -241,7 +241,10 @@ def test_the_console_shows_groups_listeners_and_a_bootstrap_per_group(client, al
     cid = alice["cluster"].public_id
     page = client.get(f"/clusters/{cid}/agents/").content.decode()
     assert "<th>Group" in page and "<th>Listeners</th>" in page
-    assert "SECURE (SASL_SSL)" in page and '<code title="east.example.com:19093">east.example.com:19093</code>' in page
+    assert (
+        "SECURE (SASL_SSL)" in page
+        and '<code title="east.example.com:19093">east.example.com:19093</code>' in page
+    )
     assert "west" in page and "bobs" not in page and "10.9.9.9" not in page
     detail = client.get(f"/clusters/{cid}/").content.decode()
     assert 'id="bootstraps"' in detail
