@@ -74,6 +74,7 @@ Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Any, Any, Any], Awaitable[None]]
 Answer = tuple[int, endpoint.Answer]  # (HTTP status, JSON object)
 _Result = TypeVar("_Result")
+_Request = TypeVar("_Request")
 
 
 def agent_calls(patterns: Sequence[object]) -> dict[str, endpoint.AgentCall]:
@@ -370,6 +371,25 @@ class AgentApi:
         endpoint.succeeded(name, started)
         return 200, answer
 
+    async def _decoded(
+        self, decode: Callable[[bytes, str], _Request], body: bytes, prefix: str
+    ) -> _Request:
+        """`decode(body, prefix)`, on the loop when the body is small, else on a thread."""
+        if len(body) <= DECODE_ON_LOOP_BYTES:
+            return decode(body, prefix)
+        return await asyncio.get_running_loop().run_in_executor(self._threads, decode, body, prefix)
+
+    async def _prepared(self, cluster_pk: int, file: schemas.CommitRequest) -> store.FileCommit:
+        """One file's commit, its partitions' ids from the cache or the store (a thread)."""
+        ids = store.cached_partition_ids(cluster_pk, file.batches)
+        if ids is None:
+            ids = await asyncio.get_running_loop().run_in_executor(
+                self._threads, _in_thread, store.partition_ids, cluster_pk, file.batches
+            )
+        return store.file_commit_prepare(
+            file_key=file.file_key, size=file.size, batches=file.batches, ids=ids
+        )
+
     async def _commit(self, authorization: str, body: bytes) -> Answer:
         loop = asyncio.get_running_loop()
         cluster = await self._cluster("commit", authorization)
@@ -377,19 +397,8 @@ class AgentApi:
             return cluster
         started = time.perf_counter()
         try:
-            prefix = cluster.public_id + "/"
-            if len(body) <= DECODE_ON_LOOP_BYTES:
-                request = _decode_commit(body, prefix)
-            else:
-                request = await loop.run_in_executor(self._threads, _decode_commit, body, prefix)
-            ids = store.cached_partition_ids(cluster.pk, request.batches)
-            if ids is None:
-                ids = await loop.run_in_executor(
-                    self._threads, _in_thread, store.partition_ids, cluster.pk, request.batches
-                )
-            commit = store.file_commit_prepare(
-                file_key=request.file_key, size=request.size, batches=request.batches, ids=ids
-            )
+            request = await self._decoded(_decode_commit, body, cluster.public_id + "/")
+            commit = await self._prepared(cluster.pk, request)
             row = await self.pipeline.commit(cluster.pk, commit)
             answer = {"batches": store.batch_answers(*row)}
         except Exception as exc:  # noqa: BLE001 - every failure is a short JSON answer
@@ -412,25 +421,8 @@ class AgentApi:
             return cluster
         started = time.perf_counter()
         try:
-            prefix = cluster.public_id + "/"
-            if len(body) <= DECODE_ON_LOOP_BYTES:
-                request = _decode_commit_files(body, prefix)
-            else:
-                request = await loop.run_in_executor(
-                    self._threads, _decode_commit_files, body, prefix
-                )
-            commits = []
-            for file in request.files:
-                ids = store.cached_partition_ids(cluster.pk, file.batches)
-                if ids is None:
-                    ids = await loop.run_in_executor(
-                        self._threads, _in_thread, store.partition_ids, cluster.pk, file.batches
-                    )
-                commits.append(
-                    store.file_commit_prepare(
-                        file_key=file.file_key, size=file.size, batches=file.batches, ids=ids
-                    )
-                )
+            request = await self._decoded(_decode_commit_files, body, cluster.public_id + "/")
+            commits = [await self._prepared(cluster.pk, file) for file in request.files]
             outcomes = await self.pipeline.commit_many(cluster.pk, commits)
             for outcome in outcomes:
                 if isinstance(outcome, Exception) and endpoint.retriable(outcome):
