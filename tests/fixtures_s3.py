@@ -6,13 +6,26 @@ Use it from any test folder's conftest.py:
 
 `moto_s3_url` is session-scoped and yields "s3://<fresh bucket>?endpoint=...&region=us-east-1";
 append "&prefix=<something unique>" to give each test its own corner of the bucket.
+
+`moto_s3_process` runs the same server as a process of its own instead (the fault suite's
+worlds): in the test's process, a server competes for the GIL with everything else the test
+runs there, and its answers wait for it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -46,6 +59,55 @@ def moto_s3_server() -> Iterator[str]:
             yield f"http://{host}:{port}"
         finally:
             server.stop()
+
+
+@dataclass
+class MotoProcess:
+    """moto's server in a process of its own: its endpoint, the process, and its log (a
+    line per request, with the second it was answered)."""
+
+    endpoint: str
+    proc: subprocess.Popen
+    log: Path
+
+
+@contextlib.contextmanager
+def moto_s3_process(log: Path, ready_timeout_s: float = 30) -> Iterator[MotoProcess]:
+    """`python -m moto.server` on a free 127.0.0.1 port with dummy credentials, its output
+    in `log`; yield it once it answers, kill it on the way out."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "AWS_PROFILE"}
+    env.update(_DUMMY_AWS_ENV)
+    command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    with log.open("ab") as out:
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + ready_timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"moto's server exited ({proc.returncode}); see {log}")
+            try:
+                with urllib.request.urlopen(endpoint + "/moto-api/", timeout=2):
+                    break
+            except (urllib.error.URLError, OSError):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"moto's server silent after {ready_timeout_s}s") from None
+                time.sleep(0.1)
+        with pytest.MonkeyPatch.context() as patch:  # boto3 in this process: the same dummies
+            for name, value in _DUMMY_AWS_ENV.items():
+                patch.setenv(name, value)
+            patch.delenv("AWS_PROFILE", raising=False)
+            yield MotoProcess(endpoint, proc, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 def create_bucket(endpoint: str, name: str | None = None) -> str:

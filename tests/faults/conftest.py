@@ -3,24 +3,16 @@ each fault's figures, which the run prints as a table at its end (tests/conftest
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 
 from tests.faults.probe import FAULT_ROW, Outcome
-from tests.faults.world import World
-from tests.fixtures_s3 import create_bucket, moto_s3_server
+from tests.faults.world import world_with_moto
 
 
 @pytest.fixture(scope="session")
 def world():
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's server: a line per call
-    with moto_s3_server() as endpoint:
-        built = World(endpoint, create_bucket(endpoint))
-        try:
-            yield built
-        finally:
-            built.close()
+    with world_with_moto() as built:
+        yield built
 
 
 class _Recorder:

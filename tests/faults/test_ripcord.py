@@ -12,10 +12,12 @@ its own whose two agents run with ``--ripcord``.
 
 Each prints its figures and adds its row to the suite's table, and a timeline of the
 drain after the fault: per second, each agent's commit calls, ms per call, unsequenced
-bytes and entries committed several to a call, and every process's CPU (`Sampler`). Asserted: no produce
-error, none lost (read back once the journals are drained), none twice, the producer's
-order. Printed beside their bounds but not asserted — on a shared 2-core machine they do
-not hold yet: the longest ack, the time until everything is consumable, the group's
+bytes, entries committed several to a call and PUTs with their ms, every process's CPU and
+the requests moto's server answered (`Sampler`). moto runs in a process of its own and the
+agents reach it directly (no S3 proxy: nothing here cuts the bucket's link). Asserted: no
+produce error, none lost (read back once the journals are drained), none twice, the
+producer's order. Printed beside their bounds but not asserted — on a shared 2-core
+machine they do not hold yet: the longest ack, the time until everything is consumable, the group's
 rebalances (the 10 s case is asserted in tests/agents/test_ripcord.py). Minutes long:
 listed in tests/conftest.py's LONGEST_FIRST.
 """
@@ -31,8 +33,7 @@ from collections import Counter
 import pytest
 
 from tests.faults.probe import FAULT_ROW, Outcome, Probe
-from tests.faults.world import World
-from tests.fixtures_s3 import create_bucket, moto_s3_server
+from tests.faults.world import World, world_with_moto
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka]
 
@@ -47,12 +48,8 @@ FROZEN_ACK_BOUND_S = 1.5
 
 @pytest.fixture(scope="module")
 def world():
-    with moto_s3_server() as endpoint:
-        built = World(endpoint, create_bucket(endpoint), agent_flags=("--ripcord",))
-        try:
-            yield built
-        finally:
-            built.close()
+    with world_with_moto(agent_flags=("--ripcord",), s3_proxy=False) as built:
+        yield built
 
 
 def _create_topic(world: World, topic: str) -> None:
@@ -116,15 +113,18 @@ def _drained(world: World, timeout_s: float = 180) -> float | None:
 class Sampler:
     """Where the drain's time goes: every second, each agent's commit calls (count and
     summed seconds, from its /metrics) and unsequenced bytes, and the CPU each process of
-    the world used (agents, web server, PostgreSQL with its backends, this test process:
-    the probe, the group and both proxies)."""
+    the world used (agents, web server, PostgreSQL with its backends, moto's server, this
+    test process: the probe, the group and the control plane's proxy), and the requests
+    moto answered."""
 
     def __init__(self, world: World) -> None:
         import psutil
 
         self.world = world
-        self.rows: list[tuple[float, list[tuple[float, ...]], dict[str, float]]] = []
+        self.rows: list[tuple[float, list[tuple[float, ...]], dict[str, float], Counter]] = []
         self._psutil = psutil
+        self._moto_log_at = 0
+        self._moto_calls: Counter = Counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -137,10 +137,24 @@ class Sampler:
         if self.world.web.proc is not None and self.world.web.proc.poll() is None:
             web = psutil.Process(self.world.web.proc.pid)
             found["web"] = [web, *web.children(recursive=True)]
+        if self.world.s3_process is not None:
+            found["moto"] = [psutil.Process(self.world.s3_process.proc.pid)]
         pg = [p for p in psutil.process_iter(["name", "cmdline"]) if p.info["name"] == "postgres"]
         found["pg"] = [p for p in pg if str(self.world.pg.port) in " ".join(p.cmdline() or [])]
         found["pg"] += [c for p in found["pg"] for c in p.children()]
         return found
+
+    def _calls_answered(self) -> Counter:
+        """Requests moto's server has answered so far, by method (a log line each)."""
+        if self.world.s3_process is not None:
+            with self.world.s3_process.log.open("rb") as log:
+                log.seek(self._moto_log_at)
+                text = log.read()
+            complete = text.rfind(b"\n") + 1
+            self._moto_log_at += complete
+            for method in re.findall(rb'\] "([A-Z]+) ', text[:complete]):
+                self._moto_calls[method.decode()] += 1
+        return Counter(self._moto_calls)
 
     def _cpu(self) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -168,16 +182,19 @@ class Sampler:
                             _metric_in(text, "floe_journal_unsequenced_bytes"),
                             _metric_in(text, "floe_journal_entries_committed_together_total"),
                             _metric_in(text, "floe_journal_recovered_entries_total"),
+                            _metric_in(text, "floe_segment_put_seconds_count", 'outcome="ok"'),
+                            _metric_in(text, "floe_segment_put_seconds_sum", 'outcome="ok"'),
                         )
                     )
-                self.rows.append((time.monotonic(), agents, self._cpu()))
+                self.rows.append((time.monotonic(), agents, self._cpu(), self._calls_answered()))
             except Exception:  # a process stopping between two looks: skip the second
                 continue
 
     def timeline(self, since: float, until: float) -> str:
         """Per second from `since`: each agent's commit calls/s and ms per call, its
         backlog (KiB), journal entries/s committed several to a call, entries of another
-        agent's journal it committed; each process's CPU (% of one core)."""
+        agent's journal it committed, its PUTs/s and ms per PUT (as the agent timed them);
+        each process's CPU (% of one core); the requests/s moto's server answered, by method."""
         self._stop.set()
         self._thread.join(5)
         lines = []
@@ -191,11 +208,20 @@ class Sampler:
                 parts.append(
                     f"a{n} {calls / span:4.0f}/s {per:5.0f}ms {a[2] / 1024:7.0f}KiB"
                     f" {(a[3] - b[3]) / span:4.0f}+/s {a[4] - b[4]:3.0f}rec"
+                    f" put {(a[5] - b[5]) / span:3.0f}/s {_ms_per(a[6] - b[6], a[5] - b[5]):5.0f}ms"
                 )
             cpu = {k: (after[2].get(k, 0) - before[2].get(k, 0)) / span * 100 for k in after[2]}
             parts.append(" ".join(f"{k} {v:3.0f}%" for k, v in sorted(cpu.items())))
+            calls = after[3] - before[3]
+            parts.append(
+                "moto " + " ".join(f"{k} {n / span:3.0f}/s" for k, n in sorted(calls.items()))
+            )
             lines.append(" | ".join(parts))
         return "\n".join(lines)
+
+
+def _ms_per(seconds: float, calls: float) -> float:
+    return seconds / calls * 1000 if calls else 0.0
 
 
 def _metrics_text(agent) -> str:

@@ -33,8 +33,7 @@ from tests.faults.test_ripcord import (
     _p99,
     _record,
 )
-from tests.faults.world import World
-from tests.fixtures_s3 import create_bucket, moto_s3_server
+from tests.faults.world import World, world_with_moto
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka]
 
@@ -47,12 +46,8 @@ VICTIM, SURVIVOR = 1, 0
 
 @pytest.fixture(scope="module")
 def world():
-    with moto_s3_server() as endpoint:
-        built = World(endpoint, create_bucket(endpoint), agent_flags=("--ripcord",))
-        try:
-            yield built
-        finally:
-            built.close()
+    with world_with_moto(agent_flags=("--ripcord",)) as built:
+        yield built
 
 
 def _journal_entries(world: World, agent) -> list[str]:

@@ -2,13 +2,15 @@
 
 A PostgreSQL of its own (initdb'd from the `pgserver` package's binaries into a temporary
 folder, on its own port — never the machine's PostgreSQL, which others use), the control
-plane's web server under uvicorn, moto's S3 server behind a `TcpProxy`, and two agents
+plane's web server under uvicorn, moto's S3 server (a process of its own,
+tests/fixtures_s3.py's `moto_s3_process`) behind a `TcpProxy`, and two agents
 whose control-plane connections go through another `TcpProxy`. Agents and the web server
 keep their ports across restarts, so clients bootstrapped to them find them again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -18,11 +20,13 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from controlplane import webserver
 from tests.agents.conftest import AgentProcess, agent_command
 from tests.agents.faults import TcpProxy
+from tests.fixtures_s3 import MotoProcess, create_bucket, moto_s3_process
 
 REPO = Path(__file__).resolve().parents[2]
 PG_USER = "pgserver"  # initdb refuses root: the user pgserver's package runs it as
@@ -192,10 +196,22 @@ def prepare_database(env: dict[str, str], *, make_cluster: bool = True) -> tuple
 
 class World:
     """Everything the fault suite runs: see the module docstring. `agent_flags` go on
-    every agent's command line (e.g. ``--ripcord``)."""
+    every agent's command line (e.g. ``--ripcord``); `s3_process` is moto's server, when
+    the caller started it as a process (its CPU and requests go into the figures);
+    `s3_proxy=False` lets the agents reach it directly (a world that never cuts or tears
+    the bucket's link, whose proxy would be one more thread of the test's busy process)."""
 
-    def __init__(self, s3_endpoint: str, bucket: str, *, agent_flags: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        s3_endpoint: str,
+        bucket: str,
+        *,
+        agent_flags: tuple[str, ...] = (),
+        s3_process: MotoProcess | None = None,
+        s3_proxy: bool = True,
+    ) -> None:
         self.agent_flags = list(agent_flags)
+        self.s3_process = s3_process
         self.folder = Path(tempfile.mkdtemp(prefix="floe-faults-"))
         os.chmod(self.folder, 0o755)
         self.pg = LocalPostgres(self.folder / "pg")
@@ -216,10 +232,10 @@ class World:
         self.web.start()
         self.cp_proxy = TcpProxy(self.web.port)
         s3_port = int(s3_endpoint.rsplit(":", 1)[1])
-        self.s3_proxy = TcpProxy(s3_port)
-        self.bucket_url = (
-            f"s3://{bucket}?endpoint=http://127.0.0.1:{self.s3_proxy.port}&region=us-east-1"
-        )
+        self.s3_proxy = TcpProxy(s3_port) if s3_proxy else None
+        if self.s3_proxy is not None:
+            s3_port = self.s3_proxy.port
+        self.bucket_url = f"s3://{bucket}?endpoint=http://127.0.0.1:{s3_port}&region=us-east-1"
         self.agents: list[AgentProcess] = []
         self._agent_ports: list[tuple[int, int]] = []
         for n in range(2):
@@ -297,6 +313,28 @@ class World:
             agent.kill()
         self.web.kill()
         self.cp_proxy.close()
-        self.s3_proxy.close()
+        if self.s3_proxy is not None:
+            self.s3_proxy.close()
         self.pg.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def world_with_moto(*, agent_flags: tuple[str, ...] = (), s3_proxy: bool = True) -> Iterator[World]:
+    """A `World` on a fresh bucket of a moto server in a process of its own, all stopped on
+    the way out."""
+    folder = Path(tempfile.mkdtemp(prefix="floe-moto-"))
+    try:
+        with moto_s3_process(folder / "moto.log") as moto:
+            built = World(
+                moto.endpoint,
+                create_bucket(moto.endpoint),
+                agent_flags=agent_flags,
+                s3_process=moto,
+            )
+            try:
+                yield built
+            finally:
+                built.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
