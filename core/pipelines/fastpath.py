@@ -190,6 +190,10 @@ class _Parser:
         tok = self.peek(n)
         return tok.text if tok else ""
 
+    def kind(self, n: int = 0) -> str:
+        tok = self.peek(n)
+        return tok.kind if tok else ""
+
     def take(self, text: str) -> None:
         if self.text() != text:
             raise Unsupported(text)
@@ -259,7 +263,7 @@ class _Parser:
             if self.op("==", "!=", "<=", ">=", "<", ">"):
                 raise Unsupported("chained relation")
             return _compare(op, left, right)
-        if self.text() == "in" and self.peek() and self.peek().kind == "ident":  # type: ignore[union-attr]
+        if self.text() == "in" and self.kind() == "ident":
             self.at += 1
             return _membership(left, self.additive())
         return left
@@ -392,7 +396,7 @@ class _Parser:
 
     def member(self, getter: Getter) -> Getter:
         while True:
-            if self.text() == "." and self.peek(1) and self.peek(1).kind == "ident":  # type: ignore[union-attr]
+            if self.text() == "." and self.kind(1) == "ident":
                 name = self.text(1)
                 if self.text(2) == "(":
                     self.at += 3
@@ -415,7 +419,7 @@ class _Parser:
         """``has(x.a.b)``: x.a must be a map (else CEL decides); is b among its keys?"""
         getter = self.primary()
         names = []
-        while self.text() == "." and self.peek(1) and self.peek(1).kind == "ident":  # type: ignore[union-attr]
+        while self.text() == "." and self.kind(1) == "ident":
             names.append(self.text(1))
             self.at += 2
         if not names:
