@@ -349,7 +349,7 @@ def parse_config(text: str) -> PipelineSpec:
         raise ConfigError([ConfigProblem(1, 1, "", "the configuration is empty")])
     root = _compose(text, problems)
     if root is None:
-        raise ConfigError(problems)
+        raise ConfigError(problems or [ConfigProblem(1, 1, "", "the configuration is empty")])
     reader = _Reader(problems)
     reader.visit(root, "", 0)
     top = reader.mapping(root, "", _TOP, "the configuration")
