@@ -133,6 +133,21 @@ def test_a_json_configuration_has_its_problems_at_their_line_and_column():
     assert message.startswith("CEL: Syntax error")
 
 
+def test_an_expression_in_a_block_scalar_has_its_problem_at_its_own_line():
+    text = (
+        "input: {kafka: {topics: [in]}}\n"
+        "processors:\n"
+        "  - filter: |\n"
+        "      value.a > 1 &&\n"
+        "        value.b > ) 2\n"
+        "outputs: {default: {kafka: {topic: o}}}\n"
+    )
+    [(line, column, path, message)] = problems(text)
+    assert (line, column, path) == (5, 19, "processors[0].filter")  # the ")"
+    [(line, column, _, _)] = problems(text.replace(" ) 2", ""))
+    assert (line, column) == (5, 18)  # just after the last character, not the next line
+
+
 def test_json_syntax_errors_are_json_s():
     assert problems('{"input": {"kafka": {"topics": ["a"]}},\n "outputs": }') == [
         (2, 13, "", "JSON: Expecting value")
