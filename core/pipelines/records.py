@@ -51,6 +51,9 @@ class RecordError(Exception):
     def __hash__(self) -> int:
         return hash((self.message, self.processor))
 
+    def __reduce__(self) -> tuple[type[RecordError], tuple[str, int]]:
+        return (RecordError, (self.message, self.processor))  # pickles whole
+
     def __repr__(self) -> str:
         return f"RecordError({self.message!r}, processor={self.processor})"
 

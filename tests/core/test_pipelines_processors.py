@@ -329,3 +329,11 @@ def test_any_record_through_any_processors_gives_emits_or_its_error(steps, value
             assert emit.output in ("default", "eu")
             assert emit.value is None or type(emit.value) is bytes
             assert emit.key is None or type(emit.key) is bytes
+
+
+def test_a_record_s_error_survives_pickling():
+    import pickle
+
+    err = RecordError("processors[1] (filter): no such key: amount", 1)
+    back = pickle.loads(pickle.dumps(err))
+    assert (back.message, back.processor) == (err.message, err.processor)
