@@ -12,7 +12,8 @@ its own whose two agents run with ``--ripcord``.
 
 Each prints its figures and adds its row to the suite's table, and a timeline of the
 drain after the fault: per second, each agent's commit calls, ms per call, unsequenced
-bytes, entries committed several to a call and PUTs with their ms, every process's CPU and
+bytes, entries committed several to a call, PUTs with their ms (and the ms each waited
+for a thread), GETs, cache misses and chunks from the other agent, every process's CPU and
 the requests moto's server answered (`Sampler`). moto runs in a process of its own and the
 agents reach it directly (no S3 proxy: nothing here cuts the bucket's link). Asserted: no
 produce error, none lost (read back once the journals are drained), none twice, the
@@ -152,7 +153,8 @@ class Sampler:
                 text = log.read()
             complete = text.rfind(b"\n") + 1
             self._moto_log_at += complete
-            for method in re.findall(rb'\] "([A-Z]+) ', text[:complete]):
+            # werkzeug colours the lines of answers other than 200 (a ranged GET's 206 too).
+            for method in re.findall(rb'\] "(?:\x1b\[[0-9;]*m)*([A-Z]+) ', text[:complete]):
                 self._moto_calls[method.decode()] += 1
         return Counter(self._moto_calls)
 
@@ -184,6 +186,11 @@ class Sampler:
                             _metric_in(text, "floe_journal_recovered_entries_total"),
                             _metric_in(text, "floe_segment_put_seconds_count", 'outcome="ok"'),
                             _metric_in(text, "floe_segment_put_seconds_sum", 'outcome="ok"'),
+                            _metric_in(text, "floe_object_store_get_requests_total"),
+                            _metric_in(text, "floe_cache_requests_total", 'result="miss"'),
+                            _metric_in(text, "floe_peer_fetched_bytes_total"),
+                            _metric_in(text, "floe_io_thread_wait_seconds_sum", 'pool="put"'),
+                            _metric_in(text, "floe_io_thread_wait_seconds_count", 'pool="put"'),
                         )
                     )
                 self.rows.append((time.monotonic(), agents, self._cpu(), self._calls_answered()))
@@ -193,8 +200,9 @@ class Sampler:
     def timeline(self, since: float, until: float) -> str:
         """Per second from `since`: each agent's commit calls/s and ms per call, its
         backlog (KiB), journal entries/s committed several to a call, entries of another
-        agent's journal it committed, its PUTs/s and ms per PUT (as the agent timed them);
-        each process's CPU (% of one core); the requests/s moto's server answered, by method."""
+        agent's journal it committed, its PUTs/s and ms per PUT (as the agent timed them)
+        with the ms each waited for a thread of its pool before; its GETs/s of the bucket,
+        chunk-cache misses/s and KiB/s of chunks from the other agent; each process's CPU (% of one core); the requests/s moto's server answered, by method."""
         self._stop.set()
         self._thread.join(5)
         lines = []
@@ -209,6 +217,9 @@ class Sampler:
                     f"a{n} {calls / span:4.0f}/s {per:5.0f}ms {a[2] / 1024:7.0f}KiB"
                     f" {(a[3] - b[3]) / span:4.0f}+/s {a[4] - b[4]:3.0f}rec"
                     f" put {(a[5] - b[5]) / span:3.0f}/s {_ms_per(a[6] - b[6], a[5] - b[5]):5.0f}ms"
+                    f" +{_ms_per(a[10] - b[10], a[11] - b[11]):4.0f}ms thread"
+                    f" get {(a[7] - b[7]) / span:3.0f}/s miss {(a[8] - b[8]) / span:3.0f}/s"
+                    f" peer {(a[9] - b[9]) / span / 1024:5.0f}KiB/s"
                 )
             cpu = {k: (after[2].get(k, 0) - before[2].get(k, 0)) / span * 100 for k in after[2]}
             parts.append(" ".join(f"{k} {v:3.0f}%" for k, v in sorted(cpu.items())))
@@ -412,7 +423,7 @@ def test_the_control_plane_stopped_60s(world, request):
     finally:
         members.close()
     drained_s = _drained(world)
-    print("after the return:\n" + sampler.timeline(back - 2, time.monotonic()))
+    print("after the return:\n" + sampler.timeline(back - 10, time.monotonic()))
     outcome = probe.outcome("ripcord: control plane stopped 60s")
     longest, longest_at = _longest(probe, stopped)
     figures = (
