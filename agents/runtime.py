@@ -16,7 +16,6 @@ import signal
 import socket
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agents import AGENT_VERSION, record_browser
@@ -35,6 +34,7 @@ from agents.dispatch import REQUESTS_TOTAL, Dispatcher
 from agents.groups.coordinator import GroupCoordinator
 from agents.groups.ring import AdvertisedListener, Peer, node_id_for
 from agents.http_server import build_app, start_http_on
+from agents.io_pools import IoPools
 from agents.job_runner import JobRunner
 from agents.journal_recovery import JournalKeeper
 from agents.metrics import Counter, Gauge, Histogram
@@ -49,6 +49,7 @@ from agents.schema_registry.server import build_app as build_registry_app
 from agents.schema_registry.validation import SchemaValidator
 from agents.security.session import Security
 from agents.security.tls import TlsConfigError
+from agents.segment_upload import PUTS_IN_FLIGHT
 from agents.server import KafkaServer
 from agents.tail_feed import FedCommitWatch, TailFeed
 from agents.topics import TopicCache
@@ -108,7 +109,9 @@ class AgentRuntime:
     def __init__(self, config: AgentConfig) -> None:
         self.config = config
         self.client = ControlPlaneClient(config.control_plane_url, config.agent_key)
-        self.executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="floe-io")
+        # Blocking I/O by kind: the write path's PUTs never wait behind the read path's
+        # GETs (agents/io_pools.py).
+        self.pools = IoPools(put_threads=PUTS_IN_FLIGHT)
         self.registered = False
         self.ctx: AgentContext | None = None
         self._stop = asyncio.Event()
@@ -354,7 +357,7 @@ class AgentRuntime:
                 ring=ChunkRing(config.agent_id),
                 peers=self.peers if config.zone_cache else None,
                 zone_peers=self._zone_cache_peers,
-                executor=self.executor,
+                executor=self.pools.read,
                 peer_timeout_s=config.peer_timeout_ms / 1000,
             )
             writer = SegmentWriter(
@@ -364,8 +367,8 @@ class AgentRuntime:
                 agent_id=config.agent_id,
                 max_bytes=config.batch_max_bytes,
                 max_age_ms=config.batch_timeout_ms,
-                executor=self.executor,
-                on_committed=cache.insert_file,
+                executor=self.pools.put,
+                on_written=cache.insert_file,
                 watch=watch,
                 offsets=offsets,
                 # Ripcord (the agent's flag or the cluster's setting, as last learned):
@@ -382,7 +385,7 @@ class AgentRuntime:
                 live_agents=lambda: {
                     str(a.get("agent_id")) for a in (self.ctx.live_agents if self.ctx else [])
                 },
-                executor=self.executor,
+                executor=self.pools.io,
                 journaling=lambda: writer.journal_started,
                 on_gap=writer.hold_after_gap,
             )
@@ -418,7 +421,7 @@ class AgentRuntime:
                 self.client,
                 store,
                 cluster_id=cluster_id,
-                executor=self.executor,
+                executor=self.pools.io,
                 id_ttl_s=config.schema_cache_s,
             )
             ctx.schema_validator = SchemaValidator(registry)
@@ -556,7 +559,7 @@ class AgentRuntime:
             if self.peers is not None:
                 await self.peers.close()
             await self.client.close()
-            self.executor.shutdown(wait=False, cancel_futures=True)
+            self.pools.shutdown()
 
 
 def serves_clients(agent: dict[str, Any]) -> bool:

@@ -3,7 +3,10 @@
 The agents of a zone share out the (file, chunk) keys by rendezvous hashing
 (`agents.groups.ring.rendezvous_weight`, the one consistent-hashing approach): membership
 is the control plane's live-agent list for this zone, less the agents this one has found
-unreachable. The owner of a chunk loads it from the
+unreachable. A journal entry's chunks (lightning topics, Ripcord) are owned by the agent
+that wrote it while it is a member: the writer keeps every file it writes in its cache
+from its PUT on, so the records journaled during a control-plane outage, read all at
+once when it returns, come from its memory instead of the bucket. The owner of a chunk loads it from the
 bucket with one ranged GET and keeps it; every other agent of the zone asks the owner
 over the peer channel and keeps a small local copy. Concurrent misses share one load
 on each agent (single-flight), so one chunk costs one GET per zone however many
@@ -26,6 +29,7 @@ from agents.chunk_cache import ChunkCache, ChunkKey
 from agents.groups.ring import Peer, rendezvous_weight
 from agents.peers.client import PeerClient, PeerError
 from agents.read_stats import CACHE_REQUESTS, PEER_FAILURES, PEER_FETCHED_BYTES, PEER_SERVED_BYTES
+from core.journal_keys import parse_entry_key
 from core.storage import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -55,6 +59,11 @@ class ChunkRing:
         """The owning peer, or None when this agent owns the chunk."""
         if len(self._members) <= 1:
             return None
+        journal = parse_entry_key(key)
+        if journal is not None and journal[0].agent_id in self._members:
+            # A journal entry's writer owns it: it put the file in its cache at its PUT.
+            writer = journal[0].agent_id
+            return None if writer == self.me else self._peers.get(writer)
         chunk = f"{key}#{index}"
         agent_id = max(self._members, key=lambda member: rendezvous_weight(chunk, member))
         return None if agent_id == self.me else self._peers.get(agent_id)

@@ -219,6 +219,19 @@ def test_the_chunk_ring_spreads_chunks_and_moves_few_when_an_agent_leaves():
     assert alone.owner("k", 1) is None
 
 
+def test_a_journal_entrys_writer_owns_its_chunks_while_it_is_in_the_ring():
+    me, others = "agt-0", [peer(f"agt-{i}", "a") for i in range(1, 4)]
+    ring = ChunkRing(me)
+    ring.update(others)
+    theirs = "vci_x/journal/agt-2/boot1/000000000007.seg"
+    mine = "vci_x/journal/agt-0/boot1/000000000007.seg"
+    assert {ring.owner(theirs, i).agent_id for i in range(50)} == {"agt-2"}
+    assert {ring.owner(mine, i) for i in range(50)} == {None}
+    ring.update(others[:1])  # the writer is gone: rendezvous over who is left
+    owners = {o.agent_id if o else me for o in (ring.owner(theirs, i) for i in range(50))}
+    assert owners == {"agt-0", "agt-1"}
+
+
 def test_a_peer_signature_is_bound_to_the_secret_path_body_and_time(monkeypatch):
     header = auth.sign("s3cret", "agt-1", "POST", "/peer/v1/relay", b"body")
     assert auth.verify("s3cret", header, "POST", "/peer/v1/relay", b"body") == "agt-1"
