@@ -365,7 +365,7 @@ class AgentRuntime:
                 max_bytes=config.batch_max_bytes,
                 max_age_ms=config.batch_timeout_ms,
                 executor=self.executor,
-                on_committed=cache.insert_file,
+                on_written=cache.insert_file,
                 watch=watch,
                 offsets=offsets,
                 # Ripcord (the agent's flag or the cluster's setting, as last learned):

@@ -452,7 +452,7 @@ class SegmentWriter:
         max_bytes: int,
         max_age_ms: int,
         executor: Executor | None = None,
-        on_committed: Callable[[str, bytes], None] | None = None,
+        on_written: Callable[[str, bytes], None] | None = None,
         watch: CommitWatch | None = None,
         offsets: PartitionOffsets | None = None,
         max_inflight_bytes: int | None = None,
@@ -499,7 +499,7 @@ class SegmentWriter:
         self.max_bytes = max_bytes
         self.max_age_ms = max_age_ms
         self._executor = executor
-        self._on_committed = on_committed
+        self._on_written = on_written
         self.watch = watch or CommitWatch()
         self.offsets = offsets
         self._open: _Segment | None = None
@@ -716,6 +716,14 @@ class SegmentWriter:
             except Exception as exc:
                 log.error("segment %s: PUT failed, failing its requests: %s", key, exc)
                 error_code, outcome = KAFKA_STORAGE_ERROR, "put_failed"
+            else:
+                # The file is in the store and never changes: cached now, before its
+                # commit, since the tail feed may bring its runs (and wake every tailing
+                # Fetch) before the commit's answer is back here — had they all found it
+                # missing, each would have read it and built its own answer at once. A
+                # file whose commit fails is never planned; its chunks just age out.
+                if self._on_written is not None:
+                    self._on_written(key, written.data)
             if segment.journal and written is not None:
                 segment.written = written
                 self._journaled_now(segment, size)
@@ -761,8 +769,6 @@ class SegmentWriter:
                     if not result["error_code"] and not result.get("duplicate")
                 )
             )
-            if self._on_committed is not None:
-                self._on_committed(key, written.data)
             self.watch.notify(segment.touched)
             if self.offsets is not None:
                 for entry, result in zip(written.commit_batches, results, strict=True):
