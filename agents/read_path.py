@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 # re-plans this often; with it, every commit is (the longer bound is only a safety net).
 REPLAN_INTERVAL_S = 0.1
 FED_REPLAN_INTERVAL_S = 1.0
+# How long a Fetch waits for an identical one's answer being built (shared_answers)
+# before it builds its own: a build is one plan, reads and an encode.
+_BUILD_WAIT_S = 5.0
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 _LEADER_EPOCH = 0  # Floe has no leader changes; Metadata says epoch 0 too
 _MARKER_KEY = struct.Struct(">hh")  # version, type
@@ -82,6 +85,7 @@ class Wanted:
         "answer",
         "sent_bytes",
         "sent_records",
+        "sent_end",
         "read_short",
     )
 
@@ -94,6 +98,7 @@ class Wanted:
         # What the last assembly put in the answer: record batch bytes and records, and
         # whether a run it read failed part-way (what came before the fault is sent).
         self.sent_bytes = self.sent_records = 0
+        self.sent_end = self.offset  # the offset after the last record put in the answer
         self.read_short = False
 
 
@@ -104,17 +109,18 @@ async def fill(
     client_zone: str | None = None,
     *,
     consumed: bool = True,
-    share: tuple[Hashable, Callable[[], bytes]] | None = None,
+    share: tuple[tuple[Hashable, Hashable], Callable[[], bytes]] | None = None,
 ) -> bytes | None:
     """Fill the answers of `wanted` from fetch plans, long-polling as the Fetch `body`
     asks (`max_wait_ms`, `min_bytes`), within its `max_bytes`. The bytes sent are
     counted by `client_zone`, the zone the client named (None: none), and, when
     `consumed` (a consumer's Fetch, not the console's browser), by topic (throughput out).
 
-    `share`: the request's key and how to encode its answer once `wanted` is filled
-    (``shared_answers``). An identical Fetch's answer at the same tail is then taken as
-    is, and an answer planned from the tail index is encoded and kept for the next ones;
-    either way the encoded body is returned (else None: the answers are in `wanted`)."""
+    `share`: the request's keys (as sent, and sorted) and how to encode its answer once
+    `wanted` is filled (``shared_answers``). An identical Fetch's answer at the same tail
+    is then taken as is (or, while one is being built, waited for once), and an answer
+    planned from the tail index is encoded and kept for the next ones; either way the
+    encoded body is returned (else None: the answers are in `wanted`)."""
     max_bytes = body.get("max_bytes", 0x7FFFFFFF)
     min_bytes = body.get("min_bytes", 1)
     deadline = time.monotonic() + max(body.get("max_wait_ms", 0), 0) / 1000
@@ -132,12 +138,14 @@ async def fill(
         "isolation_level": 1 if body.get("isolation_level") == 1 else 0,
     }
     keys = [(w.info.topic_id_str, w.partition) for w in wanted]
+    read_committed = plan_request["isolation_level"] == 1
     tail = ctx.tail
-    woken = False
+    woken = waited = False
     while True:
         seen = ctx.watch.snapshot(keys)
         planned = None
         states = None  # the tail index's state the plan came from (a shareable answer)
+        building = None  # this Fetch builds the answer identical ones wait for
         if tail is not None:
             if share is not None and (hit := tail.shared_answer(share[0])) is not None:
                 PLANS.inc(1, "tail_index")
@@ -145,11 +153,19 @@ async def fill(
                     _WAKES.inc(1, "records")
                 _count_sent(ctx, hit.total, hit.consumed, client_zone, consumed)
                 return hit.body
+            if share is not None and not waited and tail.live:
+                pending = tail.shared.pending(share[0])
+                if pending is not None:  # an identical Fetch is building it: take its answer
+                    waited = True
+                    await asyncio.wait([pending], timeout=_BUILD_WAIT_S)
+                    continue
             planned = tail.plan(
                 plan_request["partitions"], max_bytes, plan_request["isolation_level"]
             )
             if planned is not None and share is not None:
                 states = shared_answers.snapshot(tail.index, keys)
+                if states is not None:
+                    building = tail.shared.building(share[0])
         from_tail = planned is not None
         if planned is not None:
             PLANS.inc(1, "tail_index")
@@ -165,29 +181,42 @@ async def fill(
                 return None
             finally:
                 _PLAN_SECONDS.observe(time.perf_counter() - started)
-        total, errors = await _assemble(
-            ctx, wanted, planned, max_bytes, plan_request["isolation_level"] == 1, shared=from_tail
-        )
-        if woken:
-            _WAKES.inc(1, "records" if total else "empty")
-        remaining = deadline - time.monotonic()
-        if total >= min_bytes or errors or remaining <= 0:
-            sent = tuple(
-                (w.info.topic_id_str, w.sent_bytes, w.sent_records) for w in wanted if w.sent_bytes
+        try:
+            total, errors = await _assemble(
+                ctx,
+                wanted,
+                planned,
+                max_bytes,
+                plan_request["isolation_level"] == 1,
+                shared=from_tail,
             )
-            _count_sent(ctx, total, sent, client_zone, consumed)
-            if (
-                share is not None
-                and tail is not None
-                and states is not None
-                and total >= max(min_bytes, 1)
-                and not errors
-                and not any(w.read_short for w in wanted)
-            ):
-                encoded = share[1]()
-                tail.shared.put(share[0], shared_answers.Answer(encoded, states, sent, total))
-                return encoded
-            return None
+            if woken:
+                _WAKES.inc(1, "records" if total else "empty")
+            remaining = deadline - time.monotonic()
+            if total >= min_bytes or errors or remaining <= 0:
+                sent = tuple(
+                    (w.info.topic_id_str, w.sent_bytes, w.sent_records)
+                    for w in wanted
+                    if w.sent_bytes
+                )
+                _count_sent(ctx, total, sent, client_zone, consumed)
+                if (
+                    share is not None
+                    and tail is not None
+                    and states is not None
+                    and total >= max(min_bytes, 1)
+                    and not errors
+                    and not any(w.read_short for w in wanted)
+                ):
+                    encoded = share[1]()
+                    # Whole to every partition's end: the same in any order (sorted key).
+                    key = share[0][1] if _whole(wanted, read_committed) else share[0][0]
+                    tail.shared.put(key, shared_answers.Answer(encoded, states, sent, total))
+                    return encoded
+                return None
+        finally:
+            if building is not None and tail is not None and share is not None:
+                tail.shared.built(share[0], building)
         # Wake at once when this agent commits to one of the partitions, or the tail feed
         # brings a run of one (any agent's commit); without a live feed, look again
         # shortly, since another agent may have committed.
@@ -195,6 +224,16 @@ async def fill(
         waiting = time.perf_counter()
         woken = await ctx.watch.wait(keys, min(interval, remaining), since=seen)
         long_poll_waited(time.perf_counter() - waiting)
+
+
+def _whole(wanted: list[Wanted], read_committed: bool) -> bool:
+    """Whether every partition's answer runs to its end (the last stable offset for
+    read_committed, else the high watermark): no byte budget held any of it back."""
+    return all(
+        w.sent_end
+        >= (w.answer["last_stable_offset"] if read_committed else w.answer["high_watermark"])
+        for w in wanted
+    )
 
 
 def _count_sent(
@@ -274,6 +313,7 @@ async def _assemble(
         answer["aborted_transactions"] = plan.get("aborted_transactions")
         answer["records"] = b""
         item.sent_bytes = item.sent_records = 0
+        item.sent_end = item.offset
         item.read_short = False
         if plan["error_code"]:
             errors = True
@@ -315,6 +355,7 @@ async def _assemble(
                     pieces.append(marker)
                     used += len(marker)
                     total += len(marker)
+                    item.sent_end = run["base_offset"] + 1
                     continue
                 walked = await _walked(cache, run, walked_bytes)
                 batches = walked.lasts
@@ -335,6 +376,8 @@ async def _assemble(
                     total += size
                     item.sent_bytes += size
                     item.sent_records += walked.cum_records[j] - walked.cum_records[i]
+                    if j > i:
+                        item.sent_end = batches[j - 1] + 1
                     if j < n:
                         raise _Full
                 if n < len(batches):

@@ -16,12 +16,25 @@ Only answers that were sent because they held records (at least the request's
 `min_bytes`), planned from the tail index with no partition error and no read error, are
 kept; an empty answer is never shared (its Fetch would have waited). Bounded by the bytes
 of the bodies held, least recently used out first.
+
+A request has two keys: as sent, and with its topics and partitions in sorted order.
+librdkafka rotates the order of its partitions from one Fetch to the next, so consumers at
+the same offsets ask in up to as many orders as there are partitions. An answer that holds
+every partition's records up to its end (no byte budget cut one) is the same in any order
+— the budgets cut nothing in another order either — and is kept under the sorted key;
+clients find a partition's answer by its topic and index, not its place. Others are kept
+under the request as sent.
+
+One build at a time per key: the Fetches woken by one commit arrive together, and a build
+that waits (a read the cache does not hold) would otherwise see every other one miss and
+build the same answer; they wait for it (`pending`, bounded) and take what it kept.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,7 +48,8 @@ MAX_BYTES = 16 * 1024 * 1024
 SHARED = Counter(
     "floe_fetch_shared_answers_total",
     "Fetch answers, by whether their encoded body was taken from an identical earlier"
-    " Fetch at the same tail (hit) or built and kept for the next ones (kept).",
+    " Fetch at the same tail (hit) or built and kept for the next ones (kept); waited:"
+    " Fetches that waited for an identical one's build first.",
     ("outcome",),
 )
 
@@ -84,20 +98,48 @@ class SharedAnswers:
         self.max_bytes = max_bytes
         self._answers: OrderedDict[Hashable, Answer] = OrderedDict()
         self._bytes = 0
+        self._building: dict[Hashable, asyncio.Future[None]] = {}
 
     def __len__(self) -> int:
         return len(self._answers)
 
-    def get(self, key: Hashable, index: TailIndex) -> Answer | None:
-        answer = self._answers.get(key)
-        if answer is None:
-            return None
-        if not _unchanged(index, answer.states):
-            self._remove(key)
-            return None
-        self._answers.move_to_end(key)
-        SHARED.inc(1, "hit")
-        return answer
+    def get(self, keys: Sequence[Hashable], index: TailIndex) -> Answer | None:
+        """The answer kept under one of `keys` (the request as sent, sorted), if its
+        partitions are still as they were."""
+        for key in keys:
+            answer = self._answers.get(key)
+            if answer is None:
+                continue
+            if not _unchanged(index, answer.states):
+                self._remove(key)
+                continue
+            self._answers.move_to_end(key)
+            SHARED.inc(1, "hit")
+            return answer
+        return None
+
+    def pending(self, keys: Sequence[Hashable]) -> asyncio.Future[None] | None:
+        """The build under way for one of `keys`, if any (done once it kept its answer,
+        or found it could not)."""
+        for key in keys:
+            if (future := self._building.get(key)) is not None:
+                SHARED.inc(1, "waited")
+                return future
+        return None
+
+    def building(self, keys: Sequence[Hashable]) -> asyncio.Future[None]:
+        """Mark a build of `keys` under way until `built` is called with what it returns."""
+        future = asyncio.get_running_loop().create_future()
+        for key in keys:
+            self._building.setdefault(key, future)
+        return future
+
+    def built(self, keys: Sequence[Hashable], future: asyncio.Future[None]) -> None:
+        for key in keys:
+            if self._building.get(key) is future:
+                del self._building[key]
+        if not future.done():
+            future.set_result(None)
 
     def put(self, key: Hashable, answer: Answer) -> None:
         if len(answer.body) > self.max_bytes:

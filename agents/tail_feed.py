@@ -121,11 +121,11 @@ class TailFeed:
             return None
         return self.index.plan(partitions, max_bytes, isolation_level)
 
-    def shared_answer(self, key: Any) -> Answer | None:
+    def shared_answer(self, keys: tuple[Any, ...]) -> Answer | None:
         """The encoded answer of an identical Fetch at the same tail, or None."""
         if not self.live:
             return None
-        return self.shared.get(key, self.index)
+        return self.shared.get(keys, self.index)
 
     def _reset(self) -> None:
         if self.index.runs or len(self.index):

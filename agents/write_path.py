@@ -719,8 +719,11 @@ class SegmentWriter:
             if written is not None and self._on_written is not None:
                 # In the read path's cache from its PUT on, not its commit: readers learn
                 # of the file from the tail feed, which can be answered before this
-                # agent's commit call is (commit-files: up to 32 at once), and a journal
-                # entry written in an outage is read back right after the return.
+                # agent's commit call is (commit-files: up to 32 at once) — had every
+                # woken Fetch found it missing, each would have read it and built its own
+                # answer — and a journal entry written in an outage is read back right
+                # after the return. A file whose commit fails is never planned; its
+                # chunks just age out.
                 self._on_written(key, written.data)
             if segment.journal and written is not None:
                 segment.written = written

@@ -75,7 +75,7 @@ def agent_counters(agents: list[Agent]) -> dict[str, float]:
         counters["wakes_" + outcome] = sum(
             a.metric("floe_fetch_wakes_total", outcome=outcome) for a in agents
         )
-    for outcome in ("hit", "kept"):
+    for outcome in ("hit", "kept", "waited"):
         counters["shared_" + outcome] = sum(
             a.metric("floe_fetch_shared_answers_total", outcome=outcome) for a in agents
         )
@@ -289,6 +289,8 @@ def run(url: str, agents: list[Agent], consumers: int, args) -> dict:
         # Answers encoded once and sent to every identical Fetch at the same tail.
         "shared_answers_kept": int(plans_after["shared_kept"] - plans_before["shared_kept"]),
         "shared_answers_hits": int(plans_after["shared_hit"] - plans_before["shared_hit"]),
+        # Fetches that waited for an identical one's answer being built, then took it.
+        "shared_answers_waited": int(plans_after["shared_waited"] - plans_before["shared_waited"]),
     }
 
 

@@ -81,29 +81,34 @@ async def handle_fetch(
         # Every partition is readable: an identical Fetch at the same tail gets the same
         # answer, encoded once (agents.shared_answers).
         share = (
-            _request_key(header.api_version, body, uses_ids),
+            _request_keys(header.api_version, body, uses_ids),
             partial(encode_response_body, header, response),
         )
     encoded = await read_path.fill(ctx, wanted, body, client_zone(header.client_id), share=share)
     return response if encoded is None else EncodedResponse(encoded)
 
 
-def _request_key(version: int, body: dict[str, Any], uses_ids: bool) -> tuple[object, ...]:
+def _request_keys(
+    version: int, body: dict[str, Any], uses_ids: bool
+) -> tuple[tuple[object, ...], tuple[object, ...]]:
     """What of a Fetch request its answer depends on (the rest — max_wait_ms, rack, the
-    client's id — changes how long it may wait or how it is counted, not what it gets)."""
-    return (
+    client's id — changes how long it may wait or how it is counted, not what it gets):
+    as sent, and with topics and partitions sorted (``agents.shared_answers``)."""
+    head = (
         version,
         body.get("isolation_level") == 1,
         body.get("max_bytes", 0x7FFFFFFF),
         body.get("min_bytes", 1),
-        tuple(
-            (
-                t["topic_id"] if uses_ids else t["topic"],
-                tuple(
-                    (p["partition"], p["fetch_offset"], p["partition_max_bytes"])
-                    for p in t["partitions"]
-                ),
-            )
-            for t in body["topics"]
-        ),
     )
+    topics = tuple(
+        (
+            t["topic_id"] if uses_ids else t["topic"],
+            tuple(
+                (p["partition"], p["fetch_offset"], p["partition_max_bytes"])
+                for p in t["partitions"]
+            ),
+        )
+        for t in body["topics"]
+    )
+    in_order = tuple(sorted((str(topic), tuple(sorted(parts))) for topic, parts in topics))
+    return (*head, topics), (*head, "sorted", in_order)

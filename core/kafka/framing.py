@@ -26,44 +26,69 @@ class FrameDecoder:
 
     A negative size, or one above ``max_frame_bytes``, raises FrameTooLarge as
     soon as its prefix arrives; the connection is then unusable.
+
+    Each frame is copied once: frames whole in what was fed are sliced out of it, and a
+    frame spread over several feeds (a produce request of a MiB arrives in many socket
+    reads) is held as its pieces — views of the bytes fed, which never change — and
+    joined when its last piece arrives, never gathered into a buffer and copied out again.
     """
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._pending = bytearray()
+        self._head = bytearray()  # the first bytes of a size prefix (fewer than 4)
+        self._parts: list[bytes | memoryview] = []  # the frame under way, as received
+        self._have = 0  # its bytes received
+        self._size = -1  # its size (-1: none under way)
 
     @property
     def buffered_bytes(self) -> int:
         """Bytes received but not yet returned as a frame (for backpressure decisions)."""
-        return len(self._pending)
+        return len(self._head) + (4 + self._have if self._size >= 0 else 0)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
-        if not self._pending:
-            # Common case: frames straight out of the caller's buffer, one copy each.
-            frames, consumed = self._split(data)
-            if consumed < len(data):
-                with memoryview(data) as view:
-                    self._pending += view[consumed:]
-            return frames
-        self._pending += data
-        frames, consumed = self._split(self._pending)
-        del self._pending[:consumed]
+        view = memoryview(data)
+        if view.ndim != 1 or view.itemsize != 1:
+            view = view.cast("B")
+        # Only immutable bytes may be held as views; the caller may reuse anything else.
+        immutable = isinstance(data, bytes)
+        frames: list[bytes] = []
+        pos, end = 0, len(view)
+        while pos < end:
+            if self._size >= 0:  # a frame under way: what this data holds of it
+                take = min(self._size - self._have, end - pos)
+                piece = view[pos : pos + take]
+                self._parts.append(piece if immutable else piece.tobytes())
+                self._have += take
+                pos += take
+                if self._have == self._size:
+                    frames.append(b"".join(self._parts))
+                    self._parts = []
+                    self._size = -1
+                continue
+            if self._head or end - pos < 4:  # a size prefix split between feeds
+                take = min(4 - len(self._head), end - pos)
+                self._head += view[pos : pos + take]
+                pos += take
+                if len(self._head) < 4:
+                    break
+                (size,) = _SIZE.unpack(self._head)
+                self._head.clear()
+                self._start(size, frames)
+                continue
+            (size,) = _SIZE.unpack_from(view, pos)
+            if 0 <= size <= end - pos - 4:  # whole here: one copy out of the caller's bytes
+                frames.append(view[pos + 4 : pos + 4 + size].tobytes())
+                pos += 4 + size
+                continue
+            pos += 4
+            self._start(size, frames)
         return frames
 
-    def _split(self, data: bytes | bytearray | memoryview) -> tuple[list[bytes], int]:
-        frames = []
-        pos = 0
-        with memoryview(data) as view:
-            end_of_data = len(view)
-            while end_of_data - pos >= 4:
-                (size,) = _SIZE.unpack_from(view, pos)
-                if size < 0 or size > self.max_frame_bytes:
-                    raise FrameTooLarge(
-                        f"frame size {size} outside 0..{self.max_frame_bytes} bytes"
-                    )
-                end = pos + 4 + size
-                if end > end_of_data:
-                    break
-                frames.append(view[pos + 4 : end].tobytes())
-                pos = end
-        return frames, pos
+    def _start(self, size: int, frames: list[bytes]) -> None:
+        if size < 0 or size > self.max_frame_bytes:
+            raise FrameTooLarge(f"frame size {size} outside 0..{self.max_frame_bytes} bytes")
+        if size == 0:
+            frames.append(b"")
+            return
+        self._size = size
+        self._have = 0

@@ -355,6 +355,7 @@ def _encode(items: list[read_path.Wanted]) -> bytes:
     return msgspec.json.encode(
         [
             {
+                "partition": item.partition,
                 **{f: item.answer[f] for f in fields},
                 "aborted_transactions": item.answer["aborted_transactions"],
                 "records": b"".join(item.answer["records"]),
@@ -368,7 +369,7 @@ def _share(world: World, feed: Feed, wanted: list, isolation: int) -> bool:
     """Fetch `wanted` through the agent's read path with a shareable answer, as the fetch
     handler does (`read_path.fill` with `share`): fill keeps it (or gives an answer it kept
     before) when the tail index planned it and it holds records. True when it did."""
-    key = (tuple(wanted), isolation)
+    key = _keys(wanted, isolation)
     items = _wanted(world, wanted)
     body = {"max_bytes": 10**6, "min_bytes": 1, "max_wait_ms": 0, "isolation_level": isolation}
     encoded = asyncio.run(
@@ -378,8 +379,18 @@ def _share(world: World, feed: Feed, wanted: list, isolation: int) -> bool:
     )
     if encoded is None:
         return False
-    world.shared.add(key)
+    world.shared.add((tuple(wanted), isolation))
     return True
+
+
+def _keys(wanted: list, isolation: int) -> tuple[tuple, tuple]:
+    """A request's keys as the fetch handler makes them: as sent, and sorted."""
+    return (tuple(wanted), isolation), ("sorted", tuple(sorted(wanted)), isolation)
+
+
+def _partitions(encoded: bytes) -> list:
+    """An answer's partitions in a canonical order (clients match them by index)."""
+    return sorted(msgspec.json.decode(encoded), key=msgspec.json.encode)
 
 
 def _check_shared(
@@ -387,7 +398,7 @@ def _check_shared(
 ) -> None:
     """A shared answer still given out, after whatever happened since it was kept, is the
     answer the store's plan now gives (read from the same bytes)."""
-    hit = feed.feed.shared_answer((tuple(wanted), isolation))
+    hit = feed.feed.shared_answer(_keys(wanted, isolation))
     wanted = list(wanted)
     if hit is not None:
         answered[2] += 1
@@ -395,7 +406,7 @@ def _check_shared(
         asyncio.run(
             read_path._assemble(_agent(world, feed), items, theirs, 10**6, isolation == 1)  # type: ignore[arg-type]
         )
-        assert msgspec.json.decode(hit.body) == msgspec.json.decode(_encode(items)), (
+        assert _partitions(hit.body) == _partitions(_encode(items)), (
             wanted,
             isolation,
         )
@@ -565,6 +576,36 @@ def test_a_shared_answer_is_given_while_its_partitions_stand_still_and_never_aft
             feed.catch_up()
             assert not given(wanted)
         assert answered[2] >= 4
+    finally:
+        feed.close()
+
+
+def test_a_whole_answer_is_shared_in_any_order_and_a_cut_one_only_as_asked(alice):
+    """librdkafka rotates its partitions' order from one Fetch to the next: an answer that
+    holds every partition to its end is given to the same partitions asked in another
+    order; one a partition's byte budget cut (KIP-74: the response's first batch goes
+    whatever its size, so which partition comes first matters) only to the same order."""
+    world = World(AgentApi(alice["agent_key"]), alice)
+    feed = Feed(alice["cluster"].pk)
+    answered = [0, 0, 0]
+    try:
+        world.commit([(0, 3, 100), (1, 2, 50)])
+        world.commit([(0, 2, 100)])  # partition 0: two runs, so a budget can cut it
+        feed.catch_up()
+
+        def given(wanted: list) -> bool:
+            before = answered[2]
+            _check_shared(world, feed, wanted, 0, world.plan(wanted, 10**6, 0), answered)
+            return answered[2] > before
+
+        whole = [(0, 0, 10**6), (1, 0, 10**6)]
+        assert not given(whole[::-1])
+        assert _share(world, feed, whole, 0)
+        assert given(whole[::-1]) and given(whole)
+        cut = [(0, 0, 1), (1, 0, 10**6)]  # partition 0: its first run only
+        assert _share(world, feed, cut, 0)
+        assert given(cut)
+        assert not given(cut[::-1])  # there partition 1 comes first and 0 gets nothing
     finally:
         feed.close()
 
