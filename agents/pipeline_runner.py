@@ -41,6 +41,7 @@ from core.pipelines import (
     InRecord,
     KafkaOutput,
     RecordError,
+    SchemaSource,
     compile_spec,
     parse_config,
 )
@@ -99,7 +100,9 @@ class HttpInputPipeline:
         bootstrap: Callable[[bool], dict[str, Any]],
         store: ObjectStore | None,
         agent_id: str,
+        schemas: SchemaSource | None = None,
     ) -> None:
+        self.schemas = schemas
         self.assignment = assignment
         self.agent_id = agent_id
         self.stats = PipelineStats(assignment.name, version=assignment.version)
@@ -113,7 +116,7 @@ class HttpInputPipeline:
 
     def _load(self, assignment: Assignment) -> None:
         self.spec = parse_config(assignment.config)
-        self.compiled = compile_spec(self.spec)
+        self.compiled = compile_spec(self.spec, self.schemas)
         self.assignment = assignment
         self.stats.version = assignment.version
         self.posters = {
@@ -281,6 +284,7 @@ class PipelineRunner:
         store: ObjectStore | None,
         bootstrap: Callable[[bool], dict[str, Any]],
         http_auth: Callable[[str], Awaitable[bool]] | None = None,
+        schemas: SchemaSource | None = None,
         poll_s: float = POLL_S,
         report_s: float = REPORT_S,
     ) -> None:
@@ -290,6 +294,7 @@ class PipelineRunner:
         self.bootstrap = bootstrap
         # HTTP input: None, or basic auth checked against the cluster's SASL users.
         self.http_auth = http_auth
+        self.schemas = schemas  # the Avro processors' (the agent's Schema Registry)
         self.poll_s = poll_s
         self.report_s = report_s
         self.kafka: dict[str, KafkaPipelineWorker] = {}
@@ -370,6 +375,7 @@ class PipelineRunner:
                         bootstrap=self.bootstrap,
                         store=self.store,
                         agent_id=self.agent_id,
+                        schemas=self.schemas,
                     )
                 except Exception as exc:
                     stats = self.broken.setdefault(pid, PipelineStats(assignment.name))
@@ -377,7 +383,11 @@ class PipelineRunner:
                     stats.error(f"{type(exc).__name__}: {exc}")
             else:
                 worker = KafkaPipelineWorker(
-                    assignment, bootstrap=self.bootstrap, store=self.store, agent_id=self.agent_id
+                    assignment,
+                    bootstrap=self.bootstrap,
+                    store=self.store,
+                    agent_id=self.agent_id,
+                    schemas=self.schemas,
                 )
                 self.kafka[pid] = worker
                 worker.start()

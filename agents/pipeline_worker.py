@@ -50,6 +50,7 @@ from core.pipelines import (
     KafkaOutput,
     PipelineSpec,
     RecordError,
+    SchemaSource,
     compile_spec,
     parse_config,
 )
@@ -187,11 +188,15 @@ class _Compiled:
     """One configuration version, compiled, with its non-topic outputs opened."""
 
     def __init__(
-        self, assignment: Assignment, store: ObjectStore | None, stopping: threading.Event
+        self,
+        assignment: Assignment,
+        store: ObjectStore | None,
+        stopping: threading.Event,
+        schemas: SchemaSource | None,
     ) -> None:
         self.version = assignment.version
         self.spec: PipelineSpec = parse_config(assignment.config)
-        self.pipeline: CompiledPipeline = compile_spec(self.spec)
+        self.pipeline: CompiledPipeline = compile_spec(self.spec, schemas)
         self.buckets: dict[str, BucketFiles] = {}
         self.posters: dict[str, HttpPoster] = {}
         for name, output in self.spec.outputs.items():
@@ -230,8 +235,10 @@ class KafkaPipelineWorker(threading.Thread):
         bootstrap: Callable[[bool], dict[str, Any]],
         store: ObjectStore | None,
         agent_id: str,
+        schemas: SchemaSource | None = None,
     ) -> None:
         super().__init__(name=f"floe-pipeline-{assignment.name}", daemon=True)
+        self.schemas = schemas
         self.assignment = assignment
         # confluent-kafka's bootstrap.servers and security.protocol (SASL or not?)
         self.bootstrap = bootstrap
@@ -260,7 +267,7 @@ class KafkaPipelineWorker(threading.Thread):
         while not self._stopping.is_set():
             try:
                 if compiled is None:
-                    compiled = _Compiled(self.assignment, self.store, self._stopping)
+                    compiled = _Compiled(self.assignment, self.store, self._stopping, self.schemas)
                     self.stats.version = compiled.version
                 compiled = self._session(compiled)
                 backoff = 0.5
@@ -327,7 +334,7 @@ class KafkaPipelineWorker(threading.Thread):
                 if pending is not None:
                     self._flush_buckets(consumer, state)  # what the old version buffered
                     try:
-                        new = _Compiled(pending, self.store, self._stopping)
+                        new = _Compiled(pending, self.store, self._stopping, self.schemas)
                     except Exception:
                         self.update(pending)  # tried again after the pause
                         raise

@@ -43,6 +43,7 @@ from agents.partition_offsets import PartitionOffsets
 from agents.peers.client import PeerClient
 from agents.peers.server import add_peer_routes
 from agents.pipeline_runner import PipelineRunner, bootstrap_settings
+from agents.pipeline_schemas import RegistrySchemas
 from agents.read_stats import CountingStore, heartbeat_stats
 from agents.schema_registry.registry import SchemaRegistry
 from agents.schema_registry.server import BasicAuth
@@ -474,6 +475,7 @@ class AgentRuntime:
                     store=open_store(config.bucket_url),
                     bootstrap=self._pipeline_bootstrap,
                     http_auth=pipeline_auth,
+                    schemas=RegistrySchemas(registry, asyncio.get_running_loop()),
                 )
                 pipeline_runner.add_routes(app)  # HTTP-input pipelines' records
             http_runner = await start_http_on(app, http_sock)
