@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from agents import AGENT_VERSION, record_browser
+from agents import AGENT_VERSION, pipeline_samples, record_browser
 from agents.browse_channel import BrowseChannel
 from agents.chunk_cache import ChunkCache
 from agents.client_stats import diagnostics_stats
@@ -507,6 +507,7 @@ class AgentRuntime:
                 agent_id=config.agent_id,
                 browse=functools.partial(record_browser.browse, ctx),
                 schema_document=registry.document,
+                pipeline_dry_run=functools.partial(pipeline_samples.dry_run_answer, ctx),
             )
             browse_polls = asyncio.get_running_loop().create_task(browsing.run_forever())
             if "jobs" in config.roles:
