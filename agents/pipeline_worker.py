@@ -32,6 +32,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -249,6 +250,8 @@ class KafkaPipelineWorker(threading.Thread):
         self._pending: Assignment | None = None
         self._lock = threading.Lock()
         self._producers: dict[tuple[str, int], Producer] = {}
+        # Commits of a batch's transactions, one per input partition, side by side.
+        self._committer = ThreadPoolExecutor(max_workers=8, thread_name_prefix="floe-pipeline-txn")
         self._lag_at = 0.0
 
     # -- control, from the agent's loop ---------------------------------------------------
@@ -279,6 +282,7 @@ class KafkaPipelineWorker(threading.Thread):
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
         if compiled is not None:
             compiled.close()
+        self._committer.shutdown(wait=False)
         self.stats.state = "stopped"
 
     def _take_pending(self) -> Assignment | None:
@@ -406,13 +410,16 @@ class KafkaPipelineWorker(threading.Thread):
         for i, rec in enumerate(records):
             by_partition.setdefault((rec.topic, rec.partition), []).append(i)
         spec = compiled.spec
-        for (topic, partition), indexes in by_partition.items():
-            producer = self._producers.get((topic, partition))
-            if producer is None:  # revoked meanwhile: its next owner reads these again
-                continue
-            out = dead = filtered = 0
-            producer.begin_transaction()
-            try:
+        group = consumer.consumer_group_metadata()
+        opened: list[_OpenTransaction] = []
+        try:
+            for (topic, partition), indexes in by_partition.items():
+                producer = self._producers.get((topic, partition))
+                if producer is None:  # revoked meanwhile: its next owner reads these again
+                    continue
+                txn = _OpenTransaction(producer, topic, partition)
+                producer.begin_transaction()
+                opened.append(txn)
                 for i in indexes:
                     rec, result = records[i], results[i]
                     if isinstance(result, RecordError):
@@ -421,33 +428,41 @@ class KafkaPipelineWorker(threading.Thread):
                                 f"{rec.topic}/{rec.partition}/{rec.offset}: processor "
                                 f"{result.processor}: {result.message}"
                             )
-                            filtered += 1
+                            txn.filtered += 1
                             continue
                         letter = compiled.pipeline.dead_letter_record(rec, result)
                         _produce(producer, spec.dead_letter.topic, letter)
-                        dead += 1
+                        txn.dead += 1
                         continue
                     if not result:
-                        filtered += 1
+                        txn.filtered += 1
                     for emit in result:
                         self._emit(producer, compiled, rec, emit)
-                        out += 1
+                        txn.out += 1
                 end = records[indexes[-1]].offset + 1
-                offset = min([end, *self._pending_bucket_offsets(compiled, topic, partition)])
-                producer.send_offsets_to_transaction(
-                    [TopicPartition(topic, partition, offset)],
-                    consumer.consumer_group_metadata(),
-                    CLIENT_TIMEOUT_S,
-                )
-                producer.commit_transaction(CLIENT_TIMEOUT_S)
-            except BaseException:
+                txn.offset = min([end, *self._pending_bucket_offsets(compiled, topic, partition)])
+        except BaseException:
+            for txn in opened:
                 TRANSACTIONS.inc(1, self.assignment.name, "aborted")
-                _abort_quietly(producer)
-                raise
-            TRANSACTIONS.inc(1, self.assignment.name, "committed")
-            self.stats.count("out", out)
-            self.stats.count("dead_lettered", dead)
-            self.stats.count("filtered", filtered)
+                _abort_quietly(txn.producer)
+            raise
+        # Each partition's transaction commits on its own producer: all at once (each
+        # commit waits on the cluster; librdkafka releases the GIL meanwhile).
+        done = [(txn, self._committer.submit(txn.commit, group)) for txn in opened]
+        failed: BaseException | None = None
+        for txn, future in done:
+            error = future.exception(CLIENT_TIMEOUT_S * 3)
+            if error is None:
+                TRANSACTIONS.inc(1, self.assignment.name, "committed")
+                self.stats.count("out", txn.out)
+                self.stats.count("dead_lettered", txn.dead)
+                self.stats.count("filtered", txn.filtered)
+                continue
+            TRANSACTIONS.inc(1, self.assignment.name, "aborted")
+            _abort_quietly(txn.producer)
+            failed = failed or error
+        if failed is not None:
+            raise failed
 
     def _pending_bucket_offsets(self, compiled: _Compiled, topic: str, partition: int) -> list[int]:
         found = [b.pending_from(topic, partition) for b in compiled.buckets.values()]
@@ -530,6 +545,25 @@ class KafkaPipelineWorker(threading.Thread):
 @dataclass
 class _SessionState:
     compiled: _Compiled
+
+
+@dataclass
+class _OpenTransaction:
+    """One input partition's transaction of a batch, records produced, not committed."""
+
+    producer: Producer
+    topic: str
+    partition: int
+    offset: int = -1  # the partition's next input offset, committed with it
+    out: int = 0
+    dead: int = 0
+    filtered: int = 0
+
+    def commit(self, group: Any) -> None:
+        self.producer.send_offsets_to_transaction(
+            [TopicPartition(self.topic, self.partition, self.offset)], group, CLIENT_TIMEOUT_S
+        )
+        self.producer.commit_transaction(CLIENT_TIMEOUT_S)
 
 
 def _position(consumer: Consumer, topic: str, partition: int) -> int | None:
