@@ -394,9 +394,7 @@ class PipelineRunner:
 
     def _current(self, pid: str) -> Assignment | None:
         if pid in self.kafka:
-            worker = self.kafka[pid]
-            with worker._lock:
-                return worker._pending or worker.assignment
+            return self.kafka[pid].latest_assignment()
         if pid in self.http:
             return self.http[pid].assignment
         return None

@@ -173,7 +173,8 @@ def client_settings(
 
 def to_in_record(msg: Message) -> InRecord:
     _, timestamp = msg.timestamp()
-    headers = tuple(msg.headers() or ())
+    raw = msg.headers()  # confluent-kafka: [(name, bytes or None)], None without headers
+    headers = tuple((str(h[0]), h[1] if isinstance(h[1], bytes) else None) for h in raw or ())
     return InRecord(
         topic=msg.topic() or "",
         partition=msg.partition() or 0,
@@ -262,6 +263,11 @@ class KafkaPipelineWorker(threading.Thread):
 
     def stop(self) -> None:
         self._stopping.set()
+
+    def latest_assignment(self) -> Assignment:
+        """What it was last given: running, or about to be taken between two batches."""
+        with self._lock:
+            return self._pending or self.assignment
 
     # -- the thread -------------------------------------------------------------------------
     def run(self) -> None:

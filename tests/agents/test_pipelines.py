@@ -13,9 +13,6 @@ from __future__ import annotations
 import json
 import re
 import time
-import urllib.error
-import urllib.request
-from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -209,96 +206,3 @@ def test_routes_drop_fields_and_dead_letters_exactly_once_through_a_kill_and_a_n
     (survivor,) = [a for a in described["agents"] if a["agent_id"] == serving.agent_id]
     assert survivor["version"] == 2 and survivor["state"] == "running", survivor
     assert 0 < survivor["records_dead_lettered"] <= len(bad)
-
-
-BUCKET_PIPELINE = """
-input:
-  kafka: {topics: [readings]}
-processors:
-  - parse_json: {}
-  - filter: 'value.ok'
-  - remove: [ok]
-outputs:
-  default: {bucket: {prefix: "exports/readings/", max_records: 300, max_age_seconds: 1}}
-"""
-
-
-def test_a_topic_lands_in_the_bucket_as_json_lines_matching_the_records(agent, cluster, bucket_url):
-    a = agent(cluster.key)
-    create_topic(a.bootstrap, "readings", 2)
-    producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 5})
-    sent = {}
-    for i in range(2000):
-        value = {"n": i, "ok": i % 4 != 0, "t": 20.5 + i}
-        producer.produce("readings", json.dumps(value).encode(), key=b"k%d" % i, partition=i % 2)
-        sent[i] = value
-    assert producer.flush(30) == 0
-    answer = _api(cluster).post(
-        _pipelines_url(cluster),
-        {"name": "readings-files", "config": BUCKET_PIPELINE, "state": "running"},
-        format="json",
-    )
-    assert answer.status_code == 201, answer.content
-
-    root = Path(bucket_url.removeprefix("file://")) / "exports" / "readings" / "readings-files"
-    expected = {i: {"n": v["n"], "t": v["t"]} for i, v in sent.items() if v["ok"]}
-
-    def lines() -> list[dict]:
-        return [
-            json.loads(line)
-            for path in sorted(root.rglob("*.jsonl"))
-            for line in path.read_text().splitlines()
-        ]
-
-    _wait(lambda: len(lines()) >= len(expected), 40, "every record in the bucket")
-    time.sleep(1.5)  # a record written twice would show now
-    found = lines()
-    assert len(found) == len(expected)
-    assert {line["value"]["n"]: line["value"] for line in found} == expected
-    for line in found:
-        n = line["value"]["n"]
-        assert line["key"] == f"k{n}" and line["topic"] == "readings"
-        assert line["partition"] == n % 2
-    # Object names: the partition and the first input offset of each file.
-    for path in root.rglob("*.jsonl"):
-        first = json.loads(path.read_text().splitlines()[0])
-        assert path.parent.name == str(first["partition"]) and int(path.stem) == first["offset"]
-
-
-def test_http_input_takes_json_lines_and_answers_after_the_topic_has_them(agent, cluster):
-    a = agent(cluster.key)
-    create_topic(a.bootstrap, "posted", 1)
-    config = """
-input: {http: {}}
-processors:
-  - parse_json: {}
-  - set: {seen: 'true'}
-outputs:
-  default: {kafka: {topic: posted}}
-"""
-    answer = _api(cluster).post(
-        _pipelines_url(cluster),
-        {"name": "intake", "config": config, "state": "running"},
-        format="json",
-    )
-    assert answer.status_code == 201, answer.content
-    url = f"{a.http_url}/pipelines/v1/intake/records"
-    body = b'{"a": 1}\n{"a": 2}\n'
-
-    def post() -> int:
-        request = urllib.request.Request(url, data=body, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return response.status
-        except urllib.error.HTTPError as exc:
-            return exc.code
-
-    _wait(lambda: post() == 200, 20, "the agent to take the pipeline")
-    got = read_committed(a.bootstrap, {"posted": 1}, 2, 10)["posted"]
-    values = [json.loads(m.value()) for m in got]
-    assert values[:2] == [{"a": 1, "seen": True}, {"a": 2, "seen": True}]
-
-    bad = urllib.request.Request(url, data=b"[1, 2", method="POST")
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(bad, timeout=10)
-    assert refused.value.code == 400
