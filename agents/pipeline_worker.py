@@ -174,7 +174,9 @@ def client_settings(
 def to_in_record(msg: Message) -> InRecord:
     _, timestamp = msg.timestamp()
     raw = msg.headers()  # confluent-kafka: [(name, bytes or None)], None without headers
-    headers = tuple((str(h[0]), h[1] if isinstance(h[1], bytes) else None) for h in raw or ())
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    if raw:
+        headers = tuple((str(h[0]), h[1] if isinstance(h[1], bytes) else None) for h in raw)
     return InRecord(
         topic=msg.topic() or "",
         partition=msg.partition() or 0,
@@ -201,8 +203,11 @@ class _Compiled:
         self.pipeline: CompiledPipeline = compile_spec(self.spec, schemas)
         self.buckets: dict[str, BucketFiles] = {}
         self.posters: dict[str, HttpPoster] = {}
+        self.topics: dict[str, str] = {}  # Kafka outputs: name → topic (the hot path)
         for name, output in self.spec.outputs.items():
-            if isinstance(output, BucketOutput):
+            if isinstance(output, KafkaOutput):
+                self.topics[name] = output.topic
+            elif isinstance(output, BucketOutput):
                 if store is None:
                     raise OutputError("this agent has no bucket for a bucket output")
                 self.buckets[name] = BucketFiles(
@@ -416,6 +421,7 @@ class KafkaPipelineWorker(threading.Thread):
         for i, rec in enumerate(records):
             by_partition.setdefault((rec.topic, rec.partition), []).append(i)
         spec = compiled.spec
+        topics = compiled.topics
         group = consumer.consumer_group_metadata()
         opened: list[_OpenTransaction] = []
         try:
@@ -443,7 +449,11 @@ class KafkaPipelineWorker(threading.Thread):
                     if not result:
                         txn.filtered += 1
                     for emit in result:
-                        self._emit(producer, compiled, rec, emit)
+                        topic_out = topics.get(emit.output)
+                        if topic_out is not None:
+                            _produce(producer, topic_out, emit)
+                        else:
+                            self._emit(producer, compiled, rec, emit)
                         txn.out += 1
                 end = records[indexes[-1]].offset + 1
                 txn.offset = min([end, *self._pending_bucket_offsets(compiled, topic, partition)])
@@ -584,7 +594,7 @@ def _produce(producer: Producer, topic: str, emit: Emit) -> None:
                 topic,
                 value=emit.value,
                 key=emit.key,
-                headers=list(emit.headers) or None,
+                headers=list(emit.headers) if emit.headers else None,
                 timestamp=emit.timestamp_ms,
             )
             return
