@@ -229,16 +229,26 @@ def test_a_dry_run_on_given_samples_shows_outputs_and_errors(api, alice, topics)
     _create(api, alice)
     response = api(alice["admin"]).post(
         _url(alice["cluster"], "router", "dry-run"),
-        {"samples": [{"value": '{"amount": 5}', "key": "k1"}, {"value": "not json"}]},
+        {
+            "samples": [
+                {"value": '{"amount": 5}', "key": "k1"},
+                {"value": "not json"},
+                {"value": '{"amount": 0}'},
+            ]
+        },
         format="json",
     )
     assert response.status_code == 200, response.content
     result = response.json()
-    assert result["ok"] is True and len(result["records"]) == 2
-    first, second = result["records"]
+    assert result["ok"] is True and len(result["records"]) == 3
+    first, second, third = result["records"]
+    assert third["filtered"] is True and third["outputs"] == []
     assert first["source"]["topic"] == "orders" and first["error"] is None
     assert [o["output"] for o in first["outputs"]] == ["default"]
-    assert second["error"] is not None and second["outputs"] == []
+    assert second["error"]["processor"] == 0 and "not JSON" in second["error"]["message"]
+    # With a dead-letter topic, the failed record shows as the dead-letter record.
+    (dead,) = second["outputs"]
+    assert dead["output"] == "$dead_letter" and dead["value"] == "not json"
     # A configuration with problems is not run: ok false, with them.
     response = api(alice["admin"]).post(
         _url(alice["cluster"], "router", "dry-run"),
