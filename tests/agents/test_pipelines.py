@@ -100,13 +100,16 @@ def _produce_orders(bootstrap: str, first: int, end: int) -> None:
     assert producer.flush(60) == 0
 
 
-def read_committed(bootstrap: str, partitions: dict[str, int], expected: int, timeout_s: float):
+def read_committed(
+    bootstrap: str | dict, partitions: dict[str, int], expected: int, timeout_s: float
+):
     """Every record of the topics (name → partitions; read_committed), by topic, once
     `expected` arrived in all and a second passed without more (so a duplicate would be
-    seen), or at `timeout_s`."""
+    seen), or at `timeout_s`. `bootstrap`: an address, or librdkafka settings (a login)."""
+    where = bootstrap if isinstance(bootstrap, dict) else {"bootstrap.servers": bootstrap}
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **where,
             "group.id": "check",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
