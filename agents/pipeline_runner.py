@@ -425,9 +425,11 @@ class PipelineRunner:
             self.finished[pid] = pipeline.stats
 
     async def close(self) -> None:
-        """Stop every pipeline (each commits what it processed and leaves its group)."""
-        for pid in [*self.kafka, *self.http]:
-            await self._stop(pid)
+        """Stop every pipeline (each commits what it processed and leaves its group),
+        all at once: the slowest one bounds the wait, not their sum."""
+        for worker in self.kafka.values():
+            worker.stop()
+        await asyncio.gather(*(self._stop(pid) for pid in [*self.kafka, *self.http]))
 
     def report_body(self) -> dict[str, Any]:
         reports = [w.stats.report(pid) for pid, w in self.kafka.items()]

@@ -65,6 +65,8 @@ REGISTER_ATTEMPTS = 5
 # SIGTERM waits at most this long for sealed segments to commit (one commit timeout and
 # a retry), then fails what is left: the process always ends.
 SHUTDOWN_FLUSH_S = 15.0
+# SIGTERM gives the pipelines this long to commit their batch and leave their groups.
+PIPELINES_STOP_S = 10.0
 # After an outage, agents the control plane does not list yet are kept this long: its
 # liveness window (FLOE_AGENT_LIVENESS_S, 15 s), within which each has heartbeated again.
 LIVENESS_AFTER_OUTAGE_S = 15.0
@@ -548,7 +550,14 @@ class AgentRuntime:
                     pipelines.cancel()
                 # Each pipeline commits what it processed and leaves its group while this
                 # agent still serves Kafka (its own clients may be connected to it).
-                await pipeline_runner.close()
+                # Bounded: a transaction left open is aborted by the partition's next
+                # owner (its init_transactions), so giving up loses nothing.
+                try:
+                    await asyncio.wait_for(pipeline_runner.close(), PIPELINES_STOP_S)
+                except TimeoutError:
+                    log.warning(
+                        "shutting down: pipelines still stopping after %.0fs", PIPELINES_STOP_S
+                    )
             try:
                 # Bounded: a control plane that never answers must not keep us alive.
                 await asyncio.wait_for(writer.close(), SHUTDOWN_FLUSH_S)
