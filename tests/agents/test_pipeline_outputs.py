@@ -115,6 +115,13 @@ outputs:
         urllib.request.urlopen(bad, timeout=10)
     assert refused.value.code == 400
 
+    # Paused: the agent stops taking its records.
+    answer = _api(cluster).post(
+        _pipelines_url(cluster) + "intake/state", {"state": "paused"}, format="json"
+    )
+    assert answer.status_code == 200, answer.content
+    _wait(lambda: post() == 404, 20, "the agent to stop the pipeline")
+
 
 class _Receiver(http.server.BaseHTTPRequestHandler):
     """Takes every POST; the first of each record is answered 503 (the runner retries)."""
