@@ -21,16 +21,60 @@ expression is read once for the fields of `value` that it selects (`value.amount
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import cel
+import msgspec
+from cel.stdlib import EXTENSIONS
 
 #: The variables every expression may read (docs/PIPELINES.md).
 VARIABLES = ("value", "key", "headers", "topic", "partition", "offset", "timestamp")
 MAX_EXPRESSION_CHARS = 4096
 MAX_MACRO_DEPTH = 2
 _MACROS = frozenset({"map", "filter", "all", "exists", "exists_one"})
+#: Functions cel-rust has of its own (operators aside).
+NATIVE_FUNCTIONS = frozenset(
+    {
+        "contains", "startsWith", "endsWith", "matches", "size", "string", "int", "uint",
+        "double", "bytes", "timestamp", "duration", "type", "dyn", "getFullYear",
+        "getMonth", "getDayOfYear", "getDayOfMonth", "getDate", "getDayOfWeek", "getHours",
+        "getMinutes", "getSeconds", "getMilliseconds",
+    }
+)  # fmt: skip
+MAX_TEXT_RESULT = 1 << 20
+
+
+def _bounded(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`function` refusing to build a string or list past `MAX_TEXT_RESULT` (nested
+    ``replace`` calls would otherwise grow a string exponentially)."""
+
+    def call(*args: Any) -> Any:
+        result = function(*args)
+        if isinstance(result, str | bytes | list) and len(result) > MAX_TEXT_RESULT:
+            raise ValueError(f"a result longer than {MAX_TEXT_RESULT} is refused")
+        return result
+
+    return call
+
+
+# cel-go's extension functions as the `cel` package writes them in Python (strings, math,
+# sets, base64, lists): pure functions of their arguments. Left out: `lists.range` (it
+# builds a list as long as it is told) and the lists library's `contains` (cel-rust's own
+# serves strings, `in` serves lists).
+EXTENSION_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    name: _bounded(function)
+    for library in EXTENSIONS.values()
+    for name, function in library.items()
+    if name not in ("lists.range", "contains")
+}
+# The evaluator names a namespaced function by its last part (`math.greatest`: greatest)
+# and its namespace as a variable (`math`).
+_EXTENSIONS_BY_CALL: dict[str, list[str]] = {}
+for _name in EXTENSION_FUNCTIONS:
+    _EXTENSIONS_BY_CALL.setdefault(_name.rsplit(".", 1)[-1], []).append(_name)
+_NAMESPACES = frozenset(name.split(".")[0] for name in EXTENSION_FUNCTIONS if "." in name)
 
 # A projection: for each selected field, None (the whole field) or the projection of
 # its own fields. `WHOLE` (None at the top) means the expression needs the whole value.
@@ -161,6 +205,30 @@ def analyse(source: str) -> tuple[Projection | None, frozenset[str]]:
     return (None if whole else tree), frozenset(bound)
 
 
+# A parsed JSON object keeps its fields' text (`msgspec.Raw`) until something reads them
+# (processors.parse_json): most records are read in a few fields and written out whole.
+_Raw = msgspec.Raw
+_decode = msgspec.json.Decoder().decode
+
+
+def field(holder: dict[str, Any], name: str) -> Any:
+    """`holder[name]`, its JSON text decoded (once: the decoded value replaces it).
+    Raises KeyError."""
+    value = holder[name]
+    if type(value) is _Raw:
+        value = holder[name] = _decode(value)
+    return value
+
+
+def whole(value: Any) -> Any:
+    """`value` with every field still in JSON text decoded (in place)."""
+    if type(value) is dict:
+        for name, item in value.items():
+            if type(item) is _Raw:
+                value[name] = _decode(item)
+    return value
+
+
 def project(value: Any, tree: Projection) -> Any:
     """`value` with only the fields of `tree` (the whole value when it is no map)."""
     if type(value) is not dict:
@@ -168,22 +236,24 @@ def project(value: Any, tree: Projection) -> Any:
     out = {}
     for name, sub in tree.items():
         if name in value:
-            field = value[name]
-            out[name] = field if sub is None else project(field, sub)
+            item = field(value, name)
+            out[name] = whole(item) if sub is None else project(item, sub)
     return out
 
 
 class Expression:
     """One compiled CEL expression and what it reads."""
 
-    __slots__ = ("source", "program", "variables", "projection")
+    __slots__ = ("source", "program", "variables", "projection", "functions")
 
     def __init__(self, source: str) -> None:
         if not isinstance(source, str) or not source.strip():
             raise ExpressionError("the expression is empty")
         projection, bound = analyse(source)
         try:
-            program = cel.compile(source)
+            # (A YAML block scalar ends with a newline: a syntax error "at the end" is
+            # then after the last character, not on the line below.)
+            program = cel.compile(source.rstrip())
         except Exception as exc:  # the binding raises ValueError; be safe with others
             text = str(exc)
             m = _CEL_ERROR.search(text)
@@ -193,7 +263,7 @@ class Expression:
                 ) from None
             raise ExpressionError(f"CEL: {text.splitlines()[0] if text else exc!r}") from None
         names = set(program.variables())
-        unknown = sorted(names - set(VARIABLES) - bound)
+        unknown = sorted(names - set(VARIABLES) - bound - _NAMESPACES)
         if unknown:
             at = source.find(unknown[0])
             line, column = _position(source, max(at, 0))
@@ -202,6 +272,17 @@ class Expression:
                 line,
                 column,
             )
+        functions: dict[str, Callable[..., Any]] = {}
+        for called in program.functions():
+            if called[0] in "_@!-" or called in NATIVE_FUNCTIONS:
+                continue
+            if called not in _EXTENSIONS_BY_CALL:
+                at = source.find(called)
+                line, column = _position(source, max(at, 0))
+                raise ExpressionError(f"unknown function {called!r}", line, column)
+            for name in _EXTENSIONS_BY_CALL[called]:
+                functions[name] = EXTENSION_FUNCTIONS[name]
+        self.functions = functions
         self.source = source
         self.program = program
         self.variables = tuple(v for v in VARIABLES if v in names)
