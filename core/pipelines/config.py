@@ -198,8 +198,9 @@ def _compose(text: str, problems: list[ConfigProblem]) -> yaml.Node | None:
 class _Reader:
     """Walks the composed nodes, collecting problems and building the spec."""
 
-    def __init__(self, problems: list[ConfigProblem]) -> None:
+    def __init__(self, problems: list[ConfigProblem], text: str) -> None:
         self.problems = problems
+        self.lines = text.split("\n")
         self.seen: set[int] = set()
         self.constructor = yaml.constructor.SafeConstructor()
 
@@ -303,7 +304,7 @@ class _Reader:
         try:
             Expression(source)
         except ExpressionError as exc:
-            line, column = _expression_position(node, exc.line, exc.column)
+            line, column = _expression_position(node, exc.line, exc.column, self.lines)
             self.problems.append(ConfigProblem(line, column, path, exc.message))
             return None
         return source
@@ -313,17 +314,18 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _expression_position(node: yaml.Node, line: int, column: int) -> tuple[int, int]:
+def _expression_position(
+    node: yaml.Node, line: int, column: int, lines: list[str]
+) -> tuple[int, int]:
     """Where in the text (1-based) the expression's own line/column falls."""
     mark = node.start_mark
     style = getattr(node, "style", None)
     if style in ("|", ">"):
-        # A block scalar: its text starts on the line after the indicator, indented.
+        # A block scalar: its text starts on the line after the indicator, every line
+        # indented by the block's indentation (its first line's).
         start = mark.line + line  # 0-based line of the expression's `line`
-        buffer = mark.buffer or ""
-        lines = buffer.split("\n") if buffer else []
-        indent = len(lines[start]) - len(lines[start].lstrip(" ")) if start < len(lines) else 0
-        return start + 1, indent + column
+        first = lines[mark.line + 1] if mark.line + 1 < len(lines) else ""
+        return start + 1, len(first) - len(first.lstrip(" ")) + column
     if line == 1:
         return mark.line + 1, mark.column + column + (1 if style in ("'", '"') else 0)
     return mark.line + line, column
@@ -349,8 +351,8 @@ def parse_config(text: str) -> PipelineSpec:
         raise ConfigError([ConfigProblem(1, 1, "", "the configuration is empty")])
     root = _compose(text, problems)
     if root is None:
-        raise ConfigError(problems)
-    reader = _Reader(problems)
+        raise ConfigError(problems or [ConfigProblem(1, 1, "", "the configuration is empty")])
+    reader = _Reader(problems, text)
     reader.visit(root, "", 0)
     top = reader.mapping(root, "", _TOP, "the configuration")
     if top is None:

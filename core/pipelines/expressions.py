@@ -251,7 +251,9 @@ class Expression:
             raise ExpressionError("the expression is empty")
         projection, bound = analyse(source)
         try:
-            program = cel.compile(source)
+            # (A YAML block scalar ends with a newline: a syntax error "at the end" is
+            # then after the last character, not on the line below.)
+            program = cel.compile(source.rstrip())
         except Exception as exc:  # the binding raises ValueError; be safe with others
             text = str(exc)
             m = _CEL_ERROR.search(text)

@@ -54,21 +54,25 @@ def _int(n: int) -> int:
 
 
 def _plain(value: Any) -> Any:
-    """A copy of a field's value as CEL would hand it back (no int past 64 bits)."""
+    """A copy of a value as CEL would hand it back (no int past 64 bits), its maps' keys
+    sorted as `processors.ordered` sorts CEL's."""
     kind = type(value)
     if kind is str or kind is float or kind is bool or value is None:
         return value
     if kind is int:
-        return _int(value)
+        if INT_MIN <= value <= INT_MAX:
+            return value
+        raise _FALLBACK
     if kind is dict:
         out = {}
-        for k, v in value.items():
+        for k in sorted(value):  # (a non-string key: TypeError, so CEL decides)
             if type(k) is not str:
                 raise _FALLBACK
-            out[k] = _plain(v)
+            item = value[k]
+            out[k] = item if type(item) is str else _plain(item)
         return out
     if kind is list:
-        return [_plain(v) for v in value]
+        return [item if type(item) is str else _plain(item) for item in value]
     raise _FALLBACK
 
 

@@ -83,8 +83,12 @@ _VARIABLES: dict[str, Callable[[Flow], Any]] = {
 def evaluator(expression: Expression) -> Callable[[Flow], Any]:
     """A function of a flow that evaluates `expression`: on the fast road when it can
     (`fastpath`), else by CEL with only the variables (and the fields of `value`) that
-    it reads."""
-    slow = _cel_evaluator(expression)
+    it reads. Maps in the result have their keys sorted (`ordered`)."""
+    cel_run = _cel_evaluator(expression)
+
+    def slow(flow: Flow) -> Any:
+        return ordered(cel_run(flow))
+
     fast = compile_fast(expression.source, _VARIABLES)
     if fast is None:
         return slow
@@ -201,7 +205,7 @@ def map_(options: Any, schemas: SchemaSource | None) -> Step:
     run = evaluator(Expression(options))
 
     def step(flow: Flow) -> bool:
-        flow.value = ordered(run(flow))
+        flow.value = run(flow)
         return True
 
     return step
@@ -211,9 +215,7 @@ def set_(options: Any, schemas: SchemaSource | None) -> Step:
     fields = tuple((_path(name), evaluator(Expression(source))) for name, source in options.items())
 
     def step(flow: Flow) -> bool:
-        results = [
-            (path, ordered(run(flow))) for path, run in fields
-        ]  # all read the value as it was
+        results = [(path, run(flow)) for path, run in fields]  # all read the value as it was
         value = _structured(flow, "set")
         for path, result in results:
             node = value

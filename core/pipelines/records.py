@@ -3,12 +3,14 @@ and where Avro schemas come from."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
+
+# The records are named tuples, not frozen dataclasses: as immutable, and built four times
+# faster (a frozen dataclass sets each field through object.__setattr__) — one of each is
+# made per record.
 
 
-@dataclass(frozen=True, slots=True)
-class InRecord:
+class InRecord(NamedTuple):
     """A record read from the input (a topic's record, or one POSTed over HTTP)."""
 
     topic: str
@@ -20,8 +22,7 @@ class InRecord:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Emit:
+class Emit(NamedTuple):
     """A record for the output named `output` (`config.DEAD_LETTER` for the dead-letter
     topic)."""
 
@@ -49,6 +50,9 @@ class RecordError(Exception):
 
     def __hash__(self) -> int:
         return hash((self.message, self.processor))
+
+    def __reduce__(self) -> tuple[type[RecordError], tuple[str, int]]:
+        return (RecordError, (self.message, self.processor))  # pickles whole
 
     def __repr__(self) -> str:
         return f"RecordError({self.message!r}, processor={self.processor})"

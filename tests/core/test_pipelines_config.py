@@ -4,6 +4,9 @@ column (YAML and JSON)."""
 import json
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from core.pipelines import (
     BucketOutput,
@@ -130,6 +133,21 @@ def test_a_json_configuration_has_its_problems_at_their_line_and_column():
     assert message.startswith("CEL: Syntax error")
 
 
+def test_an_expression_in_a_block_scalar_has_its_problem_at_its_own_line():
+    text = (
+        "input: {kafka: {topics: [in]}}\n"
+        "processors:\n"
+        "  - filter: |\n"
+        "      value.a > 1 &&\n"
+        "        value.b > ) 2\n"
+        "outputs: {default: {kafka: {topic: o}}}\n"
+    )
+    [(line, column, path, message)] = problems(text)
+    assert (line, column, path) == (5, 19, "processors[0].filter")  # the ")"
+    [(line, column, _, _)] = problems(text.replace(" ) 2", ""))
+    assert (line, column) == (5, 18)  # just after the last character, not the next line
+
+
 def test_json_syntax_errors_are_json_s():
     assert problems('{"input": {"kafka": {"topics": ["a"]}},\n "outputs": }') == [
         (2, 13, "", "JSON: Expecting value")
@@ -140,3 +158,47 @@ def test_yaml_syntax_errors_are_at_their_place():
     [(line, column, path, message)] = problems("input:\n  kafka: x: y\n")
     assert (line, column, path) == (2, 11, "")
     assert message.startswith("YAML: mapping values are not allowed")
+
+
+keys = st.sampled_from(
+    ["input", "processors", "outputs", "errors", "kafka", "http", "bucket", "topics", "topic"]
+    + ["group", "start", "prefix", "max_records", "url", "dead_letter", "default", "eu", "map"]
+    + ["parse_json", "set", "remove", "filter", "route", "cases", "when", "output", "dedupe"]
+    + ["rate_limit", "records_per_second", "key", "window_seconds", "x"]
+)
+leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=8),
+    st.sampled_from(["orders", "value.a > 1", "value.a >", "default", "eu", "{}", "[]"]),
+)
+documents = st.recursive(
+    leaves,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=5)),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(documents, st.booleans())
+def test_any_document_gives_a_spec_or_problems_with_positions(document, as_json):
+    try:
+        text = json.dumps(document) if as_json else yaml.safe_dump(document)
+    except ValueError:
+        return  # NaN in JSON
+    try:
+        parse_config(text)
+    except ConfigError as exc:
+        assert exc.problems
+        assert all(p.line >= 1 and p.column >= 1 for p in exc.problems)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_any_text_gives_a_spec_or_problems(text):
+    try:
+        parse_config(text)
+    except ConfigError as exc:
+        assert exc.problems

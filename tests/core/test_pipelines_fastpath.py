@@ -119,7 +119,7 @@ def by_cel(source: str, value):
         return False, type(exc)
 
 
-@settings(max_examples=700, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expressions, values, st.booleans())
 def test_the_fast_road_agrees_with_cel(source, value, lazy):
     try:
@@ -139,7 +139,7 @@ def test_the_fast_road_agrees_with_cel(source, value, lazy):
             assert same(got, expected), f"{source}: fast {got!r} != CEL {expected!r}"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(expressions, values)
 def test_an_evaluator_gives_what_cel_gives(source, value):
     try:

@@ -1,6 +1,10 @@
 """The processors, each over records: what comes out, what is filtered, which errors."""
 
+import json
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from core.pipelines import DEAD_LETTER, Emit, InRecord, RecordError, compile_spec, parse_config
 
@@ -275,3 +279,61 @@ def test_avro_errors_are_the_record_s():
     without = pipeline("  - parse_avro: {}\n")
     with pytest.raises(RecordError, match="no schema registry"):
         without.process(record(b"\x00\x00\x00\x00\x01"))
+
+
+STEPS = [
+    "- parse_json: {}",
+    "- encode_json: {}",
+    "- map: 'value.a'",
+    '- map: \'{"x": value.a, "y": value}\'',
+    "- set: {a: 'value.b', c.d: '1'}",
+    "- remove: [a, b.c]",
+    "- filter: 'value.a > 1'",
+    "- route: 'value.r'",
+    "- route: {cases: [{when: 'value.a == 1', output: eu}], default: []}",
+    "- key: 'value.k'",
+    "- dedupe: {key: 'value.a', window_seconds: 1}",
+    "- map: 'value.l.map(i, i * 2)'",
+    "- set: {z: 'headers'}",
+    "- filter: 'value.a in [1, 2, \"x\"]'",
+]
+json_values = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=5),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["a", "b", "c", "r", "k", "l"]), inner, max_size=5),
+    ),
+    max_leaves=12,
+)
+raw_values = st.one_of(
+    json_values.map(lambda v: json.dumps(v).encode()), st.binary(max_size=20), st.none()
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from(STEPS), max_size=5), st.lists(raw_values, min_size=1, max_size=4))
+def test_any_record_through_any_processors_gives_emits_or_its_error(steps, values):
+    p = pipeline("".join(f"  {step}\n" for step in steps))
+    recs = [record(v, offset=i, headers=(("h", b"x"), ("n", None))) for i, v in enumerate(values)]
+    for outcome in p.process_batch(recs):
+        if isinstance(outcome, RecordError):
+            assert outcome.message and -1 <= outcome.processor < len(steps)
+            continue
+        for emit in outcome:
+            assert emit.output in ("default", "eu")
+            assert emit.value is None or type(emit.value) is bytes
+            assert emit.key is None or type(emit.key) is bytes
+
+
+def test_a_record_s_error_survives_pickling():
+    import pickle
+
+    err = RecordError("processors[1] (filter): no such key: amount", 1)
+    back = pickle.loads(pickle.dumps(err))
+    assert (back.message, back.processor) == (err.message, err.processor)

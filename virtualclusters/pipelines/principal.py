@@ -44,6 +44,14 @@ def consumer_group(pipeline: Pipeline, spec: PipelineSpec) -> str | None:
     return spec.input.group or f"floe-pipeline-{pipeline.name}"
 
 
+def group_of(pipeline: Pipeline, canonical: dict[str, Any]) -> str | None:
+    """`consumer_group` from a version's canonical form (``PipelineSpec.canonical()``)."""
+    kafka = (canonical.get("input") or {}).get("kafka")
+    if not isinstance(kafka, dict):
+        return None
+    return kafka.get("group") or f"floe-pipeline-{pipeline.name}"
+
+
 def wanted_bindings(pipeline: Pipeline, spec: PipelineSpec) -> list[dict[str, str]]:
     """The ACL bindings (the agent API's JSON shape) the pipeline's principal needs."""
     who = principal(pipeline)

@@ -127,25 +127,22 @@ def current_version(pipeline: Pipeline) -> PipelineVersion:
 
 def pipeline_assignments(*, cluster: VirtualCluster) -> list[dict[str, Any]]:
     """Every running pipeline of the cluster with its current configuration and how to
-    reach the cluster as its principal (``pipelines/assignments``)."""
-    from core.pipelines import parse_config
-
-    found = []
-    running = Pipeline.objects.filter(cluster=cluster, state=Pipeline.State.RUNNING).order_by(
-        "name"
+    reach the cluster as its principal (``pipelines/assignments``; agents ask every few
+    seconds: two queries, nothing parsed — the group comes from the canonical form)."""
+    running = list(
+        Pipeline.objects.filter(cluster=cluster, state=Pipeline.State.RUNNING).order_by("name")
     )
     versions = {
-        (v.pipeline_id, v.version): v for v in PipelineVersion.objects.filter(pipeline__in=running)
+        (v.pipeline_id, v.version): v
+        for v in PipelineVersion.objects.filter(
+            pipeline__in=running, version__in={p.current_version for p in running}
+        )
     }
+    found = []
     for pipeline in running:
         version = versions.get((pipeline.pk, pipeline.current_version))
         if version is None:
             continue
-        group = None
-        try:
-            group = principals.consumer_group(pipeline, parse_config(version.config))
-        except Exception:  # noqa: BLE001 - the engine's rules grew stricter since: say none
-            group = None
         found.append(
             {
                 "id": pipeline.public_id,
@@ -154,7 +151,7 @@ def pipeline_assignments(*, cluster: VirtualCluster) -> list[dict[str, Any]]:
                 "version": version.version,
                 "config": version.config,
                 "credentials": principals.credentials(pipeline),
-                "group": group,
+                "group": principals.group_of(pipeline, version.canonical),
                 "transactional_id_prefix": principals.transactional_id_prefix(pipeline),
             }
         )

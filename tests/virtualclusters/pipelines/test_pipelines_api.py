@@ -276,6 +276,19 @@ def test_a_dry_run_on_the_topics_needs_a_live_agent(api, alice, topics):
 # --- the pipelines role's agent API ------------------------------------------------------
 
 
+def test_assignments_cost_two_queries_however_many_pipelines(
+    api, alice, topics, django_assert_max_num_queries
+):
+    for n in range(5):
+        _create(api, alice, name=f"p{n}", state="running")
+    agent = AgentApi(alice["agent_key"])
+    agent("pipelines/assignments", {"agent_id": "warm"})  # the agent key is cached
+    with django_assert_max_num_queries(4):  # bounds set, pipelines, versions, release
+        assigned = agent("pipelines/assignments", {"agent_id": "a1"})["pipelines"]
+    assert [p["name"] for p in assigned] == [f"p{n}" for n in range(5)]
+    assert {p["group"] for p in assigned} == {f"floe-pipeline-p{n}" for n in range(5)}
+
+
 def test_agents_are_assigned_running_pipelines_with_credentials(api, alice, topics):
     created = _create(api, alice, state="running")
     _create(api, alice, name="idle")
