@@ -354,12 +354,8 @@ class PipelineRunner:
             try:
                 spec = parse_config(assignment.config)
             except ConfigError as exc:
-                stats = self.broken.setdefault(pid, PipelineStats(assignment.name))
-                stats.version, stats.state = assignment.version, "failing"
-                if not stats.errors or stats.errors[-1]["message"] != str(exc)[:1000]:
-                    stats.error(str(exc))
+                self._failing(pid, assignment, str(exc))
                 continue
-            self.broken.pop(pid, None)
             self.finished.pop(pid, None)
             http_input = isinstance(spec.input, HttpInput)
             if current is not None and (pid in self.http) == http_input:
@@ -377,11 +373,11 @@ class PipelineRunner:
                         agent_id=self.agent_id,
                         schemas=self.schemas,
                     )
+                    self.broken.pop(pid, None)
                 except Exception as exc:
-                    stats = self.broken.setdefault(pid, PipelineStats(assignment.name))
-                    stats.state = "failing"
-                    stats.error(f"{type(exc).__name__}: {exc}")
+                    self._failing(pid, assignment, f"{type(exc).__name__}: {exc}")
             else:
+                self.broken.pop(pid, None)
                 worker = KafkaPipelineWorker(
                     assignment,
                     bootstrap=self.bootstrap,
@@ -391,6 +387,15 @@ class PipelineRunner:
                 )
                 self.kafka[pid] = worker
                 worker.start()
+
+    def _failing(self, pid: str, assignment: Assignment, message: str) -> None:
+        """An assigned pipeline this agent cannot run: reported failing, its error once."""
+        stats = self.broken.setdefault(
+            pid, PipelineStats(assignment.name, version=assignment.version)
+        )
+        stats.version, stats.state = assignment.version, "failing"
+        if not stats.errors or stats.errors[-1]["message"] != message[:1000]:
+            stats.error(message)
 
     def _current(self, pid: str) -> Assignment | None:
         if pid in self.kafka:

@@ -160,3 +160,45 @@ def test_an_http_output_retries_5xx_and_gives_up_on_a_4xx(receiver):
         poster.post(b"{}", {"Floe-Source": "t/0/2"})
     assert len(_Flaky.seen) == 4
     poster.close()
+
+
+def test_the_runner_reports_a_configuration_it_cannot_run_and_starts_and_stops_the_others():
+    import asyncio
+
+    from agents.pipeline_runner import PipelineRunner
+
+    store = MemoryStore("pipeline-runner-units")
+    runner = PipelineRunner(
+        None,  # apply() never calls the control plane
+        agent_id="agt-u",
+        store=store,
+        bootstrap=lambda sasl: {"bootstrap.servers": "127.0.0.1:1"},
+    )
+    landing = "input: {http: {}}\noutputs: {default: {bucket: {prefix: 'in/'}}}\n"
+    broken = {
+        "id": "pl_b",
+        "name": "broken",
+        "version": 3,
+        "config": "input: [",
+        "state": "running",
+    }
+    posted = {"id": "pl_h", "name": "landing", "version": 1, "config": landing, "state": "running"}
+
+    async def scenario() -> tuple[dict, dict, dict]:
+        await runner.apply([broken, posted])
+        first = runner.report_body()
+        answer = await asyncio.get_running_loop().run_in_executor(
+            None, runner.http["pl_h"].handle, [b'{"a":1}', b"2"]
+        )
+        await runner.apply([])
+        return first, answer, runner.report_body()
+
+    first, answer, last = asyncio.run(scenario())
+    reports = {r["id"]: r for r in first["pipelines"]}
+    assert reports["pl_b"]["state"] == "failing" and reports["pl_b"]["version"] == 3
+    assert "invalid pipeline configuration" in reports["pl_b"]["errors"][0]["message"]
+    assert reports["pl_h"]["state"] == "running"
+    assert answer == {"records": 2, "out": 2, "dead_lettered": 0, "filtered": 0}
+    (key,) = [o.key for o in store.list("in/landing/http/")]
+    assert [json.loads(line)["value"] for line in store.get(key).splitlines()] == [{"a": 1}, 2]
+    assert [(r["id"], r["state"]) for r in last["pipelines"]] == [("pl_h", "stopped")]
