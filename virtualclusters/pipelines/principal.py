@@ -130,13 +130,21 @@ def credentials(pipeline: Pipeline) -> dict[str, Any]:
     return found
 
 
-def principal_password_check(*, pipeline: Pipeline) -> None:
-    """Give the principal a new password when the sealed one cannot be opened (the
-    SECRET_KEY was rotated): its agents could not log in otherwise."""
+def principal_ensure(*, pipeline: Pipeline, spec: PipelineSpec | None) -> None:
+    """Make the principal whole again before the pipeline starts: a new password when the
+    sealed one cannot be opened (the SECRET_KEY was rotated) or the SASL user was deleted
+    meanwhile (the Security page), and the ACLs its current version needs."""
     try:
         secret_open(pipeline.password_sealed)
+        exists = SaslCredential.objects.filter(
+            cluster=pipeline.cluster, username=username(pipeline)
+        ).exists()
     except SealBroken:
+        exists = False
+    if not exists:
         SaslCredential.objects.filter(
             cluster=pipeline.cluster, username=username(pipeline)
         ).delete()
         principal_create(pipeline=pipeline)
+    if spec is not None:
+        principal_acls_set(pipeline=pipeline, spec=spec)

@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core.pipelines import ConfigError, PipelineSpec, parse_config
 from team.audit import actor_label, event_record
 from tenancy.errors import conflict
 from virtualclusters.models import VirtualCluster
@@ -99,7 +100,11 @@ def pipeline_state_set(*, pipeline: Pipeline, state: str) -> Pipeline:
     if state not in STATES:
         raise ValidationError({"state": ["running or paused"]})
     if state == Pipeline.State.RUNNING:
-        principals.principal_password_check(pipeline=pipeline)
+        try:
+            spec: PipelineSpec | None = parse_config(current_version(pipeline).config)
+        except ConfigError:  # the engine's rules grew stricter since: its ACLs stay as made
+            spec = None
+        principals.principal_ensure(pipeline=pipeline, spec=spec)
     if pipeline.state != state:
         pipeline.state = state
         pipeline.save(update_fields=["state", "updated_at"])

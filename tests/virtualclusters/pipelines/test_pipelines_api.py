@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from core.security.scram import plain_verify
 from team.models import AuditEvent
 from tests.metadata_store.conftest import AgentApi
 from virtualclusters.pipelines.models import Pipeline, PipelineReport
@@ -305,10 +306,32 @@ def test_agents_are_assigned_running_pipelines_with_credentials(api, alice, topi
     assert credentials["username"] == "pipeline-router" and len(credentials["password"]) >= 16
     # The password is stored sealed, never as is.
     assert credentials["password"] not in Pipeline.objects.get(name="router").password_sealed
-    # It logs in: the SCRAM verifier matches.
-    from core.security.scram import scram_verifier  # noqa: F401 - presence
+    # It is the SASL user's password (PLAIN's hash is checked the way a login is).
+    stored = SaslCredential.objects.get(username="pipeline-router")
+    assert plain_verify(credentials["password"], stored.plain_hash)
 
-    assert SaslCredential.objects.get(username="pipeline-router").scram_sha512
+
+def test_starting_makes_a_deleted_principal_whole_again(api, alice, topics):
+    _create(api, alice)
+    client = api(alice["admin"])
+    user = SaslCredential.objects.get(username="pipeline-router")
+    assert (
+        client.delete(
+            f"/api/v1/clusters/{alice['cluster'].public_id}/sasl-credentials/{user.public_id}/"
+        ).status_code
+        == 204
+    )
+    Acl.objects.filter(principal="User:pipeline-router", operation="write").delete()
+    response = client.post(
+        _url(alice["cluster"], "router", "state"), {"state": "running"}, format="json"
+    )
+    assert response.status_code == 200
+    remade = SaslCredential.objects.get(username="pipeline-router")
+    (assigned,) = AgentApi(alice["agent_key"])("pipelines/assignments", {"agent_id": "a"})[
+        "pipelines"
+    ]
+    assert plain_verify(assigned["credentials"]["password"], remade.plain_hash)
+    assert Acl.objects.filter(principal="User:pipeline-router", operation="write").count() == 3
 
 
 def test_agent_calls_refuse_bad_bodies_and_keys(alice, topics):
