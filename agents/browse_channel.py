@@ -1,6 +1,7 @@
 """The agent's end of the browse channel: it long-polls the control plane for the
 console's browse requests and answers each with what it reads: records of a partition,
-or the stored documents of schemas (the console's Schemas page).
+or the stored documents of schemas (the console's Schemas page), or a pipeline's dry
+run on the newest records of its input topics (`agents.pipeline_samples`).
 
 The control plane never connects to an agent (docs/ARCHITECTURE.md, invariant 5): the
 agent keeps one poll open (``browse/poll``, which the control plane holds up to 25 s and
@@ -57,11 +58,13 @@ class BrowseChannel:
         agent_id: str,
         browse: Callable[..., Awaitable[dict[str, Any]]],
         schema_document: Callable[[str], Awaitable[dict[str, Any]]] | None = None,
+        pipeline_dry_run: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.client = client
         self.agent_id = agent_id
         self.browse = browse
         self.schema_document = schema_document
+        self.pipeline_dry_run = pipeline_dry_run
         self._answering: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
 
@@ -119,6 +122,8 @@ class BrowseChannel:
         kind = request.get("kind")
         if kind == "schema_texts":
             return await self._read_schema_texts(request)
+        if kind == "pipeline_dry_run" and self.pipeline_dry_run is not None:
+            return await self._pipeline_dry_run(self.pipeline_dry_run, request)
         if kind is not None:
             return {"error": f"this agent reads no {str(kind)[:100]!r}"}
         try:
@@ -143,6 +148,24 @@ class BrowseChannel:
             log.warning("browse channel: reading records failed", exc_info=True)
             return {"error": f"{type(exc).__name__}: {exc}"[:1000]}
         return {"page": page_within(page)}
+
+    async def _pipeline_dry_run(
+        self,
+        run: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+        request: dict[str, Any],
+    ) -> dict[str, Any]:
+        """A pipeline's configuration run on the newest records of its input topics
+        (`agents.pipeline_samples`): the engine's result is the page."""
+        try:
+            result = await asyncio.wait_for(run(request), BROWSE_TIMEOUT_S)
+        except LookupError as exc:  # BrowseError: no such topic
+            return {"error": str(exc)[:1000], "not_found": True}
+        except TimeoutError:
+            return {"error": f"the dry run took longer than {BROWSE_TIMEOUT_S:.0f} s"}
+        except Exception as exc:  # noqa: BLE001 - a bad request, the bucket: say so
+            log.warning("browse channel: a pipeline dry run failed", exc_info=True)
+            return {"error": f"{type(exc).__name__}: {exc}"[:1000]}
+        return {"page": page_within(result)}
 
     async def _read_schema_texts(self, request: dict[str, Any]) -> dict[str, Any]:
         """The stored documents of the fingerprints asked (the console's Schemas page)."""

@@ -33,8 +33,9 @@ ZONE_PATTERN = r"[A-Za-z0-9._:/-]{1,64}"
 # Agent roles (seed 001, "Agent Roles"): which work an agent takes. Metadata lists only
 # agents that serve clients (produce or consume); `jobs` agents lease the cluster's
 # background jobs (compaction, retention…) and run them against their own bucket;
-# `schema-registry` agents serve Confluent's Schema Registry REST API.
-ROLES = ("produce", "consume", "jobs", "schema-registry")
+# `schema-registry` agents serve Confluent's Schema Registry REST API; `pipelines`
+# agents run the cluster's managed pipelines (agents/pipeline_runner.py).
+ROLES = ("produce", "consume", "jobs", "schema-registry", "pipelines")
 CLIENT_ROLES = frozenset({"produce", "consume"})
 # Kafka's socket.request.max.bytes: the largest request frame a client may send.
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
@@ -305,7 +306,8 @@ def _build_parser() -> _OneLineParser:
     add(
         "--roles",
         type=_roles,
-        help="comma-separated: produce, consume, jobs, schema-registry (default all) [FLOE_ROLES]",
+        help="comma-separated: produce, consume, jobs, schema-registry, pipelines (default all) "
+        "[FLOE_ROLES]",
     )
     add("--spark-master", help="jobs role: Spark master (default local[*]) [SPARK_MASTER]")
     add(

@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from agents import AGENT_VERSION, record_browser
+from agents import AGENT_VERSION, pipeline_samples, record_browser
 from agents.browse_channel import BrowseChannel
 from agents.chunk_cache import ChunkCache
 from agents.client_stats import diagnostics_stats
@@ -42,6 +42,8 @@ from agents.migration_copier import MigrationCopier
 from agents.partition_offsets import PartitionOffsets
 from agents.peers.client import PeerClient
 from agents.peers.server import add_peer_routes
+from agents.pipeline_runner import PipelineRunner, bootstrap_settings
+from agents.pipeline_schemas import RegistrySchemas
 from agents.read_stats import CountingStore, heartbeat_stats
 from agents.schema_registry.registry import SchemaRegistry
 from agents.schema_registry.server import BasicAuth
@@ -64,6 +66,8 @@ REGISTER_ATTEMPTS = 5
 # SIGTERM waits at most this long for sealed segments to commit (one commit timeout and
 # a retry), then fails what is left: the process always ends.
 SHUTDOWN_FLUSH_S = 15.0
+# SIGTERM gives the pipelines this long to commit their batch and leave their groups.
+PIPELINES_STOP_S = 10.0
 # After an outage, agents the control plane does not list yet are kept this long: its
 # liveness window (FLOE_AGENT_LIVENESS_S, 15 s), within which each has heartbeated again.
 LIVENESS_AFTER_OUTAGE_S = 15.0
@@ -243,6 +247,13 @@ class AgentRuntime:
         )
         ctx.writer.max_bytes = min(self.config.batch_max_bytes, size or self.config.batch_max_bytes)
 
+    def _pipeline_bootstrap(self, sasl: bool) -> dict[str, Any]:
+        """Where this agent's pipelines connect: its own listener, then the cluster's
+        agents (`agents.pipeline_runner.bootstrap_settings`)."""
+        own = [(x.name, x.protocol, x.host, x.port) for x in self.advertised]
+        live = self.ctx.live_agents if self.ctx is not None else []
+        return bootstrap_settings(own, live, sasl=sasl, tls_ca=self.config.tls_cert)
+
     def _zone_cache_peers(self) -> list[Peer]:
         """The agents sharing this one's cache: the reachable live agents of its zone and
         agent group."""
@@ -332,6 +343,8 @@ class AgentRuntime:
         jobs: asyncio.Task[None] | None = None
         migrations: asyncio.Task[None] | None = None
         browse_polls: asyncio.Task[None] | None = None
+        pipelines: asyncio.Task[None] | None = None
+        pipeline_runner: PipelineRunner | None = None
         job_runner: JobRunner | None = None
         try:
             try:
@@ -454,6 +467,22 @@ class AgentRuntime:
                 serve_chunk=cache.serve_peer,
                 relay=dispatcher.relayed,
             )
+            if "pipelines" in config.roles:
+                # HTTP-input pipelines take records from the cluster's SASL users when the
+                # agent asks Kafka clients to log in (as the Schema Registry does).
+                credentials = securities[0].credentials
+                pipeline_auth = None
+                if config.require_sasl and credentials is not None:
+                    pipeline_auth = BasicAuth(credentials).check
+                pipeline_runner = PipelineRunner(
+                    self.client,
+                    agent_id=config.agent_id,
+                    store=open_store(config.bucket_url),
+                    bootstrap=self._pipeline_bootstrap,
+                    http_auth=pipeline_auth,
+                    schemas=RegistrySchemas(registry, asyncio.get_running_loop()),
+                )
+                pipeline_runner.add_routes(app)  # HTTP-input pipelines' records
             http_runner = await start_http_on(app, http_sock)
             if registry_sock is not None:
                 auth = None
@@ -483,6 +512,7 @@ class AgentRuntime:
                 agent_id=config.agent_id,
                 browse=functools.partial(record_browser.browse, ctx),
                 schema_document=registry.document,
+                pipeline_dry_run=functools.partial(pipeline_samples.dry_run_answer, ctx),
             )
             browse_polls = asyncio.get_running_loop().create_task(browsing.run_forever())
             if "jobs" in config.roles:
@@ -504,6 +534,8 @@ class AgentRuntime:
                     lease_s=config.migration_lease_s,
                 )
                 migrations = asyncio.get_running_loop().create_task(copier.run_forever())
+            if pipeline_runner is not None:
+                pipelines = asyncio.get_running_loop().create_task(pipeline_runner.run_forever())
             _UP_SINCE.set(time.time())
             log.info("agent group %s", config.agent_group)
             log.info("metrics and health on http://%s:%d/", config.host, http_port)
@@ -516,6 +548,19 @@ class AgentRuntime:
             log.info("shutting down: flushing the open segment")
             for server in servers:
                 server.stop_accepting()
+            if pipeline_runner is not None:
+                if pipelines is not None:
+                    pipelines.cancel()
+                # Each pipeline commits what it processed and leaves its group while this
+                # agent still serves Kafka (its own clients may be connected to it).
+                # Bounded: a transaction left open is aborted by the partition's next
+                # owner (its init_transactions), so giving up loses nothing.
+                try:
+                    await asyncio.wait_for(pipeline_runner.close(), PIPELINES_STOP_S)
+                except TimeoutError:
+                    log.warning(
+                        "shutting down: pipelines still stopping after %.0fs", PIPELINES_STOP_S
+                    )
             try:
                 # Bounded: a control plane that never answers must not keep us alive.
                 await asyncio.wait_for(writer.close(), SHUTDOWN_FLUSH_S)
@@ -537,6 +582,7 @@ class AgentRuntime:
                 jobs,
                 migrations,
                 browse_polls,
+                pipelines,
                 tail_feed,
                 journals,
             ):

@@ -11,6 +11,7 @@ urlpatterns = [
     path("", include("virtualclusters.jobs.agent_urls")),
     path("", include("virtualclusters.mirror.agent_urls")),
     path("", include("virtualclusters.browsing.agent_urls")),
+    path("", include("virtualclusters.pipelines.agent_urls")),
     path("", include("schema_registry.agent_urls")),
     re_path(r"", unknown_call),  # anything else: a JSON 404, never an HTML page
 ]

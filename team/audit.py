@@ -1,5 +1,5 @@
 """The audit log: who created, changed or deleted clusters, keys, ACLs, SASL users, team
-members, schema-registry subjects and migrations, recorded in one place.
+members, schema-registry subjects, migrations and pipelines, recorded in one place.
 
 Model signals record every save and delete of the audited models, so no write path can
 forget it (a write that is no model's save or delete — a subject's soft delete marks
@@ -26,8 +26,9 @@ _actor: contextvars.ContextVar[tuple[object | None, str]] = contextvars.ContextV
 )
 
 
-# (A migration is also "cut over" and "stopped": `virtualclusters.mirror.services`.)
-ACTIONS = ("created", "changed", "revoked", "deleted", "cut over", "stopped")
+# (A migration is also "cut over" and "stopped": `virtualclusters.mirror.services`; a
+# pipeline "started" and "paused": `virtualclusters.pipelines.services`.)
+ACTIONS = ("created", "changed", "revoked", "deleted", "cut over", "stopped", "started", "paused")
 TARGET_TYPES = (
     "cluster",
     "agent_key",
@@ -38,6 +39,7 @@ TARGET_TYPES = (
     "invitation",
     "schema_subject",
     "migration",
+    "pipeline",
 )
 
 
@@ -51,6 +53,11 @@ def audit_events(org: Any, *, action: str = "", target_type: str = "", actor: st
     if actor:
         events = events.filter(actor_label__icontains=actor)
     return events
+
+
+def actor_label() -> str:
+    """Who the writes of the current request are for, as the audit log names them."""
+    return _actor.get()[1]
 
 
 def set_actor(user: Any, label: str) -> None:

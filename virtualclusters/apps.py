@@ -31,3 +31,9 @@ class VirtualClustersConfig(AppConfig):
         agent_consumption_reported.connect(
             _consumed, weak=False, dispatch_uid="throughput-consumed"
         )
+
+        # An agent's answer to a pipeline's dry run is checked by the pipelines' rule.
+        from virtualclusters.browsing.agent_api import ANSWER_CHECKS
+        from virtualclusters.pipelines.dry_run import KIND, dry_run_check
+
+        ANSWER_CHECKS[KIND] = dry_run_check

@@ -2,8 +2,9 @@
 ``metadata_store.clusters``, re-exported here), and this app's own models.
 
 The metadata store's tables (topics, partitions, files, the batch index…) are the
-``metadata_store`` app's; SASL users and ACLs, group reports, job runs and migrations are models of
-this app that live in its ``security``, ``groups``, ``jobs`` and ``mirror`` packages.
+``metadata_store`` app's; SASL users and ACLs, group reports, job runs, migrations and pipelines are
+models of this app that live in its ``security``, ``groups``, ``jobs``, ``mirror`` and ``pipelines``
+packages.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ from metadata_store.clusters import (  # noqa: E402,F401
 from virtualclusters.groups.models import GroupReport  # noqa: E402,F401
 from virtualclusters.jobs.models import JobRun  # noqa: E402,F401
 from virtualclusters.mirror.models import Migration, MigrationTopic  # noqa: E402,F401
+from virtualclusters.pipelines.models import (  # noqa: E402,F401
+    Pipeline,
+    PipelineReport,
+    PipelineVersion,
+)
 from virtualclusters.security.models import Acl, SaslCredential  # noqa: E402,F401
 from virtualclusters.tables.models import (  # noqa: E402,F401
     IcebergNamespace,
@@ -46,6 +52,9 @@ __all__ = [
     "JobRun",
     "Migration",
     "MigrationTopic",
+    "Pipeline",
+    "PipelineReport",
+    "PipelineVersion",
     "SaslCredential",
     "ThroughputSample",
     "TopicConsumed",

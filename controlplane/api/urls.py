@@ -8,7 +8,13 @@ from team.api import views
 from virtualclusters.api import agents as vc_agents
 from virtualclusters.api import files as vc_files
 from virtualclusters.api import groups as vc_groups
-from virtualclusters.api import jobs_views, migrations_views, share_groups, tables_views
+from virtualclusters.api import (
+    jobs_views,
+    migrations_views,
+    pipelines_views,
+    share_groups,
+    tables_views,
+)
 from virtualclusters.api import views as vc
 
 urlpatterns = [
@@ -152,6 +158,36 @@ urlpatterns = [
         "clusters/<str:cluster_id>/migrations/<str:migration_id>/cutover/",
         migrations_views.MigrationCutoverView.as_view(),
         name="api-migration-cutover",
+    ),
+    path(
+        "clusters/<str:cluster_id>/pipelines/",
+        pipelines_views.PipelineListView.as_view(),
+        name="api-pipelines",
+    ),
+    path(
+        "clusters/<str:cluster_id>/pipelines/<str:name>/",
+        pipelines_views.PipelineDetailView.as_view(),
+        name="api-pipeline",
+    ),
+    path(
+        "clusters/<str:cluster_id>/pipelines/<str:name>/configurations/",
+        pipelines_views.ConfigurationListView.as_view(),
+        name="api-pipeline-configurations",
+    ),
+    path(
+        "clusters/<str:cluster_id>/pipelines/<str:name>/configurations/<int:version>/",
+        pipelines_views.ConfigurationDetailView.as_view(),
+        name="api-pipeline-configuration",
+    ),
+    path(
+        "clusters/<str:cluster_id>/pipelines/<str:name>/state",
+        pipelines_views.PipelineStateView.as_view(),
+        name="api-pipeline-state",
+    ),
+    path(
+        "clusters/<str:cluster_id>/pipelines/<str:name>/dry-run",
+        pipelines_views.PipelineDryRunView.as_view(),
+        name="api-pipeline-dry-run",
     ),
     path("", include("virtualclusters.api.security_urls")),
     path("", include("schema_registry.api.urls")),

@@ -74,3 +74,40 @@ document.addEventListener("DOMContentLoaded", () => {
     setTimeout(tick, every);
   }
 });
+
+// The pipeline editor: <textarea data-editor="#lines"> keeps its height to its lines (so
+// the numbered lines behind it stay aligned) and a numbered line for each of its lines.
+// A line marked with a problem keeps its mark until the text is validated again.
+document.addEventListener("DOMContentLoaded", () => {
+  for (const area of document.querySelectorAll("textarea[data-editor]")) {
+    const lines = document.querySelector(area.dataset.editor);
+    if (!lines) continue;
+    const fit = () => {
+      const count = area.value.split("\n").length;
+      while (lines.children.length < count) {
+        const row = document.createElement("div");
+        row.className = "editor-line";
+        row.dataset.line = String(lines.children.length + 1);
+        const number = document.createElement("span");
+        number.className = "editor-number";
+        number.textContent = row.dataset.line;
+        row.append(number);
+        lines.append(row);
+      }
+      while (lines.children.length > count && !lines.lastElementChild.title) {
+        lines.lastElementChild.remove();
+      }
+      area.rows = Math.max(count, 1);
+      area.style.height = "auto";
+      area.style.height = `${area.scrollHeight}px`;
+    };
+    area.addEventListener("input", fit);
+    area.addEventListener("keydown", (event) => {
+      if (event.key !== "Tab" || event.shiftKey) return;
+      event.preventDefault(); // two spaces, as YAML wants, rather than leaving the field
+      area.setRangeText("  ", area.selectionStart, area.selectionEnd, "end");
+      fit();
+    });
+    fit();
+  }
+});

@@ -35,6 +35,7 @@ from tenancy.models import Membership
 from tests import factories
 from virtualclusters.mirror.models import MigrationTopic
 from virtualclusters.mirror.services import migration_create
+from virtualclusters.pipelines.services import pipeline_create
 from virtualclusters.security.services import acl_binding, acl_create, sasl_credential_create
 from virtualclusters.tables import catalog_urls
 from virtualclusters.tables.topic_tables import topic_table_enable
@@ -88,6 +89,19 @@ MATRIX = {
     ("GET", "/api/v1/clusters/{cluster_id}/migrations/{migration_id}/"): (MEMBER, 200),
     ("DELETE", "/api/v1/clusters/{cluster_id}/migrations/{migration_id}/"): (ADMIN, 204),
     ("POST", "/api/v1/clusters/{cluster_id}/migrations/{migration_id}/cutover/"): (ADMIN, 200),
+    ("GET", "/api/v1/clusters/{cluster_id}/pipelines/"): (MEMBER, 200),
+    ("POST", "/api/v1/clusters/{cluster_id}/pipelines/"): (ADMIN, 201),
+    ("GET", "/api/v1/clusters/{cluster_id}/pipelines/{name}/"): (MEMBER, 200),
+    ("DELETE", "/api/v1/clusters/{cluster_id}/pipelines/{name}/"): (ADMIN, 204),
+    ("GET", "/api/v1/clusters/{cluster_id}/pipelines/{name}/configurations/"): (MEMBER, 200),
+    ("POST", "/api/v1/clusters/{cluster_id}/pipelines/{name}/configurations/"): (ADMIN, 201),
+    ("GET", "/api/v1/clusters/{cluster_id}/pipelines/{name}/configurations/{version}/"): (
+        MEMBER,
+        200,
+    ),
+    # A dry run changes nothing, but runs the configuration (on an agent, or here): admins.
+    ("POST", "/api/v1/clusters/{cluster_id}/pipelines/{name}/dry-run"): (ADMIN, 200),
+    ("POST", "/api/v1/clusters/{cluster_id}/pipelines/{name}/state"): (ADMIN, 200),
     ("GET", "/api/v1/clusters/{cluster_id}/schemas/config/"): (MEMBER, 200),
     ("PUT", "/api/v1/clusters/{cluster_id}/schemas/config/"): (ADMIN, 200),
     ("GET", "/api/v1/clusters/{cluster_id}/schemas/subjects/"): (MEMBER, 200),
@@ -177,6 +191,15 @@ MATRIX = {
     ("POST", "migration-cutover"): (ADMIN, 302, 404),
     ("GET", "migration-stop"): (MEMBER, 200, 404),  # the page that asks first
     ("POST", "migration-stop"): (ADMIN, 302, 404),
+    ("GET", "cluster-pipelines"): (MEMBER, 200, 404),
+    ("GET", "pipeline-new"): (MEMBER, 200, 404),  # the editor, its buttons disabled
+    ("POST", "pipeline-new"): (ADMIN, 302, 404),
+    ("GET", "pipeline-detail"): (MEMBER, 200, 404),
+    ("GET", "pipeline-edit"): (MEMBER, 200, 404),
+    ("POST", "pipeline-edit"): (ADMIN, 302, 404),
+    ("POST", "pipeline-state"): (ADMIN, 302, 404),
+    ("GET", "pipeline-delete"): (MEMBER, 200, 404),  # the page that asks first
+    ("POST", "pipeline-delete"): (ADMIN, 302, 404),
     ("POST", "console-api-key-create"): (ADMIN, 302, 404),
     ("POST", "console-api-key-revoke"): (ADMIN, 302, 404),
     ("GET", "console-api-keys"): (MEMBER, 200, 200),
@@ -242,6 +265,7 @@ def world(db):
     moved = topic_create(cluster=cluster, name="moved", num_partitions=1)
     MigrationTopic.objects.create(migration=migration, name="moved", topic=moved)
     topic_mirroring_set(topic=moved, migration_id=migration.public_id)
+    pipeline_create(cluster=cluster, name="orders", config=PIPELINE)
     invoice = invoice_issue(organization=org, month_start=datetime(2026, 10, 1, tzinfo=UTC))
     people = {}
     for name, role in [("ada", ADMIN), ("mo", MEMBER), ("rex", ADMIN), ("eve", MEMBER)]:
@@ -305,6 +329,9 @@ def world(db):
     }
 
 
+# A pipeline named as the topic (the paths' {name}), and its configurations' text.
+PIPELINE = "input: {kafka: {topics: [orders]}}\noutputs: {default: {bucket: {prefix: x/}}}\n"
+
 # Bodies that an allowed caller's request succeeds with (anything else sends none).
 BODIES = {
     ("POST", "/api/v1/api-keys/"): {"name": "made", "role": "member"},
@@ -343,6 +370,14 @@ BODIES = {
     ("POST", "/api/v1/clusters/{cluster_id}/migrations/{migration_id}/cutover/"): {
         "topics": ["moved"]
     },
+    ("POST", "/api/v1/clusters/{cluster_id}/pipelines/"): {"name": "made", "config": PIPELINE},
+    ("POST", "/api/v1/clusters/{cluster_id}/pipelines/{name}/configurations/"): {
+        "config": PIPELINE
+    },
+    ("POST", "/api/v1/clusters/{cluster_id}/pipelines/{name}/dry-run"): {
+        "samples": [{"value": "{}"}]
+    },
+    ("POST", "/api/v1/clusters/{cluster_id}/pipelines/{name}/state"): {"state": "running"},
     ("PATCH", "/api/v1/clusters/{cluster_id}/topics/{name}/"): {"configs": {}},
     ("PUT", "/api/v1/clusters/{cluster_id}/topics/{name}/table/"): {"schema": "raw"},
     ("POST", "/api/v1/invitations/"): {"email": "made@example.com", "role": "member"},
@@ -362,6 +397,9 @@ BODIES = {
         "source_security__protocol": "PLAINTEXT",
         "topics": "made-.*",
     },
+    ("POST", "pipeline-new"): {"name": "made", "config": PIPELINE, "action": "save"},
+    ("POST", "pipeline-edit"): {"config": PIPELINE, "action": "save"},
+    ("POST", "pipeline-state"): {"state": "running"},
     ("GET", "migration-cutover"): {"topics": ["moved"]},
     ("POST", "migration-cutover"): {"topics": ["moved"]},
     ("POST", "team"): {"email": "made@example.com", "role": "member"},

@@ -63,4 +63,5 @@ urlpatterns = [
     ),
     path("", include("virtualclusters.console.security")),  # SASL users and ACLs
     path("", include("virtualclusters.console.migrations")),  # from another Kafka
+    path("", include("virtualclusters.console.pipelines")),  # managed data pipelines
 ]
