@@ -38,6 +38,7 @@ from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlP
 from agents.metrics import Counter
 from agents.schema_linker import SchemaLinker, SourceRegistry
 from agents.schema_registry.registry import SchemaRegistry
+from core.ecma_regex import ecma_compile
 from core.kafka.records import batch_crc_ok, decode_records, iter_batches, whole_batches_length
 from core.segment import SegmentBuilder
 from core.storage import ObjectStore
@@ -266,9 +267,9 @@ class MigrationCopier:
                     id=leased["id"],
                     lease=leased["lease"],
                     source=leased["source"],
-                    topics=re.compile(leased["topics"]),
+                    topics=ecma_compile(leased["topics"]),
                     start_from_now=bool(leased.get("start_from_now")),
-                    groups=re.compile(leased["groups"]) if leased.get("groups") else None,
+                    groups=ecma_compile(leased["groups"]) if leased.get("groups") else None,
                 )
                 migration.linker = self._linker(migration, leased.get("schema_registry"))
                 log.info(
