@@ -9,10 +9,11 @@ matches what ECMA-262 would:
 
 - `\\d`, `\\w`, `\\b` are ASCII in ECMA-262 (Unicode in Python's `str` patterns): `re.ASCII`;
 - `\\s` is ECMA-262's white space and line terminators (`\\ufeff` yes, `\\x1c` no);
-- `.` matches anything but `\\n`, `\\r`, `\\u2028`, `\\u2029`; `$` only the very end.
-
-Names are matched as code points: a name holding a character outside the Basic Multilingual
-Plane counts it once (ECMA-262 sees two UTF-16 units); patterns holding one are refused.
+- `.` matches anything but `\\n`, `\\r`, `\\u2028`, `\\u2029`; `$` only the very end;
+- ECMA-262 (without the u flag) reads patterns and names as UTF-16 units: a character
+  outside the Basic Multilingual Plane is two (`😀+` repeats its second half; `.` takes
+  one half). Such characters, in the pattern and in the name, are matched as their two
+  surrogates alike.
 """
 
 from __future__ import annotations
@@ -65,14 +66,48 @@ def dialect_problem(text: str) -> DialectProblem | None:
     return None
 
 
-def ecma_compile(text: str) -> re.Pattern[str]:
-    """`text` as a Python pattern that matches what ECMA-262 matches. A pattern stored
-    before the API checked the dialect, which `dialect_problem` refuses, keeps Python's
-    reading. Raises `re.error` where Python's `re` refuses the text."""
+class EcmaPattern:
+    """A pattern that matches names as ECMA-262 matches them (`fullmatch`)."""
+
+    def __init__(self, source: str, compiled: re.Pattern[str], *, as_units: bool) -> None:
+        self.source = source
+        self.compiled = compiled
+        self.as_units = as_units
+
+    def fullmatch(self, name: str) -> bool:
+        """Whether the whole of `name` matches (ECMA-262's `^(?:pattern)$`)."""
+        if self.as_units and max(name, default="\0") > "\uffff":
+            name = "".join(_units(char) for char in name)
+        return self.compiled.fullmatch(name) is not None
+
+
+def ecma_compile(text: str) -> EcmaPattern:
+    """`text` as a pattern that matches what ECMA-262 matches. A pattern stored before the
+    API checked the dialect, which `dialect_problem` refuses, keeps Python's reading.
+    Raises `re.error` (or OverflowError, RecursionError) where Python's `re` refuses the
+    text."""
     try:
-        return re.compile(_Translator(text).translate(), re.ASCII)
+        translated = _Translator(text).translate()
     except _Refused:
-        return re.compile(text)
+        return EcmaPattern(text, re.compile(text), as_units=False)
+    return EcmaPattern(text, re.compile(translated, re.ASCII), as_units=True)
+
+
+def _units(char: str) -> str:
+    """`char` as ECMA-262 sees it: itself, or the two surrogates of its UTF-16 form."""
+    code = ord(char)
+    if code <= 0xFFFF:
+        return char
+    code -= 0x10000
+    return chr(0xD800 + (code >> 10)) + chr(0xDC00 + (code & 0x3FF))
+
+
+def _escaped_units(char: str) -> str:
+    """A literal character of the pattern for the translated pattern: astral ones as the
+    `\\uXXXX` escapes of their two surrogates (matched against names in that form)."""
+    if ord(char) <= 0xFFFF:
+        return char
+    return "".join(f"\\u{ord(unit):04x}" for unit in _units(char))
 
 
 class _Translator:
@@ -91,7 +126,6 @@ class _Translator:
         text = self.text
         while self.position < len(text):
             start, char = self.position, text[self.position]
-            self._astral(start)
             if char == "\\":
                 self.out.append(self._escape(in_class=False))
                 self.previous = "atom"
@@ -122,21 +156,13 @@ class _Translator:
                 self.position += 1
                 self.previous = None
             else:
-                self.out.append(char)  # `^`, `|` and literals mean the same to both
+                self.out.append(_escaped_units(char))  # `^`, `|`, literals: the same to both
                 self.position += 1
                 self.previous = None if char in "^|" else "atom"
         return "".join(self.out)
 
     def _refuse(self, position: int, reason: str) -> None:
         raise _Refused(position, reason)
-
-    def _astral(self, position: int) -> None:
-        if ord(self.text[position]) > 0xFFFF:
-            self._refuse(
-                position,
-                "a character outside the Basic Multilingual Plane (two UTF-16 units to "
-                "ECMA-262, one character to Python's re)",
-            )
 
     def _group_open(self) -> None:
         text, start = self.text, self.position
@@ -202,7 +228,6 @@ class _Translator:
         if start + 1 >= len(text):
             self._refuse(start, "a trailing backslash")
         char = text[start + 1]
-        self._astral(start + 1)
         self.position = start + 2
         if char in _KEPT or (char in "bB" and not in_class):
             return "\\" + char
@@ -262,7 +287,6 @@ class _Translator:
             if self.position >= len(text):
                 self._refuse(start, "an unterminated character class")
             char = text[self.position]
-            self._astral(self.position)
             if char == "]":
                 self.position += 1
                 break
@@ -278,7 +302,7 @@ class _Translator:
                     )
                 members.append(self._escape(in_class=True))
                 continue
-            members.append("\\" + char if char in _CLASS_ESCAPED else char)
+            members.append("\\" + char if char in _CLASS_ESCAPED else _escaped_units(char))
             self.position += 1
         body = "".join(members)
         if not not_space:

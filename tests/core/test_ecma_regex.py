@@ -47,7 +47,6 @@ FORMAT_REGEX = jsonschema_rs.validator_for(
         ("[]a]", 1, "opening with ']'"),
         ("[^]a]", 2, "opening with ']'"),
         ("(?=a)*b", 5, "quantified lookaround"),
-        ("x😀", 1, "Basic Multilingual Plane"),
         ("[a-", 0, "unterminated"),
         ("a\\", 1, "trailing backslash"),
     ],
@@ -66,9 +65,11 @@ ACCEPTED = [
     r"(a)(?=b)(?<=a)(?!c)(?<!d)\b\B",
     r"[\b][\S][^a\S][\s-]\x41\u0041\0\-\/",
     "[a&&b][[a]é",
+    "x😀+[😀]",
 ]
 
 
+@pytest.mark.filterwarnings("ignore:Possible:FutureWarning")  # Python's re on `[[`, `&&`
 @pytest.mark.parametrize("pattern", ACCEPTED)
 def test_what_it_accepts_both_dialects_accept(pattern):
     assert dialect_problem(pattern) is None
@@ -78,7 +79,7 @@ def test_what_it_accepts_both_dialects_accept(pattern):
 
 
 @settings(max_examples=200, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(regex_values(st.characters(codec="utf-8", max_codepoint=0xFFFF)))
+@given(regex_values(st.characters(codec="utf-8")))
 def test_it_accepts_every_pattern_the_schema_fuzzer_sends_as_a_regex(pattern):
     """schemathesis's own generator for `format: regex` (the API's positive cases)."""
     assert dialect_problem(pattern) is None, (pattern, dialect_problem(pattern))
@@ -86,12 +87,13 @@ def test_it_accepts_every_pattern_the_schema_fuzzer_sends_as_a_regex(pattern):
 
 # --- the same names match, against node's RegExp ----------------------------------------
 
-ATOMS = [".", r"\d", r"\D", r"\w", r"\W", r"\s", r"\S", "a", "é", "٣", r"\-", r"\x41"]
-ATOMS += [r"[\s]", r"[^\s]", r"[\S]", r"[^a\S]", r"[a-c\d]", r"[^\w]", r"[\b]", "(?:a|b)"]
+ATOMS = [".", r"\d", r"\D", r"\w", r"\W", r"\s", r"\S", "a", "é", "٣", "😀", r"\-", r"\x41"]
+ATOMS += [r"[\s]", r"[^\s]", r"[\S]", r"[^a\S]", r"[a-c\d]", r"[^\w]", r"[\b]", "(?:a|b)", "[😀]"]
 QUANTIFIERS = ["", "*", "+", "?", "{2}", "{1,}", "{0,2}?", "*?"]
 # Characters where the dialects' classes part: Unicode digits and letters, ECMA-262's
-# extra spaces and line terminators, Python's extra spaces (\x1c-\x1f).
-SUBJECT_CHARS = "aAbé٣5_ -\t\n\r\x0b\x1c\x1f\xa0\u2028\ufeff\u3000\x08"
+# extra spaces and line terminators, Python's extra spaces (\x1c-\x1f), a character outside
+# the BMP (two UTF-16 units to ECMA-262).
+SUBJECT_CHARS = "aAbé٣5_ -\t\n\r\x0b\x1c\x1f\xa0\u2028\ufeff\u3000\x08😀"
 
 pieces = st.builds(operator.add, st.sampled_from(ATOMS), st.sampled_from(QUANTIFIERS))
 patterns = st.builds(
@@ -127,7 +129,7 @@ def test_accepted_patterns_match_the_same_names_as_ecma_262_does():
     collect()
     assert len(cases) > 1000
     ecma = _node_fullmatches(cases)
-    ours = [ecma_compile(pattern).fullmatch(subject) is not None for pattern, subject in cases]
+    ours = [ecma_compile(pattern).fullmatch(subject) for pattern, subject in cases]
     differ = [case for case, a, b in zip(cases, ecma, ours, strict=True) if a != b]
     assert not differ, differ[:10]
     # The check can see a difference: Python's own reading parts from ECMA-262's.
@@ -144,10 +146,12 @@ def test_accepted_patterns_match_the_same_names_as_ecma_262_does():
         (r"a\s", "a\x1c", True),  # Python's \s holds the file separator
         ("a.", "a\r", True),  # ECMA-262's . stops at every line terminator
         ("a$\n", "a\n", True),  # ECMA-262's $ is the end, never before a final newline
+        ("😀+", "😀😀", True),  # ECMA-262 repeats the second UTF-16 unit only
+        ("^.$", "😀", True),  # and its . takes one unit of two
     ],
 )
 def test_the_compiled_pattern_reads_as_ecma_262_where_python_alone_would_not(
     pattern, name, python_alone
 ):
     assert (re.fullmatch(pattern, name) is not None) is python_alone
-    assert (ecma_compile(pattern).fullmatch(name) is not None) is not python_alone
+    assert ecma_compile(pattern).fullmatch(name) is not python_alone
