@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import secrets
 import ssl
 import time
@@ -38,6 +37,7 @@ from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlP
 from agents.metrics import Counter
 from agents.schema_linker import SchemaLinker, SourceRegistry
 from agents.schema_registry.registry import SchemaRegistry
+from core.ecma_regex import EcmaPattern, ecma_compile
 from core.kafka.records import batch_crc_ok, decode_records, iter_batches, whole_batches_length
 from core.segment import SegmentBuilder
 from core.storage import ObjectStore
@@ -125,13 +125,13 @@ class _Migration:
     id: str
     lease: str
     source: dict[str, Any]
-    topics: re.Pattern[str]
+    topics: EcmaPattern
     start_from_now: bool
     partitions: dict[tuple[str, int], MirroredPartition] = field(default_factory=dict)
     topic_errors: dict[str, str] = field(default_factory=dict)
     cut_over: set[str] = field(default_factory=set)
     waiting_for: str = ""
-    groups: re.Pattern[str] | None = None
+    groups: EcmaPattern | None = None
     group_states: dict[str, dict[str, Any]] = field(default_factory=dict)
     metadata: Any = None  # the source's ClusterMetadata (aiokafka), refreshed on discovery
     by_id: dict[tuple[str, int], MirroredPartition] = field(default_factory=dict)
@@ -266,9 +266,9 @@ class MigrationCopier:
                     id=leased["id"],
                     lease=leased["lease"],
                     source=leased["source"],
-                    topics=re.compile(leased["topics"]),
+                    topics=ecma_compile(leased["topics"]),
                     start_from_now=bool(leased.get("start_from_now")),
-                    groups=re.compile(leased["groups"]) if leased.get("groups") else None,
+                    groups=ecma_compile(leased["groups"]) if leased.get("groups") else None,
                 )
                 migration.linker = self._linker(migration, leased.get("schema_registry"))
                 log.info(

@@ -27,7 +27,6 @@ import asyncio
 import base64
 import json
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +36,7 @@ import aiohttp
 from yarl import URL
 
 from agents.schema_registry.registry import RestError, SchemaRegistry
+from core.ecma_regex import ecma_compile
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class SchemaLinker:
         self.registry = registry
         self._link_subject = link_subject
         self.source = source
-        self.subjects = re.compile(subjects or ".*")
+        self.subjects = ecma_compile(subjects or ".*")
         self.poll_s = poll_s
         self.active = True
         # subject → {version: (schema id, deleted)} as Floe holds them

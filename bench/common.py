@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # `python bench/x.py` puts only bench/ on the path
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
+from tests.serving import free_port, wait_until_answering  # noqa: E402
 
 # The control plane's /metrics answers only the scraper holding its token.
 METRICS_TOKEN = "bench-metrics-" + "m" * 40
@@ -40,7 +34,6 @@ def bench_env(data_dir: Path, database: str | None = None) -> dict:
     ``floe_bench``) is (re)created on that server (benchmarks that may run side by side on
     one server use their own names); otherwise the embedded PostgreSQL in ``data_dir``.
     """
-    sys.path.insert(0, str(ROOT))
     from controlplane.embedded import postgres_url
 
     # Production settings: DEBUG would log every query of every request.
@@ -92,15 +85,7 @@ def control_plane(env: dict, *, workers: int = 1):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "/healthz", timeout=2).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("control plane did not start") from None
-                time.sleep(0.2)
+        wait_until_answering(url + "/healthz", proc, 60, "the control plane")
         yield url
     finally:
         proc.terminate()

@@ -43,7 +43,15 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
-from common import ROOT, bench_env, control_plane, django_setup, free_port, percentile
+from common import (
+    ROOT,
+    bench_env,
+    control_plane,
+    django_setup,
+    free_port,
+    percentile,
+    wait_until_answering,
+)
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -76,15 +84,7 @@ def moto_server(logs: Path) -> Iterator[str]:
     )
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(endpoint + "/moto-api/", timeout=2).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"moto did not start; see {log.name}") from None
-                time.sleep(0.2)
+        wait_until_answering(endpoint + "/moto-api/", proc, 30, "moto", log=logs / "moto.log")
         yield endpoint
     finally:
         proc.terminate()

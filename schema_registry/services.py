@@ -9,12 +9,12 @@ the console, an API key, "system" for an agent's REST client).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.db import models, transaction
 from django.db.models import Max, QuerySet
 
+from core.ecma_regex import ecma_compile
 from metadata_store.clusters import VirtualCluster
 from schema_registry.models import (
     COMPATIBILITY_LEVELS,
@@ -382,8 +382,9 @@ def link_release(*, cluster: VirtualCluster, subjects: list[str], subjects_regex
     registry = registry_locked(cluster)
     named = set(subjects)
     released = 0
+    matching = ecma_compile(subjects_regex) if subjects_regex else None
     for row in Subject.objects.filter(registry=registry, mode="IMPORT"):
-        if row.name in named or (subjects_regex and re.fullmatch(subjects_regex, row.name)):
+        if row.name in named or (matching and matching.fullmatch(row.name)):
             row.mode = None
             row.save(update_fields=["mode"])
             released += 1

@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.serving import free_port, wait_until_answering
 
 REGION = "us-east-1"
 
@@ -75,9 +73,7 @@ class MotoProcess:
 def moto_s3_process(log: Path, ready_timeout_s: float = 30) -> Iterator[MotoProcess]:
     """`python -m moto.server` on a free 127.0.0.1 port with dummy credentials, its output
     in `log`; yield it once it answers, kill it on the way out."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "AWS_PROFILE"}
     env.update(_DUMMY_AWS_ENV)
     command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
@@ -85,17 +81,9 @@ def moto_s3_process(log: Path, ready_timeout_s: float = 30) -> Iterator[MotoProc
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + ready_timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"moto's server exited ({proc.returncode}); see {log}")
-            try:
-                with urllib.request.urlopen(endpoint + "/moto-api/", timeout=2):
-                    break
-            except (urllib.error.URLError, OSError):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"moto's server silent after {ready_timeout_s}s") from None
-                time.sleep(0.1)
+        wait_until_answering(
+            endpoint + "/moto-api/", proc, ready_timeout_s, "moto's server", log=log
+        )
         with pytest.MonkeyPatch.context() as patch:  # boto3 in this process: the same dummies
             for name, value in _DUMMY_AWS_ENV.items():
                 patch.setenv(name, value)

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +99,14 @@ class AgentProcess:
     def metrics(self) -> str:
         with urllib.request.urlopen(self.http_url + "/metrics", timeout=5) as resp:
             return resp.read().decode()
+
+    def health(self) -> tuple[int, str]:
+        """The agent's /healthz: its status (a 503 too) and body."""
+        try:
+            with urllib.request.urlopen(self.http_url + "/healthz", timeout=5) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int:
         """SIGTERM and wait: the clean shutdown path. Returns the exit code."""

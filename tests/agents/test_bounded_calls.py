@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -135,14 +133,6 @@ def test_a_frozen_call_takes_the_link_down_fast_and_a_probe_brings_it_back():
     asyncio.run(scenario())
 
 
-def _health(agent) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(agent.http_url + "/healthz", timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
 class _Acks:
     """Produces one message at a time and records when each was acknowledged."""
 
@@ -188,12 +178,12 @@ def test_after_a_frozen_control_plane_connection_the_agent_acks_again_without_re
         acks = _Acks(a.bootstrap)
         acks.send(b"before")
         assert acks.wait_for(b"before", 30), acks.failed
-        assert _health(a)[0] == 200
+        assert a.health()[0] == 200
 
         proxy.freeze()
         acks.send(b"during")
         time.sleep(7)
-        status, reason = _health(a)
+        status, reason = a.health()
         assert status == 503 and "commit" in reason, (status, reason)
         time.sleep(FREEZE_S - 7)
         proxy.thaw()
@@ -206,9 +196,9 @@ def test_after_a_frozen_control_plane_connection_the_agent_acks_again_without_re
             assert acked_at - thawed <= COMMIT_TIMEOUT_S + 5
         assert not acks.failed
         deadline = time.monotonic() + 10
-        while _health(a)[0] != 200 and time.monotonic() < deadline:
+        while a.health()[0] != 200 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _health(a) == (200, "ok\n")
+        assert a.health() == (200, "ok\n")
         assert a.proc.poll() is None  # no restart
 
         # SIGTERM while the control plane is frozen again: the process still ends, in time.

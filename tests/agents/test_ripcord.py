@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -20,14 +18,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka]
 
 OUTAGE_S = 10
 PARTITIONS = 3
-
-
-def _health(agent) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(agent.http_url + "/healthz", timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
 
 
 class _Member(threading.Thread):
@@ -120,7 +110,7 @@ def test_with_ripcord_an_agent_serves_its_clients_and_keeps_its_groups_through_a
         assert sorted(int(v) for m in members for v in m.read) == list(range(30))
         time.sleep(1)
         settled = [len(m.rebalances) for m in members]
-        status, text = _health(a)
+        status, text = a.health()
         assert (status, text) == (200, "ok\n")
 
         proxy.cut()
@@ -158,7 +148,7 @@ def test_with_ripcord_an_agent_serves_its_clients_and_keeps_its_groups_through_a
             assert sorted(int(v) for v in got) == list(range(30))
         finally:
             reader.close()
-        status, text = _health(a)
+        status, text = a.health()
         assert status == 200 and "degraded: ripcord active" in text, (status, text)
         assert time.monotonic() - cut < OUTAGE_S, "the checks took the outage's length"
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - cut)))
@@ -182,9 +172,9 @@ def test_with_ripcord_an_agent_serves_its_clients_and_keeps_its_groups_through_a
         assert failed_commits > 0, "commits during the outage were answered as stored"
         assert all("COORDINATOR_LOAD_IN_PROGRESS" in e for m in members for e in m.commit_errors)
         deadline = time.monotonic() + 10
-        while _health(a) != (200, "ok\n") and time.monotonic() < deadline:
+        while a.health() != (200, "ok\n") and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _health(a) == (200, "ok\n")
+        assert a.health() == (200, "ok\n")
         print(
             f"outage {OUTAGE_S}s: {failed_commits} commits answered retriable, none stored; "
             f"members' commits stored again {back_s:.1f}s after; 0 rebalances"

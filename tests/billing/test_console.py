@@ -13,7 +13,8 @@ from playwright.sync_api import expect
 from billing.models import UsageHour
 from billing.selectors import catalog_plan
 from billing.services import budget_set, invoice_issue, subscription_change
-from tests.factories import PASSWORD, make_cluster, make_org
+from tests.controlplane.browser.conftest import log_in
+from tests.factories import make_cluster, make_org
 
 GIB = 2**30
 OCT = datetime(2026, 10, 1, tzinfo=UTC)
@@ -24,13 +25,6 @@ def hour_usage(org, cluster, hour, **meters):
         organization=org, cluster=cluster, cluster_public_id=cluster.public_id, hour=hour,
         **meters,
     )  # fmt: skip
-
-
-def log_in(page, user):
-    page.goto("/login")
-    page.get_by_label("Email").fill(user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
 
 
 @pytest.mark.browser

@@ -9,7 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from controlplane.env import database_from_url
-from tests.faults.world import free_port
+from tests.serving import free_port
 
 
 def test_one_host_keeps_its_port_and_gets_the_connect_bounds():

@@ -9,7 +9,7 @@ import contextlib
 import pytest
 from django.db import connection
 
-from tests.faults.world import free_port
+from tests.serving import free_port
 
 
 @contextlib.contextmanager

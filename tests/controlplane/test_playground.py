@@ -18,14 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.serving import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 LINES = ("console", "login", "api-key", "cluster", "bootstrap", "schema-registry")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +36,10 @@ def playground(tmp_path_factory):
     }
     env.update(
         FLOE_DATA_DIR=str(data_dir),
-        FLOE_HTTP_PORT=str(_free_port()),
-        FLOE_KAFKA_PORT=str(_free_port()),
-        FLOE_AGENT_HTTP_PORT=str(_free_port()),
-        FLOE_SCHEMA_REGISTRY_PORT=str(_free_port()),
+        FLOE_HTTP_PORT=str(free_port()),
+        FLOE_KAFKA_PORT=str(free_port()),
+        FLOE_AGENT_HTTP_PORT=str(free_port()),
+        FLOE_SCHEMA_REGISTRY_PORT=str(free_port()),
         FLOE_ORPHAN_CLEANUP_CHECK_S="2",  # a job soon: the agent runs it
         FLOE_RETENTION_CHECK_S="2",  # retention soon after a topic's retention.ms shrinks
         # Billing's "hour" made short: meters every second, files counted at once.

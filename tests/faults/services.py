@@ -13,7 +13,8 @@ import urllib.request
 from pathlib import Path
 
 from tests.agents.conftest import AgentProcess, agent_command
-from tests.faults.world import REPO, _wait_port, free_port
+from tests.faults.world import REPO
+from tests.serving import free_port, wait_until_answering
 
 
 def floe_env(*, database_url: str, redis_url: str | None = None, folder: Path) -> dict[str, str]:
@@ -86,7 +87,9 @@ class RedisServer:
                  "--save", "", "--appendonly", "no", "--dir", str(self.folder)],
                 stdout=log, stderr=log,
             )  # fmt: skip
-        _wait_port(self.port, 10)
+        wait_until_answering(
+            self.port, self.proc, 10, "redis-server", log=self.folder / "redis.log"
+        )
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -115,7 +118,7 @@ class CeleryProcess:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(command, cwd=REPO, env=self.env, stdout=log, stderr=log)
         if self.metrics_port:
-            _wait_port(self.metrics_port, 60)
+            wait_until_answering(self.metrics_port, self.proc, 60, f"celery {kind}", log=self.log)
 
     def task_runs(self, task: str) -> float:
         """How many runs of `task` the worker finished (its /metrics)."""

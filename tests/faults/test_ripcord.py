@@ -33,12 +33,20 @@ from collections import Counter
 
 import pytest
 
-from tests.faults.probe import FAULT_ROW, Outcome, Probe
+from tests.faults.probe import Outcome, Probe
+from tests.faults.ripcord import (
+    PARTITIONS,
+    ack_latencies,
+    create_topic,
+    figures_record,
+    journals_drained,
+    longest_ack,
+    p99,
+)
 from tests.faults.world import World, world_with_moto
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka]
 
-PARTITIONS = 12
 RATE = 5_000  # records a second
 OUTAGE_S = 60
 FREEZE_S = 30
@@ -55,47 +63,6 @@ def world():
         yield built
 
 
-def _create_topic(world: World, topic: str) -> None:
-    """The topic, once every agent lists it and every agent knows the other (a group's
-    members bootstrap to either)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": world.bootstrap, "log_level": 0})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-    for agent in world.agents:
-        one = AdminClient({"bootstrap.servers": agent.bootstrap, "log_level": 0})
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            listed = one.list_topics(topic, timeout=10)
-            known = listed.topics[topic].error is None
-            if known and len(listed.brokers) == len(world.agents):
-                break
-            time.sleep(0.5)
-        else:
-            raise AssertionError(f"{agent.bootstrap} does not list {topic} and every agent")
-
-
-def _p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else 0.0
-
-
-def _latencies(probe: Probe, since: float, until: float = float("inf")) -> list[float]:
-    """Ack latencies of the records sent in [since, until)."""
-    with probe._lock:
-        sent, acked = dict(probe.sent_at), dict(probe.acked_at)
-    return [acked[s] - t for s, t in sent.items() if since <= t < until and s in acked]
-
-
-def _longest(probe: Probe, since: float) -> tuple[float, float]:
-    """The longest ack latency of the records sent from `since` on, and when (seconds
-    after `since`) that record was sent."""
-    with probe._lock:
-        sent, acked = dict(probe.sent_at), dict(probe.acked_at)
-    waits = [(acked[s] - t, t - since) for s, t in sent.items() if t >= since and s in acked]
-    return max(waits, default=(0.0, 0.0))
-
-
 def _acked_before(probe: Probe, moment: float) -> set[bytes]:
     # Copied under the probe's lock, built outside it: built under it, a few hundred
     # thousand records held the producer's delivery reports (which take that lock) for
@@ -103,18 +70,6 @@ def _acked_before(probe: Probe, moment: float) -> set[bytes]:
     with probe._lock:
         acked = list(probe.acked_at.items())
     return {b"%d" % s for s, t in acked if t < moment}
-
-
-def _drained(world: World, timeout_s: float = 180) -> float | None:
-    """Seconds until no live agent holds journaled records it has not sequenced (read back
-    before that, a record not yet sequenced would count as lost), or None."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout_s:
-        alive = [a for a in world.agents if a.proc.poll() is None]
-        if all(_metric(a, "floe_journal_unsequenced_bytes") == 0 for a in alive):
-            return time.monotonic() - started
-        time.sleep(0.5)
-    return None
 
 
 class Sampler:
@@ -293,10 +248,14 @@ def _sequencing_log(world: World) -> str:
     return "\n".join(lines)
 
 
-def _record(request, outcome: Outcome, figures: str) -> None:
-    request.node.user_properties.append((FAULT_ROW, outcome.row() + "\n    " + figures))
-    print(outcome.row())
-    print(figures)
+def _assert_nothing_lost(world: World, probe: Probe, outcome: Outcome, topic: str) -> None:
+    """No produce error, none lost, none twice (what the store holds and the agents' and
+    web server's complaints printed when one fails), each partition in order."""
+    if outcome.lost or outcome.failed or outcome.duplicates:
+        print(f"records in the metadata store: {_stored(world, topic)}; acked {outcome.acked}")
+        print(_sequencing_log(world))
+    assert outcome.failed == 0 and outcome.lost == 0 and outcome.duplicates == 0, outcome
+    assert probe.out_of_order == 0
 
 
 class Members:
@@ -413,7 +372,7 @@ FROZEN_CASE_TIMEOUT_S = 1380
 @pytest.mark.timeout(OUTAGE_CASE_TIMEOUT_S)
 def test_the_control_plane_stopped_60s(world, request):
     topic = "ripcord-outage"
-    _create_topic(world, topic)
+    create_topic(world, topic)
     members = Members(world.bootstrap, topic, "ripcord-members")
     try:
         if not members.settled(60):
@@ -426,7 +385,7 @@ def test_the_control_plane_stopped_60s(world, request):
             warm_from = time.monotonic()
             time.sleep(WARM_UP_S)
             stopped = time.monotonic()
-            p99_before = _p99(_latencies(probe, warm_from, stopped))
+            p99_before = p99(ack_latencies(probe, warm_from, stopped))
             world.stop_control_plane()
             time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - stopped)))
             world.start_control_plane()
@@ -437,7 +396,7 @@ def test_the_control_plane_stopped_60s(world, request):
             # process) is worked out once the probe has stopped.
             time.sleep(PRODUCE_AFTER_RETURN_S)
             assert probe.wait_acked(200, 30)
-            during = _latencies(probe, stopped)
+            during = ack_latencies(probe, stopped)
         acked = missing = _acked_before(probe, back)
         while missing and time.monotonic() < back + CONSUMABLE_WAIT_S:
             missing = members.not_seen(missing)
@@ -447,26 +406,22 @@ def test_the_control_plane_stopped_60s(world, request):
         rebalanced = members.rebalances_since(warm_from)
     finally:
         members.close()
-    drained_s = _drained(world)
+    drained_s = journals_drained(world)
     print("after the return:\n" + sampler.timeline(back - 10, time.monotonic()))
     outcome = probe.outcome("ripcord: control plane stopped 60s")
-    longest, longest_at = _longest(probe, stopped)
+    longest, longest_at = longest_ack(probe, stopped)
     figures = (
         f"p99 ack before {p99_before * 1000:.0f} ms; longest ack from the outage on "
         f"{longest * 1000:.0f} ms (bound {2 * p99_before * 1000:.0f}), sent "
         f"{longest_at:.1f} s after the stop (back after {back - stopped:.1f} s); "
-        f"p99 from the outage on {_p99(during) * 1000:.0f} ms; acknowledged records "
+        f"p99 from the outage on {p99(during) * 1000:.0f} ms; acknowledged records "
         f"consumable {consumable_s if consumable_s is None else round(consumable_s, 1)} s "
         f"after the control plane was back (bound {CONSUMABLE_WITHIN_S}); out of order {probe.out_of_order}; "
         f"group rebalances during the outage {len(rebalanced)}; journal drained "
         f"{drained_s if drained_s is None else round(drained_s, 1)} s after the probe stopped"
     )
-    _record(request, outcome, figures)
-    if outcome.lost or outcome.failed or outcome.duplicates:
-        print(f"records in the metadata store: {_stored(world, topic)}; acked {outcome.acked}")
-        print(_sequencing_log(world))
-    assert outcome.failed == 0 and outcome.lost == 0 and outcome.duplicates == 0, outcome
-    assert probe.out_of_order == 0
+    figures_record(request, outcome, figures)
+    _assert_nothing_lost(world, probe, outcome, topic)
     # The acceptance's bounds (longest ack ≤ 2× the p99 before; consumable within 10 s of
     # the return; the group's members kept — that one is asserted for a 10 s outage in
     # tests/agents/test_ripcord.py) are printed above, not asserted: on a shared 2-core
@@ -477,7 +432,7 @@ def test_the_control_plane_stopped_60s(world, request):
 @pytest.mark.timeout(FROZEN_CASE_TIMEOUT_S)
 def test_the_control_plane_connection_frozen_30s(world, request):
     topic = "ripcord-frozen"
-    _create_topic(world, topic)
+    create_topic(world, topic)
     sampler = Sampler(world)
     with _Probe(world.bootstrap, topic, rate=RATE) as probe:
         assert probe.wait_acked(200, 30), "the probe did not get going"
@@ -489,29 +444,18 @@ def test_the_control_plane_connection_frozen_30s(world, request):
         thawed = time.monotonic()
         probe.fault_ended()
         assert probe.wait_acked(200, 60)
-        during = _latencies(probe, frozen)
-    drained_s = _drained(world)
+        during = ack_latencies(probe, frozen)
+    drained_s = journals_drained(world)
     print("after the thaw:\n" + sampler.timeline(thawed - 2, time.monotonic()))
     outcome = probe.outcome("ripcord: control-plane link frozen 30s")
-    longest, longest_at = _longest(probe, frozen)
+    longest, longest_at = longest_ack(probe, frozen)
     figures = (
         f"longest ack from the freeze on {longest * 1000:.0f} ms "
         f"(bound {FROZEN_ACK_BOUND_S * 1000:.0f}), sent {longest_at:.1f} s after the freeze "
-        f"(thawed after {FREEZE_S} s); p99 {_p99(during) * 1000:.0f} ms; "
+        f"(thawed after {FREEZE_S} s); p99 {p99(during) * 1000:.0f} ms; "
         f"out of order {probe.out_of_order}; journal drained "
         f"{drained_s if drained_s is None else round(drained_s, 1)} s after the probe stopped"
     )
-    _record(request, outcome, figures)
-    if outcome.lost or outcome.failed or outcome.duplicates:
-        print(f"records in the metadata store: {_stored(world, topic)}; acked {outcome.acked}")
-        print(_sequencing_log(world))
-    assert outcome.failed == 0 and outcome.lost == 0 and outcome.duplicates == 0, outcome
-    assert probe.out_of_order == 0
+    figures_record(request, outcome, figures)
+    _assert_nothing_lost(world, probe, outcome, topic)
     # The 1.5 s bound is printed above, not asserted (see the first test).
-
-
-def _metric(agent, name: str) -> float:
-    with urllib.request.urlopen(agent.http_url + "/metrics", timeout=5) as response:
-        text = response.read().decode()
-    found = re.search(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.M)
-    return float(found.group(1)) if found else 0.0

@@ -24,14 +24,14 @@ import pytest
 
 from core.storage import open_store
 from tests.faults.probe import Probe
-from tests.faults.test_ripcord import (
-    _create_topic,
-    _drained,
-    _latencies,
-    _longest,
-    _metric,
-    _p99,
-    _record,
+from tests.faults.ripcord import (
+    ack_latencies,
+    agent_metric,
+    create_topic,
+    figures_record,
+    journals_drained,
+    longest_ack,
+    p99,
 )
 from tests.faults.world import World, world_with_moto
 
@@ -83,9 +83,9 @@ CASE_TIMEOUT_S = 1500
 @pytest.mark.timeout(CASE_TIMEOUT_S)
 def test_an_agent_killed_mid_outage_loses_nothing(world, request):
     topic = "ripcord-killed"
-    _create_topic(world, topic)
+    create_topic(world, topic)
     victim, survivor = world.agents[VICTIM], world.agents[SURVIVOR]
-    recovered_before = _metric(survivor, "floe_journal_recovered_entries_total")
+    recovered_before = agent_metric(survivor, "floe_journal_recovered_entries_total")
     with Probe(world.bootstrap, topic, rate=RATE) as probe:
         assert probe.wait_acked(200, 30), "the probe did not get going"
         time.sleep(WARM_UP_S)
@@ -96,7 +96,7 @@ def test_an_agent_killed_mid_outage_loses_nothing(world, request):
 
         def victim_holds() -> bool:
             nonlocal held
-            held = _metric(victim, "floe_journal_unsequenced_bytes")
+            held = agent_metric(victim, "floe_journal_unsequenced_bytes")
             return held > 0
 
         assert _wait(victim_holds, 20) is not None, (
@@ -111,16 +111,16 @@ def test_an_agent_killed_mid_outage_loses_nothing(world, request):
         probe.fault_ended()
 
         def survivor_recovered() -> bool:
-            return _metric(survivor, "floe_journal_recovered_entries_total") > recovered_before
+            return agent_metric(survivor, "floe_journal_recovered_entries_total") > recovered_before
 
         recovered_s = _wait(survivor_recovered, 120)
         assert probe.wait_acked(200, 60), "produce did not come back"
-    drained_s = _drained(world)
-    recovered = _metric(survivor, "floe_journal_recovered_entries_total") - recovered_before
+    drained_s = journals_drained(world)
+    recovered = agent_metric(survivor, "floe_journal_recovered_entries_total") - recovered_before
     entries = _journal_entries(world, victim)
     uncommitted = sorted(set(entries) - _committed(world, entries))
     outcome = probe.outcome("ripcord: agent killed mid-outage")
-    longest, longest_at = _longest(probe, stopped)
+    longest, longest_at = longest_ack(probe, stopped)
     figures = (
         f"victim held {held / 1024:.0f} KiB unsequenced at the kill ({killed - stopped:.1f} s "
         f"into the outage; control plane restarted {restarting - stopped:.1f} s after the stop, "
@@ -129,11 +129,11 @@ def test_an_agent_killed_mid_outage_loses_nothing(world, request):
         f"{recovered_s if recovered_s is None else round(recovered_s, 1)} s after the return; "
         f"victim's entries in the bucket {len(entries)}, uncommitted {len(uncommitted)}; "
         f"longest ack from the outage on {longest * 1000:.0f} ms, sent {longest_at:.1f} s "
-        f"after the stop; p99 {_p99(_latencies(probe, stopped)) * 1000:.0f} ms; "
+        f"after the stop; p99 {p99(ack_latencies(probe, stopped)) * 1000:.0f} ms; "
         f"out of order {probe.out_of_order}; journal drained "
         f"{drained_s if drained_s is None else round(drained_s, 1)} s after the probe stopped"
     )
-    _record(request, outcome, figures)
+    figures_record(request, outcome, figures)
     assert recovered_s is not None, f"the survivor sequenced nothing of the dead journal: {figures}"
     assert not uncommitted, f"entries of the dead journal never committed: {uncommitted[:5]}"
     assert outcome.failed == 0 and outcome.lost == 0 and outcome.duplicates == 0, outcome

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from controlplane import webserver
 from tests.agents.conftest import AgentProcess, agent_command
 from tests.agents.faults import TcpProxy
 from tests.fixtures_s3 import MotoProcess, create_bucket, moto_s3_process
+from tests.serving import free_port, wait_until_answering
 
 REPO = Path(__file__).resolve().parents[2]
 PG_USER = "pgserver"  # initdb refuses root: the user pgserver's package runs it as
@@ -48,23 +48,6 @@ def _let_postgres_user_in(bin_folder: Path, data: Path) -> None:
     read, execute = stat.S_IRGRP | stat.S_IROTH, stat.S_IXGRP | stat.S_IXOTH
     ensure_folder_permissions(bin_folder, read | execute)
     ensure_folder_permissions(bin_folder.parent / "lib", read)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_port(port: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            sock.settimeout(0.5)
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s}s")
 
 
 class LocalPostgres:
@@ -132,15 +115,10 @@ class WebServer:
                 stdout=log,
                 stderr=log,
             )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(self.url + "/agent/v1/heartbeat", timeout=2)
-            except urllib.error.HTTPError:
-                return  # answering (405 for a GET)
-            except OSError:
-                time.sleep(0.1)
-        raise TimeoutError("the web server did not start:\n" + self.log.read_text()[-3000:])
+        # Answering: 405 for a GET.
+        wait_until_answering(
+            self.url + "/agent/v1/heartbeat", self.proc, 30, "the web server", log=self.log
+        )
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -31,7 +31,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -43,6 +42,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.serving import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 REPLICA_FROM_BACKUP = REPO / "deploy" / "ha" / "replica_from_backup.sh"
@@ -53,12 +54,6 @@ SERVER_NAME = "floe-metadata"  # what the backups and WAL are filed under in the
 # Seconds after which PostgreSQL switches to a new WAL segment (and so archives it) even
 # when it is not full: the RPO of losing every node, at most (README "Production").
 ARCHIVE_TIMEOUT_S = 5
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _get_json(url: str, timeout: float = 2.0) -> dict:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
@@ -27,6 +26,7 @@ from tests.factories import make_api_key, make_cluster, make_org
 from tests.fixtures_s3 import REGION, create_bucket, moto_s3_server
 from tests.jobs import driver
 from tests.metadata_store.conftest import AgentApi
+from tests.serving import free_port
 from virtualclusters.jobs import services as jobs_services
 from virtualclusters.jobs.models import JobRun
 from virtualclusters.tables.topic_tables import table_append_begin, topic_table_enable
@@ -143,12 +143,6 @@ def bucket_keys(url: str) -> set[str]:
     return {o.key for o in open_store(url).list("")}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def spark_standalone(tmp_path_factory):
     """A Spark standalone master and one worker (two JVMs) from the pyspark package, on
@@ -156,7 +150,7 @@ def spark_standalone(tmp_path_factory):
     import pyspark
 
     home = Path(pyspark.__file__).parent
-    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    port, ui, worker_ui = free_port(), free_port(), free_port()
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
     logs = tmp_path_factory.mktemp("spark")
     env["SPARK_WORKER_DIR"] = str(logs / "work")

@@ -82,6 +82,24 @@ def test_it_refuses_bad_regexes_protocols_and_readers(api, alice):
     assert client.post(_url(alice["cluster"]), quantified, format="json").status_code == 201
 
 
+def test_it_refuses_a_regex_the_two_dialects_read_apart_and_says_where(api, alice):
+    """The schema says ECMA-262 (`format: regex`), the agents match with Python's `re`:
+    a pattern only one of them takes, or that they read differently, is refused at its
+    place (core/ecma_regex.py); one Python cannot compile is a 400, not a server error."""
+    client = api(alice["admin"])
+    for field, pattern, where in (
+        ("topics", "(?P<name>orders)", "at position 0"),
+        ("topics", r"orders\Z", "at position 6"),
+        ("groups", "app-(?i)x", "at position 4"),
+        ("groups", "a++", "at position 2"),
+        ("topics", "[]a]", "at position 1"),
+        ("topics", "a{99999999999}", "not a regular expression"),
+    ):
+        response = client.post(_url(alice["cluster"]), {**BODY, field: pattern}, format="json")
+        assert response.status_code == 400, (pattern, response.content)
+        assert where in str(response.json()["details"][field]), response.json()
+
+
 def test_another_organization_gets_404_everywhere(api, alice, bob):
     created = _create(api, alice)
     bob_client = api(bob["admin"])

@@ -25,6 +25,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from core.ecma_regex import dialect_problem, ecma_compile
 from core.kafka.errors import ErrorCode
 from metadata_store import leases
 from metadata_store.group_offsets import group_offsets_mirror
@@ -67,52 +68,16 @@ class MigrationInvalid(Exception):
         self.conflict = conflict  # with what exists (a topic mirrored), not a bad value
 
 
-_QUANTIFIER = re.compile(r"\{\d+(,\d*)?\}")
-
-
-def _lone_bracket(text: str) -> int | None:
-    """The position of a `{`, `}` or `]` outside a character class that is not part of a
-    `{n}`, `{n,}` or `{n,m}` quantifier: a literal to Python's `re`, an error to ECMA-262
-    (what the API schema's `format: regex` names), so refused to keep both words."""
-    position, in_class = 0, False
-    while position < len(text):
-        char = text[position]
-        if char == "\\":
-            position += 2
-            continue
-        if in_class:
-            if char == "]":
-                in_class = False
-        elif char == "[":
-            in_class = True
-            if text[position + 1 : position + 2] == "^":
-                position += 1
-            if text[position + 1 : position + 2] == "]":  # a leading `]` is a member
-                position += 1
-        elif char == "{":
-            quantifier = _QUANTIFIER.match(text, position)
-            if quantifier is None:
-                return position
-            position = quantifier.end()
-            continue
-        elif char in "}]":
-            return position
-        position += 1
-    return None
-
-
 def _regex(field: str, text: str) -> str:
+    """A pattern that ECMA-262 (the schema's `format: regex`) and Python's `re` (the
+    agents') both take and read alike (`core.ecma_regex`); else the first place they part."""
+    problem = dialect_problem(text)
+    if problem is not None:
+        raise MigrationInvalid(field, f"not a regular expression here: {problem}")
     try:
-        re.compile(text)
-    except re.error as exc:
+        ecma_compile(text)  # as the agents will compile it
+    except (re.error, OverflowError, RecursionError) as exc:
         raise MigrationInvalid(field, f"not a regular expression: {exc}") from None
-    lone = _lone_bracket(text)
-    if lone is not None:
-        raise MigrationInvalid(
-            field,
-            f"not a regular expression: a lone {text[lone]!r} at position {lone} "
-            f"(escape it: \\{text[lone]})",
-        )
     return text
 
 

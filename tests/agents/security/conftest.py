@@ -3,6 +3,8 @@ SASL users made through the real services."""
 
 from __future__ import annotations
 
+import re
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -59,3 +61,32 @@ def acl_cluster(transactional_db) -> SecureCluster:
 def other_cluster(transactional_db) -> SecureCluster:
     """Another tenant's cluster, with its own `admin`."""
     return _secure_cluster("other")
+
+
+# --- listeners: which ports an agent bound, which ones a client is shown --------------
+
+_LISTENER_LINE = re.compile(r"Kafka listener (\w+) on [^:]+:(\d+), advertised")
+
+
+def listener_ports(process) -> dict[str, int]:
+    """Each listener's bound port, from the agent process's log."""
+    return {name: int(port) for name, port in _LISTENER_LINE.findall(process.logs())}
+
+
+def broker_ports(config: dict) -> set[int]:
+    from confluent_kafka.admin import AdminClient
+
+    metadata = AdminClient(config).list_topics(timeout=10)
+    return {b.port for b in metadata.brokers.values()}
+
+
+def wait_for_views(views: dict[str, tuple[dict, set[int]]], timeout_s: float = 30.0) -> None:
+    """Until every client config's Metadata lists exactly its expected ports."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        seen = {name: broker_ports(config) for name, (config, _) in views.items()}
+        if all(seen[name] == expected for name, (_, expected) in views.items()):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"views did not settle: {seen}")
+        time.sleep(0.5)

@@ -20,8 +20,12 @@ from dataclasses import dataclass, field
 import pytest
 
 from tests.agents.clients import Endpoint
-from tests.agents.security.conftest import ADMIN_PASSWORD, ADMIN_USER
-from tests.agents.security.test_listeners import listener_ports, wait_for_views
+from tests.agents.security.conftest import (
+    ADMIN_PASSWORD,
+    ADMIN_USER,
+    listener_ports,
+    wait_for_views,
+)
 
 pytestmark = [
     pytest.mark.kafka,

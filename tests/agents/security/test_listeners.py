@@ -8,7 +8,6 @@ for a plaintext and a SASL client running side by side against one cluster."""
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 
@@ -18,7 +17,13 @@ from agents.groups.ring import GROUP_KEY, score
 from tests.agents.client_matrix import MATRIX
 from tests.agents.clients import Endpoint
 from tests.agents.security.clients import confluent_config, kafka_python_config
-from tests.agents.security.conftest import ADMIN_PASSWORD, ADMIN_USER
+from tests.agents.security.conftest import (
+    ADMIN_PASSWORD,
+    ADMIN_USER,
+    broker_ports,
+    listener_ports,
+    wait_for_views,
+)
 from tests.agents.zone_cluster import metric
 
 pytestmark = [
@@ -28,31 +33,6 @@ pytestmark = [
 ]
 
 RECORDS = 30
-_LISTENER_LINE = re.compile(r"Kafka listener (\w+) on [^:]+:(\d+), advertised")
-
-
-def listener_ports(agent) -> dict[str, int]:
-    """Each listener's bound port, from the agent's log."""
-    return {name: int(port) for name, port in _LISTENER_LINE.findall(agent.logs())}
-
-
-def broker_ports(config: dict) -> set[int]:
-    from confluent_kafka.admin import AdminClient
-
-    metadata = AdminClient(config).list_topics(timeout=10)
-    return {b.port for b in metadata.brokers.values()}
-
-
-def wait_for_views(views: dict[str, tuple[dict, set[int]]], timeout_s: float = 30.0) -> None:
-    """Until every client config's Metadata lists exactly its expected ports."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        seen = {name: broker_ports(config) for name, (config, _) in views.items()}
-        if all(seen[name] == expected for name, (_, expected) in views.items()):
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"views did not settle: {seen}")
-        time.sleep(0.5)
 
 
 def group_owned_by(agent_id: str, others: list[str], prefix: str) -> str:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import pytest
 
 from core.kafka import ApiKey
-from tests.agents.share.test_share_consumer import _topic
-from tests.agents.share.test_share_fetch_limits import Member, _produce_one_batch_each
+from tests.agents.share.conftest import Member, produce_one_batch_each, share_topic
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,8 +19,8 @@ ACCEPT = 1
 
 def test_acknowledgements_after_the_leave_count_and_the_session_close_releases(agent, cluster):
     a = agent(cluster.key)
-    _topic(a.bootstrap, "work")
-    _produce_one_batch_each(a.bootstrap, "work", 6)
+    share_topic(a.bootstrap, "work")
+    produce_one_batch_each(a.bootstrap, "work", 6)
     leaver = Member(a.bootstrap, "sg", "work")
     other = None
     try:

@@ -11,80 +11,15 @@ import pytest
 from confluent_kafka import Producer
 
 from core.kafka import ApiKey
-from tests.agents.share.test_share_consumer import _topic
-from tests.agents.test_wire import Wire
+from tests.agents.share.conftest import Member, produce_one_batch_each, share_topic
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-VALUE = b"x" * 1024
-
-
-class Member:
-    """A share group member speaking ShareGroupHeartbeat and ShareFetch v1 by hand."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        self.wire = Wire(bootstrap)
-        self.group = group
-        joined = self.wire.call(
-            ApiKey.SHARE_GROUP_HEARTBEAT,
-            1,
-            {"group_id": group, "member_id": f"m-{id(self)}", "member_epoch": 0,
-             "subscribed_topic_names": [topic]},
-        )  # fmt: skip
-        assert joined["error_code"] == 0, joined
-        self.member_id = joined["member_id"]
-        (assigned,) = joined["assignment"]["topic_partitions"]
-        self.topic_id = assigned["topic_id"]
-        self.epoch = 0
-
-    def fetch(self, *, max_records: int, max_bytes: int) -> tuple[list[tuple[int, int, int]], int]:
-        """(acquired (first, last, delivery count), bytes of record batches answered) of
-        partition 0, the only one."""
-        (part,) = self.fetch_all(max_records=max_records, max_bytes=max_bytes, partitions=1)
-        return part[1], part[2]
-
-    def fetch_all(
-        self, *, max_records: int, max_bytes: int, partitions: int
-    ) -> list[tuple[int, list[tuple[int, int, int]], int]]:
-        """Each partition answered: (index, acquired, bytes of record batches)."""
-        answer = self.wire.call(
-            ApiKey.SHARE_FETCH,
-            1,
-            {"group_id": self.group, "member_id": self.member_id,
-             "share_session_epoch": self.epoch, "max_wait_ms": 2000, "min_bytes": 1,
-             "max_bytes": max_bytes, "max_records": max_records, "batch_size": max_records,
-             "topics": [{"topic_id": self.topic_id,
-                         "partitions": [{"partition_index": i, "acknowledgement_batches": []}
-                                        for i in range(partitions) if self.epoch == 0]}],
-             "forgotten_topics_data": []},
-        )  # fmt: skip
-        assert answer["error_code"] == 0, answer
-        self.epoch += 1
-        return [
-            (part["partition_index"],
-             [(a["first_offset"], a["last_offset"], a["delivery_count"])
-              for a in part["acquired_records"]],
-             len(part["records"] or b""))
-            for topic in answer["responses"]
-            for part in topic["partitions"]
-        ]  # fmt: skip
-
-    def close(self) -> None:
-        self.wire.close()
-
-
-def _produce_one_batch_each(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    for _ in range(count):
-        for partition in range(partitions):
-            producer.produce(topic, value=VALUE, partition=partition)
-        assert producer.flush(10) == 0  # one record a batch: ~1.1 KB each
 
 
 def test_max_records_and_max_bytes_bound_what_a_fetch_acquires_and_answers(agent, cluster):
     a = agent(cluster.key)
-    _topic(a.bootstrap, "work")
-    _produce_one_batch_each(a.bootstrap, "work", 10)
+    share_topic(a.bootstrap, "work")
+    produce_one_batch_each(a.bootstrap, "work", 10)
     one = Member(a.bootstrap, "sg", "work")
     two = None
     try:
@@ -108,8 +43,8 @@ def test_the_partitions_of_a_session_take_turns_at_the_limits(agent, cluster):
     """Two busy partitions, MaxBytes for two batches: each fetch starts one partition
     further, so both are read rather than the first one alone."""
     a = agent(cluster.key)
-    _topic(a.bootstrap, "work", partitions=2)
-    _produce_one_batch_each(a.bootstrap, "work", 6, partitions=2)
+    share_topic(a.bootstrap, "work", partitions=2)
+    produce_one_batch_each(a.bootstrap, "work", 6, partitions=2)
     member = Member(a.bootstrap, "sg", "work")
     try:
         got: dict[int, int] = {0: 0, 1: 0}
@@ -129,8 +64,8 @@ def test_max_bytes_zero_acquires_nothing_and_waits(agent, cluster):
     otherwise; the fetch waits out its MaxWaitMs rather than answering at once (a client
     would spin), and the records stay whole for the next fetch."""
     a = agent(cluster.key)
-    _topic(a.bootstrap, "work")
-    _produce_one_batch_each(a.bootstrap, "work", 3)
+    share_topic(a.bootstrap, "work")
+    produce_one_batch_each(a.bootstrap, "work", 3)
     member = Member(a.bootstrap, "sg", "work")
     try:
         started = time.monotonic()
@@ -159,7 +94,7 @@ def test_every_acquired_offset_answered_comes_with_its_record(agent, cluster):
     answered as acquired without a record — which a client acknowledges as a GAP,
     archiving it unseen (librdkafka's 0172 waited for released records forever)."""
     a = agent(cluster.key)
-    _topic(a.bootstrap, "big", partitions=2)
+    share_topic(a.bootstrap, "big", partitions=2)
     producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 0})
     for _ in range(20):
         for partition in (0, 1):

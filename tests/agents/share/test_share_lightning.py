@@ -10,36 +10,14 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, ShareConsumer, TopicPartition
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    NewTopic,
-    ResourceType,
-)
+
+from tests.agents.share.conftest import share_topic
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PARTITIONS = 4
 PRODUCERS = 2
 PER_PRODUCER = 400
-
-
-def _setup(bootstrap: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic = NewTopic("q", PARTITIONS, config={"floe.topic.type": "lightning"})
-    admin.create_topics([topic])["q"].result(15)
-    resource = ConfigResource(
-        ResourceType.GROUP,
-        "sg",
-        incremental_configs=[
-            ConfigEntry("share.auto.offset.reset", "earliest",
-                        incremental_operation=AlterConfigOpType.SET)
-        ],
-    )  # fmt: skip
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(10)
 
 
 def _producer(bootstrap: str, n: int, acked: list[bytes], failed: list[str]) -> None:
@@ -94,7 +72,7 @@ def test_every_acknowledged_record_of_a_lightning_topic_is_delivered_first_at_co
     agent, cluster
 ):
     a = agent(cluster.key, batch_timeout_ms=10)
-    _setup(a.bootstrap)
+    share_topic(a.bootstrap, "q", PARTITIONS, config={"floe.topic.type": "lightning"})
     seen: list = []
     stop = threading.Event()
     member = threading.Thread(target=_member, args=(a.bootstrap, seen, stop), daemon=True)

@@ -10,7 +10,7 @@ from confluent_kafka import AcknowledgeType
 
 from core.kafka import ApiKey
 from core.kafka.errors import ErrorCode as E
-from tests.agents.share.test_share_consumer import _consumer, _poll_until, _produce, _topic
+from tests.agents.share.conftest import poll_until, produce, share_consumer, share_topic
 from tests.agents.test_wire import Wire
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,17 +49,17 @@ def _delete(wire: Wire, group: str, *topics: str) -> dict:
 
 def test_offsets_are_described_then_altered_and_deleted_once_the_group_is_empty(agent, cluster):
     a = agent(cluster.key)
-    _topic(a.bootstrap, "work")
+    share_topic(a.bootstrap, "work")
     wire = Wire(a.bootstrap)
-    c = _consumer(a.bootstrap, "sg", "work", **{"share.acknowledgement.mode": "explicit"})
+    c = share_consumer(a.bootstrap, "sg", "work", **{"share.acknowledgement.mode": "explicit"})
     try:
         versions = {
             v["api_key"]: (v["min_version"], v["max_version"])
             for v in wire.call(ApiKey.API_VERSIONS, 3, {})["api_keys"]
         }
         assert [versions.get(k) for k in (90, 91, 92)] == [(0, 1), (0, 0), (0, 0)]
-        _produce(a.bootstrap, "work", 10)
-        got = _poll_until([c], 10)[id(c)]
+        produce(a.bootstrap, "work", 10)
+        got = poll_until([c], 10)[id(c)]
         for m in got[:4]:
             c.acknowledge(m, AcknowledgeType.ACCEPT)
         c.commit_sync()
@@ -88,11 +88,11 @@ def test_offsets_are_described_then_altered_and_deleted_once_the_group_is_empty(
         E.INVALID_REQUEST
     )
     assert _starts(_describe(wire, "sg")) == [("work", 0, 8, 2, 0)]
-    c = _consumer(a.bootstrap, "sg", "work")
+    c = share_consumer(a.bootstrap, "sg", "work")
     try:
-        got = _poll_until([c], 2)[id(c)]
+        got = poll_until([c], 2)[id(c)]
         assert [(m.offset(), m.delivery_count()) for m in got] == [(8, 1), (9, 1)]
-        assert _poll_until([c], 1, 1.0)[id(c)] == []
+        assert poll_until([c], 1, 1.0)[id(c)] == []
     finally:
         c.close()
 
@@ -105,9 +105,9 @@ def test_offsets_are_described_then_altered_and_deleted_once_the_group_is_empty(
     assert _describe(wire, "sg")["topics"] == []
     assert _delete(wire, "sg", "work")["responses"][0]["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
     # Forgotten: the group reads from where share.auto.offset.reset says (earliest) again.
-    c = _consumer(a.bootstrap, "sg", "work")
+    c = share_consumer(a.bootstrap, "sg", "work")
     try:
-        got = _poll_until([c], 10)[id(c)]
+        got = poll_until([c], 10)[id(c)]
         assert sorted(m.offset() for m in got) == list(range(10))
     finally:
         c.close()
@@ -117,15 +117,15 @@ def test_offsets_are_described_then_altered_and_deleted_once_the_group_is_empty(
 def test_a_group_never_seen_is_created_by_alter_and_starts_there(agent, cluster):
     """kafka-share-groups.sh --reset-offsets before any member joined (as Kafka)."""
     a = agent(cluster.key)
-    _topic(a.bootstrap, "work", group="other")
-    _produce(a.bootstrap, "work", 5)
+    share_topic(a.bootstrap, "work", group="other")
+    produce(a.bootstrap, "work", 5)
     wire = Wire(a.bootstrap)
     try:
         assert _delete(wire, "fresh", "work")["error_code"] == E.GROUP_ID_NOT_FOUND
         assert _alter(wire, "fresh", "work", (0, 3))["error_code"] == 0
-        c = _consumer(a.bootstrap, "fresh", "work")
+        c = share_consumer(a.bootstrap, "fresh", "work")
         try:
-            got = _poll_until([c], 2)[id(c)]
+            got = poll_until([c], 2)[id(c)]
             assert [m.offset() for m in got] == [3, 4]
         finally:
             c.close()

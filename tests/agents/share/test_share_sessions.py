@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from core.kafka import ApiKey
-from tests.agents.share.test_share_consumer import _produce, _topic
+from tests.agents.share.conftest import produce, share_topic
 from tests.agents.test_wire import Wire
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -51,9 +51,9 @@ def _accept(wire: Wire, member: str, topic_id, partition: int, epoch: int, last:
 
 def test_closing_one_agents_session_leaves_the_other_sessions_records_held(agent, cluster):
     a, b = agent(cluster.key), agent(cluster.key)
-    _topic(a.bootstrap, "work", partitions=2)
-    _produce(a.bootstrap, "work", 3, partition=0)
-    _produce(a.bootstrap, "work", 3, partition=1)
+    share_topic(a.bootstrap, "work", partitions=2)
+    produce(a.bootstrap, "work", 3, partition=0)
+    produce(a.bootstrap, "work", 3, partition=1)
     on_a, on_b, other = Wire(a.bootstrap), Wire(b.bootstrap), Wire(b.bootstrap)
     try:
         joined = on_a.call(

@@ -68,6 +68,17 @@ def page(live_server, monkeypatch):
         assert errors == [], f"JavaScript errors on the page: {errors}"
 
 
+def log_in(page, user) -> None:
+    """Sign `page` in through the login form as `user` (a user, or its email) with the
+    factories' password."""
+    from tests.factories import PASSWORD
+
+    page.goto("/login")
+    page.get_by_label("Email").fill(user if isinstance(user, str) else user.email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+
+
 @pytest.fixture
 def screenshots(tmp_path) -> Path:
     """Where screenshots go: ``FLOE_SCREENSHOT_DIR`` to keep them for a look, else a tmp dir."""

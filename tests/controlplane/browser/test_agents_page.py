@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.factories import PASSWORD, make_cluster, make_org
+from tests.controlplane.browser.conftest import log_in
+from tests.factories import make_cluster, make_org
 from tests.metadata_store.conftest import AgentApi
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -29,10 +30,7 @@ def test_the_agents_page_lists_each_agent_with_its_zone(page, live_server, scree
                           "cache_misses": 10},
             },
         )  # fmt: skip
-    page.goto("/login")
-    page.get_by_label("Email").fill(user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, user)
     page.goto(f"/clusters/{cluster.public_id}/")
     page.get_by_role("link", name="Agents").click()
     expect(page.get_by_role("heading", name="Agents")).to_be_visible()
@@ -63,10 +61,7 @@ def test_the_cluster_page_shows_the_journal_backlog_and_the_default_topic_type(
             "stats": {"journal_unsequenced_bytes": 5 * 1024 * 1024, "journal_oldest_ms": 12_400},
         },
     )
-    page.goto("/login")
-    page.get_by_label("Email").fill(user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, user)
     page.goto(f"/clusters/{cluster.public_id}/")
     expect(page.locator("#journal-backlog")).to_contain_text("5.0")
     expect(page.locator("#journal-backlog")).to_contain_text("oldest 12 s")
@@ -108,10 +103,7 @@ def test_agent_groups_and_listeners_on_the_agents_and_cluster_pages(page, live_s
                 "version": "0.1.0",
             },
         )
-    page.goto("/login")
-    page.get_by_label("Email").fill(user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, user)
     page.goto(f"/clusters/{cluster.public_id}/")
     entries = page.locator("#bootstraps dt")
     expect(entries).to_have_count(3)
@@ -144,8 +136,8 @@ def test_agent_groups_and_listeners_on_the_agents_and_cluster_pages(page, live_s
 def test_long_host_names_leave_every_agents_column_in_view(page, live_server, screenshots):
     """Agents whose listeners advertise long DNS names (a cloud's internal names) and a
     long agent group: at 1366 px the Agents table still fits its card, Heartbeat column
-    included — long addresses wrap, each whole in its title — and at 375 px only the
-    table scrolls sideways, never the page."""
+    included — long addresses wrap, each whole in its title — and at 375 px each agent is a
+    block of labelled values: neither the page nor the table scrolls sideways."""
     user, org = make_org("Long names")
     cluster, key = make_cluster("far", org=org)
     long_host = "ip-10-120-33-201.eu-central-1.compute.internal.kafka.corp-example.com"
@@ -169,10 +161,7 @@ def test_long_host_names_leave_every_agents_column_in_view(page, live_server, sc
                           "cache_misses": 10},
             },
         )  # fmt: skip
-    page.goto("/login")
-    page.get_by_label("Email").fill(user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, user)
     page.goto(f"/clusters/{cluster.public_id}/agents/")
     expect(page.locator("tr[data-agent]")).to_have_count(3)
     address = page.locator('tr[data-agent="agt-long-0"] td.listeners code').nth(1)
@@ -182,11 +171,16 @@ def test_long_host_names_leave_every_agents_column_in_view(page, live_server, sc
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"agents page scrolls sideways by {overflow}px at {width}"
         page.screenshot(path=screenshots / f"agents-long-names-{width}.png", full_page=True)
-        if width == 1366:
-            wrap = page.locator("#agents .table-wrap")
-            hidden = wrap.evaluate("w => w.scrollWidth - w.clientWidth")
-            assert hidden <= 0, f"the Agents table is cut off by {hidden}px at 1366"
-            heartbeat = page.locator("#agents th").last.bounding_box()
-            card = page.locator("#agents").bounding_box()
-            assert heartbeat and card
-            assert heartbeat["x"] + heartbeat["width"] <= card["x"] + card["width"]
+        wrap = page.locator("#agents .table-wrap")
+        hidden = wrap.evaluate("w => w.scrollWidth - w.clientWidth")
+        assert hidden <= 0, f"the Agents table is cut off by {hidden}px at {width}"
+        last_cell = page.locator('tr[data-agent="agt-long-0"] td').last
+        expect(last_cell).to_be_visible()
+        heartbeat, card = last_cell.bounding_box(), page.locator("#agents").bounding_box()
+        assert heartbeat and card
+        assert heartbeat["x"] + heartbeat["width"] <= card["x"] + card["width"]
+    # At 375 px (the last width) each value carries its column's name.
+    label = page.locator('tr[data-agent="agt-long-0"] td.listeners').evaluate(
+        "td => getComputedStyle(td, '::before').content"
+    )
+    assert label == '"Listeners"', label

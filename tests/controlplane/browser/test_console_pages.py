@@ -11,7 +11,8 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from tests.factories import PASSWORD, make_cluster, make_org
+from tests.controlplane.browser.conftest import log_in
+from tests.factories import make_cluster, make_org
 from tests.metadata_store.conftest import AgentApi, batch
 from tests.virtualclusters.groups.reports import commit_offsets, member, report
 from virtualclusters.throughput.services import throughput_sample
@@ -78,10 +79,7 @@ def test_the_main_pages_fit_a_phone_and_a_laptop(page, live_server, screenshots,
     # checked for its bootstrap line (this test is about layout, not liveness).
     settings.FLOE_AGENT_LIVENESS_S = 600
     user, cluster = _cluster_with_a_lagging_group()
-    page.goto("/login")
-    page.get_by_label("Email").fill(user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, user)
     base = f"/clusters/{cluster.public_id}/"
     pages = {
         "dashboard": "/",
@@ -111,10 +109,7 @@ def test_the_main_pages_fit_a_phone_and_a_laptop(page, live_server, screenshots,
 
 def test_the_lag_chart_stays_readable_on_a_phone(page, live_server):
     user, cluster = _cluster_with_a_lagging_group()
-    page.goto("/login")
-    page.get_by_label("Email").fill(user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, user)
     page.set_viewport_size({"width": 375, "height": 800})
     page.goto(f"/clusters/{cluster.public_id}/groups/")
     chart = page.locator(".lag-chart").first

@@ -7,7 +7,8 @@ import pytest
 from playwright.sync_api import expect
 
 from metadata_store.topics import topic_create
-from tests.factories import PASSWORD, make_cluster, make_org
+from tests.controlplane.browser.conftest import log_in
+from tests.factories import make_cluster, make_org
 from virtualclusters.groups.services import group_report_apply
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -65,10 +66,7 @@ def test_the_groups_page_shows_each_protocol_with_epochs_and_partitions(page, sc
             },
         ],
     )
-    page.goto("/login")
-    page.get_by_label("Email").fill(user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, user)
     page.goto(f"/clusters/{cluster.public_id}/groups/")
     expect(page.locator("body")).to_contain_text("consumer protocol (KIP-848)")
     expect(page.locator("body")).to_contain_text("classic protocol")

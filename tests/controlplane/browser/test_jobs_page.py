@@ -7,7 +7,8 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from tests.factories import PASSWORD, make_cluster, make_org
+from tests.controlplane.browser.conftest import log_in
+from tests.factories import make_cluster, make_org
 from tests.metadata_store.conftest import AgentApi
 from virtualclusters.jobs.models import JobRun
 
@@ -31,10 +32,7 @@ def test_the_bucket_and_running_and_failed_jobs_are_shown(page, screenshots):
         lease_agent="agt-j1", attempts=1,
         error="StorageError: s3://orders-data: AccessDenied (the agent's role lacks s3:DeleteObject)",
     )  # fmt: skip
-    page.goto("/login")
-    page.get_by_label("Email").fill(user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, user)
     page.goto("/clusters/new")
     expect(page.get_by_label("Bucket")).to_be_visible()
     for width in (1366, 375):

@@ -17,7 +17,8 @@ from rest_framework.test import APIClient
 
 from metadata_store.models import Topic
 from tests.agents.conftest import agent, bucket_url  # noqa: F401 - fixtures
-from tests.factories import PASSWORD, make_api_key, make_cluster, make_org
+from tests.controlplane.browser.conftest import log_in
+from tests.factories import make_api_key, make_cluster, make_org
 from virtualclusters.tables.topic_tables import topic_table_enable
 from virtualclusters.throughput.services import throughput_sample
 
@@ -49,13 +50,6 @@ def firewall(monkeypatch) -> Firewall:
     return wall
 
 
-def _log_in(page, user) -> None:
-    page.goto("/login")
-    page.get_by_label("Email").fill(user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-
-
 def test_the_message_browser_reads_through_an_agent_the_control_plane_cannot_reach(
     page,
     live_server,
@@ -71,7 +65,7 @@ def test_the_message_browser_reads_through_an_agent_the_control_plane_cannot_rea
         producer.produce("inside", key=f"k-{n}".encode(), value=f"v-{n}".encode())
     assert producer.flush(30) == 0
 
-    _log_in(page, user)
+    log_in(page, user)
     page.goto(f"/clusters/{cluster.public_id}/topics/inside/")
     records = page.locator("li.record")
     expect(records).to_have_count(2)
@@ -86,7 +80,7 @@ def test_the_message_browser_says_when_no_agent_is_connected(page, screenshots):
     user, org = make_org("No agents")
     cluster, key = make_cluster("idle", org=org)
     AgentApi(key).create_topic("quiet")
-    _log_in(page, user)
+    log_in(page, user)
     page.goto(f"/clusters/{cluster.public_id}/topics/quiet/")
     expect(page.locator("#browse-problem")).to_contain_text(
         "No live agent of this cluster is connected"
@@ -141,7 +135,7 @@ def test_the_message_browser_shows_a_produced_record_with_key_and_headers(
     assert base64.b64decode(body["records"][-1]["key"]) == b"order-2"
     assert body["records"][-1]["headers"][0] == ["source", base64.b64encode(b"web").decode()]
 
-    _log_in(page, user)
+    log_in(page, user)
     page.goto(f"/clusters/{cluster.public_id}/")
     page.get_by_role("link", name="orders").click()
     expect(page.get_by_role("heading", name="orders", level=1)).to_be_visible()
@@ -217,7 +211,7 @@ def test_browsing_from_a_time_shows_only_the_records_at_or_after_it(
     later = api.get(url, {"timestamp": first + 5000}).json()
     assert later["records"] == [] and later["from_offset"] == -1
 
-    _log_in(page, user)
+    log_in(page, user)
     page.goto(f"/clusters/{cluster.public_id}/topics/ticks/")
     records = page.locator("li.record")
     expect(records).to_have_count(3)

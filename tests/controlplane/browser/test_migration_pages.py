@@ -16,8 +16,8 @@ from playwright.sync_api import expect
 from metadata_store.models import Topic
 from tests.agents.conftest import agent, bucket_url  # noqa: F401 - fixtures
 from tests.agents.tansu import Tansu
+from tests.controlplane.browser.conftest import log_in
 from tests.controlplane.browser.test_console_pages import shots_wide_and_narrow
-from tests.controlplane.browser.test_team_page import log_in
 from tests.factories import make_cluster, make_org
 from virtualclusters.mirror.models import Migration
 

@@ -7,7 +7,8 @@ from playwright.sync_api import expect
 
 from metadata_store.mirroring import MirroredBatch, mirrored_file_commit, topic_mirroring_set
 from metadata_store.topics import topic_create
-from tests.factories import PASSWORD, make_cluster, make_org
+from tests.controlplane.browser.conftest import log_in
+from tests.factories import make_cluster, make_org
 from virtualclusters.mirror.models import MigrationTopic
 from virtualclusters.mirror.services import migration_create, migration_cutover, migration_lease
 
@@ -42,10 +43,7 @@ def test_the_migrations_card_shows_topics_and_groups(page, screenshots):
             batches=[MirroredBatch(topic.id, 0, 0, 4199, 4200, 0, 100)],
         )
     migration_cutover(migration=migration, topics=["orders"])
-    page.goto("/login")
-    page.get_by_label("Email").fill(user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, user)
     page.goto(f"/clusters/{cluster.public_id}/")
     card = page.locator("#migrations")
     expect(card).to_contain_text(migration.public_id)

@@ -22,8 +22,8 @@ from rest_framework.test import APIClient
 
 from tests.agents.conftest import agent, bucket_url  # noqa: F401 - fixtures
 from tests.agents.test_schema_linking import proto_classes
+from tests.controlplane.browser.conftest import log_in
 from tests.controlplane.browser.test_console_pages import shots_wide_and_narrow
-from tests.controlplane.browser.test_team_page import log_in
 from tests.factories import make_api_key, make_cluster, make_org
 from virtualclusters.record_browser import records_browse
 

@@ -13,8 +13,8 @@ from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegis
 from playwright.sync_api import expect
 
 from tests.agents.conftest import agent, bucket_url  # noqa: F401 - fixtures
+from tests.controlplane.browser.conftest import log_in
 from tests.controlplane.browser.test_console_pages import shots_wide_and_narrow
-from tests.controlplane.browser.test_team_page import log_in
 from tests.factories import make_cluster, make_org
 
 pytestmark = [pytest.mark.browser, pytest.mark.kafka, pytest.mark.django_db(transaction=True)]

@@ -7,7 +7,8 @@ import hashlib
 
 import pytest
 
-from tests.factories import PASSWORD, make_cluster, make_org
+from tests.controlplane.browser.conftest import log_in
+from tests.factories import make_cluster, make_org
 from virtualclusters.security.services import sasl_credential_create, scram_credentials_alter
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -27,10 +28,7 @@ def test_the_security_page_shows_each_users_mechanisms(page, screenshots):
         "salted_password": salted,
     }
     assert scram_credentials_alter(cluster, [], [upsert])[0]["error_code"] == 0
-    page.goto("/login")
-    page.get_by_label("Email").fill(owner.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, owner)
     page.goto(f"/clusters/{cluster.public_id}/security")
     rows = page.locator("#sasl-users tbody tr")
     assert rows.count() == 2

@@ -9,7 +9,8 @@ from playwright.sync_api import expect
 from metadata_store.models import Partition
 from metadata_store.share_groups import share_configs_alter, share_fetch, share_heartbeat
 from metadata_store.topics import topic_create
-from tests.factories import PASSWORD, make_cluster, make_org
+from tests.controlplane.browser.conftest import log_in
+from tests.factories import make_cluster, make_org
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -38,10 +39,7 @@ def test_the_share_groups_page_shows_members_offsets_and_resets_an_empty_group(p
     share_heartbeat(cluster, group_id="audit-replay", member_id="replayer", member_epoch=-1,
                     topics=None)  # fmt: skip
     page.on("dialog", lambda dialog: dialog.accept())
-    page.goto("/login")
-    page.get_by_label("Email").fill(user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, user)
     page.goto(f"/clusters/{cluster.public_id}/")
     page.get_by_role("link", name="Share groups").click()
     busy = page.locator('[data-share-group="invoice-workers"]')

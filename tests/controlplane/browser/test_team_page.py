@@ -9,6 +9,7 @@ import pytest
 from django.core import mail
 from playwright.sync_api import expect
 
+from tests.controlplane.browser.conftest import log_in
 from tests.factories import PASSWORD, make_cluster, make_org
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -17,10 +18,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_an_invited_member_logs_in_with_the_members_limits(page, live_server, screenshots):
     owner, org = make_org("Team Co")
     cluster, _ = make_cluster("shared", org=org)
-    page.goto("/login")
-    page.get_by_label("Email").fill(owner.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, owner)
     page.get_by_role("link", name="Team").click()
     page.get_by_label("Email").fill("mia@example.com")
     page.get_by_label("Role").select_option("member")
@@ -50,13 +48,6 @@ def test_an_invited_member_logs_in_with_the_members_limits(page, live_server, sc
     page.get_by_role("button", name="Create agent key").click()
     expect(page.get_by_role("heading", name="Your role does not allow this")).to_be_visible()
     assert cluster.agent_keys.filter(name="sneaky").count() == 0
-
-
-def log_in(page, email: str) -> None:
-    page.goto("/login")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
 
 
 def test_a_person_of_two_organizations_joins_switches_and_sees_their_keys(

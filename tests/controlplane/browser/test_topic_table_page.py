@@ -15,7 +15,8 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 
 from metadata_store.clusters import cluster_bucket_claim
-from tests.factories import PASSWORD, make_api_key, make_cluster, make_org
+from tests.controlplane.browser.conftest import log_in
+from tests.factories import make_api_key, make_cluster, make_org
 from tests.jobs.segments import SegmentWriter, batch
 from virtualclusters.tables.topic_tables import topic_table_enable
 
@@ -58,10 +59,7 @@ def test_the_table_section_shows_the_first_backfill_and_the_tables_state(
     )  # fmt: skip
     table.append(rows, snapshot_properties={"floe.last-offsets": '{"0": 3}'})
 
-    page.goto("/login")
-    page.get_by_label("Email").fill(user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, user)
     page.goto(f"/clusters/{cluster.public_id}/topics/orders/")
     expect(page.locator("#table-backfill")).to_contain_text("First backfill: 4 of 16 records")
     bar = page.locator("#table-backfill-bar")
