@@ -1,0 +1,66 @@
+"""A member's last ShareFetch answer can arrive after its application stopped polling:
+librdkafka's poll returns at its timeout while the ShareFetch still waits at the agent
+(fetch.wait.max.ms), a record committed then is acquired for the member, and the member
+closes without ever handing it to the application. Its share session's close gives the
+record back uncounted, as Kafka's SharePartition.releaseAcquiredRecords does ("not
+actually delivered to the client"): the next member gets it first at delivery count 1
+(librdkafka's 0174 stops its consumers while producers' last records are in flight, and
+got one record first at delivery count 2 when the close counted the delivery)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from metadata_store.models import SharePartition
+from metadata_store.share_state import ACQUIRED
+from tests.agents.share.test_share_consumer import _consumer, _poll_until, _produce, _topic
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _held(group: str) -> list[list]:
+    """The group's acquired ranges in the store ([first, last, state, count, member, …])."""
+    return [
+        r
+        for row in SharePartition.objects.filter(group_id=group)
+        for r in row.in_flight
+        if r[2] == ACQUIRED
+    ]
+
+
+def _wait(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_record_acquired_after_the_last_poll_comes_back_first_time(agent, cluster):
+    a = agent(cluster.key)
+    _topic(a.bootstrap, "work")
+    # Its ShareFetch waits up to 8 s at the agent for records; its polls return sooner.
+    closer = _consumer(a.bootstrap, "sg", "work", **{"fetch.wait.max.ms": 8000})
+    other = None
+    try:
+        joined = time.monotonic() + 20
+        while not SharePartition.objects.filter(group_id="sg").exists():
+            assert time.monotonic() < joined, "closer never sent a ShareFetch"
+            assert len(closer.poll(0.2)) == 0
+        # Its ShareFetch is waiting at the agent now; the application polls no more.
+        _produce(a.bootstrap, "work", 1)
+        assert _wait(lambda: [r[:4] for r in _held("sg")] == [[0, 0, ACQUIRED, 1]], 6.0), _held(
+            "sg"
+        )
+        closer.close()  # its share session's close: the record was never delivered
+        closer = None
+        other = _consumer(a.bootstrap, "sg", "work")
+        got = _poll_until([other], 1)[id(other)]
+        assert [(m.offset(), m.delivery_count()) for m in got] == [(0, 1)]
+    finally:
+        for consumer in (closer, other):
+            if consumer is not None:
+                consumer.close()
