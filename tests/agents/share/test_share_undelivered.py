@@ -44,7 +44,7 @@ def test_a_record_acquired_after_the_last_poll_comes_back_first_time(agent, clus
     _topic(a.bootstrap, "work")
     # Its ShareFetch waits up to 8 s at the agent for records; its polls return sooner.
     closer = _consumer(a.bootstrap, "sg", "work", **{"fetch.wait.max.ms": 8000})
-    other = None
+    other = _consumer(a.bootstrap, "sg", "work")  # joins now, polls only after the close
     try:
         joined = time.monotonic() + 20
         while not SharePartition.objects.filter(group_id="sg").exists():
@@ -57,7 +57,6 @@ def test_a_record_acquired_after_the_last_poll_comes_back_first_time(agent, clus
         )
         closer.close()  # its share session's close: the record was never delivered
         closer = None
-        other = _consumer(a.bootstrap, "sg", "work")
         got = _poll_until([other], 1)[id(other)]
         assert [(m.offset(), m.delivery_count()) for m in got] == [(0, 1)]
     finally:
