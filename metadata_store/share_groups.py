@@ -154,11 +154,8 @@ def _store(row: SharePartition, state: ShareState) -> None:
     row.start_offset, row.end_offset, row.in_flight = state.start, state.end, state.saved()
 
 
-def _release_members(
-    cluster: VirtualCluster, group_id: str, members: set[str], limit: int, *, closed: bool = False
-) -> None:
-    """What `members` hold in any partition of the group, released: counted when their
-    session expired, uncounted when they closed it (`ShareState.return_undelivered`)."""
+def _release_members(cluster: VirtualCluster, group_id: str, members: set[str], limit: int) -> None:
+    """What `members` hold in any partition of the group, released."""
     if not members:
         return
     changed = []
@@ -168,10 +165,7 @@ def _release_members(
         .order_by("id")
     ):
         state = _state(row)
-        if any(
-            state.return_undelivered(m) if closed else state.release_member(m, limit)
-            for m in sorted(members)
-        ):
+        if any(state.release_member(m, limit) for m in sorted(members)):
             state.compact()
             _store(row, state)
             changed.append(row)
@@ -291,7 +285,7 @@ def share_fetch(
 ) -> JSON:
     """Apply a member's acknowledgements and acquire its next records, in one
     transaction; `release` (its share session closed, KIP-932's final epoch) then
-    returns what the member still holds in any of the group's partitions, uncounted. `partitions`: ``{topic_id, partition, acks: [{first, last, types}],
+    releases what the member still holds in any of the group's partitions. `partitions`: ``{topic_id, partition, acks: [{first, last, types}],
     give_back: [{first, last}], acquire: bool}`` (`give_back`: acquired records the agent
     could not send, `ShareState.give_back`). Answers ``{lock_ms, isolation_level, partitions: [{topic_id,
     partition, error_code, ack_error_code, acquired: [[first, last, delivery count]]}]}``
@@ -385,10 +379,8 @@ def share_fetch(
         if w.release:
             # Its share session on that agent closed, after its last acknowledgements:
             # KIP-932 releases the records it acquired through that session only — a
-            # session with another agent (other partitions) may still acknowledge. What
-            # it never acknowledged goes back uncounted, as Kafka's release does: its
-            # last answer may have come after the application stopped polling.
-            touched = state.return_undelivered(member_id) or touched
+            # session with another agent (other partitions) may still acknowledge.
+            touched = state.release_member(member_id, limit) or touched
         if w.acquire and left > 0:
             until = stable.get(part.id, part.high_watermark)
             got = state.acquire(
@@ -407,7 +399,7 @@ def share_fetch(
             list(changed.values()), ["start_offset", "end_offset", "in_flight"]
         )
     if release:
-        _release_members(cluster, group_id, {member_id}, limit, closed=True)
+        _release_members(cluster, group_id, {member_id}, limit)
     return answer
 
 

@@ -60,30 +60,12 @@ class ShareState:
         return changed
 
     def release_member(self, member: str, limit: int) -> bool:
-        """What `member` holds, released with its delivery counted (its session expired:
-        a member that stops heartbeating may have crashed on these records, so the
-        delivery-count limit still archives them)."""
+        """What `member` holds, released (it left, or its session ended)."""
         changed = False
         for r in self.ranges:
             if r[STATE] == ACQUIRED and r[MEMBER] == member:
                 self._release(r, limit)
                 changed = True
-        return changed
-
-    def return_undelivered(self, member: str) -> bool:
-        """What `member` holds when its share session closes: available again with the
-        delivery uncounted, never archived by this (Kafka's SharePartition
-        releaseAcquiredRecords: records acquired and never acknowledged were "not
-        actually delivered to the client" — its last ShareFetch answer may reach the
-        client after the application stopped polling). At the tail, as never acquired."""
-        changed = False
-        for r in self.ranges:
-            if r[STATE] == ACQUIRED and r[MEMBER] == member:
-                r[STATE], r[MEMBER], r[DEADLINE] = AVAILABLE, "", 0
-                r[COUNT] = max(r[COUNT] - 1, 0)
-                changed = True
-        if changed:
-            self._trim_unacquired_tail()
         return changed
 
     def acquire(
@@ -167,10 +149,6 @@ class ShareState:
             if r[STATE] == ACQUIRED and r[MEMBER] == member:
                 r[STATE], r[MEMBER], r[DEADLINE] = AVAILABLE, "", 0
                 r[COUNT] = max(r[COUNT] - 1, 0)
-        self._trim_unacquired_tail()
-
-    def _trim_unacquired_tail(self) -> None:
-        """Never-delivered available ranges at the tail: not in flight (`end` moves back)."""
         while self.ranges and self.ranges[-1][STATE] == AVAILABLE and self.ranges[-1][COUNT] == 0:
             self.end = self.ranges.pop()[FIRST]
 

@@ -319,9 +319,8 @@ async def _store_call(
 ) -> _Result:
     """One `share/fetch` call: the acknowledgements, the records given back, then the
     acquisitions; `release` (the share session closed: its partitions): what the member
-    still holds in them goes back to the group, its delivery uncounted — not in those of
-    its sessions with other agents, which may still acknowledge (KIP-932's share
-    sessions are per broker)."""
+    still holds in them goes back to the group — not in those of its sessions with other
+    agents, which may still acknowledge (KIP-932's share sessions are per broker)."""
     back = give_back or {}
     freed = set(release or ())
     partitions = [
