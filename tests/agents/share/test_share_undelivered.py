@@ -1,0 +1,67 @@
+"""A member's last ShareFetch answer can arrive after its application stopped polling:
+librdkafka's poll returns at its timeout while the ShareFetch still waits at the agent
+(fetch.wait.max.ms), a record committed then is acquired for the member, and the member
+closes without handing it to the application. Its share session's close releases the
+record with the delivery counted, so the next member gets it first at delivery count 2 —
+what librdkafka's 0174 tripped on when it stopped its consumers with records in flight.
+Kept counted on purpose: librdkafka sends no acknowledgements at close in implicit mode,
+so the records the closing member did deliver come back the same way, and an uncounted
+release (Kafka's current code) made 0174 count those as first deliveries twice (20,008 of
+20,000 in its second case)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from metadata_store.models import SharePartition
+from metadata_store.share_state import ACQUIRED
+from tests.agents.share.test_share_consumer import _consumer, _poll_until, _produce, _topic
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _held(group: str) -> list[list]:
+    """The group's acquired ranges in the store ([first, last, state, count, member, …])."""
+    return [
+        r
+        for row in SharePartition.objects.filter(group_id=group)
+        for r in row.in_flight
+        if r[2] == ACQUIRED
+    ]
+
+
+def _wait(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_record_acquired_after_the_last_poll_comes_back_counted(agent, cluster):
+    a = agent(cluster.key)
+    _topic(a.bootstrap, "work")
+    # Its ShareFetch waits up to 8 s at the agent for records; its polls return sooner.
+    closer = _consumer(a.bootstrap, "sg", "work", **{"fetch.wait.max.ms": 8000})
+    other = _consumer(a.bootstrap, "sg", "work")  # joins now, polls only after the close
+    try:
+        joined = time.monotonic() + 20
+        while not SharePartition.objects.filter(group_id="sg").exists():
+            assert time.monotonic() < joined, "closer never sent a ShareFetch"
+            assert len(closer.poll(0.2)) == 0
+        # Its ShareFetch is waiting at the agent now; the application polls no more.
+        _produce(a.bootstrap, "work", 1)
+        assert _wait(lambda: [r[:4] for r in _held("sg")] == [[0, 0, ACQUIRED, 1]], 6.0), _held(
+            "sg"
+        )
+        closer.close()  # its share session's close: the record was never delivered
+        closer = None
+        got = _poll_until([other], 1)[id(other)]
+        assert [(m.offset(), m.delivery_count()) for m in got] == [(0, 2)]
+    finally:
+        for consumer in (closer, other):
+            if consumer is not None:
+                consumer.close()
