@@ -5,32 +5,24 @@ migration's mirror (read-only until cut over). Every problem has its line and co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import yaml
 
-from core.pipelines import ConfigError, KafkaInput, KafkaOutput, PipelineSpec, parse_config
+from core.pipelines import (
+    ConfigError,
+    ConfigProblem,
+    KafkaInput,
+    KafkaOutput,
+    PipelineSpec,
+    parse_config,
+)
 from metadata_store.models import Topic
 from virtualclusters.models import VirtualCluster
 
 MAX_CONFIG_CHARS = 256 * 1024
 
 
-@dataclass(frozen=True)
-class Problem:
-    line: int
-    column: int
-    path: str
-    message: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "line": self.line,
-            "column": self.column,
-            "path": self.path,
-            "message": self.message,
-        }
+# The engine's problem (line, column, path, message), for what only the cluster can say too.
+Problem = ConfigProblem
 
 
 class ConfigInvalid(ValueError):
@@ -99,10 +91,7 @@ def config_check(cluster: VirtualCluster, text: str) -> PipelineSpec:
     try:
         spec = parse_config(text)
     except ConfigError as exc:
-        raise ConfigInvalid(
-            [Problem(p.line, p.column, p.path, p.message) for p in exc.problems]
-            or [Problem(1, 1, "", str(exc))]
-        ) from None
+        raise ConfigInvalid(list(exc.problems) or [Problem(1, 1, "", str(exc))]) from None
     named = _topics_named(spec)
     rows = {
         t.name: t
