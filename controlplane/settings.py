@@ -173,6 +173,8 @@ SPECTACULAR_SETTINGS = {
         "RoleEnum": "tenancy.models.Membership.Role",
         "InvoiceKindEnum": "billing.models.Invoice.Kind",
         "CompatibilityEnum": "schema_registry.models.COMPATIBILITY_LEVELS",
+        "PipelineStateEnum": "virtualclusters.api.pipelines_views.STATES",
+        "PipelineAgentStateEnum": "virtualclusters.api.pipelines_views.AGENT_STATES",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

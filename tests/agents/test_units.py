@@ -74,7 +74,13 @@ def test_ripcord_is_the_flag_or_the_cluster_setting_last_learned():
 
 
 def test_roles_default_to_all_and_take_a_list_of_known_names():
-    assert parse_config(REQUIRED, {}).roles == ("produce", "consume", "jobs", "schema-registry")
+    assert parse_config(REQUIRED, {}).roles == (
+        "produce",
+        "consume",
+        "jobs",
+        "schema-registry",
+        "pipelines",
+    )
     assert parse_config(REQUIRED, {}).schema_registry_port == 8081
     assert parse_config(REQUIRED, {"FLOE_SCHEMA_REGISTRY_PORT": "0"}).schema_registry_port == 0
     assert parse_config(REQUIRED, {}).schema_registry_rate == 100

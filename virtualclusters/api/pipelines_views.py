@@ -22,6 +22,7 @@ from virtualclusters.pipelines.config import MAX_CONFIG_CHARS, ConfigInvalid
 from virtualclusters.pipelines.models import Pipeline, PipelineVersion
 
 STATES = ["running", "paused"]
+AGENT_STATES = ["running", "stopped", "failing", "silent"]  # as an agent last reported
 
 
 class ConfigField(serializers.CharField):
@@ -128,7 +129,7 @@ def _with_errors(
 class PipelineAgentSerializer(Serializer):
     agent_id = serializers.CharField()
     state = serializers.ChoiceField(
-        choices=["running", "stopped", "failing", "silent"],
+        choices=AGENT_STATES,
         help_text="As the agent last reported; silent: no report for 30 s.",
     )
     version = serializers.IntegerField()
@@ -187,14 +188,14 @@ class PipelineDetailSerializer(Serializer):
         return _with_errors(super().get_fields(), "The newest errors of all agents, newest first.")
 
 
-class VersionSerializer(Serializer):
+class PipelineVersionSerializer(Serializer):
     version = serializers.IntegerField()
     created_by = serializers.CharField(allow_blank=True)
     created_at = serializers.DateTimeField()
     current = serializers.BooleanField()
 
 
-class VersionDetailSerializer(VersionSerializer):
+class PipelineVersionDetailSerializer(PipelineVersionSerializer):
     config = serializers.CharField()
     canonical = serializers.JSONField(help_text="The configuration as the engine reads it.")
 
@@ -323,7 +324,7 @@ class PipelineDetailView(_PipelineView):
 
 class ConfigurationListView(_PipelineView):
     @extend_schema(
-        responses=VersionSerializer(many=True),
+        responses=PipelineVersionSerializer(many=True),
         parameters=PAGE_PARAMETERS,
         summary="List a pipeline's configuration versions, newest first",
     )
@@ -332,11 +333,11 @@ class ConfigurationListView(_PipelineView):
         versions = [
             _version_data(v, pipeline.current_version) for v in selectors.versions_of(pipeline)
         ]
-        return self.paginated(versions, VersionSerializer)
+        return self.paginated(versions, PipelineVersionSerializer)
 
     @extend_schema(
         request=ConfigurationCreateSerializer,
-        responses={201: VersionDetailSerializer, **CONFIG_ERRORS},
+        responses={201: PipelineVersionDetailSerializer, **CONFIG_ERRORS},
         summary="Create a configuration version (checked); it becomes current at once",
     )
     def post(self, request: Request, cluster_id: str, name: str) -> Response:
@@ -350,7 +351,7 @@ class ConfigurationListView(_PipelineView):
         except ConfigInvalid as exc:
             return _problems(exc)
         return created(
-            VersionDetailSerializer(_version_data(version, version.version)).data,
+            PipelineVersionDetailSerializer(_version_data(version, version.version)).data,
             "api-pipeline-configuration",
             cluster_id=pipeline.cluster.public_id,
             name=pipeline.name,
@@ -359,14 +360,14 @@ class ConfigurationListView(_PipelineView):
 
 
 class ConfigurationDetailView(_PipelineView):
-    @extend_schema(responses=VersionDetailSerializer, summary="A configuration version")
+    @extend_schema(responses=PipelineVersionDetailSerializer, summary="A configuration version")
     def get(self, request: Request, cluster_id: str, name: str, version: int) -> Response:
         pipeline = self.pipeline(cluster_id, name)
         found = get_object_or_404(
             PipelineVersion.objects.filter(pipeline=pipeline), version=version
         )
         return Response(
-            VersionDetailSerializer(_version_data(found, pipeline.current_version)).data
+            PipelineVersionDetailSerializer(_version_data(found, pipeline.current_version)).data
         )
 
 

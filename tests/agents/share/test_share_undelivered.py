@@ -17,7 +17,7 @@ import pytest
 
 from metadata_store.models import SharePartition
 from metadata_store.share_state import ACQUIRED
-from tests.agents.share.test_share_consumer import _consumer, _poll_until, _produce, _topic
+from tests.agents.share.conftest import poll_until, produce, share_consumer, share_topic
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,23 +43,23 @@ def _wait(condition, seconds: float) -> bool:
 
 def test_a_record_acquired_after_the_last_poll_comes_back_counted(agent, cluster):
     a = agent(cluster.key)
-    _topic(a.bootstrap, "work")
+    share_topic(a.bootstrap, "work")
     # Its ShareFetch waits up to 8 s at the agent for records; its polls return sooner.
-    closer = _consumer(a.bootstrap, "sg", "work", **{"fetch.wait.max.ms": 8000})
-    other = _consumer(a.bootstrap, "sg", "work")  # joins now, polls only after the close
+    closer = share_consumer(a.bootstrap, "sg", "work", **{"fetch.wait.max.ms": 8000})
+    other = share_consumer(a.bootstrap, "sg", "work")  # joins now, polls only after the close
     try:
         joined = time.monotonic() + 20
         while not SharePartition.objects.filter(group_id="sg").exists():
             assert time.monotonic() < joined, "closer never sent a ShareFetch"
             assert len(closer.poll(0.2)) == 0
         # Its ShareFetch is waiting at the agent now; the application polls no more.
-        _produce(a.bootstrap, "work", 1)
+        produce(a.bootstrap, "work", 1)
         assert _wait(lambda: [r[:4] for r in _held("sg")] == [[0, 0, ACQUIRED, 1]], 6.0), _held(
             "sg"
         )
         closer.close()  # its share session's close: the record was never delivered
         closer = None
-        got = _poll_until([other], 1)[id(other)]
+        got = poll_until([other], 1)[id(other)]
         assert [(m.offset(), m.delivery_count()) for m in got] == [(0, 2)]
     finally:
         for consumer in (closer, other):
