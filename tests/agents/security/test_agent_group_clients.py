@@ -36,7 +36,7 @@ pytestmark = [
 RECORDS = 10
 TOPICS = ("made-in-east", "made-in-west", "made-over-sasl")
 # librdkafka's debug lines: every broker of a Metadata answer, and a group's coordinator.
-_KCAT_BROKER = re.compile(r"Broker #\d+/\d+: [^:\s]+:(\d+) NodeId")
+_KCAT_BROKER = re.compile(r"Broker #(\d+)/(\d+): [^:\s]+:(\d+) NodeId")
 _KCAT_COORDINATOR = re.compile(r'Group "[^"]+" coordinator is [^:\s]+:(\d+) id')
 
 
@@ -137,11 +137,17 @@ def kafka_python_consume(endpoint: Endpoint, name: str, answers: Answers) -> lis
 
 
 def _kcat_answers(stderr: str, answers: Answers) -> None:
-    """The answers in kcat's debug lines: a Metadata answer's brokers come one per line."""
-    for answer in re.split(r"Requesting metadata|Request metadata", stderr):
-        ports = {int(p) for p in _KCAT_BROKER.findall(answer)}
-        if ports:
+    """The answers in kcat's debug lines: a Metadata answer's brokers come one per line,
+    numbered `#i/n`. An answer is read by that numbering, not by the lines between two
+    requests: librdkafka's threads log a request in the middle of another answer's lines."""
+    ports: set[int] = set()
+    for index, count, port in _KCAT_BROKER.findall(stderr):
+        if index == "0":
+            ports = set()
+        ports.add(int(port))
+        if int(index) == int(count) - 1:
             answers.metadata.append(ports)
+            ports = set()
     answers.coordinators.extend(int(p) for p in _KCAT_COORDINATOR.findall(stderr))
 
 
