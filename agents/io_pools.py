@@ -4,8 +4,8 @@ its tasks wait for a thread (`floe_io_thread_wait_seconds{pool}`).
 Three pools, so that one kind of work never queues behind another:
 
 - ``put``: the write path's PUTs (segments and journal entries, `agents/write_path.py`),
-  as many threads as `UploadSlots` lets PUTs be in flight, so a PUT never waits for a
-  thread;
+  as many threads as `UploadSlots` lets PUTs be in flight and one for the journal's
+  marker, so a PUT never waits for a thread;
 - ``read``: the read path's ranged GETs (`agents/zone_cache.py`), few at a time: a
   consumer group catching up after a Ripcord outage filled a shared 16-thread pool
   with GETs, and the PUTs answering producers waited behind them — for a thread, and at

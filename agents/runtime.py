@@ -114,8 +114,9 @@ class AgentRuntime:
         self.config = config
         self.client = ControlPlaneClient(config.control_plane_url, config.agent_key)
         # Blocking I/O by kind: the write path's PUTs never wait behind the read path's
-        # GETs (agents/io_pools.py).
-        self.pools = IoPools(put_threads=PUTS_IN_FLIGHT)
+        # GETs (agents/io_pools.py); one thread more than PUT slots for the journal's
+        # marker, PUT beside an entry's (agents/write_path.py).
+        self.pools = IoPools(put_threads=PUTS_IN_FLIGHT + 1)
         self.registered = False
         self.ctx: AgentContext | None = None
         self._stop = asyncio.Event()

@@ -13,7 +13,9 @@ import asyncio
 import contextvars
 import logging
 import socket
+import time
 from collections import deque
+from collections.abc import Coroutine
 from typing import Any
 
 from agents.arrival_order import TURN, ArrivalOrder
@@ -45,6 +47,9 @@ MAX_IN_FLIGHT = 10_000
 MAX_IN_FLIGHT_BYTES = 64 * 1024 * 1024
 _RESUME_BELOW = MAX_IN_FLIGHT // 2
 _COALESCE_BYTES = 256 * 1024  # join ready answers up to this size into one send
+# A produce answer ready this long after the connection's last send is sent at once;
+# sooner, it joins the answers that follow it in one send (see `_produce_answered`).
+_COALESCE_S = 0.001
 _CLOSE = object()  # queued in place of a response: close once everything before is sent
 FAILED_AUTHENTICATION_CLOSE_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms
 
@@ -66,6 +71,9 @@ class KafkaConnection(asyncio.Protocol):
         self._pending_bytes = 0  # request frame bytes of the requests in `_pending`
         self._produce_order = ArrivalOrder()  # produce requests append in arrival order
         self._frame_bytes: dict[asyncio.Future[Any], int] = {}  # each request's share
+        # Produce answers ready before their task's done callbacks ran (`_produce_answered`).
+        self._answered: dict[asyncio.Future[Any], Any] = {}
+        self._sent_at = 0.0  # perf_counter of the last send
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
         self._closing = False
@@ -97,6 +105,7 @@ class KafkaConnection(asyncio.Protocol):
             future.cancel()
         self._pending.clear()
         self._frame_bytes.clear()
+        self._answered.clear()
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -151,7 +160,7 @@ class KafkaConnection(asyncio.Protocol):
             turn = self._produce_order.take()
             context = contextvars.copy_context()
             context.run(TURN.set, turn)
-            task = self._loop.create_task(dispatch, context=context)
+            task = self._loop.create_task(self._produce_answered(dispatch), context=context)
             task.add_done_callback(lambda _: turn.release())
         else:
             task = self._loop.create_task(dispatch)
@@ -159,6 +168,25 @@ class KafkaConnection(asyncio.Protocol):
         self._pending_bytes += len(frame)
         self._pending.append(task)
         task.add_done_callback(self._on_done)
+
+    async def _produce_answered(self, dispatch: Coroutine[Any, Any, Any]) -> Any:
+        """A produce's answer, offered for sending as soon as the handler returns it.
+
+        A segment's PUT or commit answers all its parked requests at once: every handler
+        resumes in one loop iteration, and a task's done callbacks run only after all of
+        them, so the first (oldest) answer would wait for the last one to be encoded —
+        2-9 ms for the 125 requests of a 250 ms segment at 500 requests/s. Here the
+        answer at the head of the queue goes out when it is ready, joined with those
+        ready right after it while the last send is under `_COALESCE_S` old."""
+        response = await dispatch
+        task = asyncio.current_task()
+        if task is not None and not self._closing:
+            self._answered[task] = response
+            if time.perf_counter() - self._sent_at >= _COALESCE_S:
+                self._write_ready()
+            else:
+                self._on_done(task)
+        return response
 
     def _enqueue_done(self, response: object) -> None:
         future = self._loop.create_future()
@@ -184,6 +212,7 @@ class KafkaConnection(asyncio.Protocol):
             self._collect_ready(pending, transport, ready)
         finally:
             if ready and transport is not None and not transport.is_closing():
+                self._sent_at = time.perf_counter()
                 if len(ready) > 1 and sum(map(len, ready)) <= _COALESCE_BYTES:
                     transport.write(b"".join(ready))
                 else:  # big fetch answers: no extra copy to coalesce them
@@ -200,9 +229,15 @@ class KafkaConnection(asyncio.Protocol):
         transport: asyncio.Transport | None,
         ready: list[bytes],
     ) -> None:
-        while pending and pending[0].done():
+        answered = self._answered
+        while pending and (pending[0] in answered or pending[0].done()):
             future = pending.popleft()
             self._pending_bytes -= self._frame_bytes.pop(future, 0)
+            if future in answered:
+                response = answered.pop(future)
+                if response is not None and transport is not None and not transport.is_closing():
+                    ready.append(response)
+                continue
             if future.cancelled() or transport is None or transport.is_closing():
                 continue
             exc = future.exception()

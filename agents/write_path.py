@@ -149,8 +149,9 @@ JOURNAL_RETRY_DELAYS_S = (0.1, 0.2, 0.4, 0.8, 1.0)
 # when its commit has not answered this long after the PUT (a frozen control-plane
 # connection answers nothing; acks stay within the flush age + PUT + this).
 RIPCORD_ACK_S = 0.5
-# A journal's marker is PUT again before an entry when it is older than this, so a
-# journal that still gets entries always has a marker younger than this.
+# A journal's marker is PUT again, beside an entry's PUT and before the entry is answered,
+# when it is older than this: a journal that still gets entries always has a marker
+# younger than this.
 MARKER_REFRESH_S = 60.0
 # A batch answered from the journal and refused for a sequence gap is held, and journaled
 # again (with every other held batch of its producer and partition, in sequence order)
@@ -469,7 +470,9 @@ class SegmentWriter:
         self._ripcord = ripcord or (lambda: False)
         self.journal_retry_delays_s = journal_retry_delays_s
         self.ripcord_ack_s = ripcord_ack_s
-        self._marker_put_at = float("-inf")  # monotonic, of the journal marker's last PUT
+        # Monotonic start of the journal marker's last successful PUT, and the last PUT.
+        self._marker_put_at = float("-inf")
+        self._marker_put: asyncio.Future[None] | None = None
         # Journal entries in the bucket whose commit has not answered: segment → size.
         self._journaled: dict[_Segment, int] = {}
         # Idempotent batches answered from the journal that the commit then refused:
@@ -675,12 +678,38 @@ class SegmentWriter:
         # Runs in a worker thread: the sealed segment is no longer touched by the loop.
         with timed(ENCODE_SECONDS):
             written = _lay_out(segment.batches)
-        if segment.journal and time.monotonic() - self._marker_put_at > MARKER_REFRESH_S:
-            # The journal's marker first: a recovering agent finds journals by it.
-            self._put_with_retries(self.journal.marker_key(self.cluster_id), b"journal\n")
-            self._marker_put_at = time.monotonic()
         self._put_with_retries(key, written.data)
         return written
+
+    def _journal_marker(self) -> asyncio.Future[None]:
+        """The PUT of the journal's marker that a journal entry being written now waits
+        for before it is answered: the one under way, or a new one when the last is a
+        minute old (or failed). It runs beside the entry's own PUT, not before it: a
+        recovering agent needs the marker only for entries that were acknowledged, so the
+        marker costs an entry no time of its own (before, the first entry of a journal
+        and one a minute took two PUTs one after the other)."""
+        marker = self._marker_put
+        if marker is not None and not (
+            marker.done() and (marker.exception() is not None or self._marker_stale())
+        ):
+            return marker
+        started = time.monotonic()
+        marker = self._marker_put = asyncio.get_running_loop().run_in_executor(
+            self._executor,
+            self._put_with_retries,
+            self.journal.marker_key(self.cluster_id),
+            b"journal\n",
+        )
+
+        def done(future: asyncio.Future[None]) -> None:
+            if not future.cancelled() and future.exception() is None:
+                self._marker_put_at = started
+
+        marker.add_done_callback(done)
+        return marker
+
+    def _marker_stale(self) -> bool:
+        return time.monotonic() - self._marker_put_at > MARKER_REFRESH_S
 
     def _put_with_retries(self, key: str, data: bytes) -> None:
         for delay in (*self.put_retry_delays_s, None):
@@ -710,9 +739,13 @@ class SegmentWriter:
             loop = asyncio.get_running_loop()
             try:
                 async with self._uploads.slot():
+                    marker = self._journal_marker() if segment.journal else None
                     written = await loop.run_in_executor(
                         self._executor, self._finish_and_put, key, segment
                     )
+                    if marker is not None:
+                        # A recovering agent finds journals by their marker.
+                        await asyncio.shield(marker)
             except Exception as exc:
                 log.error("segment %s: PUT failed, failing its requests: %s", key, exc)
                 error_code, outcome = KAFKA_STORAGE_ERROR, "put_failed"

@@ -6,6 +6,7 @@ that commits idempotently per file key (as docs/AGENT_API.md says the real one d
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 
@@ -117,6 +118,37 @@ def test_a_lightning_request_is_answered_while_the_control_plane_is_down_and_com
     assert all(len({str(b) for b in client.bodies[k]}) == 1 for k in keys)  # same body
     assert client.next_offset == {0: 3}
     assert writer.journal_backlog() == (0, 0.0)
+
+
+def test_the_journal_marker_is_put_beside_the_first_entry_and_stored_before_its_answer():
+    """The marker's PUT does not go before the entry's (two PUTs in a row in the first
+    entry's ack): it waits here until the entry's PUT has started, and the answer still
+    comes only once the marker is in the bucket."""
+    store = open_store(f"mem://{uuid.uuid4()}")
+    client = JournalControlPlane()
+    entry_started = threading.Event()
+    overlapped: list[bool] = []
+
+    def put(key: str, data: bytes) -> None:
+        if "/journals/" in key:  # the marker
+            overlapped.append(entry_started.wait(5))
+        else:
+            entry_started.set()
+        store.put(key, data)
+
+    async def scenario():
+        writer = writer_for(store, client)
+        writer._put = put
+        answered = await writer.append([batch()], wait=True)
+        markers = [i.key for i in store.list("vci_test/journals/")]
+        again = await writer.append([batch()], wait=True)  # the marker is fresh: no PUT
+        await writer.close()
+        return answered, markers, again
+
+    answered, markers, again = run(scenario())
+    assert answered[0]["base_offset"] == -1 and again[0]["base_offset"] == -1
+    assert overlapped == [True]  # one marker PUT, while the entry's was under way
+    assert len(markers) == 1  # stored when the first entry was answered
 
 
 def test_ripcord_answers_a_standard_request_when_its_commit_does_not_answer_in_time():

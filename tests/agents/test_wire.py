@@ -181,20 +181,33 @@ def test_bad_batches_get_per_partition_errors(agent, cluster):
 def test_responses_come_back_in_request_order_and_acks_zero_gets_none(agent, cluster):
     a = agent(cluster.key)
     wire = Wire(a.bootstrap)
+    lightning = [{"name": "floe.topic.type", "value": "lightning"}]
     wire.call(
         ApiKey.CREATE_TOPICS,
         7,
-        {"topics": [{"name": "ordered", "num_partitions": 2, "replication_factor": -1}]},
+        {
+            "topics": [
+                {"name": "ordered", "num_partitions": 2, "replication_factor": -1},
+                {
+                    "name": "quick",
+                    "num_partitions": 2,
+                    "replication_factor": -1,
+                    "configs": lightning,
+                },
+            ]
+        },
     )
     batch = encode_batch([RecordInput(value=b"x")])
     fire_and_forget = encode_request(
         ApiKey.PRODUCE, 9, 999, "wire-test", produce_body("ordered", 1, batch, acks=0)
     )
-    # A pipeline of slow (produce, parked until commit) and fast (ApiVersions, Metadata)
-    # requests, with an acks=0 produce in the middle that must get no answer at all.
+    # A pipeline of slow (produce, parked until commit or, on a lightning topic, until its
+    # PUT: answered as soon as each is ready) and fast (ApiVersions, Metadata) requests,
+    # with an acks=0 produce in the middle that must get no answer at all.
     expected = []
     for i in range(10):
         expected.append(wire.send(ApiKey.PRODUCE, 9, produce_body("ordered", i % 2, batch)))
+        expected.append(wire.send(ApiKey.PRODUCE, 9, produce_body("quick", i % 2, batch)))
         expected.append(wire.send(ApiKey.API_VERSIONS, 3, {}))
         if i == 5:
             wire.send_raw(fire_and_forget)
