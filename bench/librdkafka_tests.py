@@ -6,7 +6,8 @@ test-runner when they are not built yet (``./configure --disable-lz4-ext``, and
 its own data folder (embedded PostgreSQL and Redis, so nothing is shared with another run)
 and free ports, sets the playground cluster's ``default_partitions`` to 4 over the REST API
 (librdkafka's tests expect 4 partitions in an auto-created topic), writes
-``tests/test.conf`` (``bootstrap.servers``, ``test.topic.random=true``) and runs every test
+``<workdir>/test.conf`` (``bootstrap.servers``, ``test.topic.random=true``; the test-runner
+finds it by ``RDKAFKA_TEST_CONF``, so runs sharing one source tree keep their own) and runs every test
 of ``bench/librdkafka_tests.txt`` alone, in full mode (``TESTS=<n> ./test-runner -p1 -E``,
 not ``-Q``), each bounded by ``--timeout`` seconds. Prints a table test → PASS / FAIL /
 TIMEOUT with each failure's first assertion line, then one JSON summary line; exits 1 when a
@@ -26,7 +27,7 @@ of their own over the REST API, the same ``file://`` bucket, produce and consume
 in ``<workdir>/agents``), so that partitions are led by different brokers, as some tests
 assume (0172, 0179: one ShareFetch a broker a poll).
 
-``--timeout-multiplier X`` writes ``test.timeout.multiplier=X`` to ``tests/test.conf``: the
+``--timeout-multiplier X`` writes ``test.timeout.multiplier=X`` to that ``test.conf``: the
 test-runner's own time budgets times X, as librdkafka's CI runs them (``CI`` set: 3). The
 share-consumer tests 0170–0186 need it: their budgets are the sums of their own waits (0170
 sets 60 s before sub-tests that wait more than that, against any broker).
@@ -342,7 +343,7 @@ def main() -> int:
         "--timeout-multiplier",
         type=float,
         default=0,
-        help="test.timeout.multiplier in tests/test.conf (librdkafka's CI: 3; default: none)",
+        help="test.timeout.multiplier in test.conf (librdkafka's CI: 3; default: none)",
     )
     args = parser.parse_args()
     if not args.src:
@@ -378,8 +379,13 @@ def main() -> int:
         conf = f"bootstrap.servers={bootstrap}\ntest.topic.random=true\n"
         if args.timeout_multiplier:
             conf += f"test.timeout.multiplier={args.timeout_multiplier}\n"
-        (src / "tests" / "test.conf").write_text(conf)
+        # In the work dir, not the source tree's tests/test.conf: runs that share a tree
+        # (one build, several work dirs) each keep their own bootstrap (the test-runner
+        # reads RDKAFKA_TEST_CONF, tests/test.c's test_conf_get_path).
+        conf_path = workdir / "test.conf"
+        conf_path.write_text(conf)
         env = dict(os.environ)
+        env["RDKAFKA_TEST_CONF"] = str(conf_path)
         env["LD_LIBRARY_PATH"] = f"{src / 'src'}:{src / 'src-cpp'}"
         env.setdefault("TEST_KAFKA_VERSION", "3.9.0")
         say(f"librdkafka {version or '?'} at {src}; playground {bootstrap}; work dir {workdir}")
