@@ -130,5 +130,14 @@ class Member:
             for part in topic["partitions"]
         ]  # fmt: skip
 
+    def leave(self, via: Wire | None = None) -> dict:
+        """ShareGroupHeartbeat -1, over `via` (another connection) or its own."""
+        return (via or self.wire).call(
+            ApiKey.SHARE_GROUP_HEARTBEAT,
+            1,
+            {"group_id": self.group, "member_id": self.member_id, "member_epoch": -1,
+             "subscribed_topic_names": None},
+        )  # fmt: skip
+
     def close(self) -> None:
         self.wire.close()

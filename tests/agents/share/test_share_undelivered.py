@@ -7,7 +7,9 @@ what librdkafka's 0174 tripped on when it stopped its consumers with records in 
 Kept counted on purpose: librdkafka sends no acknowledgements at close in implicit mode,
 so the records the closing member did deliver come back the same way, and an uncounted
 release (Kafka's current code) made 0174 count those as first deliveries twice (20,008 of
-20,000 in its second case)."""
+20,000 in its second case). What the agent can tell: a member that has left acquires
+nothing more, not even in a ShareFetch already waiting (librdkafka sends the leave first,
+its session's close only once that ShareFetch is answered)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,6 @@ import time
 
 import pytest
 
-from core.kafka import ApiKey
 from metadata_store.models import SharePartition
 from metadata_store.share_state import ACQUIRED
 from tests.agents.share.conftest import (
@@ -94,12 +95,7 @@ def test_a_member_that_left_acquires_nothing_while_its_last_share_fetch_waits(ag
         )  # fmt: skip
         waiting.start()
         time.sleep(0.5)  # its ShareFetch waits at the agent (the test holds either way)
-        left = other.wire.call(
-            ApiKey.SHARE_GROUP_HEARTBEAT,
-            1,
-            {"group_id": "sg", "member_id": leaver.member_id, "member_epoch": -1,
-             "subscribed_topic_names": None},
-        )  # fmt: skip
+        left = leaver.leave(via=other.wire)  # its own connection waits for the ShareFetch
         assert left["error_code"] == 0 and left["member_epoch"] == -1
         produce(a.bootstrap, "work", 1)
         waiting.join(15)
