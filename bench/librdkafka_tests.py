@@ -7,7 +7,8 @@ its own data folder (embedded PostgreSQL and Redis, so nothing is shared with an
 and free ports, sets the playground cluster's ``default_partitions`` to 4 over the REST API
 (librdkafka's tests expect 4 partitions in an auto-created topic), writes
 ``<workdir>/test.conf`` (``bootstrap.servers``, ``test.topic.random=true``; the test-runner
-finds it by ``RDKAFKA_TEST_CONF``, so runs sharing one source tree keep their own) and runs every test
+reads it through ``RDKAFKA_TEST_CONF``, so two runs from one source tree do not share one
+``tests/test.conf``) and runs every test
 of ``bench/librdkafka_tests.txt`` alone, in full mode (``TESTS=<n> ./test-runner -p1 -E``,
 not ``-Q``), each bounded by ``--timeout`` seconds. Prints a table test → PASS / FAIL /
 TIMEOUT with each failure's first assertion line, then one JSON summary line; exits 1 when a
@@ -27,10 +28,18 @@ of their own over the REST API, the same ``file://`` bucket, produce and consume
 in ``<workdir>/agents``), so that partitions are led by different brokers, as some tests
 assume (0172, 0179: one ShareFetch a broker a poll).
 
-``--timeout-multiplier X`` writes ``test.timeout.multiplier=X`` to that ``test.conf``: the
+``--timeout-multiplier X`` writes ``test.timeout.multiplier=X`` to the test.conf: the
 test-runner's own time budgets times X, as librdkafka's CI runs them (``CI`` set: 3). The
 share-consumer tests 0170–0186 need it: their budgets are the sums of their own waits (0170
 sets 60 s before sub-tests that wait more than that, against any broker).
+
+``--subtests A,B`` runs each test once per name given, with ``SUBTESTS=<name>`` (the
+test-runner runs only the sub-tests whose ``function:line`` contains it): one line, log and
+result per sub-test (``0174/do_test_1p_1c_1t_1part``), so a long test runs case by case and
+a failing case does not end the others.
+
+``--workdir`` on a tmpfs (``/dev/shm/…``) puts the playground's bucket and PostgreSQL there:
+no fsync reaches a disk (0174 needs it, see bench/librdkafka_tests.txt).
 
 ``TEST_KAFKA_VERSION`` (the broker version librdkafka's tests assume, which gates their
 sub-tests) defaults to 3.9.0 here, librdkafka's own default being 2.4.0.
@@ -284,13 +293,16 @@ def first_failure(output: str) -> str:
     return lines[-1].strip() if lines else "(no output)"
 
 
-def run_test(src: Path, number: str, timeout_s: float, log: Path, env: dict) -> dict:
+def run_test(
+    src: Path, number: str, timeout_s: float, log: Path, env: dict, subtest: str = ""
+) -> dict:
     started = time.monotonic()
+    only = {"SUBTESTS": subtest} if subtest else {}
     with log.open("wb") as out:
         proc = subprocess.Popen(
             ["./test-runner", "-p1", "-E"],
             cwd=src / "tests",
-            env={**env, "TESTS": number},
+            env={**env, "TESTS": number, **only},
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -310,7 +322,8 @@ def run_test(src: Path, number: str, timeout_s: float, log: Path, env: dict) -> 
     elif result == "TIMEOUT":
         running = re.findall(r"\[([0-9]{4}_[^ \]]+)\s*/", ANSI.sub("", output))
         detail = f"killed after {timeout_s:.0f} s" + (f" in {running[-1]}" if running else "")
-    return {"test": number, "result": result, "exit": code, "seconds": seconds, "detail": detail}
+    test = f"{number}/{subtest}" if subtest else number
+    return {"test": test, "result": result, "exit": code, "seconds": seconds, "detail": detail}
 
 
 def main() -> int:
@@ -318,6 +331,11 @@ def main() -> int:
     parser.add_argument("--src", default=os.environ.get("LIBRDKAFKA_SRC"))
     parser.add_argument("--list", default=str(LIST), help="the list file (one number a line)")
     parser.add_argument("--tests", default="", help="comma-separated numbers (default: the list)")
+    parser.add_argument(
+        "--subtests",
+        default="",
+        help="comma-separated sub-test names: each test run once per name (SUBTESTS=<name>)",
+    )
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per test")
     parser.add_argument("--workdir", default="", help="logs and data (default: a new temp dir)")
     parser.add_argument("--jobs", type=int, default=2, help="make -j for the build")
@@ -343,7 +361,7 @@ def main() -> int:
         "--timeout-multiplier",
         type=float,
         default=0,
-        help="test.timeout.multiplier in test.conf (librdkafka's CI: 3; default: none)",
+        help="test.timeout.multiplier in tests/test.conf (librdkafka's CI: 3; default: none)",
     )
     args = parser.parse_args()
     if not args.src:
@@ -379,23 +397,22 @@ def main() -> int:
         conf = f"bootstrap.servers={bootstrap}\ntest.topic.random=true\n"
         if args.timeout_multiplier:
             conf += f"test.timeout.multiplier={args.timeout_multiplier}\n"
-        # In the work dir, not the source tree's tests/test.conf: runs that share a tree
-        # (one build, several work dirs) each keep their own bootstrap (the test-runner
-        # reads RDKAFKA_TEST_CONF, tests/test.c's test_conf_get_path).
-        conf_path = workdir / "test.conf"
-        conf_path.write_text(conf)
+        (workdir / "test.conf").write_text(conf)
         env = dict(os.environ)
-        env["RDKAFKA_TEST_CONF"] = str(conf_path)
+        env["RDKAFKA_TEST_CONF"] = str(workdir / "test.conf")
         env["LD_LIBRARY_PATH"] = f"{src / 'src'}:{src / 'src-cpp'}"
         env.setdefault("TEST_KAFKA_VERSION", "3.9.0")
         say(f"librdkafka {version or '?'} at {src}; playground {bootstrap}; work dir {workdir}")
         say(f"{'test':<42} {'result':<8} {'seconds':>8}  first assertion")
+        subtests = [n.strip() for n in args.subtests.split(",") if n.strip()] or [""]
         for number in numbers:
-            result = run_test(src, number, args.timeout, workdir / "logs" / f"{number}.log", env)
-            result["name"] = names.get(number, "")
-            results.append(result)
-            label = f"{number} {result['name']}"
-            say(f"{label:<42} {result['result']:<8} {result['seconds']:>8}  {result['detail']}")
+            for subtest in subtests:
+                log = workdir / "logs" / (f"{number}-{subtest}.log" if subtest else f"{number}.log")
+                result = run_test(src, number, args.timeout, log, env, subtest)
+                result["name"] = names.get(number, "")
+                results.append(result)
+                label = f"{result['test']} {result['name']}"
+                say(f"{label:<42} {result['result']:<8} {result['seconds']:>8}  {result['detail']}")
     finally:
         playground.stop()
     counts = {

@@ -42,6 +42,9 @@ class ShareSession:
 
 
 _SESSIONS: dict[tuple[str, str], ShareSession] = {}
+# Members that left through this agent (group id, member id): their ShareFetches still
+# waiting here acquire nothing more (`handle_share_fetch`). Oldest forgotten first.
+_LEFT: dict[tuple[str, str], None] = {}
 
 
 def sessions_count() -> int:
@@ -73,6 +76,13 @@ async def handle_share_group_heartbeat(
         return _heartbeat_error(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set.")
     if not body["member_id"]:
         return _heartbeat_error(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+    member = (body["group_id"], body["member_id"])
+    if body["member_epoch"] == -1:
+        _LEFT[member] = None
+        if len(_LEFT) > _SESSIONS_KEPT:
+            del _LEFT[next(iter(_LEFT))]
+    elif body["member_epoch"] == 0:
+        _LEFT.pop(member, None)  # (re)joining
     answer = await ctx.client.call(
         "share/heartbeat",
         {
@@ -258,6 +268,11 @@ async def handle_share_fetch(
     read_committed = False
     while True:
         seen = ctx.watch.snapshot([(known[k].topic_id_str, k[1]) for k in known])
+        # A member that has left acquires nothing more: librdkafka sends its leave while
+        # its last ShareFetch still waits here, and records acquired for it now would
+        # reach no application — its session's close gives them back counted.
+        if (body["group_id"], body["member_id"]) in _LEFT:
+            fetching = False
         result = await _store_call(ctx, body, known, pending_acks, fetching, release=closing)
         closing = []
         for k, part in result.items():

@@ -105,14 +105,14 @@ class Member:
         return part[1], part[2]
 
     def fetch_all(
-        self, *, max_records: int, max_bytes: int, partitions: int
+        self, *, max_records: int, max_bytes: int, partitions: int, max_wait_ms: int = 2000
     ) -> list[tuple[int, list[tuple[int, int, int]], int]]:
         """Each partition answered: (index, acquired, bytes of record batches)."""
         answer = self.wire.call(
             ApiKey.SHARE_FETCH,
             1,
             {"group_id": self.group, "member_id": self.member_id,
-             "share_session_epoch": self.epoch, "max_wait_ms": 2000, "min_bytes": 1,
+             "share_session_epoch": self.epoch, "max_wait_ms": max_wait_ms, "min_bytes": 1,
              "max_bytes": max_bytes, "max_records": max_records, "batch_size": max_records,
              "topics": [{"topic_id": self.topic_id,
                          "partitions": [{"partition_index": i, "acknowledgement_batches": []}
@@ -129,6 +129,15 @@ class Member:
             for topic in answer["responses"]
             for part in topic["partitions"]
         ]  # fmt: skip
+
+    def leave(self, via: Wire | None = None) -> dict:
+        """ShareGroupHeartbeat -1, over `via` (another connection) or its own."""
+        return (via or self.wire).call(
+            ApiKey.SHARE_GROUP_HEARTBEAT,
+            1,
+            {"group_id": self.group, "member_id": self.member_id, "member_epoch": -1,
+             "subscribed_topic_names": None},
+        )  # fmt: skip
 
     def close(self) -> None:
         self.wire.close()

@@ -25,12 +25,7 @@ def test_acknowledgements_after_the_leave_count_and_the_session_close_releases(a
     other = None
     try:
         assert leaver.fetch(max_records=100, max_bytes=50_000_000)[0] == [(0, 5, 1)]
-        left = leaver.wire.call(
-            ApiKey.SHARE_GROUP_HEARTBEAT,
-            1,
-            {"group_id": "sg", "member_id": leaver.member_id, "member_epoch": -1,
-             "subscribed_topic_names": None},
-        )  # fmt: skip
+        left = leaver.leave()
         assert left["error_code"] == 0 and left["member_epoch"] == -1
         closed = leaver.wire.call(
             ApiKey.SHARE_ACKNOWLEDGE,

@@ -7,17 +7,26 @@ what librdkafka's 0174 tripped on when it stopped its consumers with records in 
 Kept counted on purpose: librdkafka sends no acknowledgements at close in implicit mode,
 so the records the closing member did deliver come back the same way, and an uncounted
 release (Kafka's current code) made 0174 count those as first deliveries twice (20,008 of
-20,000 in its second case)."""
+20,000 in its second case). What the agent can tell: a member that has left acquires
+nothing more, not even in a ShareFetch already waiting (librdkafka sends the leave first,
+its session's close only once that ShareFetch is answered)."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
 from metadata_store.models import SharePartition
 from metadata_store.share_state import ACQUIRED
-from tests.agents.share.conftest import poll_until, produce, share_consumer, share_topic
+from tests.agents.share.conftest import (
+    Member,
+    poll_until,
+    produce,
+    share_consumer,
+    share_topic,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,3 +74,34 @@ def test_a_record_acquired_after_the_last_poll_comes_back_counted(agent, cluster
         for consumer in (closer, other):
             if consumer is not None:
                 consumer.close()
+
+
+def test_a_member_that_left_acquires_nothing_while_its_last_share_fetch_waits(agent, cluster):
+    """librdkafka's close sends the leave while its last ShareFetch still waits at the
+    agent: a record committed then is not acquired for the member that left (it would
+    reach no application and come back counted), but first delivered to the others."""
+    a = agent(cluster.key)
+    share_topic(a.bootstrap, "work")
+    leaver = Member(a.bootstrap, "sg", "work")
+    other = Member(a.bootstrap, "sg", "work")
+    try:
+        assert leaver.fetch(max_records=100, max_bytes=1_000_000)[0] == []  # session open
+        answered: list = []
+        waiting = threading.Thread(
+            target=lambda: answered.append(
+                leaver.fetch_all(max_records=100, max_bytes=1_000_000, partitions=1,
+                                 max_wait_ms=10_000)
+            )
+        )  # fmt: skip
+        waiting.start()
+        time.sleep(0.5)  # its ShareFetch waits at the agent (the test holds either way)
+        left = leaver.leave(via=other.wire)  # its own connection waits for the ShareFetch
+        assert left["error_code"] == 0 and left["member_epoch"] == -1
+        produce(a.bootstrap, "work", 1)
+        waiting.join(15)
+        assert len(answered) == 1 and all(not acquired for _, acquired, _ in answered[0]), answered
+        assert _held("sg") == []
+        assert other.fetch(max_records=100, max_bytes=1_000_000)[0] == [(0, 0, 1)]
+    finally:
+        leaver.close()
+        other.close()
