@@ -138,6 +138,7 @@ async def fill(
         "isolation_level": 1 if body.get("isolation_level") == 1 else 0,
     }
     keys = [(w.info.topic_id_str, w.partition) for w in wanted]
+    positions = [(key, w.offset) for key, w in zip(keys, wanted, strict=True)]
     read_committed = plan_request["isolation_level"] == 1
     tail = ctx.tail
     woken = waited = False
@@ -159,6 +160,15 @@ async def fill(
                     waited = True
                     await asyncio.wait([pending], timeout=_BUILD_WAIT_S)
                     continue
+            if (remaining := deadline - time.monotonic()) > 0 and tail.at_end(
+                positions, read_committed
+            ):
+                # Every consumer at the tail asks again right after its answer: nothing
+                # to plan, read or encode until the next commit or run of a partition.
+                if woken:
+                    _WAKES.inc(1, "empty")
+                woken = await _wait(ctx, keys, remaining, seen)
+                continue
             planned = tail.plan(
                 plan_request["partitions"], max_bytes, plan_request["isolation_level"]
             )
@@ -217,13 +227,22 @@ async def fill(
         finally:
             if building is not None and tail is not None and share is not None:
                 tail.shared.built(share[0], building)
-        # Wake at once when this agent commits to one of the partitions, or the tail feed
-        # brings a run of one (any agent's commit); without a live feed, look again
-        # shortly, since another agent may have committed.
-        interval = FED_REPLAN_INTERVAL_S if tail is not None and tail.live else REPLAN_INTERVAL_S
-        waiting = time.perf_counter()
-        woken = await ctx.watch.wait(keys, min(interval, remaining), since=seen)
-        long_poll_waited(time.perf_counter() - waiting)
+        woken = await _wait(ctx, keys, remaining, seen)
+
+
+async def _wait(
+    ctx: AgentContext, keys: list[tuple[str, int]], remaining: float, seen: tuple[int, ...]
+) -> bool:
+    """Wait at most `remaining` seconds for a commit to one of the partitions `keys` since
+    the snapshot `seen`: at once when this agent commits to one, or the tail feed brings
+    a run of one (any agent's commit); without a live feed, look again shortly, since
+    another agent may have committed. True when woken by one."""
+    tail = ctx.tail
+    interval = FED_REPLAN_INTERVAL_S if tail is not None and tail.live else REPLAN_INTERVAL_S
+    waiting = time.perf_counter()
+    woken = await ctx.watch.wait(keys, min(interval, remaining), since=seen)
+    long_poll_waited(time.perf_counter() - waiting)
+    return woken
 
 
 def _whole(wanted: list[Wanted], read_committed: bool) -> bool:
