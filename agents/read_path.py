@@ -124,22 +124,11 @@ async def fill(
     max_bytes = body.get("max_bytes", 0x7FFFFFFF)
     min_bytes = body.get("min_bytes", 1)
     deadline = time.monotonic() + max(body.get("max_wait_ms", 0), 0) / 1000
-    plan_request = {
-        "partitions": [
-            {
-                "topic_id": w.info.topic_id_str,
-                "partition": w.partition,
-                "offset": w.offset,
-                "max_bytes": w.max_bytes,
-            }
-            for w in wanted
-        ],
-        "max_bytes": max_bytes,
-        "isolation_level": 1 if body.get("isolation_level") == 1 else 0,
-    }
+    isolation_level = 1 if body.get("isolation_level") == 1 else 0
+    read_committed = isolation_level == 1
+    plan_request: dict[str, Any] | None = None  # made when first needed (not at the tail)
     keys = [(w.info.topic_id_str, w.partition) for w in wanted]
     positions = [(key, w.offset) for key, w in zip(keys, wanted, strict=True)]
-    read_committed = plan_request["isolation_level"] == 1
     tail = ctx.tail
     woken = waited = False
     while True:
@@ -169,9 +158,8 @@ async def fill(
                     _WAKES.inc(1, "empty")
                 woken = await _wait(ctx, keys, remaining, seen)
                 continue
-            planned = tail.plan(
-                plan_request["partitions"], max_bytes, plan_request["isolation_level"]
-            )
+            plan_request = plan_request or _plan_request(wanted, max_bytes, isolation_level)
+            planned = tail.plan(plan_request["partitions"], max_bytes, isolation_level)
             if planned is not None and share is not None:
                 states = shared_answers.snapshot(tail.index, keys)
                 if states is not None:
@@ -182,6 +170,7 @@ async def fill(
         else:
             PLANS.inc(1, "control_plane")
             started = time.perf_counter()
+            plan_request = plan_request or _plan_request(wanted, max_bytes, isolation_level)
             try:
                 planned = (await _shared_plan(ctx, plan_request))["partitions"]
             except ControlPlaneError as exc:
@@ -197,7 +186,7 @@ async def fill(
                 wanted,
                 planned,
                 max_bytes,
-                plan_request["isolation_level"] == 1,
+                read_committed,
                 shared=from_tail,
             )
             if woken:
@@ -243,6 +232,23 @@ async def _wait(
     woken = await ctx.watch.wait(keys, min(interval, remaining), since=seen)
     long_poll_waited(time.perf_counter() - waiting)
     return woken
+
+
+def _plan_request(wanted: list[Wanted], max_bytes: int, isolation_level: int) -> dict[str, Any]:
+    """The `fetch-plan` request for these partitions (the tail index plans from the same)."""
+    return {
+        "partitions": [
+            {
+                "topic_id": w.info.topic_id_str,
+                "partition": w.partition,
+                "offset": w.offset,
+                "max_bytes": w.max_bytes,
+            }
+            for w in wanted
+        ],
+        "max_bytes": max_bytes,
+        "isolation_level": isolation_level,
+    }
 
 
 def _whole(wanted: list[Wanted], read_committed: bool) -> bool:

@@ -191,7 +191,7 @@ class KafkaConnection(asyncio.Protocol):
             self._collect_ready(pending, transport, ready)
         finally:
             if ready and transport is not None and not transport.is_closing():
-                self._send(transport, ready)
+                write_gathered(transport, self._fd, ready)
         if self._closing and self._close_when_written:
             self._abort()
             return
@@ -233,35 +233,6 @@ class KafkaConnection(asyncio.Protocol):
             elif response is not None:
                 ready.append(response)
 
-    def _send(self, transport: asyncio.Transport, ready: list[bytes]) -> None:
-        """Write `buffers` in order. With nothing queued in the transport, a plain socket
-        gets them in one gathering write (writev): a shared Fetch answer's body goes to
-        the kernel from the one copy every consumer is sent, and many small answers (a
-        commit's parked produces) in one system call; what the socket does not take now
-        is queued in the transport, as every write is."""
-        buffers: list[bytes | memoryview] = list(ready)
-        if self._fd >= 0 and not transport.get_write_buffer_size():
-            while buffers:
-                chunk = buffers[:_IOV_MAX]
-                try:
-                    sent = os.writev(self._fd, chunk)
-                except (BlockingIOError, InterruptedError):
-                    sent = 0
-                except OSError:  # a closed peer: the transport's write meets it and closes
-                    break
-                whole = sum(map(len, chunk))
-                if sent < whole:
-                    buffers = _unsent(chunk, sent) + buffers[_IOV_MAX:]
-                    break
-                buffers = buffers[_IOV_MAX:]
-            if not buffers:
-                return
-        if len(buffers) > 1 and sum(map(len, buffers)) <= _COALESCE_BYTES:
-            transport.write(b"".join(buffers))
-        else:  # big fetch answers: no extra copy to coalesce them
-            for buffer in buffers:
-                transport.write(buffer)
-
     def _violation(self, kind: str, exc: object) -> None:
         """A peer broke the protocol: one log line, then close once earlier answers are out."""
         _VIOLATIONS.inc(1, kind)
@@ -302,6 +273,37 @@ class KafkaConnection(asyncio.Protocol):
         if not self._closing:
             self._closing = True
             self._enqueue_done(_CLOSE)
+
+
+def write_gathered(transport: asyncio.Transport, fd: int, ready: list[bytes]) -> None:
+    """Write `ready` in order to `transport`, whose plain socket is `fd` (-1: none, as
+    through TLS). With nothing queued in the transport, the socket gets them in one
+    gathering write (writev): a shared Fetch answer's body goes to the kernel from the
+    one copy every consumer is sent, and many small answers (a commit's parked produces)
+    in one system call; what the socket does not take now is queued in the transport,
+    as every write is."""
+    buffers: list[bytes | memoryview] = list(ready)
+    if fd >= 0 and not transport.get_write_buffer_size():
+        while buffers:
+            chunk = buffers[:_IOV_MAX]
+            try:
+                sent = os.writev(fd, chunk)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:  # a closed peer: the transport's write meets it and closes
+                break
+            whole = sum(map(len, chunk))
+            if sent < whole:
+                buffers = _unsent(chunk, sent) + buffers[_IOV_MAX:]
+                break
+            buffers = buffers[_IOV_MAX:]
+        if not buffers:
+            return
+    if len(buffers) > 1 and sum(map(len, buffers)) <= _COALESCE_BYTES:
+        transport.write(b"".join(buffers))
+    else:  # big fetch answers: no extra copy to coalesce them
+        for buffer in buffers:
+            transport.write(buffer)
 
 
 def _unsent(buffers: list[bytes | memoryview], sent: int) -> list[bytes | memoryview]:
