@@ -35,6 +35,7 @@ from agents.security import sasl
 from agents.security.authorization import authorized_call
 from agents.security.session import CURRENT_SESSION, Session
 from core.kafka import SUPPORTED_VERSIONS, ApiKey, RequestHeader, encode_response
+from core.kafka.codec import encode_response_parts
 from core.kafka.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,8 @@ def served_versions() -> dict[int, tuple[int, int]]:
 
 
 class Dispatcher:
-    """`await dispatcher.dispatch(header, body)` → response bytes, or None for no response."""
+    """`await dispatcher.dispatch(header, body)` → response bytes (or, for a shared Fetch
+    answer, its head and body to send one after the other), or None for no response."""
 
     def __init__(self, ctx: AgentContext) -> None:
         self.ctx = ctx
@@ -162,7 +164,7 @@ class Dispatcher:
 
     async def dispatch(
         self, header: RequestHeader, body: dict[str, Any], session: Session | None = None
-    ) -> bytes | None:
+    ) -> bytes | tuple[bytes, bytes] | None:
         """Run the handler and encode its answer. Raises `CloseConnection` only.
 
         `session` is the connection's security state; handlers and the ACL check find it
@@ -204,7 +206,7 @@ class Dispatcher:
             REQUESTS_TOTAL.inc(1, api, "NONE")
             return None
         REQUESTS_TOTAL.inc(1, api, error_label(int(response.get("error_code", 0) or 0)))
-        return encode_response(header, response)
+        return encode_response_parts(header, response)
 
 
 def _unavailable_error(api_key: int) -> ErrorCode:

@@ -15,8 +15,7 @@ from __future__ import annotations
 import contextvars
 import platform
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 import prometheus_client
@@ -186,17 +185,33 @@ def long_poll_waited(seconds: float) -> None:
         waited[0] += seconds
 
 
-@contextmanager
-def request_timer(histogram: Histogram, *labels: object) -> Iterator[None]:
+def request_timer(histogram: Histogram, *labels: object) -> RequestTimer:
     """Observe the time the block takes, less the long-poll waits within it."""
-    waited = [0.0]
-    token = _WAITED.set(waited)
-    started = time.perf_counter()
-    try:
-        yield
-    finally:
-        _WAITED.reset(token)
-        histogram.observe(max(0.0, time.perf_counter() - started - waited[0]), *labels)
+    return RequestTimer(histogram, labels)
+
+
+class RequestTimer:
+    """`request_timer`'s context manager (a class, not a generator: every request goes
+    through one)."""
+
+    __slots__ = ("histogram", "labels", "waited", "token", "started")
+    waited: list[float]
+    token: contextvars.Token[list[float] | None]
+    started: float
+
+    def __init__(self, histogram: Histogram, labels: tuple[object, ...]) -> None:
+        self.histogram = histogram
+        self.labels = labels
+
+    def __enter__(self) -> None:
+        self.waited = [0.0]
+        self.token = _WAITED.set(self.waited)
+        self.started = time.perf_counter()
+
+    def __exit__(self, *_: object) -> None:
+        _WAITED.reset(self.token)
+        elapsed = time.perf_counter() - self.started - self.waited[0]
+        self.histogram.observe(max(0.0, elapsed), *self.labels)
 
 
 def render_all() -> str:

@@ -124,21 +124,11 @@ async def fill(
     max_bytes = body.get("max_bytes", 0x7FFFFFFF)
     min_bytes = body.get("min_bytes", 1)
     deadline = time.monotonic() + max(body.get("max_wait_ms", 0), 0) / 1000
-    plan_request = {
-        "partitions": [
-            {
-                "topic_id": w.info.topic_id_str,
-                "partition": w.partition,
-                "offset": w.offset,
-                "max_bytes": w.max_bytes,
-            }
-            for w in wanted
-        ],
-        "max_bytes": max_bytes,
-        "isolation_level": 1 if body.get("isolation_level") == 1 else 0,
-    }
+    isolation_level = 1 if body.get("isolation_level") == 1 else 0
+    read_committed = isolation_level == 1
+    plan_request: dict[str, Any] | None = None  # made when first needed (not at the tail)
     keys = [(w.info.topic_id_str, w.partition) for w in wanted]
-    read_committed = plan_request["isolation_level"] == 1
+    positions = [(key, w.offset) for key, w in zip(keys, wanted, strict=True)]
     tail = ctx.tail
     woken = waited = False
     while True:
@@ -159,9 +149,17 @@ async def fill(
                     waited = True
                     await asyncio.wait([pending], timeout=_BUILD_WAIT_S)
                     continue
-            planned = tail.plan(
-                plan_request["partitions"], max_bytes, plan_request["isolation_level"]
-            )
+            if (remaining := deadline - time.monotonic()) > 0 and tail.at_end(
+                positions, read_committed
+            ):
+                # Every consumer at the tail asks again right after its answer: nothing
+                # to plan, read or encode until the next commit or run of a partition.
+                if woken:
+                    _WAKES.inc(1, "empty")
+                woken = await _wait(ctx, keys, remaining, seen)
+                continue
+            plan_request = plan_request or _plan_request(wanted, max_bytes, isolation_level)
+            planned = tail.plan(plan_request["partitions"], max_bytes, isolation_level)
             if planned is not None and share is not None:
                 states = shared_answers.snapshot(tail.index, keys)
                 if states is not None:
@@ -172,6 +170,7 @@ async def fill(
         else:
             PLANS.inc(1, "control_plane")
             started = time.perf_counter()
+            plan_request = plan_request or _plan_request(wanted, max_bytes, isolation_level)
             try:
                 planned = (await _shared_plan(ctx, plan_request))["partitions"]
             except ControlPlaneError as exc:
@@ -187,7 +186,7 @@ async def fill(
                 wanted,
                 planned,
                 max_bytes,
-                plan_request["isolation_level"] == 1,
+                read_committed,
                 shared=from_tail,
             )
             if woken:
@@ -217,13 +216,39 @@ async def fill(
         finally:
             if building is not None and tail is not None and share is not None:
                 tail.shared.built(share[0], building)
-        # Wake at once when this agent commits to one of the partitions, or the tail feed
-        # brings a run of one (any agent's commit); without a live feed, look again
-        # shortly, since another agent may have committed.
-        interval = FED_REPLAN_INTERVAL_S if tail is not None and tail.live else REPLAN_INTERVAL_S
-        waiting = time.perf_counter()
-        woken = await ctx.watch.wait(keys, min(interval, remaining), since=seen)
-        long_poll_waited(time.perf_counter() - waiting)
+        woken = await _wait(ctx, keys, remaining, seen)
+
+
+async def _wait(
+    ctx: AgentContext, keys: list[tuple[str, int]], remaining: float, seen: tuple[int, ...]
+) -> bool:
+    """Wait at most `remaining` seconds for a commit to one of the partitions `keys` since
+    the snapshot `seen`: at once when this agent commits to one, or the tail feed brings
+    a run of one (any agent's commit); without a live feed, look again shortly, since
+    another agent may have committed. True when woken by one."""
+    tail = ctx.tail
+    interval = FED_REPLAN_INTERVAL_S if tail is not None and tail.live else REPLAN_INTERVAL_S
+    waiting = time.perf_counter()
+    woken = await ctx.watch.wait(keys, min(interval, remaining), since=seen)
+    long_poll_waited(time.perf_counter() - waiting)
+    return woken
+
+
+def _plan_request(wanted: list[Wanted], max_bytes: int, isolation_level: int) -> dict[str, Any]:
+    """The `fetch-plan` request for these partitions (the tail index plans from the same)."""
+    return {
+        "partitions": [
+            {
+                "topic_id": w.info.topic_id_str,
+                "partition": w.partition,
+                "offset": w.offset,
+                "max_bytes": w.max_bytes,
+            }
+            for w in wanted
+        ],
+        "max_bytes": max_bytes,
+        "isolation_level": isolation_level,
+    }
 
 
 def _whole(wanted: list[Wanted], read_committed: bool) -> bool:

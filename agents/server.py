@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import os
 import socket
 import time
 from collections import deque
@@ -20,6 +21,7 @@ from typing import Any
 
 from agents.arrival_order import TURN, ArrivalOrder
 from agents.dispatch import Dispatcher
+from agents.fetch_requests import FetchRequests
 from agents.handlers.errors import CloseConnection
 from agents.metrics import Counter, Gauge
 from agents.security.session import Security
@@ -50,6 +52,7 @@ _COALESCE_BYTES = 256 * 1024  # join ready answers up to this size into one send
 # A produce answer ready this long after the connection's last send is sent at once;
 # sooner, it joins the answers that follow it in one send (see `_produce_answered`).
 _COALESCE_S = 0.001
+_IOV_MAX = 1024  # buffers one gathering write takes (Linux's IOV_MAX)
 _CLOSE = object()  # queued in place of a response: close once everything before is sent
 FAILED_AUTHENTICATION_CLOSE_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms
 
@@ -75,6 +78,7 @@ class KafkaConnection(asyncio.Protocol):
         self._answered: dict[asyncio.Future[Any], Any] = {}
         self._sent_at = 0.0  # perf_counter of the last send
         self._transport: asyncio.Transport | None = None
+        self._fd = -1  # the plain TCP socket's descriptor, for gathering writes (-1: none)
         self._peer = "?"
         self._closing = False
         self._read_paused = False
@@ -90,6 +94,9 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        sock = transport.get_extra_info("socket")
+        if sock is not None and transport.get_extra_info("sslcontext") is None:
+            self._fd = sock.fileno()  # not through TLS: bytes written go out as they are
         self.session = self._server.security.open_session(transport, self._decoder)
         self._server.connections.add(self)
         _OPEN.inc(1)
@@ -133,7 +140,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _on_frame(self, frame: bytes) -> None:
         try:
-            header, body = _decode(frame)
+            header, body = _decode(frame, self._server.fetch_requests)
         except UnsupportedVersion as exc:
             if exc.header.api_key == ApiKey.API_VERSIONS:
                 # KIP-511: answer with the versions we do support so the client retries.
@@ -213,11 +220,7 @@ class KafkaConnection(asyncio.Protocol):
         finally:
             if ready and transport is not None and not transport.is_closing():
                 self._sent_at = time.perf_counter()
-                if len(ready) > 1 and sum(map(len, ready)) <= _COALESCE_BYTES:
-                    transport.write(b"".join(ready))
-                else:  # big fetch answers: no extra copy to coalesce them
-                    for response in ready:
-                        transport.write(response)
+                write_gathered(transport, self._fd, ready)
         if self._closing and self._close_when_written:
             self._abort()
             return
@@ -236,7 +239,7 @@ class KafkaConnection(asyncio.Protocol):
             if future in answered:
                 response = answered.pop(future)
                 if response is not None and transport is not None and not transport.is_closing():
-                    ready.append(response)
+                    ready.append(response)  # a produce's answer: never a shared (head, body)
                 continue
             if future.cancelled() or transport is None or transport.is_closing():
                 continue
@@ -260,7 +263,9 @@ class KafkaConnection(asyncio.Protocol):
             if response is _CLOSE:
                 self._close_when_written = self._closing = True
                 return
-            if response is not None:
+            if isinstance(response, tuple):  # a shared answer's head and body
+                ready.extend(response)
+            elif response is not None:
                 ready.append(response)
 
     def _violation(self, kind: str, exc: object) -> None:
@@ -305,8 +310,51 @@ class KafkaConnection(asyncio.Protocol):
             self._enqueue_done(_CLOSE)
 
 
-def _decode(frame: bytes) -> tuple[RequestHeader, dict[str, Any]]:
-    """`decode_request`, tolerating one known client quirk.
+def write_gathered(transport: asyncio.Transport, fd: int, ready: list[bytes]) -> None:
+    """Write `ready` in order to `transport`, whose plain socket is `fd` (-1: none, as
+    through TLS). With nothing queued in the transport, the socket gets them in one
+    gathering write (writev): a shared Fetch answer's body goes to the kernel from the
+    one copy every consumer is sent, and many small answers (a commit's parked produces)
+    in one system call; what the socket does not take now is queued in the transport,
+    as every write is."""
+    buffers: list[bytes | memoryview] = list(ready)
+    if fd >= 0 and not transport.get_write_buffer_size():
+        while buffers:
+            chunk = buffers[:_IOV_MAX]
+            try:
+                sent = os.writev(fd, chunk)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:  # a closed peer: the transport's write meets it and closes
+                break
+            whole = sum(map(len, chunk))
+            if sent < whole:
+                buffers = _unsent(chunk, sent) + buffers[_IOV_MAX:]
+                break
+            buffers = buffers[_IOV_MAX:]
+        if not buffers:
+            return
+    if len(buffers) > 1 and sum(map(len, buffers)) <= _COALESCE_BYTES:
+        transport.write(b"".join(buffers))
+    else:  # big fetch answers: no extra copy to coalesce them
+        for buffer in buffers:
+            transport.write(buffer)
+
+
+def _unsent(buffers: list[bytes | memoryview], sent: int) -> list[bytes | memoryview]:
+    """What of `buffers` is left after the first `sent` bytes went out."""
+    for i, buffer in enumerate(buffers):
+        if sent < len(buffer):
+            rest = buffers[i:]
+            if sent:
+                rest[0] = memoryview(buffer)[sent:]
+            return rest
+        sent -= len(buffer)
+    return []
+
+
+def _decode(frame: bytes, fetches: FetchRequests) -> tuple[RequestHeader, dict[str, Any]]:
+    """`decode_request` (a Fetch through `fetches`), tolerating one known client quirk.
 
     librdkafka (up to at least 2.16) asks for "all topics" in flexible Metadata requests
     (v9+) by leaving its 4-byte array-count placeholder in place: a null compact array
@@ -315,7 +363,7 @@ def _decode(frame: bytes) -> tuple[RequestHeader, dict[str, Any]]:
     codec rejects them, so drop the stray bytes and decode again.
     """
     try:
-        return decode_request(frame)
+        return fetches.decode(frame)
     except InvalidRequest as exc:
         header = exc.header
         if header is None or header.api_key != ApiKey.METADATA or header.api_version < 9:
@@ -337,6 +385,7 @@ class KafkaServer:
         self.security = security or Security()  # TLS context, SASL requirement, caches
         self.max_frame_bytes = max_frame_bytes
         self.connections: set[KafkaConnection] = set()
+        self.fetch_requests = FetchRequests()  # decoded once for identical Fetches
         self._server: asyncio.base_events.Server | None = None
 
     async def start_on(self, sock: socket.socket) -> None:

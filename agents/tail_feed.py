@@ -121,6 +121,11 @@ class TailFeed:
             return None
         return self.index.plan(partitions, max_bytes, isolation_level)
 
+    def at_end(self, positions: list[tuple[tuple[str, int], int]], read_committed: bool) -> bool:
+        """Whether the index, live, plans nothing to read for these (partition, offset)s
+        (`TailIndex.at_end`)."""
+        return self.live and self.index.at_end(positions, read_committed)
+
     def shared_answer(self, keys: tuple[Any, ...]) -> Answer | None:
         """The encoded answer of an identical Fetch at the same tail, or None."""
         if not self.live:

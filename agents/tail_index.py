@@ -158,6 +158,18 @@ class TailIndex:
                 changed.update(keys)
         return changed
 
+    def at_end(self, positions: list[tuple[Key, int]], read_committed: bool = False) -> bool:
+        """Whether `plan` would answer these (partition, fetch offset)s with nothing to
+        read: every partition held, each offset within its entry and at its end (the last
+        stable offset for read_committed, else the high watermark)."""
+        for key, offset in positions:
+            tail = self._parts.get(key)
+            if tail is None or not tail.first_offset <= offset <= tail.high_watermark:
+                return False
+            if offset < (tail.last_stable_offset if read_committed else tail.high_watermark):
+                return False
+        return True
+
     def plan(
         self, partitions: list[dict[str, Any]], max_bytes: int, isolation_level: int = 0
     ) -> list[dict[str, Any]] | None:

@@ -81,11 +81,34 @@ async def handle_fetch(
         # Every partition is readable: an identical Fetch at the same tail gets the same
         # answer, encoded once (agents.shared_answers).
         share = (
-            _request_keys(header.api_version, body, uses_ids),
+            _shared_request_keys(header.api_version, body, uses_ids),
             partial(encode_response_body, header, response),
         )
     encoded = await read_path.fill(ctx, wanted, body, client_zone(header.client_id), share=share)
     return response if encoded is None else EncodedResponse(encoded)
+
+
+# `_request_keys` by request body: identical Fetches share one decoded body
+# (`agents.fetch_requests`), so consumers at the same offsets find their keys made. Each
+# entry holds its body, so no other object can take its id while it is kept.
+_KEYS: dict[
+    tuple[int, int, bool], tuple[dict[str, Any], tuple[tuple[object, ...], tuple[object, ...]]]
+] = {}
+_KEYS_MAX = 1024
+
+
+def _shared_request_keys(
+    version: int, body: dict[str, Any], uses_ids: bool
+) -> tuple[tuple[object, ...], tuple[object, ...]]:
+    memo = (id(body), version, uses_ids)
+    known = _KEYS.get(memo)
+    if known is not None and known[0] is body:
+        return known[1]
+    keys = _request_keys(version, body, uses_ids)
+    if len(_KEYS) >= _KEYS_MAX:
+        del _KEYS[next(iter(_KEYS))]
+    _KEYS[memo] = body, keys
+    return keys
 
 
 def _request_keys(

@@ -123,13 +123,22 @@ def encode_response_body(header: RequestHeader, body: dict[str, Any]) -> bytes:
 
 def encode_response(header: RequestHeader, body: dict[str, Any]) -> bytes:
     """Encode the response to ``header``'s request, with size prefix and response header."""
+    parts = encode_response_parts(header, body)
+    return parts if isinstance(parts, bytes) else b"".join(parts)
+
+
+def encode_response_parts(
+    header: RequestHeader, body: dict[str, Any]
+) -> bytes | tuple[bytes, bytes]:
+    """`encode_response`, except that an answer already encoded (`EncodedResponse`) comes
+    as two pieces to send one after the other — its size prefix and response header, then
+    the shared body itself —, so that one body serves every client without a copy each."""
     message = _response_message(header)
     correlation = _SIZE.pack(header.correlation_id)
     if _has_tagged_header(header.api_key, message, header.api_version, response=True):
         correlation += _NO_TAGS
     if isinstance(body, EncodedResponse):
-        size = _SIZE.pack(len(correlation) + len(body.encoded))
-        return b"".join((size, correlation, body.encoded))
+        return _SIZE.pack(len(correlation) + len(body.encoded)) + correlation, body.encoded
     return _framed(message, header.api_version, correlation, body)
 
 

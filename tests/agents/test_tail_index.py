@@ -301,6 +301,9 @@ def _check(world: World, feed: Feed, answered: list[int]) -> None:
             theirs = world.plan(wanted, 10**6, isolation)
             _check_shared(world, feed, wanted, isolation, theirs, answered)
             mine = feed.feed.plan(world.request(wanted), 10**6, isolation)
+            # Issue 44: a Fetch waits without a plan exactly when the plan reads nothing.
+            at_end = feed.feed.at_end([((world.topic, partition), offset)], isolation == 1)
+            assert at_end == (mine is not None and not mine[0]["batches"]), (offset, isolation)
             if mine is not None:
                 answered[0] += 1
                 assert mine == theirs, (offset, max_bytes)

@@ -319,3 +319,85 @@ def test_requests_arriving_while_a_call_is_out_share_the_next_call():
         assert all(isinstance(f, RuntimeError) for f in failed)
 
     asyncio.run(scenario())
+
+
+def _fetch_frame(correlation_id: int, offset: int, client_id: str = "rdkafka") -> bytes:
+    from core.kafka import ApiKey, encode_request
+
+    topic = uuid.UUID(int=44)
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 500,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic_id": topic,
+                "partitions": [
+                    {
+                        "partition": p,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset + p,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                    for p in range(3)
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    return encode_request(ApiKey.FETCH, 13, correlation_id, client_id, body)[4:]
+
+
+def test_identical_fetches_are_decoded_once_each_with_its_own_correlation_id():
+    from agents.fetch_requests import FetchRequests
+    from core.kafka import ApiKey, RequestHeader, decode_request, encode_request
+
+    fetches = FetchRequests(max_entries=2)
+    first_header, first = fetches.decode(_fetch_frame(7, 100))
+    header, body = fetches.decode(_fetch_frame(8, 100))
+    assert body is first  # the same offsets: decoded once
+    assert (
+        header == RequestHeader(ApiKey.FETCH, 13, 8, "rdkafka") and first_header.correlation_id == 7
+    )
+    assert (header, body) == decode_request(_fetch_frame(8, 100))  # what decoding gives
+    moved_header, moved = fetches.decode(_fetch_frame(9, 103))  # other offsets: decoded
+    assert moved is not first and moved["topics"][0]["partitions"][0]["fetch_offset"] == 103
+    assert fetches.decode(_fetch_frame(10, 100, "other"))[1] is not first  # another client id
+    assert len(fetches) == 2  # bounded: the oldest went
+    assert fetches.decode(_fetch_frame(11, 100))[1] is not first
+    metadata = encode_request(ApiKey.METADATA, 12, 5, "c", {"topics": None})[4:]
+    assert fetches.decode(metadata)[0].api_key == ApiKey.METADATA and len(fetches) == 2
+
+
+def test_gathered_writes_arrive_whole_and_in_order_when_the_socket_takes_only_part():
+    import socket
+
+    from agents.server import write_gathered
+
+    async def scenario() -> bytes:
+        ours, theirs = socket.socketpair()
+        theirs.setblocking(True)
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
+        big = bytes(range(256)) * 32_768  # 8 MiB: more than the socket takes at once
+        ready = [b"head-1", big, b"head-2", memoryview(big)[5:].tobytes(), b"end"]
+        expected = b"".join(ready)
+        write_gathered(transport, ours.fileno(), ready)  # type: ignore[arg-type]
+        assert transport.get_write_buffer_size() > 0  # the rest queued in the transport
+        write_gathered(transport, ours.fileno(), [b"after"])  # behind what is queued
+        got = bytearray()
+        while len(got) < len(expected) + 5:
+            got += await loop.run_in_executor(None, theirs.recv, 1 << 20)
+        transport.close()
+        theirs.close()
+        assert bytes(got) == expected + b"after"
+        return bytes(got)
+
+    asyncio.run(scenario())
