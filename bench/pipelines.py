@@ -119,6 +119,7 @@ def main(argv: list[str]) -> int:
             if p.flush(120):
                 raise RuntimeError("records not delivered")
 
+            print("creating the pipeline", file=sys.stderr, flush=True)
             cpu_before = _cpu_seconds(agent.pid)
             created = time.monotonic()
             pipelines = f"{url}/api/v1/clusters/{cluster.public_id}/pipelines/"
