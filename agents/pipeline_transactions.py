@@ -4,9 +4,10 @@ Each input partition this agent owns has a `PartitionWriter`: its transactional 
 (`floe-pipeline-<id>-<topic>-<partition>`, see `agents.pipeline_worker`), the records
 the engine has processed but that are not written yet (*staged*), and the transaction
 committing now. A transaction holds the partition's outputs and its next input offset;
-its commit (`send_offsets_to_transaction`, then `commit_transaction`: the produce acks,
-the offsets and EndTxn, each a round trip through the cluster) runs on a thread of the
-worker's pool while the pipeline thread reads and processes what comes next. Those
+its commit (`flush`, `send_offsets_to_transaction`, `commit_transaction`: the produce
+acks a segment commit later, AddOffsetsToTxn, TxnOffsetCommit and EndTxn, each a round
+trip through the cluster) runs on a thread of the worker's pool while the pipeline
+thread reads and processes what comes next. Those
 records wait staged until the commit before them is done, then go out in the next
 transaction together: a partition has at most one transaction committing, so its
 transactions (and offsets) commit in order, and the slower the commits, the larger the
@@ -62,9 +63,8 @@ class OpenTransaction:
     filtered: int = 0
 
     def commit(self, group: Any) -> None:
-        # The records first, all at once: an idempotent librdkafka producer keeps one
-        # Produce in flight per partition (its cap of 5 counts messages, not requests)
-        # and, flushing, polls without pause while more wait behind it.
+        # The records first, all at once (linger.ms is long): one Produce request per
+        # output partition, see TRANSACTION_MAX_RECORDS.
         if self.producer.flush(CLIENT_TIMEOUT_S):
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "records not acknowledged"))
         self.producer.send_offsets_to_transaction(

@@ -3,26 +3,29 @@ agent's event loop must not), reading the pipeline's topics in its consumer grou
 writing what the engine (`core.pipelines`) makes of each record.
 
 Exactly-once, topic to topic (KIP-98): the consumer reads `read_committed` without auto
-commit; per poll batch and input partition, one transaction holds the partition's
+commit; each input partition's records go out in transactions that hold the partition's
 outputs (dead letters included) and its next input offset (`send_offsets_to_transaction`
-with the consumer's group metadata), then commits. The transactional id is scoped to
-the input PARTITION (`floe-pipeline-<id>-<topic>-<partition>`), not to the agent: when a
-partition moves to another agent (a rebalance, or its agent died) the new owner's
-`init_transactions` aborts whatever the old owner left open and fences it — a zombie's
-late commit fails with PRODUCER_FENCED whether or not the broker checks the group's
-generation in TxnOffsetCommit (KIP-447; Floe's does not). The cost is one producer per
-owned partition.
+with the consumer's group metadata). The thread polls and processes; the records wait
+*staged* at their partition until it has no transaction committing, then go out in the
+next one, which commits on a pool while the thread reads on
+(`agents.pipeline_transactions`). The transactional id is scoped to the input PARTITION
+(`floe-pipeline-<id>-<topic>-<partition>`), not to the agent: when a partition moves to
+another agent (a rebalance, or its agent died) the new owner's `init_transactions`
+aborts whatever the old owner left open and fences it — a zombie's late commit fails
+with PRODUCER_FENCED whether or not the broker checks the group's generation in
+TxnOffsetCommit (KIP-447; Floe's does not). The cost is one producer per owned
+partition.
 
-A new configuration version is taken between two batches: the batch before it is
-committed whole, the batch after it is the new version's (no record lost or doubled
+A new configuration version is taken between two polls: what the old one processed is
+committed first, what is read after it is the new version's (no record lost or doubled
 across the switch). A version that reads other topics or another group restarts the
 consumer. Stopping (paused, deleted) commits what was processed, then leaves the group.
-Any error aborts the open transaction, closes the clients and starts again from the
+Any error aborts the open transactions, closes the clients and starts again from the
 committed offsets after a growing pause (at most `MAX_BACKOFF_S`).
 
 Outputs that are not topics (bucket files, HTTP) cannot join the transaction: a
 partition's offset is committed only up to the first record still waiting for its
-bucket PUT, and an HTTP output is POSTed before the batch commits — at-least-once.
+bucket PUT, and an HTTP output is POSTed before the transaction commits — at-least-once.
 """
 
 from __future__ import annotations
@@ -92,7 +95,7 @@ RECORDS = Counter(
 )
 TRANSACTIONS = Counter(
     "floe_pipeline_transactions_total",
-    "Pipeline transactions (one per input partition and poll batch), by outcome.",
+    "Pipeline transactions (each one input partition's records), by outcome.",
     ("pipeline", "outcome"),
 )
 
