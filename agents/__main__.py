@@ -7,6 +7,7 @@ unreachable control plane, port in use…), 2 for bad flags. Each failure is one
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import resource
 import sys
@@ -30,6 +31,17 @@ def raise_file_limit() -> int:
     return soft
 
 
+def tune_gc() -> None:
+    """Collect cycles less often. An agent allocates and frees objects at a high rate
+    (records, requests) and keeps some for a while (a pipeline's staged records, parked
+    produce requests): at Python's default threshold of 700 young objects those are
+    promoted and set off full collections over every object the agent holds, a few
+    microseconds of CPU per pipeline record. The objects of the imports are frozen out
+    of the collections altogether (they live as long as the process)."""
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 10)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse flags, run the agent until SIGINT/SIGTERM, return the exit code."""
     try:
@@ -39,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging(config.log_level)
     raise_file_limit()
+    tune_gc()
     try:
         asyncio.run(run_agent(config))
     except StartupError as exc:

@@ -26,8 +26,8 @@ from confluent_kafka import KafkaException, Producer
 
 from agents.control_plane import ControlPlaneClient, ControlPlaneError, ControlPlaneRejected
 from agents.pipeline_sinks import HttpPoster, OutputError, json_line
+from agents.pipeline_transactions import CLIENT_TIMEOUT_S
 from agents.pipeline_worker import (
-    CLIENT_TIMEOUT_S,
     Assignment,
     KafkaPipelineWorker,
     PipelineStats,

@@ -3,26 +3,29 @@ agent's event loop must not), reading the pipeline's topics in its consumer grou
 writing what the engine (`core.pipelines`) makes of each record.
 
 Exactly-once, topic to topic (KIP-98): the consumer reads `read_committed` without auto
-commit; per poll batch and input partition, one transaction holds the partition's
+commit; each input partition's records go out in transactions that hold the partition's
 outputs (dead letters included) and its next input offset (`send_offsets_to_transaction`
-with the consumer's group metadata), then commits. The transactional id is scoped to
-the input PARTITION (`floe-pipeline-<id>-<topic>-<partition>`), not to the agent: when a
-partition moves to another agent (a rebalance, or its agent died) the new owner's
-`init_transactions` aborts whatever the old owner left open and fences it — a zombie's
-late commit fails with PRODUCER_FENCED whether or not the broker checks the group's
-generation in TxnOffsetCommit (KIP-447; Floe's does not). The cost is one producer per
-owned partition.
+with the consumer's group metadata). The thread polls and processes; the records wait
+*staged* at their partition until it has no transaction committing, then go out in the
+next one, which commits on a pool while the thread reads on
+(`agents.pipeline_transactions`). The transactional id is scoped to the input PARTITION
+(`floe-pipeline-<id>-<topic>-<partition>`), not to the agent: when a partition moves to
+another agent (a rebalance, or its agent died) the new owner's `init_transactions`
+aborts whatever the old owner left open and fences it — a zombie's late commit fails
+with PRODUCER_FENCED whether or not the broker checks the group's generation in
+TxnOffsetCommit (KIP-447; Floe's does not). The cost is one producer per owned
+partition.
 
-A new configuration version is taken between two batches: the batch before it is
-committed whole, the batch after it is the new version's (no record lost or doubled
+A new configuration version is taken between two polls: what the old one processed is
+committed first, what is read after it is the new version's (no record lost or doubled
 across the switch). A version that reads other topics or another group restarts the
 consumer. Stopping (paused, deleted) commits what was processed, then leaves the group.
-Any error aborts the open transaction, closes the clients and starts again from the
+Any error aborts the open transactions, closes the clients and starts again from the
 committed offsets after a growing pause (at most `MAX_BACKOFF_S`).
 
 Outputs that are not topics (bucket files, HTTP) cannot join the transaction: a
 partition's offset is committed only up to the first record still waiting for its
-bucket PUT, and an HTTP output is POSTed before the batch commits — at-least-once.
+bucket PUT, and an HTTP output is POSTed before the transaction commits — at-least-once.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,6 +45,15 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from agents.metrics import Counter
 from agents.pipeline_sinks import BucketFiles, HttpPoster, OutputError, json_line
+from agents.pipeline_transactions import (
+    CLIENT_TIMEOUT_S,
+    TRANSACTION_MAX_RECORDS,
+    OpenTransaction,
+    PartitionWriter,
+    TransactionBudget,
+    abort_quietly,
+    produce,
+)
 from core.pipelines import (
     BucketOutput,
     CompiledPipeline,
@@ -59,9 +72,13 @@ from core.storage import ObjectStore
 
 log = logging.getLogger(__name__)
 
-BATCH_RECORDS = 5000  # records per poll (and so, at most, per transaction)
+BATCH_RECORDS = 5000  # records per poll
+LINGER_MS = 1000  # longer than any transaction's writing takes
+# Records processed and waiting for their partition's transaction to commit, at most
+# (more: the thread waits for a commit before it reads on). About a second of reading
+# at 20,000 records/s, so a commit slower than the processing only grows transactions.
+STAGED_MAX_RECORDS = 20_000
 POLL_S = 0.2
-CLIENT_TIMEOUT_S = 30.0  # init/commit/abort of a transaction, offsets sent
 TRANSACTION_TIMEOUT_MS = 30_000
 SESSION_TIMEOUT_MS = 6_000  # a dead agent's partitions move within about this
 MAX_BACKOFF_S = 10.0
@@ -78,7 +95,7 @@ RECORDS = Counter(
 )
 TRANSACTIONS = Counter(
     "floe_pipeline_transactions_total",
-    "Pipeline transactions (one per input partition and poll batch), by outcome.",
+    "Pipeline transactions (each one input partition's records), by outcome.",
     ("pipeline", "outcome"),
 )
 
@@ -255,8 +272,10 @@ class KafkaPipelineWorker(threading.Thread):
         self._stopping = threading.Event()
         self._pending: Assignment | None = None
         self._lock = threading.Lock()
-        self._producers: dict[tuple[str, int], Producer] = {}
-        # Commits of a batch's transactions, one per input partition, side by side.
+        self._writers: dict[tuple[str, int], PartitionWriter] = {}
+        self._staged = 0  # records staged in all of them
+        self._partition_counts: dict[str, int] = {}  # output topics' (a session's)
+        # Each partition's transaction commits here while the thread reads on.
         self._committer = ThreadPoolExecutor(max_workers=8, thread_name_prefix="floe-pipeline-txn")
         self._lag_at = 0.0
 
@@ -326,18 +345,20 @@ class KafkaPipelineWorker(threading.Thread):
             }
         )
         state = _SessionState(compiled)
+        self._partition_counts.clear()
 
         def assigned(c: Consumer, partitions: list[TopicPartition]) -> None:
             for tp in partitions:
-                self._producer_for(settings, tp.topic, tp.partition)
+                self._writer_for(settings, tp.topic, tp.partition)
 
         def revoked(c: Consumer, partitions: list[TopicPartition]) -> None:
             for tp in partitions:
                 for bucket in state.compiled.buckets.values():
                     bucket.drop(tp.topic, tp.partition)
-                producer = self._producers.pop((tp.topic, tp.partition), None)
-                if producer is not None:
-                    producer.flush(5)
+                writer = self._writers.pop((tp.topic, tp.partition), None)
+                if writer is not None:  # its staged records: its next owner reads them
+                    self._staged -= len(writer.staged_records)
+                    self._count_settled(writer.abandon())
 
         consumer.subscribe(
             list(source.topics), on_assign=assigned, on_revoke=revoked, on_lost=revoked
@@ -347,6 +368,8 @@ class KafkaPipelineWorker(threading.Thread):
             while not self._stopping.is_set():
                 pending = self._take_pending()
                 if pending is not None:
+                    # What the old version processed is committed before the new one runs.
+                    self._drain(consumer, state.compiled)
                     self._flush_buckets(consumer, state)  # what the old version buffered
                     try:
                         new = _Compiled(pending, self.store, self._stopping, self.schemas)
@@ -363,7 +386,10 @@ class KafkaPipelineWorker(threading.Thread):
                     log.info("pipeline %s: version %d", pending.name, new.version)
                     if restart:  # other topics, group or principal: another consumer
                         return new
-                messages = consumer.consume(BATCH_RECORDS, POLL_S)
+                # While records wait for their partition's commit, take what the
+                # consumer has now and go on writing rather than wait for more.
+                waiting = self._staged > 0
+                messages = consumer.consume(BATCH_RECORDS, 0 if waiting else POLL_S)
                 records = []
                 for msg in messages:
                     error = msg.error()
@@ -373,7 +399,9 @@ class KafkaPipelineWorker(threading.Thread):
                         raise KafkaException(error)
                     records.append(to_in_record(msg))
                 if records:
-                    self._process(consumer, state, records)
+                    self._stage(state.compiled, records)
+                self._write(consumer, state.compiled, wait=waiting and not records)
+                if records:
                     # rate_limit: the engine says how long before more records (bounded).
                     wait = min(state.compiled.pipeline.wait_seconds(), MAX_RATE_WAIT_S)
                     if wait > 0:
@@ -381,104 +409,151 @@ class KafkaPipelineWorker(threading.Thread):
                 if any(b.flush_due() for b in state.compiled.buckets.values()):
                     self._commit_offsets_only(consumer, state)
                 self._measure_lag(consumer)
+            self._drain(consumer, state.compiled)
             self._flush_buckets(consumer, state)
             return state.compiled
         finally:
-            for producer in self._producers.values():
-                try:
-                    producer.abort_transaction(1)
-                except KafkaException:
-                    pass  # nothing open: the usual case
-            self._producers.clear()
+            for writer in self._writers.values():
+                self._count_settled(writer.abandon())  # anything still open aborts
+            self._writers.clear()
+            self._staged = 0
             consumer.close()  # leaves the group: its partitions move at once
 
-    def _producer_for(self, settings: dict[str, Any], topic: str, partition: int) -> Producer:
+    def _writer_for(self, settings: dict[str, Any], topic: str, partition: int) -> None:
         key = (topic, partition)
-        producer = self._producers.get(key)
-        if producer is None:
-            producer = Producer(
-                {
-                    **settings,
-                    "transactional.id": f"floe-pipeline-{self.assignment.id}-{topic}-{partition}",
-                    "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
-                    "message.timeout.ms": TRANSACTION_TIMEOUT_MS,
-                    "linger.ms": 5,
-                    "queue.buffering.max.messages": 500_000,
-                }
-            )
-            # Fences the partition's previous owner and aborts what it left open.
-            producer.init_transactions(CLIENT_TIMEOUT_S)
-            self._producers[key] = producer
-        return producer
+        if key in self._writers:
+            return
+        producer = Producer(
+            {
+                **settings,
+                "transactional.id": f"floe-pipeline-{self.assignment.id}-{topic}-{partition}",
+                "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+                "message.timeout.ms": TRANSACTION_TIMEOUT_MS,
+                # The records go out when the transaction's commit flushes them (see
+                # agents.pipeline_transactions), spread over the output partitions.
+                "linger.ms": LINGER_MS,
+                "sticky.partitioning.linger.ms": 0,
+                "queue.buffering.max.messages": 500_000,
+            }
+        )
+        # Fences the partition's previous owner and aborts what it left open.
+        producer.init_transactions(CLIENT_TIMEOUT_S)
+        self._writers[key] = PartitionWriter(producer, topic, partition)
 
-    def _process(
-        self, consumer: Consumer, state: _SessionState, records: Sequence[InRecord]
-    ) -> None:
-        compiled = state.compiled
+    def _stage(self, compiled: _Compiled, records: Sequence[InRecord]) -> None:
+        """Run the engine over `records`; each record and its result wait with their
+        input partition for its next transaction."""
         self.stats.count("in", len(records))
         results = compiled.pipeline.process_batch(records)
-        by_partition: dict[tuple[str, int], list[int]] = {}
-        for i, rec in enumerate(records):
-            by_partition.setdefault((rec.topic, rec.partition), []).append(i)
+        writers = self._writers
+        writer: PartitionWriter | None = None
+        for rec, result in zip(records, results):
+            if writer is None or writer.partition != rec.partition or writer.topic != rec.topic:
+                writer = writers.get((rec.topic, rec.partition))
+                if writer is None:  # revoked meanwhile: its next owner reads it again
+                    continue
+            writer.stage(rec, result)
+            self._staged += 1
+
+    def _write(self, consumer: Consumer, compiled: _Compiled, *, wait: bool) -> None:
+        """Settle the commits that ended, and write each partition's staged records in
+        a transaction of their own where none is committing. With `wait`, or over
+        `STAGED_MAX_RECORDS` staged, first wait for a commit to end."""
+        while True:
+            if wait or self._staged >= STAGED_MAX_RECORDS:
+                committing = [w.committing for w in self._writers.values() if w.committing]
+                if committing:
+                    futures.wait(committing, CLIENT_TIMEOUT_S * 3, futures.FIRST_COMPLETED)
+            group = None
+            for writer in self._writers.values():
+                if not writer.may_begin():
+                    continue
+                self._count_settled(writer.settle(0))
+                if writer.staged_records:
+                    if group is None:
+                        group = consumer.consumer_group_metadata()
+                    self._write_partition(compiled, writer, group)
+            if self._staged < STAGED_MAX_RECORDS:
+                return
+            wait = False
+
+    def _drain(self, consumer: Consumer, compiled: _Compiled) -> None:
+        """Write everything staged and wait until every transaction has committed."""
+        while self._staged or any(w.committing for w in self._writers.values()):
+            self._write(consumer, compiled, wait=True)
+            for writer in self._writers.values():
+                if not writer.staged_records:
+                    self._count_settled(writer.settle(CLIENT_TIMEOUT_S * 3))
+
+    def _count_settled(self, txn: OpenTransaction | None) -> None:
+        if txn is None:
+            return
+        TRANSACTIONS.inc(1, self.assignment.name, "committed")
+        self.stats.count("out", txn.out)
+        self.stats.count("dead_lettered", txn.dead)
+        self.stats.count("filtered", txn.filtered)
+
+    def _write_partition(self, compiled: _Compiled, writer: PartitionWriter, group: Any) -> None:
+        """One transaction: the partition's first staged records (as many as its budget
+        takes) and its next input offset, committing on the pool when this returns."""
+        records, results = writer.staged_records, writer.staged_results
         spec = compiled.spec
         topics = compiled.topics
-        group = consumer.consumer_group_metadata()
-        opened: list[_OpenTransaction] = []
+        producer = writer.producer
+        budget = TransactionBudget(lambda topic: self._partition_count(producer, topic))
+        txn = writer.begin()
+        written = 0
         try:
-            for (topic, partition), indexes in by_partition.items():
-                producer = self._producers.get((topic, partition))
-                if producer is None:  # revoked meanwhile: its next owner reads these again
-                    continue
-                txn = _OpenTransaction(producer, topic, partition)
-                producer.begin_transaction()
-                opened.append(txn)
-                for i in indexes:
-                    rec, result = records[i], results[i]
-                    if isinstance(result, RecordError):
-                        if spec.dead_letter is None:
-                            self.stats.error(
-                                f"{rec.topic}/{rec.partition}/{rec.offset}: processor "
-                                f"{result.processor}: {result.message}"
-                            )
-                            txn.filtered += 1
-                            continue
+            for rec, result in zip(records, results):
+                written += 1
+                if isinstance(result, RecordError):
+                    if spec.dead_letter is None:
+                        self.stats.error(
+                            f"{rec.topic}/{rec.partition}/{rec.offset}: processor "
+                            f"{result.processor}: {result.message}"
+                        )
+                        txn.filtered += 1
+                    else:
                         letter = compiled.pipeline.dead_letter_record(rec, result)
-                        _produce(producer, spec.dead_letter.topic, letter)
+                        produce(producer, spec.dead_letter.topic, letter)
+                        budget.spend(spec.dead_letter.topic, letter)
                         txn.dead += 1
-                        continue
+                else:
                     if not result:
                         txn.filtered += 1
                     for emit in result:
                         topic_out = topics.get(emit.output)
                         if topic_out is not None:
-                            _produce(producer, topic_out, emit)
+                            produce(producer, topic_out, emit)
+                            budget.spend(topic_out, emit)
                         else:
                             self._emit(producer, compiled, rec, emit)
                         txn.out += 1
-                end = records[indexes[-1]].offset + 1
-                txn.offset = min([end, *self._pending_bucket_offsets(compiled, topic, partition)])
+                if budget.full or written >= TRANSACTION_MAX_RECORDS:
+                    break
+            end = records[written - 1].offset + 1
+            pending = self._pending_bucket_offsets(compiled, writer.topic, writer.partition)
+            txn.offset = min([end, *pending])
+            writer.unstage(written)
+            self._staged -= written
+            writer.commit_in(self._committer, txn, group)
         except BaseException:
-            for txn in opened:
-                TRANSACTIONS.inc(1, self.assignment.name, "aborted")
-                _abort_quietly(txn.producer)
-            raise
-        # Each partition's transaction commits on its own producer: all at once (each
-        # commit waits on the cluster; librdkafka releases the GIL meanwhile).
-        done = [(txn, self._committer.submit(txn.commit, group)) for txn in opened]
-        failed: BaseException | None = None
-        for txn, future in done:
-            error = future.exception(CLIENT_TIMEOUT_S * 3)
-            if error is None:
-                TRANSACTIONS.inc(1, self.assignment.name, "committed")
-                self.stats.count("out", txn.out)
-                self.stats.count("dead_lettered", txn.dead)
-                self.stats.count("filtered", txn.filtered)
-                continue
             TRANSACTIONS.inc(1, self.assignment.name, "aborted")
-            _abort_quietly(txn.producer)
-            failed = failed or error
-        if failed is not None:
-            raise failed
+            abort_quietly(producer)
+            raise
+
+    def _partition_count(self, producer: Producer, topic: str) -> int:
+        """Partitions of output topic `topic` (1 when the cluster does not say)."""
+        count = self._partition_counts.get(topic)
+        if count is None:
+            try:
+                found = producer.list_topics(topic, CLIENT_TIMEOUT_S).topics.get(topic)
+                count = max(1, len(found.partitions)) if found and not found.error else 1
+            except KafkaException as exc:
+                log.info("pipeline %s: no metadata of %s: %s", self.assignment.name, topic, exc)
+                count = 1
+            self._partition_counts[topic] = count
+        return count
 
     def _pending_bucket_offsets(self, compiled: _Compiled, topic: str, partition: int) -> list[int]:
         found = [b.pending_from(topic, partition) for b in compiled.buckets.values()]
@@ -487,7 +562,7 @@ class KafkaPipelineWorker(threading.Thread):
     def _emit(self, producer: Producer, compiled: _Compiled, rec: InRecord, emit: Emit) -> None:
         output = compiled.spec.outputs.get(emit.output)
         if isinstance(output, KafkaOutput):
-            _produce(producer, output.topic, emit)
+            produce(producer, output.topic, emit)
         elif isinstance(output, BucketOutput):
             compiled.buckets[emit.output].add(
                 rec.topic,
@@ -516,14 +591,16 @@ class KafkaPipelineWorker(threading.Thread):
 
     def _commit_offsets_only(self, consumer: Consumer, state: _SessionState) -> None:
         """After bucket PUTs: commit each owned partition's offset up to what is in the
-        bucket now (a transaction with no records)."""
-        for (topic, partition), producer in list(self._producers.items()):
+        bucket now (a transaction with no records), once everything read is written."""
+        self._drain(consumer, state.compiled)
+        for (topic, partition), writer in list(self._writers.items()):
             position = _position(consumer, topic, partition)
             if position is None:
                 continue
             offset = min(
                 [position, *self._pending_bucket_offsets(state.compiled, topic, partition)]
             )
+            producer = writer.producer
             producer.begin_transaction()
             try:
                 producer.send_offsets_to_transaction(
@@ -533,7 +610,7 @@ class KafkaPipelineWorker(threading.Thread):
                 )
                 producer.commit_transaction(CLIENT_TIMEOUT_S)
             except BaseException:
-                _abort_quietly(producer)
+                abort_quietly(producer)
                 raise
 
     def _flush_buckets(self, consumer: Consumer, state: _SessionState) -> None:
@@ -563,47 +640,6 @@ class _SessionState:
     compiled: _Compiled
 
 
-@dataclass
-class _OpenTransaction:
-    """One input partition's transaction of a batch, records produced, not committed."""
-
-    producer: Producer
-    topic: str
-    partition: int
-    offset: int = -1  # the partition's next input offset, committed with it
-    out: int = 0
-    dead: int = 0
-    filtered: int = 0
-
-    def commit(self, group: Any) -> None:
-        self.producer.send_offsets_to_transaction(
-            [TopicPartition(self.topic, self.partition, self.offset)], group, CLIENT_TIMEOUT_S
-        )
-        self.producer.commit_transaction(CLIENT_TIMEOUT_S)
-
-
 def _position(consumer: Consumer, topic: str, partition: int) -> int | None:
     (tp,) = consumer.position([TopicPartition(topic, partition)])
     return tp.offset if tp.offset >= 0 else None
-
-
-def _produce(producer: Producer, topic: str, emit: Emit) -> None:
-    while True:
-        try:
-            producer.produce(
-                topic,
-                value=emit.value,
-                key=emit.key,
-                headers=list(emit.headers) if emit.headers else None,
-                timestamp=emit.timestamp_ms,
-            )
-            return
-        except BufferError:
-            producer.poll(0.05)
-
-
-def _abort_quietly(producer: Producer) -> None:
-    try:
-        producer.abort_transaction(CLIENT_TIMEOUT_S)
-    except KafkaException as exc:
-        log.info("abort_transaction: %s", exc)
