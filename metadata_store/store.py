@@ -133,6 +133,16 @@ def _partitions_for(
     return {pair: rows[pid] for pair, pid in ids.items() if pid in rows}
 
 
+def _partitions_requested(
+    cursor: Cursor, cluster_id: int, partitions: list[JSON], *, lock: bool
+) -> tuple[list[tuple[uuid.UUID | None, int]], dict[tuple[uuid.UUID | None, int], _PartitionRow]]:
+    """Each requested partition's key (topic id — None when it is no UUID —, index), in the
+    request's order, and the rows of those the cluster has (`_partitions_for`)."""
+    wanted = [(_as_uuid(p.get("topic_id")), p.get("partition", -1)) for p in partitions]
+    pairs = sorted({(t, i) for t, i in wanted if t is not None})
+    return wanted, _partitions_for(cursor, cluster_id, pairs, lock=lock)
+
+
 def _array(values: Iterable[int]) -> str:
     """An integer array as a PostgreSQL literal: far cheaper than adapting each element."""
     return "{" + ",".join(map(str, values)) + "}"
@@ -348,10 +358,7 @@ def fetch_plan(
     the last stable offset and lists the aborted transactions in the range."""
     read_committed = isolation_level == 1
     with _cursor() as cursor:
-        wanted = [(_as_uuid(p.get("topic_id")), p.get("partition", -1)) for p in partitions]
-        rows = _partitions_for(
-            cursor, cluster_id, sorted({(t, i) for t, i in wanted if t is not None}), lock=False
-        )
+        wanted, rows = _partitions_requested(cursor, cluster_id, partitions, lock=False)
         stable = _stable_offsets(cursor, sorted({r.id for r in rows.values()}))
         answers: list[JSON] = []
         # (answer index, partition id, offset, end: the LSO or the high watermark)
@@ -471,10 +478,7 @@ def list_offsets(*, cluster_id: int, partitions: list[JSON]) -> list[JSON]:
     READ_COMMITTED's latest (a partition's `isolation_level` 1) is the last stable offset
     (KIP-98)."""
     with _cursor() as cursor:
-        wanted = [(_as_uuid(p.get("topic_id")), p.get("partition", -1)) for p in partitions]
-        rows = _partitions_for(
-            cursor, cluster_id, sorted({(t, i) for t, i in wanted if t is not None}), lock=False
-        )
+        wanted, rows = _partitions_requested(cursor, cluster_id, partitions, lock=False)
         stable = _stable_offsets(cursor, sorted({r.id for r in rows.values()}))
         answers: list[JSON] = []
         for request, key in zip(partitions, wanted):
@@ -540,10 +544,7 @@ def records_delete(*, cluster_id: int, partitions: list[JSON]) -> list[JSON]:
     """Move log start offsets forward (DeleteRecords); -1 means the high watermark. A
     mirrored partition's log start follows its source's only (POLICY_VIOLATION)."""
     with _cursor() as cursor:
-        wanted = [(_as_uuid(p.get("topic_id")), p.get("partition", -1)) for p in partitions]
-        rows = _partitions_for(
-            cursor, cluster_id, sorted({(t, i) for t, i in wanted if t is not None}), lock=True
-        )
+        wanted, rows = _partitions_requested(cursor, cluster_id, partitions, lock=True)
         cursor.execute(
             "SELECT id FROM floe_partition WHERE id = ANY(%s) AND mirrored",
             [[r.id for r in rows.values()]],

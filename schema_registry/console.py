@@ -5,7 +5,6 @@ confirmation."""
 
 from __future__ import annotations
 
-import difflib
 import json
 from typing import Any
 
@@ -20,6 +19,7 @@ from schema_registry import selectors, services
 from schema_registry.browser import schema_texts
 from schema_registry.models import COMPATIBILITY_LEVELS
 from schema_registry.services import RegistryError
+from tenancy.console.text_diff import diff_lines
 from virtualclusters.browsing.asking import BrowseNotFound, BrowseUnavailable
 from virtualclusters.console.lookup import cluster_or_404
 
@@ -34,23 +34,6 @@ def readable(document: dict[str, Any]) -> str:
         except ValueError:
             pass
     return str(text)
-
-
-def diff_lines(old: str, new: str, *, old_name: str, new_name: str) -> list[dict[str, str]]:
-    """A unified diff of two texts, each line with its kind (``add``, ``del``, ``hunk``,
-    ``same``, ``file``) for the page to colour."""
-    lines = []
-    for line in difflib.unified_diff(
-        old.splitlines(), new.splitlines(), old_name, new_name, n=3, lineterm=""
-    ):
-        if line.startswith(("---", "+++")):
-            kind = "file"
-        elif line.startswith("@@"):
-            kind = "hunk"
-        else:
-            kind = {"+": "add", "-": "del"}.get(line[:1], "same")
-        lines.append({"kind": kind, "text": line})
-    return lines
 
 
 def _number(value: str | None) -> int | None:

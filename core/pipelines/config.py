@@ -115,6 +115,16 @@ class PipelineSpec:
     outputs: dict[str, Output]
     dead_letter: KafkaOutput | None = None
     source: str = field(default="", compare=False, repr=False)
+    # Where each node the reader read stands in `source`: path → 1-based (line, column).
+    positions: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
+
+    def position_of(self, path: str) -> tuple[int, int]:
+        """The 1-based (line, column) in `source` of the node at `path` (as a problem's
+        path reads, e.g. ``outputs.default.kafka.topic``), else of its nearest ancestor
+        that the reader read; (1, 1) for none."""
+        while path and path not in self.positions:
+            path = path[: path.rindex("[")] if path.endswith("]") else path.rpartition(".")[0]
+        return self.positions.get(path, (1, 1))
 
     def canonical(self) -> dict[str, Any]:
         """A stable JSON-able form: defaults filled in, key order fixed."""
@@ -202,6 +212,7 @@ class _Reader:
         self.problems = problems
         self.lines = text.split("\n")
         self.seen: set[int] = set()
+        self.positions: dict[str, tuple[int, int]] = {}
         self.constructor = yaml.constructor.SafeConstructor()
 
     # --- primitives
@@ -212,6 +223,7 @@ class _Reader:
 
     def visit(self, node: yaml.Node, path: str, depth: int) -> bool:
         """False (with a problem) for an alias or too deep a node."""
+        self.positions.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
         if id(node) in self.seen:
             self.problem(node, path, "YAML aliases are not allowed in a pipeline configuration")
             return False
@@ -250,6 +262,8 @@ class _Reader:
                 self.problem(key_node, where, f"unknown key {key!r} ({expected})")
                 continue
             out[key] = (key_node, value_node)
+            mark = value_node.start_mark
+            self.positions.setdefault(where, (mark.line + 1, mark.column + 1))
         return out
 
     def string(self, node: yaml.Node, path: str, what: str, max_len: int = 4096) -> str | None:
@@ -388,7 +402,7 @@ def parse_config(text: str) -> PipelineSpec:
     if problems or source is None or outputs is None:
         problems.sort(key=lambda p: (p.line, p.column))
         raise ConfigError(problems)
-    return PipelineSpec(source, tuple(processors), outputs, dead_letter, text)
+    return PipelineSpec(source, tuple(processors), outputs, dead_letter, text, reader.positions)
 
 
 def _input(reader: _Reader, node: yaml.Node) -> KafkaInput | HttpInput | None:

@@ -128,6 +128,19 @@ def principal_problem(principal: object) -> str | None:
     return None
 
 
+def _acl_json(acl: AclBinding | AclFilter) -> dict[str, Any]:
+    """A binding's or a filter's JSON shape (the APIs'): its seven fields, enums by name."""
+    return {
+        "resource_type": enum_name(acl.resource_type),
+        "resource_name": acl.resource_name,
+        "pattern_type": enum_name(acl.pattern_type),
+        "principal": acl.principal,
+        "host": acl.host,
+        "operation": enum_name(acl.operation),
+        "permission": enum_name(acl.permission),
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class AclBinding:
     resource_type: ResourceType
@@ -152,15 +165,7 @@ class AclBinding:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "resource_type": enum_name(self.resource_type),
-            "resource_name": self.resource_name,
-            "pattern_type": enum_name(self.pattern_type),
-            "principal": self.principal,
-            "host": self.host,
-            "operation": enum_name(self.operation),
-            "permission": enum_name(self.permission),
-        }
+        return _acl_json(self)
 
     def problem(self) -> str | None:
         """Why this binding cannot be stored (Kafka answers INVALID_REQUEST), or None."""
@@ -219,15 +224,7 @@ class AclFilter:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "resource_type": enum_name(self.resource_type),
-            "resource_name": self.resource_name,
-            "pattern_type": enum_name(self.pattern_type),
-            "principal": self.principal,
-            "host": self.host,
-            "operation": enum_name(self.operation),
-            "permission": enum_name(self.permission),
-        }
+        return _acl_json(self)
 
     def matches(self, acl: AclBinding) -> bool:
         """Kafka's AclBindingFilter.matches, MATCH included (KIP-290)."""

@@ -20,11 +20,18 @@ def test_metadata_lists_only_the_agents_that_serve_clients(agent, cluster):
     serving = agent(cluster.key, extra=["--roles", "produce,consume"])
     jobs = agent(cluster.key, extra=["--roles", "jobs"])
     other = agent(cluster.key)  # default: every role
-    time.sleep(3.5)  # one heartbeat: every agent has heard of the others
-    seen_from_serving = brokers(serving.bootstrap)
-    seen_from_jobs = brokers(jobs.bootstrap)
+    # Within a heartbeat (~3 s) every agent has heard of the others: ask until they agree.
+    deadline = time.monotonic() + 15
+    while True:
+        seen_from_serving = brokers(serving.bootstrap)
+        seen_from_jobs = brokers(jobs.bootstrap)
+        seen_from_other = brokers(other.bootstrap)
+        agreed = len(seen_from_serving) == 2 and seen_from_jobs == seen_from_serving
+        if (agreed and seen_from_other == seen_from_serving) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert len(seen_from_serving) == 2
-    assert seen_from_jobs == seen_from_serving == brokers(other.bootstrap)
+    assert seen_from_jobs == seen_from_serving == seen_from_other
 
 
 def test_an_agent_with_another_bucket_than_its_clusters_is_refused_naming_both(

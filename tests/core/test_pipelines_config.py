@@ -87,6 +87,29 @@ def test_an_http_input_and_defaults():
     assert spec.topics_read() == set()
 
 
+def test_a_spec_knows_where_each_node_it_read_stands():
+    def at(spec, path):
+        line, column = spec.position_of(path)
+        return spec.source.split("\n")[line - 1][column - 1 :]
+
+    spec = parse_config(GOOD)
+    assert spec.position_of("input.kafka.topics[0]") == (3, 14)
+    assert at(spec, "input.kafka.topics[0]").startswith("orders]")
+    assert at(spec, "outputs.eu.kafka.topic").startswith("orders-eu}")
+    assert at(spec, "errors.dead_letter.topic").startswith("orders-dlq}")
+    assert at(spec, "processors[3].filter").startswith("'value.amount > 0'")
+    # A path the reader never reached is at its nearest ancestor's place.
+    assert at(spec, "outputs.eu.kafka.partitions[2]").startswith("{topic: orders-eu}")
+    assert spec.position_of("nowhere") == (1, 1)
+    # JSON with tabs: the same columns as the text (a tab is one column).
+    tabbed = parse_config(
+        '{\n\t"input": {"kafka": {"topics": ["a"]}},\n\t"outputs": {"default": {"kafka": '
+        '{"topic": "b"}}}}'
+    )
+    assert at(tabbed, "input.kafka.topics[0]").startswith('"a"]')
+    assert at(tabbed, "outputs.default.kafka.topic").startswith('"b"}')
+
+
 def test_every_problem_is_reported_at_its_line_and_column():
     text = """\
 input:

@@ -10,7 +10,6 @@ API (``virtualclusters.pipelines``), which also write the audit log; who may act
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from django.contrib import messages
@@ -23,6 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from tenancy import permissions
 from tenancy.console.scope import current_membership
+from tenancy.console.text_diff import diff_lines
 from virtualclusters.browsing.asking import BrowseNotFound, BrowseUnavailable
 from virtualclusters.console.lookup import cluster_or_404
 from virtualclusters.models import VirtualCluster
@@ -55,23 +55,6 @@ def _may_act(request: HttpRequest) -> bool:
     """Whether the person's role may change the cluster (the buttons are shown)."""
     membership = current_membership(request)
     return membership is not None and permissions.allows(membership.role, "pipeline-state", "POST")
-
-
-def diff_lines(old: str, new: str, *, old_name: str, new_name: str) -> list[dict[str, str]]:
-    """A unified diff of two configurations, each line with its kind (``add``, ``del``,
-    ``hunk``, ``same``, ``file``) for the page to colour."""
-    lines = []
-    for line in difflib.unified_diff(
-        old.splitlines(), new.splitlines(), old_name, new_name, n=3, lineterm=""
-    ):
-        if line.startswith(("---", "+++")):
-            kind = "file"
-        elif line.startswith("@@"):
-            kind = "hunk"
-        else:
-            kind = {"+": "add", "-": "del"}.get(line[:1], "same")
-        lines.append({"kind": kind, "text": line})
-    return lines
 
 
 def _numbered(config: str, problems: list[Problem]) -> list[dict[str, Any]]:

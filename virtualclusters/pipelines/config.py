@@ -5,8 +5,6 @@ migration's mirror (read-only until cut over). Every problem has its line and co
 
 from __future__ import annotations
 
-import yaml
-
 from core.pipelines import (
     ConfigError,
     ConfigProblem,
@@ -33,50 +31,17 @@ class ConfigInvalid(ValueError):
         self.problems = problems
 
 
-Path = tuple[str | int, ...]
-
-
-def _path_text(path: Path) -> str:
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
-    return text
-
-
-def _node_at(text: str, path: Path) -> tuple[int, int]:
-    """1-based (line, column) of the node at `path` in the YAML (or JSON) text; the
-    nearest ancestor found when the path runs out, (1, 1) when the text is no YAML."""
-    if text.lstrip()[:1] in ("{", "["):
-        text = text.replace("\t", " ")  # JSON's tabs are whitespace; YAML 1.1 refuses some
-    try:
-        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except (yaml.YAMLError, RecursionError):
-        return 1, 1
-    if node is None:
-        return 1, 1
-    for part in path:
-        child = None
-        if isinstance(node, yaml.MappingNode):
-            child = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            child = node.value[part] if 0 <= part < len(node.value) else None
-        if child is None:
-            break
-        node = child
-    return node.start_mark.line + 1, node.start_mark.column + 1
-
-
-def _topics_named(spec: PipelineSpec) -> list[tuple[Path, str, bool]]:
+def _topics_named(spec: PipelineSpec) -> list[tuple[str, str, bool]]:
     """(path, topic, written) for every topic the configuration names."""
-    found: list[tuple[Path, str, bool]] = []
+    found: list[tuple[str, str, bool]] = []
     if isinstance(spec.input, KafkaInput):
         for index, topic in enumerate(spec.input.topics):
-            found.append((("input", "kafka", "topics", index), topic, False))
+            found.append((f"input.kafka.topics[{index}]", topic, False))
     for name, output in spec.outputs.items():
         if isinstance(output, KafkaOutput):
-            found.append((("outputs", name, "kafka", "topic"), output.topic, True))
+            found.append((f"outputs.{name}.kafka.topic", output.topic, True))
     if spec.dead_letter is not None:
-        found.append((("errors", "dead_letter", "topic"), spec.dead_letter.topic, True))
+        found.append(("errors.dead_letter.topic", spec.dead_letter.topic, True))
     return found
 
 
@@ -113,8 +78,8 @@ def config_check(cluster: VirtualCluster, text: str) -> PipelineSpec:
                 "it is read-only until cut over"
             )
         if message:
-            line, column = _node_at(text, path)
-            problems.append(Problem(line, column, _path_text(path), message))
+            line, column = spec.position_of(path)
+            problems.append(Problem(line, column, path, message))
     if problems:
         raise ConfigInvalid(problems)
     return spec

@@ -50,25 +50,28 @@ from virtualclusters.tables.selectors import (
 
 NAMESPACE = "topics"
 PARTITION_BY = {"day": DayTransform, "hour": HourTransform}
+# A record's headers, field 6 of both table kinds (top level in a raw table, in `kafka` in
+# an Avro one): a list of (key, value).
+HEADERS_FIELD = NestedField(
+    6,
+    "headers",
+    ListType(
+        7,
+        StructType(
+            NestedField(8, "key", StringType(), required=False),
+            NestedField(9, "value", BinaryType(), required=False),
+        ),
+        element_required=False,
+    ),
+    required=False,
+)
 RAW_SCHEMA = Schema(
     NestedField(1, "partition", IntegerType(), required=True),
     NestedField(2, "offset", LongType(), required=True),
     NestedField(3, "timestamp", TimestamptzType(), required=True),
     NestedField(4, "key", BinaryType(), required=False),
     NestedField(5, "value", BinaryType(), required=False),
-    NestedField(
-        6,
-        "headers",
-        ListType(
-            7,
-            StructType(
-                NestedField(8, "key", StringType(), required=False),
-                NestedField(9, "value", BinaryType(), required=False),
-            ),
-            element_required=False,
-        ),
-        required=False,
-    ),
+    HEADERS_FIELD,
 )
 # An Avro table: the value's fields as columns (the job adds them by name from the
 # subject's schema, which only the bucket holds) and Kafka's own in one struct.
@@ -81,19 +84,7 @@ AVRO_BASE_SCHEMA = Schema(
             NestedField(3, "offset", LongType(), required=True),
             NestedField(4, "timestamp", TimestamptzType(), required=True),
             NestedField(5, "key", BinaryType(), required=False),
-            NestedField(
-                6,
-                "headers",
-                ListType(
-                    7,
-                    StructType(
-                        NestedField(8, "key", StringType(), required=False),
-                        NestedField(9, "value", BinaryType(), required=False),
-                    ),
-                    element_required=False,
-                ),
-                required=False,
-            ),
+            HEADERS_FIELD,
         ),
         required=True,
     ),
