@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import subprocess
 import sys
 
@@ -9,6 +11,7 @@ import pytest
 
 from agents.config import ConfigError, Listener, parse_config
 from agents.groups.ring import AdvertisedListener, CoordinatorRing, Peer, node_id_for, score
+from agents.runtime import _bind
 from tests.agents.conftest import REPO
 
 BASE = ["--control-plane-url", "http://127.0.0.1:1", "--agent-key", "k", "--bucket-url", "mem://x"]
@@ -178,3 +181,28 @@ def test_a_client_is_sent_only_to_its_agent_groups_agents():
     front = ring.front("g", None, owner=held_in_west, listener=PLAIN)
     assert front.agent_id in {"east", "east2"}
     assert ring.front("g", None, owner=held_in_west).agent_group == "east"
+
+
+def test_connections_to_the_agents_listeners_send_without_nagle_delay():
+    """Every port the agent binds hands asyncio sockets on which it turns Nagle's
+    algorithm off: small answers written back to back go out at once."""
+
+    async def accepted_nodelay() -> int:
+        accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Accept(asyncio.Protocol):
+            def connection_made(self, transport):
+                sock = transport.get_extra_info("socket")
+                accepted.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Accept, sock=_bind("127.0.0.1", 0))
+        async with server:
+            port = server.sockets[0].getsockname()[1]
+            _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 5)
+            try:
+                return await asyncio.wait_for(accepted, 5)
+            finally:
+                writer.close()
+
+    assert asyncio.run(accepted_nodelay()) != 0
