@@ -321,3 +321,46 @@ def test_slow_commits_make_segments_bigger_instead_of_queueing_them():
     # folds what arrives during a commit into the next segment.
     assert len(client.commits) <= 10
     assert drain_s < 0.5
+
+
+def test_the_age_timer_fires_early_by_the_time_seals_take_to_reach_their_put():
+    """Segments whose PUT started late (the timer fired late, the upload thread took
+    the segment late) teach the age timer to fire that much early — never by more than
+    a tenth of the flush age — and ones whose PUT started early teach it back; a segment
+    sealed for its size teaches nothing."""
+    store = open_store(f"mem://{uuid.uuid4()}")
+
+    async def scenario():
+        writer = make_writer(store.put, FakeControlPlane(), max_age_ms=200)
+        loop = asyncio.get_running_loop()
+
+        def seal_in_ms() -> float:  # when the open segment (opened now) is sealed
+            if writer._open is None:
+                writer.append([batch(0)], wait=False)
+            segment = writer._open
+            assert segment is not None and segment.timer is not None
+            return (segment.timer.when() - loop.time()) * 1000
+
+        async def sealed(late_ms: float, reason: str = "age") -> None:
+            seal_in_ms()  # one is open
+            segment = writer._open
+            segment.due = time.perf_counter() - late_ms / 1000  # its age was up then
+            segment.timed = reason == "age"
+            writer._seal(reason)
+            await segment.committed  # its PUT started (and the lead learned) before
+
+        assert seal_in_ms() == pytest.approx(200, abs=1)
+        for _ in range(10):  # PUTs starting 3 ms (and the hop to the thread) late
+            await sealed(3)
+        assert 180 <= seal_in_ms() < 199
+        for _ in range(50):  # far later than a tenth of the age: the lead stops there
+            await sealed(500)
+        assert seal_in_ms() == pytest.approx(180, abs=1)
+        await sealed(-10_000, reason="size")
+        assert seal_in_ms() == pytest.approx(180, abs=1)
+        for _ in range(50):
+            await sealed(-500)
+        assert seal_in_ms() == pytest.approx(200, abs=1)
+        await writer.close()
+
+    run(scenario())
