@@ -92,28 +92,11 @@ def moto_server(logs: Path) -> Iterator[str]:
 
 
 def s3_client(endpoint: str):
-    import boto3
-    from botocore.config import Config
+    """The agent's own S3 client (core/storage/s3.py), so the raw PUTs cost the same."""
+    from core.storage.s3 import new_client
 
     os.environ.update(AWS_ENV)
-    # The agent's own client options (core/storage/s3.py), so the raw PUTs cost the same.
-    return boto3.client(
-        "s3",
-        region_name=REGION,
-        endpoint_url=endpoint,
-        config=Config(
-            max_pool_connections=64,
-            retries={"mode": "standard"},
-            s3={
-                "addressing_style": "path",
-                "payload_signing_enabled": not endpoint.lower().startswith("https://"),
-            },
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-            connect_timeout=10,
-            read_timeout=60,
-        ),
-    )
+    return new_client(REGION, endpoint)
 
 
 def list_sizes(client, bucket: str) -> dict[str, int]:

@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 import boto3
 import botocore.loaders
 import botocore.session
+import botocore.utils
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -48,6 +49,50 @@ def _new_session() -> boto3.session.Session:
     return boto3.session.Session(botocore_session=core)
 
 
+def new_client(region: str, endpoint: str | None) -> Any:
+    """The boto3 S3 client a store uses (thread-safe; one per store)."""
+    options: dict[str, Any] = {
+        "max_pool_connections": 64,
+        "retries": {"mode": "standard"},
+    }
+    if endpoint:
+        # S3-compatible stores are reached by path (http://host/bucket/key) and many
+        # reject the newer default request checksums; segments carry their own CRCs
+        # (each batch's CRC-32C, the footer's). Without a checksum header botocore
+        # signs a SHA-256 of every body (~0.9 ms of CPU per MiB, a fifth of the
+        # agent's samples while producing). Over TLS, which already protects the body
+        # in flight, UNSIGNED-PAYLOAD (as AWS's own CLI sends) signs the headers only;
+        # over plain HTTP the signed SHA-256 is the only check the store makes of the
+        # body it received before the agent acknowledges, so it is kept there: the
+        # batches' CRCs are checked only when they are read, too late for a producer.
+        options["s3"] = {
+            "addressing_style": "path",
+            "payload_signing_enabled": not endpoint.lower().startswith("https://"),
+        }
+        options["request_checksum_calculation"] = "when_required"
+        options["response_checksum_validation"] = "when_required"
+    client = _new_session().client(
+        "s3", region_name=region, endpoint_url=endpoint or None, config=Config(**options)
+    )
+    # After botocore's own handler, which has every body with a `read` wait for the
+    # store's "100 Continue".
+    client.meta.events.register_last("before-call.s3", _send_small_bodies_at_once)
+    return client
+
+
+# A PUT of a body this large or larger asks the store first ("Expect: 100-continue"), so a
+# refused one (credentials, a redirect) is not sent whole; a smaller one is sent at once.
+# botocore asks for every body, and waiting for the store's "100 Continue" costs a round
+# trip a PUT: a segment's PUT, on every produce's path. (AWS's Go SDK asks from 2 MiB.)
+EXPECT_CONTINUE_MIN_BYTES = 2 * 1024 * 1024
+
+
+def _send_small_bodies_at_once(params: dict[str, Any], **_: Any) -> None:
+    length = botocore.utils.determine_content_length(params.get("body"))
+    if length is not None and length < EXPECT_CONTINUE_MIN_BYTES:
+        params["headers"].pop("Expect", None)
+
+
 class S3Store(ObjectStore):
     def __init__(
         self,
@@ -69,30 +114,8 @@ class S3Store(ObjectStore):
         self.prefix = prefix
         self.url = _canonical_url(bucket, region, endpoint, prefix)
 
-        options: dict[str, Any] = {
-            "max_pool_connections": 64,
-            "retries": {"mode": "standard"},
-        }
-        if endpoint:
-            # S3-compatible stores are reached by path (http://host/bucket/key) and many
-            # reject the newer default request checksums; segments carry their own CRCs
-            # (each batch's CRC-32C, the footer's). Without a checksum header botocore
-            # signs a SHA-256 of every body (~0.9 ms of CPU per MiB, a fifth of the
-            # agent's samples while producing). Over TLS, which already protects the body
-            # in flight, UNSIGNED-PAYLOAD (as AWS's own CLI sends) signs the headers only;
-            # over plain HTTP the signed SHA-256 is the only check the store makes of the
-            # body it received before the agent acknowledges, so it is kept there: the
-            # batches' CRCs are checked only when they are read, too late for a producer.
-            options["s3"] = {
-                "addressing_style": "path",
-                "payload_signing_enabled": not endpoint.lower().startswith("https://"),
-            }
-            options["request_checksum_calculation"] = "when_required"
-            options["response_checksum_validation"] = "when_required"
         try:
-            self._client = _new_session().client(
-                "s3", region_name=region, endpoint_url=endpoint or None, config=Config(**options)
-            )
+            self._client = new_client(region, endpoint)
         except BotoCoreError as exc:
             raise StorageError(f"cannot create S3 client for {self.url}: {exc}") from exc
 
