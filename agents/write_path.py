@@ -631,7 +631,6 @@ class SegmentWriter:
             # A journal entry is answered when it is in the bucket, not when committed:
             # holding it for the commits ahead would put the control plane back in the
             # produce path.
-            segment.timed = not segment.overdue
             self._seal("age")
             return
         if self._sealed_pending >= MAX_SEALED_PENDING and self._journaling():
@@ -648,7 +647,6 @@ class SegmentWriter:
             # so latency stays near commit time instead of growing without bound.
             segment.overdue = True
             return
-        segment.timed = not segment.overdue
         self._seal("age")
 
     def _seal(self, reason: str) -> None:
@@ -657,6 +655,7 @@ class SegmentWriter:
             return
         self._open = None
         segment.sealed = True
+        segment.timed = reason == "age" and not segment.overdue
         segment.journal = segment.lightning or self._journaling()
         if segment.timer is not None:
             segment.timer.cancel()

@@ -36,6 +36,11 @@ DELETE_BATCH = 1000
 LIST_PAGE_SIZE = 1000
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+# A PUT of a body this large or larger asks the store first ("Expect: 100-continue"), so a
+# refused one (credentials, a redirect) is not sent whole; a smaller one is sent at once.
+# botocore asks for every body, and waiting for the store's "100 Continue" costs a round
+# trip a PUT: a segment's PUT, on every produce's path. (AWS's Go SDK asks from 2 MiB.)
+EXPECT_CONTINUE_MIN_BYTES = 2 * 1024 * 1024
 
 
 # Parsing botocore's service models costs ~0.1 s per session; the loader caches them and
@@ -78,13 +83,6 @@ def new_client(region: str, endpoint: str | None) -> Any:
     # store's "100 Continue".
     client.meta.events.register_last("before-call.s3", _send_small_bodies_at_once)
     return client
-
-
-# A PUT of a body this large or larger asks the store first ("Expect: 100-continue"), so a
-# refused one (credentials, a redirect) is not sent whole; a smaller one is sent at once.
-# botocore asks for every body, and waiting for the store's "100 Continue" costs a round
-# trip a PUT: a segment's PUT, on every produce's path. (AWS's Go SDK asks from 2 MiB.)
-EXPECT_CONTINUE_MIN_BYTES = 2 * 1024 * 1024
 
 
 def _send_small_bodies_at_once(params: dict[str, Any], **_: Any) -> None:

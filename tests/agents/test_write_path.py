@@ -345,7 +345,6 @@ def test_the_age_timer_fires_early_by_the_time_seals_take_to_reach_their_put():
             seal_in_ms()  # one is open
             segment = writer._open
             segment.due = time.perf_counter() - late_ms / 1000  # its age was up then
-            segment.timed = reason == "age"
             writer._seal(reason)
             await segment.committed  # its PUT started (and the lead learned) before
 
