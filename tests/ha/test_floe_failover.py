@@ -87,6 +87,13 @@ class FloeOnHA:
         except urllib.error.HTTPError as exc:
             return json.loads(exc.read())
 
+    def logs_tail(self, lines: int = 40) -> str:
+        """The last lines each agent wrote: what a failed wait shows."""
+        return "\n".join(
+            f"--- agent{n} ---\n" + "\n".join(agent.logs().splitlines()[-lines:])
+            for n, agent in enumerate(self.agents)
+        )
+
     def close(self) -> None:
         """Everything killed: thrown away, a clean stop would only wait."""
         for agent in self.agents:
@@ -252,7 +259,10 @@ def _through_a_fault(floe, ha, request, name: str, inject) -> dict:
             assert probe.wait_acked(50, 30), "the probe did not get going"
             # The group has joined and committed on every partition (-1001: nothing yet).
             joined = wait_until(lambda: min(reader.committed().values()) > 0, 90)
-            assert joined is not None, (reader.committed(), len(reader.seen))
+            assert joined is not None, (
+                f"the group never committed: {reader.committed()}, {len(reader.seen)} read\n"
+                + floe.logs_tail()
+            )
             before = reader.committed()
             watch = Watch(floe)
             at = time.monotonic()

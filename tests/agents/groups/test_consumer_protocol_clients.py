@@ -32,6 +32,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.kafka, pytest
 
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 500
+# How long an admin call may take: an agent answers ListGroups and DescribeGroups after up to
+# two metadata-API calls, each bounded at 15 s (agents.control_plane.DEFAULT_TIMEOUT_S), and
+# this session's control plane runs in the test process beside the members' threads — on a
+# loaded machine a call can take seconds (CI once saw one ListGroups outlast 15 s).
+ADMIN_WAIT_S = 60
 
 
 @pytest.fixture
@@ -180,21 +185,21 @@ def test_a_classic_and_a_consumer_protocol_group_read_one_topic_at_once(two_agen
             m.start()
         wait_until(lambda: balanced(kip848, 4) and balanced(classic, 4), 40, "both groups share")
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        listed = {g.group_id: g for g in admin.list_consumer_groups().result(15).valid}
+        listed = {g.group_id: g for g in admin.list_consumer_groups().result(ADMIN_WAIT_S).valid}
         assert listed["modern"].type == ConsumerGroupType.CONSUMER
         assert listed["classic"].type == ConsumerGroupType.CLASSIC
         described = admin.describe_consumer_groups(["modern", "classic"])
-        modern = described["modern"].result(15)
+        modern = described["modern"].result(ADMIN_WAIT_S)
         assert modern.type == ConsumerGroupType.CONSUMER
         assert modern.partition_assignor == "uniform"
         assert sorted(
             tp.partition for m in modern.members for tp in m.assignment.topic_partitions
         ) == [0, 1, 2, 3]
         assert {m.client_id for m in modern.members} == {"new-0", "new-1"}
-        assert described["classic"].result(15).type == ConsumerGroupType.CLASSIC
+        assert described["classic"].result(ADMIN_WAIT_S).type == ConsumerGroupType.CLASSIC
         # The cluster's settings, as the broker configs Kafka names them.
         broker = ConfigResource("BROKER", str(admin.list_topics(timeout=10).controller_id))
-        configs = admin.describe_configs([broker])[broker].result(10)
+        configs = admin.describe_configs([broker])[broker].result(ADMIN_WAIT_S)
         assert configs["group.consumer.session.timeout.ms"].value == str(SESSION_TIMEOUT_MS)
         assert configs["group.consumer.heartbeat.interval.ms"].value == str(HEARTBEAT_INTERVAL_MS)
         produced = producer.finish()
