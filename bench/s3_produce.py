@@ -18,7 +18,13 @@ the same machine load. Prints one JSON object (progress on stderr).
 
     .venv/bin/python bench/s3_produce.py [--rounds 5] [--seconds 10] [--producers 8]
                                          [--partitions 12] [--put-concurrency N]
-                                         [--profile agent.prof]
+                                         [--store-cpus 1] [--profile agent.prof]
+
+`--store-cpus LIST` (e.g. `1`, or `2,3`) gives the store CPUs of its own: moto is pinned to
+them and this bench with everything it starts (control plane, agent, producers, the raw
+client) to the others, in both phases — the store's capacity then is the same beside the
+raw client as beside Floe, as it is when the store runs on machines of its own (S3 does).
+Without it every process shares every CPU, and the raw phase gives moto the whole machine.
 
 `--profile FILE` runs the agent under cProfile (its event loop thread's CPU time) and
 writes the stats to FILE when it stops.
@@ -71,9 +77,22 @@ RAW_PREFIX = "bench-raw-put/"
 WINDOW_BYTES = 32 * MIB  # records a producer holds unacknowledged
 
 
+def split_cpus(store: str | None) -> tuple[set[int] | None, set[int] | None]:
+    """`--store-cpus` as (the store's CPUs, everyone else's); (None, None) when not given."""
+    if not store:
+        return None, None
+    mine = {int(cpu) for cpu in store.split(",")}
+    available = os.sched_getaffinity(0)
+    rest = available - mine
+    if not mine <= available or not rest:
+        raise SystemExit(f"--store-cpus {store}: this machine's CPUs are {sorted(available)}")
+    return mine, rest
+
+
 @contextlib.contextmanager
-def moto_server(logs: Path) -> Iterator[str]:
-    """moto's S3 server in its own process (not sharing the bench's GIL); its endpoint."""
+def moto_server(logs: Path, cpus: set[int] | None = None) -> Iterator[str]:
+    """moto's S3 server in its own process (not sharing the bench's GIL), on `cpus` when
+    given; its endpoint."""
     port = free_port()
     log = open(logs / "moto.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
@@ -81,6 +100,7 @@ def moto_server(logs: Path) -> Iterator[str]:
         env={**os.environ, **AWS_ENV},
         stdout=log,
         stderr=log,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,  # noqa: PLW1509
     )
     endpoint = f"http://127.0.0.1:{port}"
     try:
@@ -437,6 +457,7 @@ def run(args, url: str, key: str, endpoint: str, logs: Path) -> dict:
         "min_ratio": min(ratios),
         "agent_cpu_ms_per_mib": [r["produce"]["agent_cpu_ms_per_mib"] for r in rounds],
         "every_round_at_least_0_8": min(ratios) >= 0.8,
+        "store_cpus": sorted(args.store_cpus_set) if args.store_cpus_set else "shared",
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
@@ -448,15 +469,19 @@ def main() -> None:
     parser.add_argument("--producers", type=int, default=8, help="producer processes")
     parser.add_argument("--partitions", type=int, default=12)
     parser.add_argument("--put-concurrency", type=int, help="default: the agent's own")
+    parser.add_argument("--store-cpus", help="pin moto to these CPUs, everything else to the rest")
     parser.add_argument("--profile", help="run the agent under cProfile, stats to this file")
     args = parser.parse_args()
+    args.store_cpus_set, floe_cpus = split_cpus(args.store_cpus)
+    if floe_cpus:
+        os.sched_setaffinity(0, floe_cpus)  # inherited by every process started from here
     data_dir = Path(tempfile.mkdtemp(prefix="floe-bench-s3-produce-"))
     env = bench_env(data_dir, database=os.environ.get("FLOE_BENCH_DATABASE", "floe_bench_s3"))
     django_setup(env)
     from tests.factories import make_cluster
 
     _, key = make_cluster("bench-s3-produce")
-    with moto_server(data_dir) as endpoint, control_plane(env) as url:
+    with moto_server(data_dir, args.store_cpus_set) as endpoint, control_plane(env) as url:
         result = run(args, url, key, endpoint, data_dir)
     result["command"] = "bench/s3_produce.py " + " ".join(sys.argv[1:])
     print(json.dumps(result, indent=2))
