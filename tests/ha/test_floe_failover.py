@@ -120,6 +120,7 @@ class GroupReader:
     def __init__(self, bootstrap: str, topic: str, group: str) -> None:
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.seen: Counter = Counter()
+        self.errors: list[str] = []  # what the consumer reported (shown when it never joins)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -143,6 +144,8 @@ class GroupReader:
                 for msg in consumer.consume(500, 0.2):
                     if not msg.error():
                         self.seen[(msg.partition(), msg.offset())] += 1
+                    elif len(self.errors) < 20:
+                        self.errors.append(msg.error().str())
         finally:
             consumer.close()
 
@@ -260,8 +263,8 @@ def _through_a_fault(floe, ha, request, name: str, inject) -> dict:
             # The group has joined and committed on every partition (-1001: nothing yet).
             joined = wait_until(lambda: min(reader.committed().values()) > 0, 90)
             assert joined is not None, (
-                f"the group never committed: {reader.committed()}, {len(reader.seen)} read\n"
-                + floe.logs_tail()
+                f"the group never committed: {reader.committed()}, {len(reader.seen)} read,"
+                f" the consumer's errors {reader.errors}\n" + floe.logs_tail()
             )
             before = reader.committed()
             watch = Watch(floe)
