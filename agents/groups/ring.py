@@ -120,6 +120,11 @@ def node_id_for(agent_id: str) -> int:
     return (zlib.crc32(agent_id.encode("utf-8")) & 0x7FFFFFFF) or 1
 
 
+# Connection attempts, each within the probe timeout, before a peer that neither accepts
+# nor refuses counts as unreachable (`_connect_failure`).
+PROBE_ATTEMPTS = 2
+
+
 class CoordinatorRing:
     """The live agents, this one always included, and who coordinates what."""
 
@@ -206,16 +211,25 @@ class CoordinatorRing:
         return await self._connect_failure(host, port) is None
 
     async def _connect_failure(self, host: str, port: int) -> str | None:
-        """Why a TCP connection to host:port failed within the probe timeout; None if it
-        was accepted (and closed at once)."""
-        try:
-            _, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port), self._probe_timeout
-            )
-        except (OSError, TimeoutError) as exc:
-            return str(exc) or type(exc).__name__
-        writer.close()
-        return None
+        """Why a TCP connection to host:port failed; None if it was accepted (and closed at
+        once). A refused connection counts at once; one not made within the probe timeout
+        is tried once more first: the bound runs on this agent's own event loop, which a
+        busy moment or a CPU-starved machine can stall past it while the peer answered at
+        once — and a suspected peer leaves this agent's Metadata."""
+        for attempt in range(PROBE_ATTEMPTS):
+            try:
+                _, writer = await asyncio.wait_for(
+                    asyncio.open_connection(host, port), self._probe_timeout
+                )
+            except TimeoutError:  # (before OSError: a subclass of it)
+                if attempt + 1 < PROBE_ATTEMPTS:
+                    continue
+                return f"no connection within {self._probe_timeout:g} s, {PROBE_ATTEMPTS} times"
+            except OSError as exc:
+                return str(exc) or type(exc).__name__
+            writer.close()
+            return None
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def owner(self, key: str, key_type: int = GROUP_KEY) -> Peer:
         """The coordinator for `key` from what is known now (no probing), among the agents

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 
 import pytest
 
@@ -70,6 +71,38 @@ def test_an_unreachable_peer_is_left_out_until_it_answers_again():
         for key in dead_keys:
             assert (await ring.resolve(key)).agent_id in ("me", "live")
         assert all(b["port"] != dead_port for b in ring.brokers())
+        listener.close()
+
+    asyncio.run(run())
+
+
+def test_a_peer_is_not_suspected_because_this_agents_own_loop_stalled():
+    """A probe whose bound ran out while this agent's event loop was stalled (busy, or
+    starved of CPU on a loaded machine) says nothing of the peer: it is asked again, and a
+    peer that answers stays in the ring and in Metadata."""
+
+    async def run():
+        listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+        live_port = listener.sockets[0].getsockname()[1]
+
+        async def stall(turns: int) -> None:
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            time.sleep(0.3)  # the whole loop, 3x the probe's bound
+
+        # The stall lands at each step of the probe's connection in turn (some turns
+        # fall inside its bound: there a single attempt timed out).
+        for turns in range(6):
+            ring = CoordinatorRing(
+                Peer("me", "127.0.0.1", 1, 1), lambda agent_id: hash(agent_id) & 0xFFFF,
+                probe_timeout_s=0.1,
+            )  # fmt: skip
+            ring.update([{"agent_id": "live", "host": "127.0.0.1", "port": live_port}])
+            stalling = asyncio.ensure_future(stall(turns))
+            await ring.check_all()
+            await stalling
+            assert [p.agent_id for p in ring.candidates()] == ["me", "live"], turns
+            assert any(b["port"] == live_port for b in ring.brokers())
         listener.close()
 
     asyncio.run(run())
