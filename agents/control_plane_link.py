@@ -11,8 +11,9 @@ A control plane that stopped is found out at once (connection refused). One whos
 connection froze — packets silently dropped, the socket left open — would only be found out
 when a call's own bound ran out (seconds). So the link also watches the calls in flight
 (`call_started`/`call_ended`): a call unanswered for `stall_after_s` while nothing else was
-answered either marks the link down then. Calls that expect to wait (long polls) are not
-watched. While the link is down a probe (`set_probe`: the control plane's `/healthz`, short
+answered either marks the link down then (looked at again a moment later when the check
+itself ran late: this agent's own loop was stalled and may not have handled an answer
+yet). Calls that expect to wait (long polls) are not watched. While the link is down a probe (`set_probe`: the control plane's `/healthz`, short
 bound) runs every `probe_interval_s`, so the link comes back up by itself as soon as the
 control plane answers, without waiting for traffic.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import time
@@ -33,6 +35,11 @@ log = logging.getLogger(__name__)
 # frozen-connection case must fail over to Ripcord's journal well within 1.5 s.
 STALL_AFTER_S = 0.5
 PROBE_INTERVAL_S = 0.25
+# The stall check ran this much after its time: this agent's own loop was stalled (busy, or
+# starved of CPU), and an answer that arrived meanwhile may be waiting a turn or two of the
+# loop to be handled. It looks again `RECHECK_S` later before calling the link frozen.
+LATE_S = 0.1
+RECHECK_S = 0.05
 
 
 class ControlPlaneLink:
@@ -118,13 +125,20 @@ class ControlPlaneLink:
     def call_ended(self, token: int) -> None:
         self._inflight.pop(token, None)
 
-    def _check_stall(self, sent: float) -> None:
+    def _check_stall(self, sent: float, *, again: bool = False) -> None:
         """`stall_after_s` after a call was sent: still unanswered, and nothing answered
-        since it was sent → the path is frozen."""
+        since it was sent → the path is frozen. Unless this check itself ran late — the
+        loop was stalled, not necessarily the path —: then once more, `RECHECK_S` on."""
         if not self._up or self._last_ok >= sent:
             return
-        if any(started <= sent for started in self._inflight.values()):
-            self.record_failure()
+        if not any(started <= sent for started in self._inflight.values()):
+            return
+        if not again and time.monotonic() - (sent + self.stall_after_s) > LATE_S:
+            asyncio.get_running_loop().call_later(
+                RECHECK_S, functools.partial(self._check_stall, sent, again=True)
+            )
+            return
+        self.record_failure()
 
     # -- coming back by itself ------------------------------------------------------------
 

@@ -133,6 +133,38 @@ def test_a_frozen_call_takes_the_link_down_fast_and_a_probe_brings_it_back():
     asyncio.run(scenario())
 
 
+def test_a_stall_of_the_agents_own_loop_is_not_a_frozen_control_plane():
+    """The answer arrived in time but the agent's loop was stalled (busy, starved of CPU)
+    past the stall bound: the late stall check looks again before calling the link down,
+    and by then the answer has been handled — no outage."""
+    from agents.control_plane_link import ControlPlaneLink
+
+    async def scenario() -> None:
+        link = ControlPlaneLink(stall_after_s=0.1, probe_interval_s=10)
+        loop = asyncio.get_running_loop()
+        token = link.call_started()
+        answered = loop.create_future()
+
+        async def caller() -> None:
+            await answered  # read at 50 ms, handled a turn of the loop later (as aiohttp's)
+            link.record_answer()
+            link.call_ended(token)
+
+        task = asyncio.ensure_future(caller())
+        loop.call_later(0.05, answered.set_result, None)
+        time.sleep(0.3)  # the whole loop stalls past the 0.1 s bound
+        await task
+        await asyncio.sleep(0.2)
+        assert link.up and link.outages == 0
+
+        # A call really unanswered past the bound, the loop on time: down, as before.
+        link.call_started()
+        await asyncio.sleep(0.3)
+        assert not link.up and link.outages == 1
+
+    asyncio.run(scenario())
+
+
 class _Acks:
     """Produces one message at a time and records when each was acknowledged."""
 
