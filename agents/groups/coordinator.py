@@ -63,6 +63,13 @@ MAINTENANCE_INTERVAL_S = 1.0
 # An Empty group with no members is dropped from memory after this long (its offsets
 # stay in the metadata store, so it is still listed and described as Empty).
 EMPTY_GROUP_IDLE_S = 600.0
+# An Empty group the store has nothing for is forgotten (`_forget`) only once it has been
+# Empty this long: a group is loaded by a client's FindCoordinator or OffsetFetch and
+# joined a round trip later, and forgetting it in between (the report follows any change
+# within 0.2 s) gave its lease back under the joining member — on a slow metadata store
+# the member's every try found a group taken afresh and forgotten again (CI saw it never
+# join in 90 s).
+FORGET_AFTER_S = 10.0
 
 
 @dataclass
@@ -916,15 +923,21 @@ class GroupCoordinator:
         return reports
 
     def _forget(self, group_ids: Iterable[str]) -> None:
-        """Empty groups the store has nothing for (never committed, or deleted): Kafka
-        forgets those too."""
+        """Empty groups the store has nothing for (never committed, or deleted), once
+        Empty for `FORGET_AFTER_S`: Kafka forgets those too."""
+        settled = time.time() - FORGET_AFTER_S
         for group_id in group_ids:
             group = self.groups.get(group_id)
-            if group is not None and group.is_(EMPTY) and not group.pending_members:
+            if (
+                group is not None
+                and group.is_(EMPTY)
+                and not group.pending_members
+                and group.state_since < settled
+            ):
                 self._unload(group)
                 self.leases.release(group_id)
             consumer = self.consumer.groups.get(group_id)
-            if consumer is not None and not consumer.members:
+            if consumer is not None and not consumer.members and consumer.state_since < settled:
                 self.consumer.unload(group_id)
                 self.leases.release(group_id)
 
