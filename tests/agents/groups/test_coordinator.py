@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from agents.groups.coordinator import GroupCoordinator, JoinRequest
+from agents.groups.coordinator import FORGET_AFTER_S, GroupCoordinator, JoinRequest
 from agents.groups.leases import GroupLeases
 from agents.groups.ring import CoordinatorRing, Peer
 from agents.groups.state import GroupState
@@ -106,6 +106,34 @@ async def stable_group(coord: GroupCoordinator, n: int) -> list[dict]:
         assert (await answer(s))["error_code"] == 0
     assert coord.groups["g"].state is GroupState.STABLE
     return [leader, *(a for a in answers if a is not leader)]
+
+
+class ForgettingControlPlane(FakeControlPlane):
+    """A store with nothing for any group: every report's answer says forget them."""
+
+    async def call(self, name, body, timeout_s=None):
+        answer = await super().call(name, body, timeout_s)
+        if name == "groups/report":
+            return {"forget": [g["group_id"] for g in body["groups"]]}
+        return answer
+
+
+def test_an_empty_group_is_forgotten_only_once_it_has_stayed_empty():
+    """A FindCoordinator loads a group and the JoinGroup follows a round trip later: the
+    report in between must not give the lease back under the joining member."""
+
+    async def run():
+        client = ForgettingControlPlane()
+        ring = CoordinatorRing(Peer("me", "127.0.0.1", 9092, 1), lambda agent_id: 2)
+        coord = GroupCoordinator(ring, client, leases=HeldLeases(client, "me"))
+        coord.leases.on_acquired("g", 1, {})  # the lease taken: loaded, Empty
+        await coord.reporter.report_once()
+        assert "g" in coord.groups, "forgotten right after it was loaded"
+        coord.groups["g"].state_since -= FORGET_AFTER_S + 1
+        await coord.reporter.report_once()
+        assert "g" not in coord.groups, "an Empty group the store lacks is forgotten"
+
+    asyncio.run(run())
 
 
 def test_a_join_without_member_id_is_told_to_come_back_with_one():
