@@ -13,9 +13,10 @@ when a call's own bound ran out (seconds). So the link also watches the calls in
 (`call_started`/`call_ended`): a call unanswered for `stall_after_s` while nothing else was
 answered either marks the link down then (looked at again a moment later when the check
 itself ran late: this agent's own loop was stalled and may not have handled an answer
-yet). Calls that expect to wait (long polls) are not watched. While the link is down a probe (`set_probe`: the control plane's `/healthz`, short
-bound) runs every `probe_interval_s`, so the link comes back up by itself as soon as the
-control plane answers, without waiting for traffic.
+yet). Calls that expect to wait (long polls) are not watched. While the link is down a
+probe (`set_probe`: the control plane's `/healthz`, short bound) runs every
+`probe_interval_s`, so the link comes back up by itself as soon as the control plane
+answers, without waiting for traffic.
 """
 
 from __future__ import annotations

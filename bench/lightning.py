@@ -3,8 +3,9 @@
 Starts a control plane (uvicorn, bench database) and, per bucket (`file://` and `s3://`
 on moto's server over HTTP, a process of its own) and per flush age (`--flush-ages`,
 default 250 and 5 ms), one agent; creates a standard and a lightning topic of
-`--partitions` partitions (default 12) and produces `--rate` 1 KiB records/s (default 500) to each for `--seconds` (default 5)
-with confluent-kafka (acks=all, linger.ms 0), measuring each record's send → delivery
+`--partitions` partitions (default 12) and produces `--rate` 1 KiB records/s (default
+500) to each for `--seconds` (default 5) with confluent-kafka (acks=all, linger.ms 0),
+measuring each record's send → delivery
 report time. Beside the lightning p99 it prints the bound the design promises —
 flush age + the bucket's PUT p99 + 5 ms — with the PUT p99 measured on the same bucket,
 right after, with objects of the size the agent writes at that rate and age, at its pace
