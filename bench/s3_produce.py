@@ -112,7 +112,8 @@ def moto_server(logs: Path, cpus: set[int] | None = None) -> Iterator[str]:
 
 
 def s3_client(endpoint: str):
-    """The agent's own S3 client (core/storage/s3.py), so the raw PUTs cost the same."""
+    """The agent's own S3 client (core/storage/s3.py), so the raw PUTs cost the same
+    (with `crc32c_checksum`, as the agent's PUTs are sent)."""
     from core.storage.s3 import new_client
 
     os.environ.update(AWS_ENV)
@@ -138,6 +139,8 @@ def delete_keys(client, bucket: str, keys: list[str]) -> None:
 
 def raw_put_limit(client, bucket: str, sizes: list[int], concurrency: int, seconds: float) -> dict:
     """PUT objects of `sizes` (cycled), `concurrency` at a time, for `seconds`; MiB/s."""
+    from core.storage.s3 import crc32c_checksum
+
     payloads = [bytes(size) for size in sizes]
     done = [0, 0]  # bytes, objects
     latencies: list[float] = []
@@ -149,7 +152,9 @@ def raw_put_limit(client, bucket: str, sizes: list[int], concurrency: int, secon
         while time.perf_counter() - started < seconds:
             body = payloads[index % len(payloads)]
             put_started = time.perf_counter()
-            client.put_object(Bucket=bucket, Key=f"{RAW_PREFIX}{n}-{index}", Body=body)
+            client.put_object(
+                Bucket=bucket, Key=f"{RAW_PREFIX}{n}-{index}", Body=body, **crc32c_checksum(body)
+            )
             with lock:
                 latencies.append(time.perf_counter() - put_started)
                 done[0] += len(body)

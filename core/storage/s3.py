@@ -2,12 +2,27 @@
 
 Credentials come from boto3's usual chain (environment, shared files, instance role).
 One boto3 client per store, created up front: clients are thread-safe, sessions are not.
+
+Every PUT carries its body's CRC-32C (`x-amz-checksum-crc32c`, ~0.04 ms of CPU per MiB)
+and signs its headers only (UNSIGNED-PAYLOAD), over TLS and plain HTTP alike: the store
+checks the body it received against the CRC before it answers (S3 and MinIO do; a
+mismatch is an error, `BadDigest`, and the PUT is retried), so an agent acknowledges only
+what arrived whole. That is the check a signed SHA-256 of the body made over plain HTTP,
+at a fifteenth of its CPU (0.58 ms per MiB measured here; a fifth of the agent's CPU
+while producing). What the SHA-256 added besides — a body an on-path attacker cannot
+change — plain HTTP does not give anyway: a GET's answer is not signed. A store that
+refuses the header, or answers without echoing it (it did not check it), is sent each
+body's signed SHA-256 instead from then on (over TLS: UNSIGNED-PAYLOAD, as before), and
+the unchecked PUT is sent again so.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import logging
 import re
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, cast
 from urllib.parse import urlencode
@@ -18,6 +33,7 @@ import botocore.session
 import botocore.utils
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from crc32c import crc32c
 
 from core.storage.base import (
     ObjectInfo,
@@ -41,6 +57,12 @@ _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 # botocore asks for every body, and waiting for the store's "100 Continue" costs a round
 # trip a PUT: a segment's PUT, on every produce's path. (AWS's Go SDK asks from 2 MiB.)
 EXPECT_CONTINUE_MIN_BYTES = 2 * 1024 * 1024
+# How a store that does not know `x-amz-checksum-crc32c` refuses it (NotImplemented,
+# InvalidArgument or InvalidRequest, its message naming the checksum). BadDigest —
+# the body did not match its CRC — is not a refusal: it is a damaged PUT, retried as one.
+_CHECKSUM_REFUSALS = frozenset({"NotImplemented", "InvalidArgument", "InvalidRequest"})
+
+log = logging.getLogger(__name__)
 
 
 # Parsing botocore's service models costs ~0.1 s per session; the loader caches them and
@@ -54,25 +76,23 @@ def _new_session() -> boto3.session.Session:
     return boto3.session.Session(botocore_session=core)
 
 
-def new_client(region: str, endpoint: str | None) -> Any:
-    """The boto3 S3 client a store uses (thread-safe; one per store)."""
+def new_client(region: str, endpoint: str | None, *, crc32c_puts: bool = True) -> Any:
+    """The boto3 S3 client a store uses (thread-safe; one per store). With `crc32c_puts`
+    its PUTs (`put_object(**crc32c_checksum(body))`) sign their headers only; without, a
+    PUT over plain HTTP signs its body's SHA-256 (botocore's rule), over TLS its headers."""
     options: dict[str, Any] = {
         "max_pool_connections": 64,
         "retries": {"mode": "standard"},
     }
     if endpoint:
-        # S3-compatible stores are reached by path (http://host/bucket/key) and many
-        # reject the newer default request checksums; segments carry their own CRCs
-        # (each batch's CRC-32C, the footer's). Without a checksum header botocore
-        # signs a SHA-256 of every body (~0.9 ms of CPU per MiB, a fifth of the
-        # agent's samples while producing). Over TLS, which already protects the body
-        # in flight, UNSIGNED-PAYLOAD (as AWS's own CLI sends) signs the headers only;
-        # over plain HTTP the signed SHA-256 is the only check the store makes of the
-        # body it received before the agent acknowledges, so it is kept there: the
-        # batches' CRCs are checked only when they are read, too late for a producer.
+        # S3-compatible stores are reached by path (http://host/bucket/key), and many
+        # reject the checksums botocore adds by default (CRC32 in an aws-chunked
+        # trailer); segments carry their own CRCs (each batch's CRC-32C, the footer's).
         options["s3"] = {
             "addressing_style": "path",
-            "payload_signing_enabled": not endpoint.lower().startswith("https://"),
+            "payload_signing_enabled": (
+                not crc32c_puts and not endpoint.lower().startswith("https://")
+            ),
         }
         options["request_checksum_calculation"] = "when_required"
         options["response_checksum_validation"] = "when_required"
@@ -89,6 +109,17 @@ def _send_small_bodies_at_once(params: dict[str, Any], **_: Any) -> None:
     length = botocore.utils.determine_content_length(params.get("body"))
     if length is not None and length < EXPECT_CONTINUE_MIN_BYTES:
         params["headers"].pop("Expect", None)
+
+
+def crc32c_checksum(body: bytes | bytearray) -> dict[str, str]:
+    """put_object's arguments that send `body`'s CRC-32C for the store to check."""
+    digest = base64.b64encode(crc32c(body).to_bytes(4, "big")).decode("ascii")
+    return {"ChecksumAlgorithm": "CRC32C", "ChecksumCRC32C": digest}
+
+
+def _refuses_checksum(exc: ClientError) -> bool:
+    message = str(exc.response.get("Error", {}).get("Message", ""))
+    return _code(exc) in _CHECKSUM_REFUSALS and "checksum" in message.lower()
 
 
 class S3Store(ObjectStore):
@@ -116,6 +147,11 @@ class S3Store(ObjectStore):
             self._client = new_client(region, endpoint)
         except BotoCoreError as exc:
             raise StorageError(f"cannot create S3 client for {self.url}: {exc}") from exc
+        # Until the store refuses or ignores a PUT's CRC-32C; then the client that signs
+        # each body's SHA-256 over plain HTTP (made then, once).
+        self._crc32c_puts = True
+        self._signing_client: Any = None
+        self._signing_lock = threading.Lock()
 
     def _key(self, key: str) -> str:
         return self.prefix + check_key(key)
@@ -124,7 +160,37 @@ class S3Store(ObjectStore):
         # botocore sends a bytearray as it sends bytes (its stubs name bytes only): no copy.
         body = cast(bytes, data) if isinstance(data, bytes | bytearray) else bytes(data)
         with self._errors(key):
-            self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=body)
+            if self._crc32c_puts:
+                checksum = crc32c_checksum(body)
+                try:
+                    response = self._client.put_object(
+                        Bucket=self.bucket, Key=self._key(key), Body=body, **checksum
+                    )
+                except ClientError as exc:
+                    if not _refuses_checksum(exc):
+                        raise
+                    self._stop_crc32c_puts(f"refused it: {exc}")
+                else:
+                    if response.get("ChecksumCRC32C") == checksum["ChecksumCRC32C"]:
+                        return
+                    self._stop_crc32c_puts("answered without it")  # and this PUT again
+            self._signing().put_object(Bucket=self.bucket, Key=self._key(key), Body=body)
+
+    def _stop_crc32c_puts(self, why: str) -> None:
+        if self._crc32c_puts:
+            self._crc32c_puts = False
+            log.warning(
+                "%s did not check a PUT's CRC-32C (x-amz-checksum-crc32c): it %s; "
+                "PUTs sign their bodies' SHA-256 instead (over TLS: their headers only)",
+                self.url,
+                why,
+            )
+
+    def _signing(self) -> Any:
+        with self._signing_lock:
+            if self._signing_client is None:
+                self._signing_client = new_client(self.region, self.endpoint, crc32c_puts=False)
+            return self._signing_client
 
     def get(self, key: str) -> bytes:
         with self._errors(key):
