@@ -147,9 +147,8 @@ class S3Store(ObjectStore):
             self._client = new_client(region, endpoint)
         except BotoCoreError as exc:
             raise StorageError(f"cannot create S3 client for {self.url}: {exc}") from exc
-        # Until the store refuses or ignores a PUT's CRC-32C; then the client that signs
-        # each body's SHA-256 over plain HTTP (made then, once).
-        self._crc32c_puts = True
+        # None until the store refuses or ignores a PUT's CRC-32C; from then on the client
+        # every PUT goes through, signing each body's SHA-256 over plain HTTP.
         self._signing_client: Any = None
         self._signing_lock = threading.Lock()
 
@@ -160,7 +159,8 @@ class S3Store(ObjectStore):
         # botocore sends a bytearray as it sends bytes (its stubs name bytes only): no copy.
         body = cast(bytes, data) if isinstance(data, bytes | bytearray) else bytes(data)
         with self._errors(key):
-            if self._crc32c_puts:
+            client = self._signing_client
+            if client is None:
                 checksum = crc32c_checksum(body)
                 try:
                     response = self._client.put_object(
@@ -169,27 +169,24 @@ class S3Store(ObjectStore):
                 except ClientError as exc:
                     if not _refuses_checksum(exc):
                         raise
-                    self._stop_crc32c_puts(f"refused it: {exc}")
+                    client = self._stop_crc32c_puts(f"refused it: {exc}")
                 else:
                     if response.get("ChecksumCRC32C") == checksum["ChecksumCRC32C"]:
                         return
-                    self._stop_crc32c_puts("answered without it")  # and this PUT again
-            self._signing().put_object(Bucket=self.bucket, Key=self._key(key), Body=body)
+                    client = self._stop_crc32c_puts("answered without it")  # and this PUT again
+            client.put_object(Bucket=self.bucket, Key=self._key(key), Body=body)
 
-    def _stop_crc32c_puts(self, why: str) -> None:
-        if self._crc32c_puts:
-            self._crc32c_puts = False
-            log.warning(
-                "%s did not check a PUT's CRC-32C (x-amz-checksum-crc32c): it %s; "
-                "PUTs sign their bodies' SHA-256 instead (over TLS: their headers only)",
-                self.url,
-                why,
-            )
-
-    def _signing(self) -> Any:
+    def _stop_crc32c_puts(self, why: str) -> Any:
+        """The client that signs bodies, made (and the switch logged) once."""
         with self._signing_lock:
             if self._signing_client is None:
                 self._signing_client = new_client(self.region, self.endpoint, crc32c_puts=False)
+                log.warning(
+                    "%s did not check a PUT's CRC-32C (x-amz-checksum-crc32c): it %s; "
+                    "PUTs sign their bodies' SHA-256 instead (over TLS: their headers only)",
+                    self.url,
+                    why,
+                )
             return self._signing_client
 
     def get(self, key: str) -> bytes:
