@@ -381,6 +381,7 @@ class AgentRuntime:
             )
             writer = SegmentWriter(
                 put=store.put,
+                put_from_loop=store.put_from_loop if store.loop_puts else None,
                 client=self.client,
                 cluster_id=cluster_id,
                 agent_id=config.agent_id,
@@ -611,6 +612,7 @@ class AgentRuntime:
             if self.peers is not None:
                 await self.peers.close()
             await self.client.close()
+            await store.close_loop()
             self.pools.shutdown()
 
 

@@ -33,7 +33,7 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -142,6 +142,10 @@ MAX_SEALED_PENDING = 2
 # A segment's age timer fires this fraction of the flush age early at most (its lead:
 # `SegmentWriter._learn_lead`).
 MAX_SEAL_LEAD = 0.1
+# Sealed segments up to this size are laid out on the loop and offered to the store's
+# PUT from the loop (`ObjectStore.put_from_loop`); larger ones go to a put thread whole
+# (laying out megabytes is copies that would hold the loop).
+LOOP_PUT_MAX_BYTES = 1024 * 1024
 # A segment is sealed before it holds more batches than this: the commit call carries an
 # entry per batch and the control plane refuses more than twice this many in one.
 MAX_SEGMENT_BATCHES = 50_000
@@ -452,6 +456,7 @@ class SegmentWriter:
         self,
         *,
         put: Callable[[str, bytes], None],
+        put_from_loop: Callable[[str, bytes | bytearray], Awaitable[bool]] | None = None,
         client: ControlPlaneClient,
         cluster_id: str,
         agent_id: str,
@@ -501,6 +506,7 @@ class SegmentWriter:
         self.put_retry_delays_s = put_retry_delays_s
         self.commit_retry_delays_s = commit_retry_delays_s
         self._put = put
+        self._put_from_loop = put_from_loop
         self._client = client
         self.cluster_id = cluster_id
         self.agent_id = agent_id
@@ -687,13 +693,33 @@ class SegmentWriter:
         )
         return f"{self.cluster_id}/segments/{now:%Y/%m/%d}/{name}.seg"
 
+    async def _write(self, key: str, segment: _Segment) -> _Written:
+        """Lay the sealed segment's file out and PUT it: a small one from the loop when
+        the store can take it so (S3: `core/storage/s3_loop.py` — no hop to a thread and
+        back on the acknowledgement path), else, or when the store declines it, from a
+        put thread."""
+        loop = asyncio.get_running_loop()
+        if self._put_from_loop is None or segment.size > LOOP_PUT_MAX_BYTES:
+            return await loop.run_in_executor(self._executor, self._finish_and_put, key, segment)
+        written = self._lay_out(segment)  # ~0.1 ms at this size
+        started = time.perf_counter()
+        if await self._put_from_loop(key, written.data):
+            _PUT_SECONDS.observe(time.perf_counter() - started, "ok")
+        else:
+            await loop.run_in_executor(self._executor, self._put_with_retries, key, written.data)
+        return written
+
     def _finish_and_put(self, key: str, segment: _Segment) -> _Written:
         # Runs in a worker thread: the sealed segment is no longer touched by the loop.
+        written = self._lay_out(segment)
+        self._put_with_retries(key, written.data)
+        return written
+
+    def _lay_out(self, segment: _Segment) -> _Written:
         with timed(ENCODE_SECONDS):
             written = _lay_out(segment.batches)
         if segment.timed:
             self._learn_lead(time.perf_counter() - segment.due)
-        self._put_with_retries(key, written.data)
         return written
 
     def _learn_lead(self, late_s: float) -> None:
@@ -763,13 +789,10 @@ class SegmentWriter:
         error_code = 0
         written: _Written | None = None
         try:
-            loop = asyncio.get_running_loop()
             try:
                 async with self._uploads.slot():
                     marker = self._journal_marker() if segment.journal else None
-                    written = await loop.run_in_executor(
-                        self._executor, self._finish_and_put, key, segment
-                    )
+                    written = await self._write(key, segment)
                     if marker is not None:
                         # A recovering agent finds journals by their marker.
                         await asyncio.shield(marker)

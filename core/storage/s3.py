@@ -44,6 +44,7 @@ from core.storage.base import (
     check_prefix,
     check_range,
 )
+from core.storage.s3_loop import LoopPuts
 
 DEFAULT_REGION = "us-east-1"
 # DeleteObjects takes at most 1000 keys per call.
@@ -76,10 +77,17 @@ def _new_session() -> boto3.session.Session:
     return boto3.session.Session(botocore_session=core)
 
 
-def new_client(region: str, endpoint: str | None, *, crc32c_puts: bool = True) -> Any:
-    """The boto3 S3 client a store uses (thread-safe; one per store). With `crc32c_puts`
-    its PUTs (`put_object(**crc32c_checksum(body))`) sign their headers only; without, a
-    PUT over plain HTTP signs its body's SHA-256 (botocore's rule), over TLS its headers."""
+def new_client(
+    region: str,
+    endpoint: str | None,
+    *,
+    crc32c_puts: bool = True,
+    session: boto3.session.Session | None = None,
+) -> Any:
+    """The boto3 S3 client a store uses (thread-safe; one per store; from `session`, else
+    a new one). With `crc32c_puts` its PUTs (`put_object(**crc32c_checksum(body))`) sign
+    their headers only; without, a PUT over plain HTTP signs its body's SHA-256
+    (botocore's rule), over TLS its headers."""
     options: dict[str, Any] = {
         "max_pool_connections": 64,
         "retries": {"mode": "standard"},
@@ -96,7 +104,7 @@ def new_client(region: str, endpoint: str | None, *, crc32c_puts: bool = True) -
         }
         options["request_checksum_calculation"] = "when_required"
         options["response_checksum_validation"] = "when_required"
-    client = _new_session().client(
+    client = (session or _new_session()).client(
         "s3", region_name=region, endpoint_url=endpoint or None, config=Config(**options)
     )
     # After botocore's own handler, which has every body with a `read` wait for the
@@ -123,6 +131,8 @@ def _refuses_checksum(exc: ClientError) -> bool:
 
 
 class S3Store(ObjectStore):
+    loop_puts = True
+
     def __init__(
         self,
         bucket: str,
@@ -144,7 +154,10 @@ class S3Store(ObjectStore):
         self.url = _canonical_url(bucket, region, endpoint, prefix)
 
         try:
-            self._client = new_client(region, endpoint)
+            session = _new_session()
+            self._client = new_client(region, endpoint, session=session)
+            # Small PUTs from an event loop (`put_from_loop`) sign with the same ones.
+            self._loop_puts = LoopPuts(self, session.get_credentials())
         except BotoCoreError as exc:
             raise StorageError(f"cannot create S3 client for {self.url}: {exc}") from exc
         # None until the store refuses or ignores a PUT's CRC-32C; from then on the client
@@ -154,6 +167,33 @@ class S3Store(ObjectStore):
 
     def _key(self, key: str) -> str:
         return self.prefix + check_key(key)
+
+    def full_key(self, key: str) -> str:
+        """`key` as named in the bucket (the store's prefix before it)."""
+        return self._key(key)
+
+    @property
+    def signs_bodies(self) -> bool:
+        """The store did not check a PUT's CRC-32C: PUTs sign their bodies instead."""
+        return self._signing_client is not None
+
+    @property
+    def signing_region(self) -> str:
+        region: str = self._client.meta.region_name
+        return region
+
+    def presign_put(self, key: str) -> str:
+        """A presigned PUT URL for `key` (botocore's addressing of this bucket)."""
+        url: str = self._client.generate_presigned_url(
+            "put_object", Params={"Bucket": self.bucket, "Key": self._key(key)}, ExpiresIn=60
+        )
+        return url
+
+    async def put_from_loop(self, key: str, data: bytes | bytearray) -> bool:
+        return await self._loop_puts.put(key, data)
+
+    async def close_loop(self) -> None:
+        await self._loop_puts.close()
 
     def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
         # botocore sends a bytearray as it sends bytes (its stubs name bytes only): no copy.
@@ -169,14 +209,14 @@ class S3Store(ObjectStore):
                 except ClientError as exc:
                     if not _refuses_checksum(exc):
                         raise
-                    client = self._stop_crc32c_puts(f"refused it: {exc}")
+                    client = self.stop_crc32c_puts(f"refused it: {exc}")
                 else:
                     if response.get("ChecksumCRC32C") == checksum["ChecksumCRC32C"]:
                         return
-                    client = self._stop_crc32c_puts("answered without it")  # and this PUT again
+                    client = self.stop_crc32c_puts("answered without it")  # and this PUT again
             client.put_object(Bucket=self.bucket, Key=self._key(key), Body=body)
 
-    def _stop_crc32c_puts(self, why: str) -> Any:
+    def stop_crc32c_puts(self, why: str) -> Any:
         """The client that signs bodies, made (and the switch logged) once."""
         with self._signing_lock:
             if self._signing_client is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.agents.clients import confluent_consume, confluent_produce
@@ -26,3 +28,8 @@ def test_produce_and_consume_with_an_s3_bucket(agent, cluster, moto_s3_url):  # 
 
     keys = [o.key for o in open_store(moto_s3_url).list(cluster.public_id + "/")]
     assert keys and all(k.startswith(cluster.public_id + "/") for k in keys), keys
+    # Small segments went from the event loop (core/storage/s3_loop.py), not a put thread.
+    metrics = a.metrics()
+    puts = re.search(r'^floe_segment_put_seconds_count\{outcome="ok"\} (\S+)$', metrics, re.M)
+    assert puts and float(puts.group(1)) >= 1, metrics
+    assert not re.search(r'^floe_io_thread_wait_seconds_count\{pool="put"\} [1-9]', metrics, re.M)
