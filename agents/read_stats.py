@@ -125,7 +125,6 @@ class CountingStore(ObjectStore):
     def __init__(self, store: ObjectStore) -> None:
         self.inner = store
         self.url = store.url
-        self.loop_puts = store.loop_puts
         self._lock = threading.Lock()
 
     def _count(self, nbytes: int) -> None:
@@ -135,12 +134,6 @@ class CountingStore(ObjectStore):
 
     def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
         self.inner.put(key, data)
-
-    async def put_from_loop(self, key: str, data: bytes | bytearray) -> bool:
-        return await self.inner.put_from_loop(key, data)
-
-    async def close_loop(self) -> None:
-        await self.inner.close_loop()
 
     def get(self, key: str) -> bytes:
         data = b""

@@ -45,6 +45,7 @@ from agents.peers.server import add_peer_routes
 from agents.pipeline_runner import PipelineRunner, bootstrap_settings
 from agents.pipeline_schemas import RegistrySchemas
 from agents.read_stats import CountingStore, heartbeat_stats
+from agents.s3_loop_puts import LoopPuts
 from agents.schema_registry.registry import SchemaRegistry
 from agents.schema_registry.server import BasicAuth
 from agents.schema_registry.server import build_app as build_registry_app
@@ -305,6 +306,7 @@ class AgentRuntime:
         except Exception as exc:
             raise StartupError(f"cannot open bucket {config.bucket_url}: {exc}") from None
         socks: list[socket.socket] = []
+        loop_puts: LoopPuts | None = None
         try:
             for listener in config.kafka_listeners:
                 socks.append(_bind(listener.host, listener.port))
@@ -379,9 +381,10 @@ class AgentRuntime:
                 executor=self.pools.read,
                 peer_timeout_s=config.peer_timeout_ms / 1000,
             )
+            loop_puts = LoopPuts.for_store(store)
             writer = SegmentWriter(
                 put=store.put,
-                put_from_loop=store.put_from_loop if store.loop_puts else None,
+                put_from_loop=loop_puts.put if loop_puts is not None else None,
                 client=self.client,
                 cluster_id=cluster_id,
                 agent_id=config.agent_id,
@@ -612,7 +615,8 @@ class AgentRuntime:
             if self.peers is not None:
                 await self.peers.close()
             await self.client.close()
-            await store.close_loop()
+            if loop_puts is not None:
+                await loop_puts.close()
             self.pools.shutdown()
 
 

@@ -143,7 +143,7 @@ MAX_SEALED_PENDING = 2
 # `SegmentWriter._learn_lead`).
 MAX_SEAL_LEAD = 0.1
 # Sealed segments up to this size are laid out on the loop and offered to the store's
-# PUT from the loop (`ObjectStore.put_from_loop`); larger ones go to a put thread whole
+# PUT from the loop (`put_from_loop`: S3's, `agents/s3_loop_puts.py`); larger ones go to a put thread whole
 # (laying out megabytes is copies that would hold the loop).
 LOOP_PUT_MAX_BYTES = 1024 * 1024
 # A segment is sealed before it holds more batches than this: the commit call carries an
@@ -695,7 +695,7 @@ class SegmentWriter:
 
     async def _write(self, key: str, segment: _Segment) -> _Written:
         """Lay the sealed segment's file out and PUT it: a small one from the loop when
-        the store can take it so (S3: `core/storage/s3_loop.py` — no hop to a thread and
+        the store can take it so (S3: `agents/s3_loop_puts.py` — no hop to a thread and
         back on the acknowledgement path), else, or when the store declines it, from a
         put thread."""
         loop = asyncio.get_running_loop()

@@ -32,30 +32,17 @@ class ObjectInfo(NamedTuple):
 class ObjectStore(abc.ABC):
     """A flat namespace of immutable byte objects, addressed by string keys.
 
-    Every method but `put_from_loop` (and `close_loop`) is synchronous and safe to call
-    from many threads at once.
+    Every method is synchronous and safe to call from many threads at once.
     Keys are "/"-separated relative paths (see `check_key`); the same rules apply
     to every backend so a key accepted by `mem://` in tests is accepted by `file://`
     and `s3://` in production.
     """
 
     url: str
-    # Whether `put_from_loop` may take a PUT (S3's small ones); False: it never does.
-    loop_puts: bool = False
 
     @abc.abstractmethod
     def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
         """Store `data` under `key`, replacing any object there; durable once it returns."""
-
-    async def put_from_loop(self, key: str, data: bytes | bytearray) -> bool:
-        """Store `data` under `key` from the running event loop, without blocking it, if
-        this store can: True when it is stored; False when the caller is to `put` it
-        (in a thread) instead. Stores without such a path answer False."""
-        return False
-
-    async def close_loop(self) -> None:
-        """Release what `put_from_loop` holds (its connections); the store stays usable."""
-        return None
 
     @abc.abstractmethod
     def get(self, key: str) -> bytes:

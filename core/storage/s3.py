@@ -44,7 +44,6 @@ from core.storage.base import (
     check_prefix,
     check_range,
 )
-from core.storage.s3_loop import LoopPuts
 
 DEFAULT_REGION = "us-east-1"
 # DeleteObjects takes at most 1000 keys per call.
@@ -131,8 +130,6 @@ def _refuses_checksum(exc: ClientError) -> bool:
 
 
 class S3Store(ObjectStore):
-    loop_puts = True
-
     def __init__(
         self,
         bucket: str,
@@ -156,8 +153,8 @@ class S3Store(ObjectStore):
         try:
             session = _new_session()
             self._client = new_client(region, endpoint, session=session)
-            # Small PUTs from an event loop (`put_from_loop`) sign with the same ones.
-            self._loop_puts = LoopPuts(self, session.get_credentials())
+            # What the agent's PUTs from its event loop sign with (agents/s3_loop_puts.py).
+            self.credentials: Any = session.get_credentials()
         except BotoCoreError as exc:
             raise StorageError(f"cannot create S3 client for {self.url}: {exc}") from exc
         # None until the store refuses or ignores a PUT's CRC-32C; from then on the client
@@ -188,12 +185,6 @@ class S3Store(ObjectStore):
             "put_object", Params={"Bucket": self.bucket, "Key": self._key(key)}, ExpiresIn=60
         )
         return url
-
-    async def put_from_loop(self, key: str, data: bytes | bytearray) -> bool:
-        return await self._loop_puts.put(key, data)
-
-    async def close_loop(self) -> None:
-        await self._loop_puts.close()
 
     def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
         # botocore sends a bytearray as it sends bytes (its stubs name bytes only): no copy.

@@ -28,7 +28,7 @@ def test_produce_and_consume_with_an_s3_bucket(agent, cluster, moto_s3_url):  # 
 
     keys = [o.key for o in open_store(moto_s3_url).list(cluster.public_id + "/")]
     assert keys and all(k.startswith(cluster.public_id + "/") for k in keys), keys
-    # Small segments went from the event loop (core/storage/s3_loop.py), not a put thread.
+    # Small segments went from the event loop (agents/s3_loop_puts.py), not a put thread.
     metrics = a.metrics()
     puts = re.search(r'^floe_segment_put_seconds_count\{outcome="ok"\} (\S+)$', metrics, re.M)
     assert puts and float(puts.group(1)) >= 1, metrics

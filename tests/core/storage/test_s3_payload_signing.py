@@ -1,8 +1,8 @@
 """What a PUT tells the store about its body: the body's CRC-32C, for the store to check
 before it answers, with the headers signed and the body not (UNSIGNED-PAYLOAD), over TLS and
 plain HTTP alike; a store that refuses the CRC or answers without it gets each body's signed
-SHA-256 instead (over plain HTTP). And when a PUT waits for the store's "100 Continue"; and
-small PUTs sent from an event loop, which say the same or leave the PUT to a thread.
+SHA-256 instead (over plain HTTP). And when a PUT waits for the store's "100 Continue".
+(The agent's PUTs from its event loop: tests/agents/test_s3_loop_puts.py, on this store.)
 
 Headers are caught just before a request would be sent (nothing dialled), read off moto's
 server, or off a small store on 127.0.0.1 that answers the way S3-compatible stores without
@@ -10,24 +10,19 @@ checksums do."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import hmac
 import http.server
 import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 
 import pytest
 from botocore.awsrequest import AWSPreparedRequest
-from botocore.credentials import RefreshableCredentials
 
 from core.storage import open_store
 from core.storage.base import StorageError
 from core.storage.s3 import EXPECT_CONTINUE_MIN_BYTES, S3Store, crc32c_checksum, new_client
-from core.storage.s3_loop import LOOP_PUT_MAX_BYTES
 
 # CRC-32C of b"123456789" is 0xE3069283 (the check value of the Castagnoli CRC).
 CHECK_BODY = b"123456789"
@@ -248,171 +243,3 @@ def test_a_body_the_store_finds_damaged_is_an_error_and_checking_goes_on(
         store.put("two", b"records")
     assert all("x-amz-checksum-crc32c" in r for r in fake.requests)
     assert fake.objects == {}
-
-
-# --- PUTs from an event loop ---------------------------------------------------------
-
-
-def _sigv4_signature_holds(request: dict[str, str], path: str, secret: str) -> bool:
-    """What S3 checks of a request signed with AWS Signature V4 (header form), rebuilt from
-    what arrived — the path as sent, the headers named signed — not from our signer."""
-    auth = request["authorization"]
-    fields = dict(part.strip().split("=", 1) for part in auth.split(" ", 1)[1].split(","))
-    access_key, date, region, service, _ = fields["Credential"].split("/")
-    signed = fields["SignedHeaders"].split(";")
-    canonical = "\n".join(
-        [
-            "PUT",
-            path,
-            "",
-            *(f"{name}:{' '.join(request[name].split())}" for name in signed),
-            "",
-            fields["SignedHeaders"],
-            request["x-amz-content-sha256"],
-        ]
-    )
-    scope = f"{date}/{region}/{service}/aws4_request"
-    to_sign = "\n".join(
-        [
-            "AWS4-HMAC-SHA256",
-            request["x-amz-date"],
-            scope,
-            hashlib.sha256(canonical.encode()).hexdigest(),
-        ]
-    )
-    key = ("AWS4" + secret).encode()
-    for part in (date, region, service, "aws4_request"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    return access_key == "testing" and hmac.compare_digest(expected, fields["Signature"])
-
-
-def test_a_small_put_from_the_event_loop_is_signed_checked_and_stored(
-    store_without_checksums: _Store,
-) -> None:
-    fake = store_without_checksums
-    fake.mode = "check"
-    store = S3Store("bucket", endpoint=fake.endpoint, prefix="p re")
-    key = "seg ments/a+b=c,ü.seg"
-
-    async def put() -> bool:
-        try:
-            return await store.put_from_loop(key, CHECK_BODY)
-        finally:
-            await store.close_loop()
-
-    assert asyncio.run(put()) is True
-    [request] = fake.requests
-    path = "/bucket/p%20re/seg%20ments/a%2Bb%3Dc%2C%C3%BC.seg"
-    assert fake.objects == {path: CHECK_BODY}
-    assert request["x-amz-checksum-crc32c"] == CHECK_CRC32C
-    assert request["x-amz-content-sha256"] == "UNSIGNED-PAYLOAD"
-    assert "x-amz-checksum-crc32c" in request["authorization"]  # a signed header
-    assert _sigv4_signature_holds(request, path, "testing")
-    assert not _sigv4_signature_holds(request, path, "another secret")
-
-
-def test_moto_takes_puts_from_the_event_loop_with_their_crc32c(moto_s3_url: str) -> None:
-    store = open_store(f"{moto_s3_url}&prefix=loop-puts")
-    seen: list[dict[str, str]] = []
-    _catch_headers(store._client, seen, stop=True)  # botocore sends no PUT
-
-    async def put() -> list[bool]:
-        try:
-            return [await store.put_from_loop(f"k{n}", b"records %d" % n) for n in range(3)]
-        finally:
-            await store.close_loop()
-
-    assert asyncio.run(put()) == [True] * 3 and seen == []
-    assert [store.get(f"k{n}") for n in range(3)] == [b"records %d" % n for n in range(3)]
-    head = store._client.head_object(
-        Bucket=store.bucket, Key=store.prefix + "k0", ChecksumMode="ENABLED"
-    )
-    assert head["ChecksumCRC32C"] == crc32c_checksum(b"records 0")["ChecksumCRC32C"]
-
-
-@pytest.mark.parametrize("mode", ["ignore", "refuse"])
-def test_a_store_that_does_not_check_the_crc32c_gets_puts_from_threads_signed(
-    store_without_checksums: _Store, mode: str
-) -> None:
-    """The loop's PUT is declined (the caller PUTs the body with `put`, as the write path
-    does), and from then on every PUT, signed."""
-    fake = store_without_checksums
-    fake.mode = mode
-    store = S3Store("bucket", endpoint=fake.endpoint)
-
-    async def put(key: str, body: bytes) -> None:
-        if not await store.put_from_loop(key, body):
-            await asyncio.get_running_loop().run_in_executor(None, store.put, key, body)
-
-    async def both() -> None:
-        try:
-            await put("one", b"first")
-            await put("two", b"second")
-        finally:
-            await store.close_loop()
-
-    asyncio.run(both())
-    assert fake.objects == {"/bucket/one": b"first", "/bucket/two": b"second"}
-    last = fake.requests[-2:]
-    assert [r["x-amz-content-sha256"] for r in last] == [
-        hashlib.sha256(b"first").hexdigest(),
-        hashlib.sha256(b"second").hexdigest(),
-    ]
-    assert "x-amz-checksum-crc32c" not in fake.requests[-1]
-    assert store.signs_bodies
-
-
-def test_after_a_failed_put_from_the_loop_puts_go_through_threads_for_a_while(
-    store_without_checksums: _Store, caplog: pytest.LogCaptureFixture
-) -> None:
-    fake = store_without_checksums
-    fake.mode = "fail-first"
-    store = S3Store("bucket", endpoint=fake.endpoint)
-
-    async def puts() -> list[bool]:
-        try:
-            return [await store.put_from_loop("k", b"records") for _ in range(2)]
-        finally:
-            await store.close_loop()
-
-    with caplog.at_level(logging.WARNING, logger="core.storage.s3_loop"):
-        assert asyncio.run(puts()) == [False, False]
-    assert len(fake.requests) == 1  # the second was declined without asking the store
-    assert fake.objects == {}
-    assert any("HTTP 500" in r.getMessage() for r in caplog.records)
-
-
-def test_what_a_put_from_the_loop_declines_without_asking_the_store(
-    store_without_checksums: _Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fake = store_without_checksums
-    fake.mode = "check"
-
-    async def put(store: S3Store, body: bytes) -> bool:
-        try:
-            return await store.put_from_loop("k", body)
-        finally:
-            await store.close_loop()
-
-    big = b"x" * (LOOP_PUT_MAX_BYTES + 1)
-    assert asyncio.run(put(S3Store("bucket", endpoint=fake.endpoint), big)) is False
-    # Credentials due for a refresh: botocore refreshes them in a thread.
-    stale = S3Store("bucket", endpoint=fake.endpoint)
-    stale._loop_puts._credentials = RefreshableCredentials.create_from_metadata(
-        {
-            "access_key": "testing",
-            "secret_key": "testing",
-            "token": None,
-            "expiry_time": (datetime.now(UTC) + timedelta(seconds=30)).isoformat(),
-        },
-        refresh_using=lambda: {},
-        method="test",
-    )
-    assert asyncio.run(put(stale, b"records")) is False
-    # A store behind a proxy: botocore follows the proxy rules.
-    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("no_proxy", raising=False)
-    assert asyncio.run(put(S3Store("bucket", endpoint=fake.endpoint), b"records")) is False
-    assert fake.requests == []

@@ -1,4 +1,4 @@
-"""Small S3 PUTs sent from the caller's event loop (aiohttp), not from a thread.
+"""Small S3 PUTs sent from the agent's event loop (aiohttp), not from a put thread.
 
 A lightning topic at a 5 ms flush age has its agent PUT ~200 small files a second, each on
 a producer's acknowledgement path. From the write path's threads each cost two hops (the
@@ -23,7 +23,7 @@ import os
 import ssl
 import time
 import urllib.request
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import aiohttp
@@ -33,8 +33,8 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 
-if TYPE_CHECKING:
-    from core.storage.s3 import S3Store
+from core.storage.base import ObjectStore
+from core.storage.s3 import S3Store, crc32c_checksum
 
 # Bodies up to this size go from the loop; larger ones are sent from a thread, where their
 # bytes do not hold the loop (a 4 MiB segment is milliseconds of socket copies).
@@ -56,12 +56,18 @@ log = logging.getLogger(__name__)
 class LoopPuts:
     """One store's PUTs from the event loop (created and used on one loop)."""
 
-    def __init__(self, store: S3Store, credentials: Any) -> None:
+    def __init__(self, store: S3Store) -> None:
         self._store = store
-        self._credentials = credentials
+        self._credentials: Any = store.credentials
         self._session: aiohttp.ClientSession | None = None
         self._base: str | None = None
         self._resting_until = float("-inf")
+
+    @staticmethod
+    def for_store(store: ObjectStore) -> LoopPuts | None:
+        """The loop PUTs of `store` (or of the store `CountingStore` wraps) when it is S3."""
+        inner = getattr(store, "inner", store)
+        return LoopPuts(inner) if isinstance(inner, S3Store) else None
 
     async def put(self, key: str, body: bytes | bytearray) -> bool:
         """True when `body` is in the bucket under `key`, checked by the store; False
@@ -85,8 +91,6 @@ class LoopPuts:
         return not (refresh_needed is not None and refresh_needed())
 
     async def _put(self, key: str, body: bytes | bytearray) -> bool:
-        from core.storage.s3 import crc32c_checksum
-
         url = self._url(key)
         if url is None:
             return False
