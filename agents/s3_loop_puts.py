@@ -37,7 +37,8 @@ from core.storage.base import ObjectStore
 from core.storage.s3 import S3Store, crc32c_checksum
 
 # Bodies up to this size go from the loop; larger ones are sent from a thread, where their
-# bytes do not hold the loop (a 4 MiB segment is milliseconds of socket copies).
+# bytes do not hold the loop (a 4 MiB segment is milliseconds of socket copies). The write
+# path lays out on the loop only segments this small (`SegmentWriter._write`).
 LOOP_PUT_MAX_BYTES = 1024 * 1024
 # A PUT from the loop that has not been answered in this long is given up (and sent from
 # a thread, by botocore, with its own timeouts and retries).

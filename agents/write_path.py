@@ -48,6 +48,7 @@ from agents.control_plane import (
 from agents.journal_sequences import GapHold, SequenceWatch
 from agents.metrics import Counter, Gauge, Histogram, error_label, size_histogram
 from agents.partition_offsets import PartitionOffsets
+from agents.s3_loop_puts import LOOP_PUT_MAX_BYTES
 from agents.segment_upload import (
     COMMIT_WAIT_SECONDS,
     ENCODE_SECONDS,
@@ -142,10 +143,6 @@ MAX_SEALED_PENDING = 2
 # A segment's age timer fires this fraction of the flush age early at most (its lead:
 # `SegmentWriter._learn_lead`).
 MAX_SEAL_LEAD = 0.1
-# Sealed segments up to this size are laid out on the loop and offered to the store's
-# PUT from the loop (`put_from_loop`: S3's, `agents/s3_loop_puts.py`); larger ones go to a put thread whole
-# (laying out megabytes is copies that would hold the loop).
-LOOP_PUT_MAX_BYTES = 1024 * 1024
 # A segment is sealed before it holds more batches than this: the commit call carries an
 # entry per batch and the control plane refuses more than twice this many in one.
 MAX_SEGMENT_BATCHES = 50_000
@@ -699,6 +696,8 @@ class SegmentWriter:
         back on the acknowledgement path), else, or when the store declines it, from a
         put thread."""
         loop = asyncio.get_running_loop()
+        # A larger one goes to the thread whole: laying out megabytes on the loop is
+        # copies that would hold it, for a PUT the loop would decline.
         if self._put_from_loop is None or segment.size > LOOP_PUT_MAX_BYTES:
             return await loop.run_in_executor(self._executor, self._finish_and_put, key, segment)
         written = self._lay_out(segment)  # ~0.1 ms at this size

@@ -162,12 +162,9 @@ class S3Store(ObjectStore):
         self._signing_client: Any = None
         self._signing_lock = threading.Lock()
 
-    def _key(self, key: str) -> str:
-        return self.prefix + check_key(key)
-
     def full_key(self, key: str) -> str:
         """`key` as named in the bucket (the store's prefix before it)."""
-        return self._key(key)
+        return self.prefix + check_key(key)
 
     @property
     def signs_bodies(self) -> bool:
@@ -182,7 +179,7 @@ class S3Store(ObjectStore):
     def presign_put(self, key: str) -> str:
         """A presigned PUT URL for `key` (botocore's addressing of this bucket)."""
         url: str = self._client.generate_presigned_url(
-            "put_object", Params={"Bucket": self.bucket, "Key": self._key(key)}, ExpiresIn=60
+            "put_object", Params={"Bucket": self.bucket, "Key": self.full_key(key)}, ExpiresIn=60
         )
         return url
 
@@ -195,7 +192,7 @@ class S3Store(ObjectStore):
                 checksum = crc32c_checksum(body)
                 try:
                     response = self._client.put_object(
-                        Bucket=self.bucket, Key=self._key(key), Body=body, **checksum
+                        Bucket=self.bucket, Key=self.full_key(key), Body=body, **checksum
                     )
                 except ClientError as exc:
                     if not _refuses_checksum(exc):
@@ -205,7 +202,7 @@ class S3Store(ObjectStore):
                     if response.get("ChecksumCRC32C") == checksum["ChecksumCRC32C"]:
                         return
                     client = self.stop_crc32c_puts("answered without it")  # and this PUT again
-            client.put_object(Bucket=self.bucket, Key=self._key(key), Body=body)
+            client.put_object(Bucket=self.bucket, Key=self.full_key(key), Body=body)
 
     def stop_crc32c_puts(self, why: str) -> Any:
         """The client that signs bodies, made (and the switch logged) once."""
@@ -222,7 +219,7 @@ class S3Store(ObjectStore):
 
     def get(self, key: str) -> bytes:
         with self._errors(key):
-            response = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
+            response = self._client.get_object(Bucket=self.bucket, Key=self.full_key(key))
             return _read_body(response)
 
     def get_range(self, key: str, start: int, length: int) -> bytes:
@@ -234,7 +231,7 @@ class S3Store(ObjectStore):
             try:
                 response = self._client.get_object(
                     Bucket=self.bucket,
-                    Key=self._key(key),
+                    Key=self.full_key(key),
                     Range=f"bytes={start}-{start + length - 1}",
                 )
             except ClientError as exc:
@@ -250,7 +247,7 @@ class S3Store(ObjectStore):
         with self._errors(key):
             try:
                 response = self._client.get_object(
-                    Bucket=self.bucket, Key=self._key(key), Range=f"bytes=-{length}"
+                    Bucket=self.bucket, Key=self.full_key(key), Range=f"bytes=-{length}"
                 )
             except ClientError as exc:
                 if _code(exc) != "InvalidRange":
@@ -263,15 +260,15 @@ class S3Store(ObjectStore):
 
     def size(self, key: str) -> int:
         with self._errors(key):
-            response = self._client.head_object(Bucket=self.bucket, Key=self._key(key))
+            response = self._client.head_object(Bucket=self.bucket, Key=self.full_key(key))
             return int(response["ContentLength"])
 
     def delete(self, key: str) -> None:
         with self._errors(key):
-            self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
+            self._client.delete_object(Bucket=self.bucket, Key=self.full_key(key))
 
     def delete_many(self, keys: Iterable[str]) -> None:
-        full_keys = [self._key(key) for key in keys]
+        full_keys = [self.full_key(key) for key in keys]
         for first in range(0, len(full_keys), DELETE_BATCH):
             chunk = full_keys[first : first + DELETE_BATCH]
             with self._errors(None):

@@ -62,6 +62,19 @@ def _sigv4_signature_holds(request: dict[str, str], path: str, secret: str) -> b
     return access_key == "testing" and hmac.compare_digest(expected, fields["Signature"])
 
 
+def _put_all(puts: LoopPuts, items: list[tuple[str, bytes]]) -> list[bool]:
+    """Each (key, body) through `puts`, one after another, on a fresh event loop; its
+    connections closed after."""
+
+    async def run() -> list[bool]:
+        try:
+            return [await puts.put(key, body) for key, body in items]
+        finally:
+            await puts.close()
+
+    return asyncio.run(run())
+
+
 def test_a_small_put_from_the_event_loop_is_signed_checked_and_stored(
     store_without_checksums: _Store,  # noqa: F811
 ) -> None:
@@ -70,13 +83,7 @@ def test_a_small_put_from_the_event_loop_is_signed_checked_and_stored(
     puts = LoopPuts(S3Store("bucket", endpoint=fake.endpoint, prefix="p re"))
     key = "seg ments/a+b=c,ü.seg"
 
-    async def put() -> bool:
-        try:
-            return await puts.put(key, CHECK_BODY)
-        finally:
-            await puts.close()
-
-    assert asyncio.run(put()) is True
+    assert _put_all(puts, [(key, CHECK_BODY)]) == [True]
     [request] = fake.requests
     path = "/bucket/p%20re/seg%20ments/a%2Bb%3Dc%2C%C3%BC.seg"
     assert fake.objects == {path: CHECK_BODY}
@@ -94,13 +101,8 @@ def test_moto_takes_puts_from_the_event_loop_with_their_crc32c(moto_s3_url: str)
     seen: list[dict[str, str]] = []
     _catch_headers(store._client, seen, stop=True)  # botocore sends no PUT
 
-    async def put() -> list[bool]:
-        try:
-            return [await puts.put(f"k{n}", b"records %d" % n) for n in range(3)]
-        finally:
-            await puts.close()
-
-    assert asyncio.run(put()) == [True] * 3 and seen == []
+    assert _put_all(puts, [(f"k{n}", b"records %d" % n) for n in range(3)]) == [True] * 3
+    assert seen == []
     assert [store.get(f"k{n}") for n in range(3)] == [b"records %d" % n for n in range(3)]
     head = store._client.head_object(
         Bucket=store.bucket, Key=store.prefix + "k0", ChecksumMode="ENABLED"
@@ -149,15 +151,8 @@ def test_after_a_failed_put_from_the_loop_puts_go_through_threads_for_a_while(
     fake = store_without_checksums
     fake.mode = "fail-first"
     puts = LoopPuts(S3Store("bucket", endpoint=fake.endpoint))
-
-    async def twice() -> list[bool]:
-        try:
-            return [await puts.put("k", b"records") for _ in range(2)]
-        finally:
-            await puts.close()
-
     with caplog.at_level(logging.WARNING, logger="agents.s3_loop_puts"):
-        assert asyncio.run(twice()) == [False, False]
+        assert _put_all(puts, [("k", b"records")] * 2) == [False, False]
     assert len(fake.requests) == 1  # the second was declined without asking the store
     assert fake.objects == {}
     assert any("HTTP 500" in r.getMessage() for r in caplog.records)
@@ -169,15 +164,8 @@ def test_what_a_put_from_the_loop_declines_without_asking_the_store(
 ) -> None:
     fake = store_without_checksums
     fake.mode = "check"
-
-    async def put(puts: LoopPuts, body: bytes) -> bool:
-        try:
-            return await puts.put("k", body)
-        finally:
-            await puts.close()
-
     big = b"x" * (LOOP_PUT_MAX_BYTES + 1)
-    assert asyncio.run(put(LoopPuts(S3Store("bucket", endpoint=fake.endpoint)), big)) is False
+    assert _put_all(LoopPuts(S3Store("bucket", endpoint=fake.endpoint)), [("k", big)]) == [False]
     # Credentials due for a refresh: botocore refreshes them in a thread.
     stale = S3Store("bucket", endpoint=fake.endpoint)
     stale.credentials = RefreshableCredentials.create_from_metadata(
@@ -190,11 +178,11 @@ def test_what_a_put_from_the_loop_declines_without_asking_the_store(
         refresh_using=lambda: {},
         method="test",
     )
-    assert asyncio.run(put(LoopPuts(stale), b"records")) is False
+    assert _put_all(LoopPuts(stale), [("k", b"records")]) == [False]
     # A store behind a proxy: botocore follows the proxy rules.
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
     proxied = LoopPuts(S3Store("bucket", endpoint=fake.endpoint))
-    assert asyncio.run(put(proxied, b"records")) is False
+    assert _put_all(proxied, [("k", b"records")]) == [False]
     assert fake.requests == []
