@@ -10,6 +10,7 @@ one to be answered, write the remaining responses, then exit 0.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import signal
@@ -63,6 +64,12 @@ from core.storage import open_store
 log = logging.getLogger("agents")
 
 HEARTBEAT_INTERVAL_S = 3.0
+# A peer's hello asks for a heartbeat now; heartbeats stay at least this far apart.
+HEARTBEAT_MIN_GAP_S = 0.2
+# How long a starting agent waits for its peers to learn of it (`_greet_peers`), and how
+# long a peer takes to answer a hello (one heartbeat).
+GREET_TIMEOUT_S = 3.0
+HELLO_ANSWER_S = 5.0
 REGISTER_ATTEMPTS = 5
 # SIGTERM waits at most this long for sealed segments to commit (one commit timeout and
 # a retry), then fails what is left: the process always ends.
@@ -127,6 +134,10 @@ class AgentRuntime:
         self.ctx: AgentContext | None = None
         self._stop = asyncio.Event()
         self._requests_seen = 0.0
+        # `heartbeat_now`: wakes the heartbeat loop, and each round resolves the future
+        # that was current when it started (a hello's heartbeat must start after it).
+        self._heartbeat_wanted = asyncio.Event()
+        self._heartbeat_round: asyncio.Future[None] | None = None
         self.http_port = 0
         self.registry_port = 0  # the schema-registry role's REST API (0: not served)
         self.peers: PeerClient | None = None
@@ -274,29 +285,91 @@ class AgentRuntime:
             if p.zone == zone and p.agent_group == group and p.http_port
         ]
 
+    async def heartbeat_now(self) -> None:
+        """Return once a heartbeat that started after this call has ended (answered or
+        failed): the live agents it brought are applied. Callers bound the wait."""
+        if self._heartbeat_round is None:
+            self._heartbeat_round = asyncio.get_running_loop().create_future()
+        round_ = self._heartbeat_round
+        self._heartbeat_wanted.set()
+        await asyncio.shield(round_)
+
+    async def answer_hello(self, agent_id: str) -> dict[str, Any]:
+        """A peer that is starting says hello (`/peer/v1/hello`): heartbeat now, so that
+        this agent lists it as a broker before it serves a client — librdkafka drops a
+        broker another broker's Metadata leaves out, failing what it had in flight to it
+        (a consumer's join waited for its lost Metadata answer until its 5-minute refresh).
+        Answers whether the peer is now among this agent's live agents."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.heartbeat_now(), HELLO_ANSWER_S)
+        live = self.ctx.live_agents if self.ctx is not None else []
+        return {"known": any(a.get("agent_id") == agent_id for a in live)}
+
+    async def _greet_peers(self) -> None:
+        """Before serving Kafka: each live peer heartbeats now and so lists this agent in
+        its Metadata from this agent's first client on (`answer_hello`). Bounded by
+        `GREET_TIMEOUT_S`; a peer that does not answer learns of it by its next heartbeat."""
+        ctx, peers = self.ctx, self.peers
+        if ctx is None or peers is None:
+            return
+        others = [p for p in ctx.groups.ring.candidates() if p.agent_id != self.config.agent_id]
+        if not others:
+            return
+        started = time.monotonic()
+        answers = await asyncio.gather(
+            *(peers.hello(p, GREET_TIMEOUT_S) for p in others), return_exceptions=True
+        )
+        unaware = [
+            f"{p.agent_id} ({a})"
+            for p, a in zip(others, answers, strict=True)
+            if isinstance(a, BaseException) or not a
+        ]
+        took_ms = (time.monotonic() - started) * 1000
+        if unaware:
+            log.warning(
+                "peers not yet aware of this agent after %.0f ms (they learn of it by their "
+                "next heartbeat): %s",
+                took_ms,
+                ", ".join(unaware),
+            )
+        else:
+            log.info("%d peer(s) aware of this agent after %.0f ms", len(others), took_ms)
+
     async def _heartbeat_loop(self, port: int) -> None:
         last = time.monotonic()
         while True:
-            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._heartbeat_wanted.wait(), HEARTBEAT_INTERVAL_S)
+            await asyncio.sleep(max(0.0, last + HEARTBEAT_MIN_GAP_S - time.monotonic()))
+            self._heartbeat_wanted.clear()
+            round_, self._heartbeat_round = self._heartbeat_round, None
             now = time.monotonic()
-            # Load: requests per second since the last heartbeat (least-loaded routing).
-            seen = REQUESTS_TOTAL.total()
-            load = (seen - self._requests_seen) / max(now - last, 0.001)
-            self._requests_seen, last = seen, now
             try:
-                answer = await self.client.call(
-                    "heartbeat", self._heartbeat_body(port, round(load, 2)), timeout_s=5
-                )
-                self._apply_cluster(answer)
-                self.registered = True
-                _HEARTBEATS.inc(1, "ok")
-            except AgentKeyRejected as exc:
-                _HEARTBEATS.inc(1, "rejected")
-                self.registered = False
-                log.error("heartbeat: %s", exc)
-            except ControlPlaneError as exc:
-                _HEARTBEATS.inc(1, "error")
-                log.warning("heartbeat failed: %s", exc)
+                await self._heartbeat_once(port, now - last)
+            finally:
+                last = now
+                if round_ is not None and not round_.done():
+                    round_.set_result(None)
+
+    async def _heartbeat_once(self, port: int, since_last_s: float) -> None:
+        # Load: requests per second since the last heartbeat (least-loaded routing).
+        seen = REQUESTS_TOTAL.total()
+        load = (seen - self._requests_seen) / max(since_last_s, 0.001)
+        self._requests_seen = seen
+        try:
+            answer = await self.client.call(
+                "heartbeat", self._heartbeat_body(port, round(load, 2)), timeout_s=5
+            )
+            self._apply_cluster(answer)
+            self.registered = True
+            _HEARTBEATS.inc(1, "ok")
+        except AgentKeyRejected as exc:
+            _HEARTBEATS.inc(1, "rejected")
+            self.registered = False
+            log.error("heartbeat: %s", exc)
+        except ControlPlaneError as exc:
+            _HEARTBEATS.inc(1, "error")
+            log.warning("heartbeat failed: %s", exc)
 
     async def run(self) -> None:
         """Serve until asked to stop. Raises `StartupError` when it cannot start."""
@@ -453,21 +526,6 @@ class AgentRuntime:
 
             ctx.peers = self.peers
             dispatcher = Dispatcher(ctx)
-            for advertised, bound, security in zip(self.advertised, socks, securities, strict=True):
-                server = KafkaServer(
-                    dispatcher, max_frame_bytes=config.max_request_bytes, security=security
-                )
-                servers.append(server)
-                log.info(
-                    "Kafka listener %s on %s:%d, advertised as %s:%d, security protocol: %s",
-                    advertised.name,
-                    bound.getsockname()[0],
-                    bound.getsockname()[1],
-                    advertised.host,
-                    advertised.port,
-                    security.protocol,
-                )
-                await server.start_on(bound)
             app = build_app(self._unhealthy_reason, self._degraded)
             add_peer_routes(
                 app,
@@ -476,6 +534,7 @@ class AgentRuntime:
                 chunk_bytes=config.cache_chunk_bytes,
                 serve_chunk=cache.serve_peer,
                 relay=dispatcher.relayed,
+                hello=self.answer_hello,
             )
             if "pipelines" in config.roles:
                 # HTTP-input pipelines take records from the cluster's SASL users when the
@@ -494,6 +553,24 @@ class AgentRuntime:
                 )
                 pipeline_runner.add_routes(app)  # HTTP-input pipelines' records
             http_runner = await start_http_on(app, http_sock)
+            # Peers learn of this agent (and can reach its HTTP port) before any client
+            # of it does: every agent's Metadata lists the same brokers.
+            await self._greet_peers()
+            for advertised, bound, security in zip(self.advertised, socks, securities, strict=True):
+                server = KafkaServer(
+                    dispatcher, max_frame_bytes=config.max_request_bytes, security=security
+                )
+                servers.append(server)
+                log.info(
+                    "Kafka listener %s on %s:%d, advertised as %s:%d, security protocol: %s",
+                    advertised.name,
+                    bound.getsockname()[0],
+                    bound.getsockname()[1],
+                    advertised.host,
+                    advertised.port,
+                    security.protocol,
+                )
+                await server.start_on(bound)
             if registry_sock is not None:
                 auth = None
                 credentials = securities[0].credentials

@@ -4,6 +4,7 @@ Kafka error) and never fail a client's request because of a peer."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from urllib.parse import urlencode
 
@@ -74,6 +75,15 @@ class PeerClient:
         """Chunk `index` of object `key` from the peer's cache (it loads it if needed)."""
         query = urlencode({"key": key, "index": index, "chunk": chunk_bytes})
         return await self._call(peer, "GET", f"/peer/v1/chunk?{query}", b"", timeout_s)
+
+    async def hello(self, peer: Peer, timeout_s: float) -> bool:
+        """Tell a peer this agent is starting (it heartbeats now); whether it now lists
+        this agent among its live agents."""
+        answer = await self._call(peer, "POST", "/peer/v1/hello", b"", timeout_s)
+        try:
+            return json.loads(answer).get("known") is True
+        except (ValueError, AttributeError) as exc:
+            raise PeerError("bad_answer", f"{peer.agent_id}: {exc}") from exc
 
     async def relay(self, peer: Peer, payload: bytes, timeout_s: float) -> bytes:
         """A group request (msgpack) handled by the peer; its answer (msgpack)."""

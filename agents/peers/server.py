@@ -3,7 +3,10 @@
 `GET /peer/v1/chunk?key=&index=&chunk=`: one chunk of a segment file from this agent's
 cache, loaded from the bucket if needed (never from another peer, so requests cannot
 loop between agents whose views of the ring differ). `POST /peer/v1/relay`: a group
-request for a group this agent coordinates (`agents.groups.relay`). Only agents call
+request for a group this agent coordinates (`agents.groups.relay`). `POST
+/peer/v1/hello`: an agent that is starting asks this one to heartbeat now, so that it
+lists the newcomer before the newcomer serves clients (`AgentRuntime.answer_hello`;
+its body is empty, its answer `{"known": bool}`). Only agents call
 these: the control plane never connects to an agent (the console's message browser goes
 over the channel the agent opens, `agents.browse_channel`).
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -40,6 +44,7 @@ def add_peer_routes(
     chunk_bytes: int,
     serve_chunk: Callable[[str, int], Awaitable[bytes | memoryview]],
     relay: Callable[[bytes, str], Awaitable[bytes]] | None = None,
+    hello: Callable[[str], Awaitable[dict[str, Any]]] | None = None,
 ) -> None:
     """Mount the peer endpoints on `app`."""
 
@@ -97,5 +102,17 @@ def add_peer_routes(
             return _error(400, f"bad relay request: {exc}")
         return web.Response(body=answer, content_type="application/msgpack")
 
+    async def greeted(request: web.Request) -> web.StreamResponse:
+        if hello is None:
+            return _error(404, "this agent takes no hello")
+        if request.content_length:
+            return _error(400, "a hello has no body")
+        try:
+            agent_id = caller(request)
+        except auth.PeerAuthError as exc:
+            return _error(401, str(exc))
+        return web.json_response(await hello(agent_id))
+
     app.router.add_get("/peer/v1/chunk", chunk)
+    app.router.add_post("/peer/v1/hello", greeted)
     app.router.add_post("/peer/v1/relay", relayed)

@@ -293,6 +293,7 @@ def test_the_peer_endpoints_refuse_strangers_and_bad_requests():
                 "other chunking": (await get("/peer/v1/chunk?key=vci_a/f&index=0&chunk=8192"))[0],
                 "missing": (await get("/peer/v1/chunk?key=vci_a/missing&index=0&chunk=4096"))[0],
                 "no relay": (await client.post("/peer/v1/relay", data=b"x")).status,
+                "no hello": (await client.post("/peer/v1/hello")).status,
             }
 
     got = asyncio.run(scenario())
@@ -300,7 +301,7 @@ def test_the_peer_endpoints_refuse_strangers_and_bad_requests():
     assert got["unsigned"] == got["other cluster"] == 401
     assert got["foreign key"] == got["escaping key"] == got["bad index"] == 400
     assert got["not a number"] == 400 and got["other chunking"] == 409
-    assert got["missing"] == 404 and got["no relay"] == 404
+    assert got["missing"] == 404 and got["no relay"] == got["no hello"] == 404
     assert served == [("vci_a/f", 2), ("vci_a/missing", 0)]
 
 

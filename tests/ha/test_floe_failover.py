@@ -13,11 +13,12 @@ takes 1–1.5 minutes (the cluster's start with its first backup and Floe's proc
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections import Counter
+from collections import Counter, deque
 
 import pytest
 
@@ -113,6 +114,18 @@ def floe(ha, tmp_path_factory):
         running.close()
 
 
+class _LinesTo(logging.Logger):
+    """A logger for librdkafka's `logger` setting that keeps its lines in `lines`."""
+
+    def __init__(self, lines: deque[str]) -> None:
+        super().__init__("librdkafka-group", logging.DEBUG)
+        self.propagate = False
+        self._lines = lines
+
+    def log(self, level, msg, *args, **kwargs) -> None:  # type: ignore[override]
+        self._lines.append(f"{time.strftime('%H:%M:%S')} {msg % args if args else msg}")
+
+
 class GroupReader:
     """A consumer group member reading the topic from the start, committing every 200 ms,
     in a thread; `committed()` asks the group's committed offsets from outside."""
@@ -121,6 +134,9 @@ class GroupReader:
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.seen: Counter = Counter()
         self.errors: list[str] = []  # what the consumer reported (shown when it never joins)
+        # librdkafka's own account of its group (FindCoordinator, JoinGroup, …): its last
+        # lines are shown when the group never commits.
+        self.group_log: deque[str] = deque(maxlen=150)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -135,7 +151,9 @@ class GroupReader:
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": True,
                 "auto.commit.interval.ms": 200,
-                "log_level": 0,
+                "debug": "cgrp,topic,metadata",
+                "log_level": 7,
+                "logger": _LinesTo(self.group_log),
             }
         )
         consumer.subscribe([self.topic])
@@ -264,7 +282,11 @@ def _through_a_fault(floe, ha, request, name: str, inject) -> dict:
             joined = wait_until(lambda: min(reader.committed().values()) > 0, 90)
             assert joined is not None, (
                 f"the group never committed: {reader.committed()}, {len(reader.seen)} read,"
-                f" the consumer's errors {reader.errors}\n" + floe.logs_tail()
+                f" the consumer's errors {reader.errors}\n"
+                + "--- the consumer's group log ---\n"
+                + "\n".join(reader.group_log)
+                + "\n"
+                + floe.logs_tail()
             )
             before = reader.committed()
             watch = Watch(floe)
