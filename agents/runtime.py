@@ -138,6 +138,7 @@ class AgentRuntime:
         # that was current when it started (a hello's heartbeat must start after it).
         self._heartbeat_wanted = asyncio.Event()
         self._heartbeat_round: asyncio.Future[None] | None = None
+        self._heartbeat_loop_running = False
         self.http_port = 0
         self.registry_port = 0  # the schema-registry role's REST API (0: not served)
         self.peers: PeerClient | None = None
@@ -300,8 +301,15 @@ class AgentRuntime:
         broker another broker's Metadata leaves out, failing what it had in flight to it
         (a consumer's join waited for its lost Metadata answer until its 5-minute refresh).
         Answers whether the peer is now among this agent's live agents."""
+        # Before its heartbeat loop runs (it is starting too, greeting its own peers),
+        # this agent heartbeats here: two agents starting together wait for nobody.
+        beat = (
+            self.heartbeat_now()
+            if self._heartbeat_loop_running or not self.advertised
+            else self._heartbeat_once(self.advertised[0].port, HEARTBEAT_INTERVAL_S)
+        )
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.heartbeat_now(), HELLO_ANSWER_S)
+            await asyncio.wait_for(beat, HELLO_ANSWER_S)
         live = self.ctx.live_agents if self.ctx is not None else []
         return {"known": any(a.get("agent_id") == agent_id for a in live)}
 
@@ -336,6 +344,7 @@ class AgentRuntime:
             log.info("%d peer(s) aware of this agent after %.0f ms", len(others), took_ms)
 
     async def _heartbeat_loop(self, port: int) -> None:
+        self._heartbeat_loop_running = True
         last = time.monotonic()
         while True:
             with contextlib.suppress(TimeoutError):

@@ -47,3 +47,15 @@ def test_a_new_agent_is_a_broker_of_its_peers_before_it_serves(agent, cluster):
     assert _hello(first, secret, caller="agt-unknown") == (200, {"known": False})
     assert _hello(first, None)[0] == 401
     assert _hello(first, "another cluster's secret")[0] == 401
+
+
+def test_agents_started_together_agree_and_greet_in_time(agent, cluster):
+    # Each registers and greets the peers its registration answer named, which may be
+    # starting too (one that has no heartbeat loop yet heartbeats for the hello itself).
+    agents = [agent(cluster.key, wait=False) for _ in range(3)]
+    for each in agents:
+        each.wait_ready()
+    ports = {each.port for each in agents}
+    assert all(broker_ports(each.bootstrap) == ports for each in agents)
+    for each in agents:
+        assert "not yet aware" not in each.logs(), each.logs()
