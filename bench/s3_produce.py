@@ -14,7 +14,10 @@ bench database) and one agent writing to a bucket on that server, creates a topi
    the breakdown.
 
 and prints each round's ratio (produce / raw). The two phases alternate so that both see
-the same machine load. Prints one JSON object (progress on stderr).
+the same machine load; a last raw phase closes the run, so each produce phase also has
+a limit measured right after it, and `ratios_bracketed` divides by the mean of the two
+(the limit itself moves from one phase to the next, by up to a third here). Prints one
+JSON object (progress on stderr).
 
     .venv/bin/python bench/s3_produce.py [--rounds 5] [--seconds 10] [--producers 8]
                                          [--partitions 12] [--put-concurrency N]
@@ -439,6 +442,8 @@ def run(args, url: str, key: str, endpoint: str, logs: Path) -> dict:
                 2,
             )
             delete_keys(client, bucket, list(written))
+            if rounds:  # the limit measured after the previous round's produce phase
+                rounds[-1]["raw_put_after"] = raw
             result = {
                 "round": number,
                 "load_1m": round(os.getloadavg()[0], 2),
@@ -448,10 +453,20 @@ def run(args, url: str, key: str, endpoint: str, logs: Path) -> dict:
             }
             rounds.append(result)
             print(json.dumps(result), file=sys.stderr, flush=True)
+        # One more limit after the last produce phase: each round's produce also stands
+        # between the limits measured just before and just after it.
+        cpu = process_cpu()
+        last = raw_put_limit(client, bucket, sizes, concurrency, args.seconds)
+        last["cores"] = cpu_fractions(cpu, process_cpu(), last["seconds"])
+        rounds[-1]["raw_put_after"] = last
     finally:
         proc.terminate()
         proc.wait(60)
     ratios = [r["ratio"] for r in rounds]
+    for r in rounds:
+        around = (r["raw_put"]["mib_per_s"] + r["raw_put_after"]["mib_per_s"]) / 2
+        r["ratio_bracketed"] = round(r["produce"]["mib_per_s"] / around, 2)
+    bracketed = [r["ratio_bracketed"] for r in rounds]
     return {
         "record_bytes": RECORD_BYTES,
         "partitions": args.partitions,
@@ -462,6 +477,11 @@ def run(args, url: str, key: str, endpoint: str, logs: Path) -> dict:
         "min_ratio": min(ratios),
         "agent_cpu_ms_per_mib": [r["produce"]["agent_cpu_ms_per_mib"] for r in rounds],
         "every_round_at_least_0_8": min(ratios) >= 0.8,
+        "ratios_bracketed": bracketed,
+        "every_round_at_least_0_8_bracketed": min(bracketed) >= 0.8,
+        "raw_put_mib_per_s": [r["raw_put"]["mib_per_s"] for r in rounds]
+        + [rounds[-1]["raw_put_after"]["mib_per_s"]],
+        "produce_mib_per_s": [r["produce"]["mib_per_s"] for r in rounds],
         "store_cpus": sorted(args.store_cpus_set) if args.store_cpus_set else "shared",
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
