@@ -305,7 +305,7 @@ class AgentRuntime:
         # this agent heartbeats here: two agents starting together wait for nobody.
         beat = (
             self.heartbeat_now()
-            if self._heartbeat_loop_running or not self.advertised
+            if self._heartbeat_loop_running
             else self._heartbeat_once(self.advertised[0].port, HEARTBEAT_INTERVAL_S)
         )
         with contextlib.suppress(TimeoutError):
@@ -328,9 +328,9 @@ class AgentRuntime:
             *(peers.hello(p, GREET_TIMEOUT_S) for p in others), return_exceptions=True
         )
         unaware = [
-            f"{p.agent_id} ({a})"
+            f"{p.agent_id} ({a if isinstance(a, BaseException) else 'does not list it yet'})"
             for p, a in zip(others, answers, strict=True)
-            if isinstance(a, BaseException) or not a
+            if a is not True
         ]
         took_ms = (time.monotonic() - started) * 1000
         if unaware:

@@ -40,6 +40,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 RECORD_BYTES = 1024
+PROBE_EVERY_S = 0.025  # the PUT probe's pace, at the most (`put_p99_ms`)
 
 
 def start_agent(url: str, key: str, bucket_url: str, flush_ms: int, logs: Path):
@@ -122,7 +123,7 @@ def put_p99_ms(
         store.put(f"bench-put/{uuid.uuid4().hex}-{n}", data)
         return (time.perf_counter() - started) * 1000
 
-    every_s = min(every_s, 0.025)
+    every_s = min(every_s, PROBE_EVERY_S)
     with ThreadPoolExecutor(max_workers=8) as pool:
         started = time.perf_counter()
         futures = []
@@ -134,7 +135,7 @@ def put_p99_ms(
 
 
 def _probe_process(bucket_url: str, size: int, count: int, ready, answer) -> None:
-    answer.put(put_p99_ms(bucket_url, size, 0.025, count, on_ready=ready.set))
+    answer.put(put_p99_ms(bucket_url, size, PROBE_EVERY_S, count, on_ready=ready.set))
 
 
 @contextlib.contextmanager
@@ -145,7 +146,7 @@ def put_probe_beside(bucket_url: str, size: int, seconds: float):
 
     spawn = multiprocessing.get_context("spawn")
     answer, ready = spawn.Queue(), spawn.Event()
-    count = max(1, int(seconds / 0.025))
+    count = max(1, int(seconds / PROBE_EVERY_S))
     probe = spawn.Process(target=_probe_process, args=(bucket_url, size, count, ready, answer))
     probe.start()
     found: dict = {}

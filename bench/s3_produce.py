@@ -419,10 +419,15 @@ def run(args, url: str, key: str, endpoint: str, logs: Path) -> dict:
         written = list_sizes(client, bucket)
         sizes = list(written.values())
         delete_keys(client, bucket, list(written))
-        for number in range(1, args.rounds + 1):
+
+        def raw_phase() -> dict:
             cpu = process_cpu()
             raw = raw_put_limit(client, bucket, sizes, concurrency, args.seconds)
             raw["cores"] = cpu_fractions(cpu, process_cpu(), raw["seconds"])
+            return raw
+
+        for number in range(1, args.rounds + 1):
+            raw = raw_phase()
             raw["file_sizes"] = size_summary(sizes)
             before, cpu = agent_metrics(http), process_cpu()
             floe = produce(bootstrap, topic, args.partitions, args.producers, args.seconds)
@@ -455,10 +460,7 @@ def run(args, url: str, key: str, endpoint: str, logs: Path) -> dict:
             print(json.dumps(result), file=sys.stderr, flush=True)
         # One more limit after the last produce phase: each round's produce also stands
         # between the limits measured just before and just after it.
-        cpu = process_cpu()
-        last = raw_put_limit(client, bucket, sizes, concurrency, args.seconds)
-        last["cores"] = cpu_fractions(cpu, process_cpu(), last["seconds"])
-        rounds[-1]["raw_put_after"] = last
+        rounds[-1]["raw_put_after"] = raw_phase()
     finally:
         proc.terminate()
         proc.wait(60)
