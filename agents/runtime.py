@@ -41,7 +41,7 @@ from agents.journal_recovery import JournalKeeper
 from agents.metrics import Counter, Gauge, Histogram
 from agents.migration_copier import MigrationCopier
 from agents.partition_offsets import PartitionOffsets
-from agents.peers.client import PeerClient
+from agents.peers.client import PeerClient, PeerError
 from agents.peers.server import add_peer_routes
 from agents.pipeline_runner import PipelineRunner, bootstrap_settings
 from agents.pipeline_schemas import RegistrySchemas
@@ -318,15 +318,26 @@ class AgentRuntime:
         its Metadata from this agent's first client on (`answer_hello`). Bounded by
         `GREET_TIMEOUT_S`; a peer that does not answer learns of it by its next heartbeat."""
         ctx, peers = self.ctx, self.peers
-        if ctx is None or peers is None:
-            return
+        if ctx is None or peers is None or not CLIENT_ROLES & set(self.config.roles):
+            return  # an agent that serves no clients is nobody's broker: nothing to learn
         others = [p for p in ctx.groups.ring.candidates() if p.agent_id != self.config.agent_id]
         if not others:
             return
         started = time.monotonic()
-        answers = await asyncio.gather(
-            *(peers.hello(p, GREET_TIMEOUT_S) for p in others), return_exceptions=True
-        )
+        deadline = started + GREET_TIMEOUT_S
+
+        async def hello(peer: Peer) -> bool:
+            # A peer starting too has registered before it serves its HTTP port: a
+            # refused connection is asked again until the deadline.
+            while True:
+                try:
+                    return await peers.hello(peer, max(0.1, deadline - time.monotonic()))
+                except PeerError as exc:
+                    if exc.reason != "unreachable" or time.monotonic() + 0.1 >= deadline:
+                        raise
+                await asyncio.sleep(0.1)
+
+        answers = await asyncio.gather(*(hello(p) for p in others), return_exceptions=True)
         unaware = [
             f"{p.agent_id} ({a if isinstance(a, BaseException) else 'does not list it yet'})"
             for p, a in zip(others, answers, strict=True)
