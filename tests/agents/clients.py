@@ -258,6 +258,23 @@ def raw_produce(bootstrap: str, topic: str, partition: int, value: bytes) -> tup
     return asyncio.run(asyncio.wait_for(run(), 30))
 
 
+def committed_offsets(
+    bootstrap: str, group: str, topic: str, partitions: int, timeout_s: float = 15
+) -> dict[int, int]:
+    """The group's committed offsets of `topic` (OffsetFetch, without joining the group),
+    by partition; a partition without one answers a negative offset."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        answer = consumer.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=timeout_s
+        )
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in answer}
+
+
 def fetch_watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
     """Each partition's (log start offset, high watermark) as a Fetch (v5+) answers them —
     not ListOffsets, whose "latest" Tansu 0.6 answers with a lower offset than its Fetch's

@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 
 from metadata_store.models import Partition
 from tests import factories
-from tests.agents.clients import fetch_watermarks, raw_produce
+from tests.agents.clients import committed_offsets, fetch_watermarks, raw_produce
 from tests.agents.tansu import Tansu
 from virtualclusters.mirror.models import MigrationTopic
 
@@ -240,18 +240,6 @@ def _commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int
         consumer.close()
 
 
-def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """The group's committed offsets of `topic` (OffsetFetch), by partition."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        answer = consumer.committed(
-            [TopicPartition(topic, p) for p in range(partitions)], timeout=15
-        )
-    finally:
-        consumer.close()
-    return {tp.partition: tp.offset for tp in answer}
-
-
 def _read_group(bootstrap: str, group: str, topic: str, ends: dict[int, int]) -> dict:
     """What a consumer of `group` subscribed to `topic` reads: until each partition of
     `ends` reaches its end, then one more second (anything read twice would show). A
@@ -347,7 +335,7 @@ def test_a_floe_cluster_with_deleted_records_migrates(agent, cluster):
         (p["partition"], p["source_offset"], p["copied_offset"])
         for p in detail["groups"]["billing-1"]["partitions"]
     ) == [(0, 120, 120), (2, 150, 150)]
-    assert _committed(floe.bootstrap, "billing-1", topic, partitions) == _committed(
+    assert committed_offsets(floe.bootstrap, "billing-1", topic, partitions) == committed_offsets(
         source.bootstrap, "billing-1", topic, partitions
     )
     source_records = _read_all(source.bootstrap, topic, partitions, {0: ends[0], 1: 0, 2: ends[2]})

@@ -20,7 +20,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from rest_framework.test import APIClient
 
 from tests import factories
-from tests.agents.clients import create_topic
+from tests.agents.clients import committed_offsets, create_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
 
@@ -76,15 +76,9 @@ def _records_in(agents, pipeline: str) -> float:
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> int:
-    """The offsets `group` committed on `topic`, summed (a group without one counts 0)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        offsets = consumer.committed(
-            [TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10
-        )
-    finally:
-        consumer.close()
-    return sum(max(tp.offset, 0) for tp in offsets)
+    """The offsets `group` committed on `topic`, summed (a partition without one counts 0)."""
+    offsets = committed_offsets(bootstrap, group, topic, PARTITIONS, timeout_s=10)
+    return sum(max(offset, 0) for offset in offsets.values())
 
 
 def _wait(condition, timeout_s: float, what: str) -> None:
