@@ -21,13 +21,21 @@ JSON object (progress on stderr).
 
     .venv/bin/python bench/s3_produce.py [--rounds 5] [--seconds 10] [--producers 8]
                                          [--partitions 12] [--put-concurrency N]
-                                         [--store-cpus 1] [--profile agent.prof]
+                                         [--store-cpus 1] [--producer-nice 10]
+                                         [--profile agent.prof]
 
 `--store-cpus LIST` (e.g. `1`, or `2,3`) gives the store CPUs of its own: moto is pinned to
 them and this bench with everything it starts (control plane, agent, producers, the raw
 client) to the others, in both phases — the store's capacity then is the same beside the
 raw client as beside Floe, as it is when the store runs on machines of its own (S3 does).
 Without it every process shares every CPU, and the raw phase gives moto the whole machine.
+
+`--producer-nice N` (default 10) runs the producer processes at niceness N. They stand
+for clients, which run on machines of their own; on this one they share the agent's
+CPUs, and at the same priority the agent's loop and PUT threads wait behind them (with
+`--store-cpus 1` the store then idles while its PUTs' bodies wait to be sent). Niced,
+they take a CPU only when the agent does not want it; `--producer-nice 0` measures them
+as equals.
 
 `--profile FILE` runs the agent under cProfile (its event loop thread's CPU time) and
 writes the stats to FILE when it stops.
@@ -181,9 +189,13 @@ def raw_put_limit(client, bucket: str, sizes: list[int], concurrency: int, secon
 _START: tuple = ()  # (ready semaphore, go event) in a producer process
 
 
-def _producer_init(ready, go) -> None:
+def _producer_init(ready, go, nice: int) -> None:
     global _START
     _START = (ready, go)
+    # The producers stand for clients on machines of their own: niced, they take the
+    # agent's core only when the agent does not want it (see --producer-nice).
+    if nice:
+        os.nice(nice)
 
 
 def _producer_process(
@@ -235,13 +247,16 @@ def _producer_process(
     return sent - failed[0] - undelivered, failed[0] + undelivered, waited / seconds
 
 
-def produce(bootstrap: str, topic: str, partitions: int, producers: int, seconds: float) -> dict:
-    """`producers` processes (each its own producer, so none waits on another's GIL) flat
-    out; MiB/s of records acknowledged (delivery reports), first send → last flush."""
+def produce(
+    bootstrap: str, topic: str, partitions: int, producers: int, seconds: float, nice: int
+) -> dict:
+    """`producers` processes (each its own producer, so none waits on another's GIL, at
+    niceness `nice`) flat out; MiB/s of records acknowledged (delivery reports), first
+    send → last flush."""
     context = multiprocessing.get_context("spawn")
     ready, go = context.Semaphore(0), context.Event()
     with ProcessPoolExecutor(
-        producers, mp_context=context, initializer=_producer_init, initargs=(ready, go)
+        producers, mp_context=context, initializer=_producer_init, initargs=(ready, go, nice)
     ) as pool:
         futures = [
             pool.submit(_producer_process, bootstrap, topic, partitions, seconds, n)
@@ -415,7 +430,9 @@ def run(args, url: str, key: str, endpoint: str, logs: Path) -> dict:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for future in admin.create_topics([NewTopic(topic, args.partitions, 1)]).values():
             future.result(30)
-        produce(bootstrap, topic, args.partitions, args.producers, 2.0)  # warm-up
+        produce(  # warm-up
+            bootstrap, topic, args.partitions, args.producers, 2.0, args.producer_nice
+        )
         written = list_sizes(client, bucket)
         sizes = list(written.values())
         delete_keys(client, bucket, list(written))
@@ -430,7 +447,9 @@ def run(args, url: str, key: str, endpoint: str, logs: Path) -> dict:
             raw = raw_phase()
             raw["file_sizes"] = size_summary(sizes)
             before, cpu = agent_metrics(http), process_cpu()
-            floe = produce(bootstrap, topic, args.partitions, args.producers, args.seconds)
+            floe = produce(
+                bootstrap, topic, args.partitions, args.producers, args.seconds, args.producer_nice
+            )
             after = agent_metrics(http)
             cpu_after = process_cpu()
             floe["cores"] = cpu_fractions(cpu, cpu_after, floe["seconds"])
@@ -485,6 +504,7 @@ def run(args, url: str, key: str, endpoint: str, logs: Path) -> dict:
         + [rounds[-1]["raw_put_after"]["mib_per_s"]],
         "produce_mib_per_s": [r["produce"]["mib_per_s"] for r in rounds],
         "store_cpus": sorted(args.store_cpus_set) if args.store_cpus_set else "shared",
+        "producer_nice": args.producer_nice,
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
@@ -497,6 +517,12 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=12)
     parser.add_argument("--put-concurrency", type=int, help="default: the agent's own")
     parser.add_argument("--store-cpus", help="pin moto to these CPUs, everything else to the rest")
+    parser.add_argument(
+        "--producer-nice",
+        type=int,
+        default=10,
+        help="niceness of the producer processes (0: the same as the agent's)",
+    )
     parser.add_argument("--profile", help="run the agent under cProfile, stats to this file")
     args = parser.parse_args()
     args.store_cpus_set, floe_cpus = split_cpus(args.store_cpus)
