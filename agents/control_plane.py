@@ -31,6 +31,12 @@ _LATENCY = Histogram(
 # a dropped NAT entry or a frozen host would otherwise wedge whoever awaits it.
 DEFAULT_TIMEOUT_S = 15.0
 CONNECT_TIMEOUT_S = 5.0
+# A pooled connection idle this long is closed, not reused: under the web server's 5 s
+# (`controlplane.webserver.KEEP_ALIVE_S`), so that no call is sent down a connection the
+# server is closing as it arrives. With 30 s, a burst of calls on connections that had
+# all gone idle together failed together 5 s later ("Can not write request body"), the
+# tail feed's among them, which sent every tailing Fetch to the control plane.
+POOL_IDLE_S = 4.0
 # Calls the control plane holds open until something happens (or their wait ends): a
 # long wait for their answer says nothing about the link, so it does not watch them.
 LONG_POLLS = frozenset({"tail-feed", "browse/poll", "jobs/lease"})
@@ -94,7 +100,7 @@ class ControlPlaneClient:
         if self._session is None or self._session.closed:
             # limit: concurrent calls beyond this queue in aiohttp rather than opening
             # ever more connections to a control plane that is already slow.
-            connector = aiohttp.TCPConnector(limit=64, keepalive_timeout=30)
+            connector = aiohttp.TCPConnector(limit=64, keepalive_timeout=POOL_IDLE_S)
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=self._timeout, headers=self._headers
             )

@@ -3,11 +3,13 @@ control plane that keeps the tail index (``tail_index``) current and wakes the F
 waiting on the partitions it brings.
 
 The feed is trusted only while it is heard from: an answer at least every
-``STALE_S`` (the relay answers within ``WAIT_MS`` even when nothing happened). An error,
-a `reset` (this agent's position fell out of the relay's ring, or another epoch: another
-web process, a restart, a reconnect to the database) or a relay that is not live drops
-every entry, and until the feed is heard from again every Fetch is planned by the control
-plane. Nothing here waits unbounded: each poll is one call of at most ``CALL_TIMEOUT_S``.
+``STALE_S`` (the relay answers within ``WAIT_MS`` even when nothing happened). A call
+that fails while the feed is live is made again at once from the same position (the
+relay's ring replays what it missed, in order); a second failure in a row, any other
+error, a `reset` (this agent's position fell out of the relay's ring, or another epoch:
+another web process, a restart, a reconnect to the database) or a relay that is not live
+drops every entry, and until the feed is heard from again every Fetch is planned by the
+control plane. Nothing here waits unbounded: each poll is one call of at most ``CALL_TIMEOUT_S``.
 
 Ripcord (`keep_through_outage()` true) keeps the index through a control-plane outage
 instead: while the control plane cannot be reached nothing new is committed anywhere it
@@ -36,6 +38,7 @@ WAIT_MS = 5_000
 CALL_TIMEOUT_S = WAIT_MS / 1000 + 3.0
 STALE_S = CALL_TIMEOUT_S
 RETRY_S = 1.0
+AGAIN_AFTER_S = 0.05
 
 PLANS = Counter(
     "floe_fetch_plans_total",
@@ -167,6 +170,7 @@ class TailFeed:
             self._gauges()
 
     async def run_forever(self) -> None:
+        retried = False  # this failure's poll again at once has been made
         while True:
             try:
                 answer = await self.client.call(
@@ -181,6 +185,16 @@ class TailFeed:
                     self._keeping = True
                     await self.client.link.wait_up(RETRY_S)
                     continue
+                if self.live and not retried:
+                    # One lost call (a connection reset, a web process restarting) is
+                    # not a lost feed: polled again at once from the same place, the
+                    # relay's ring brings what was missed, in order, as after any lag.
+                    log.info("tail feed: %s; polling again", exc)
+                    retried = True
+                    # A moment for the loop to see which other pooled connections went
+                    # with it, so that the poll is not sent down one of them.
+                    await asyncio.sleep(AGAIN_AFTER_S)
+                    continue
                 self._drop(exc)
                 await asyncio.sleep(RETRY_S)
                 continue
@@ -189,6 +203,7 @@ class TailFeed:
                 await asyncio.sleep(RETRY_S)
                 continue
             self._keeping = False
+            retried = False
             try:
                 self.take(answer)
             except (ValueError, KeyError, TypeError) as exc:  # an answer that does not fit

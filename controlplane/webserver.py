@@ -6,6 +6,12 @@ from __future__ import annotations
 
 import sys
 
+# How long the server keeps an idle keep-alive connection (uvicorn's default, stated):
+# a client's pool must give its idle connections up sooner (the agents' does:
+# `agents.control_plane.POOL_IDLE_S`), or it sends a call down a connection the server
+# is closing at that moment and the call fails ("Server disconnected").
+KEEP_ALIVE_S = 5
+
 
 def command(
     port: int, *, workers: int = 1, access_log: bool = True, log_level: str | None = None
@@ -14,6 +20,7 @@ def command(
     lets requests in flight finish for up to 5 s."""
     args = [sys.executable, "-m", "uvicorn", "controlplane.asgi:application"]
     args += ["--host", "127.0.0.1", "--port", str(port), "--timeout-graceful-shutdown", "5"]
+    args += ["--timeout-keep-alive", str(KEEP_ALIVE_S)]
     if workers != 1:
         args += ["--workers", str(workers)]
     if not access_log:

@@ -31,6 +31,7 @@ class AsgiLiveServer:
         from django.test.utils import modify_settings
 
         from controlplane.asgi import web_app
+        from controlplane.webserver import KEEP_ALIVE_S
 
         self.host = host
         self._socket = socket.socket()
@@ -41,6 +42,7 @@ class AsgiLiveServer:
             lifespan="on",
             log_level="warning",
             access_log=False,
+            timeout_keep_alive=KEEP_ALIVE_S,
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(

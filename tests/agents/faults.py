@@ -83,11 +83,12 @@ class FaultyProxy:
 class TcpProxy:
     """A TCP proxy in front of `target_port` that can freeze or cut the connection.
 
-    ``frozen``: nothing is forwarded either way and nothing is closed — new connections
-    are accepted and left hanging — as a hung worker, a dropped NAT entry or a frozen host
-    would do. When it thaws, forwarding resumes. ``cut()``: every connection is reset and
-    new ones are closed at once (a dependency that is down). ``tear_next_put()``: the next
-    PUT going upstream is cut off halfway through its body and both sides reset.
+        ``frozen``: nothing is forwarded either way and nothing is closed — new connections
+        are accepted and left hanging — as a hung worker, a dropped NAT entry or a frozen host
+        would do. When it thaws, forwarding resumes. ``cut()``: every connection is reset and
+        new ones are closed at once (a dependency that is down); ``reset_open()`` resets only
+    what is open. ``tear_next_put()``: the next
+        PUT going upstream is cut off halfway through its body and both sides reset.
     """
 
     def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
@@ -98,6 +99,7 @@ class TcpProxy:
         self.down = False
         self._tear_next_put = False
         self.torn = 0
+        self.accepted = 0  # connections forwarded
         self._lock = threading.Lock()
         self._sockets: set = set()
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -123,6 +125,16 @@ class TcpProxy:
     def restore(self) -> None:
         self.down = False
 
+    def reset_open(self) -> int:
+        """Reset every open connection, as a peer closing its idle ones would, and go on
+        accepting new ones; how many were reset."""
+        with self._lock:
+            sockets = list(self._sockets)
+            for sock in sockets:
+                _reset(sock)
+            self._sockets.clear()
+        return len(sockets) // 2
+
     def tear_next_put(self) -> None:
         self._tear_next_put = True
 
@@ -143,6 +155,7 @@ class TcpProxy:
             if self.down:
                 _reset(client)
                 continue
+            self.accepted += 1
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
             except OSError:

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from agents.control_plane import (
+    AgentKeyRejected,
     ControlPlaneClient,
     ControlPlaneRejected,
     ControlPlaneUnavailable,
@@ -43,6 +44,39 @@ def test_a_call_to_a_control_plane_that_never_answers_times_out():
             server.close()
 
     assert asyncio.run(scenario()) < 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_idle_near_the_web_servers_keep_alive_is_not_reused(live_server):
+    """The web server closes a connection idle `KEEP_ALIVE_S`; the agent's pool gives one
+    up sooner (`POOL_IDLE_S`), so no call is sent down a connection the server is closing
+    as it arrives: after an idle between the two, the next call opens a new connection."""
+    from agents.control_plane import POOL_IDLE_S
+    from controlplane.webserver import KEEP_ALIVE_S, command
+
+    assert POOL_IDLE_S <= KEEP_ALIVE_S - 1
+    line = command(8000)
+    assert line[line.index("--timeout-keep-alive") + 1] == str(KEEP_ALIVE_S)
+    proxy = TcpProxy(live_server.port)
+
+    async def scenario() -> None:
+        client = ControlPlaneClient(proxy.url, "not-a-key", timeout_s=5.0)
+        try:
+            for _ in range(2):  # answered (401) on one kept-alive connection
+                with pytest.raises(AgentKeyRejected):
+                    await client.call("topics/list", {})
+            assert proxy.accepted == 1
+            await asyncio.sleep((POOL_IDLE_S + KEEP_ALIVE_S) / 2)
+            with pytest.raises(AgentKeyRejected):
+                await client.call("topics/list", {})
+            assert proxy.accepted == 2
+        finally:
+            await client.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        proxy.close()
 
 
 def test_the_link_goes_down_on_a_failed_call_and_up_on_the_next_answer():

@@ -295,6 +295,58 @@ def _cut_the_feed(seconds: float) -> int:
     return killed
 
 
+def feed_resets(agent) -> int:
+    """Times the agent dropped its tail index."""
+    found = re.search(r"^floe_tail_feed_resets_total ([0-9.e+]+)$", agent.metrics(), re.M)
+    return int(float(found.group(1))) if found else 0
+
+
+def test_a_feed_call_lost_once_is_made_again_and_the_index_kept(agent, cluster, live_server):
+    """Every connection to the control plane is reset while the feed's long-poll waits on
+    one (as a web server closing its idle connections, or restarting, would): the agent
+    polls again at once from where it was, keeps its tail index — no reset, the tailing
+    consumers still planned by the agent — and they get every record once."""
+    from tests.agents.faults import TcpProxy
+
+    proxy = TcpProxy(live_server.port)
+    try:
+        a = agent(cluster.key, control_plane_url=proxy.url)
+        create_topic(a.bootstrap, "blip", partitions=2)
+        consumers = [tailing(a.bootstrap, "blip", 2) for _ in range(2)]
+        got: list[list] = [[], []]
+        drain(consumers, got, 1.0)
+        producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 5})
+        sent: list[bytes] = []
+
+        def burst(name: str) -> None:
+            for i in range(40):
+                value = f"{name}{i}".encode()
+                producer.produce("blip", value, partition=i % 2)
+                sent.append(value)
+            assert producer.flush(20) == 0
+            drain_until(consumers, got, len(sent))
+
+        burst("before")
+        resets, before = feed_resets(a), plans(a)
+        assert before.get("tail_index", 0) > 0, before
+        time.sleep(0.5)  # the feed's next long-poll is waiting
+        assert proxy.reset_open() >= 1
+        for n in range(5):
+            burst(f"after{n}-")
+        after, resets_after = plans(a), feed_resets(a)
+        for consumer in consumers:
+            consumer.close()
+    finally:
+        proxy.close()
+    for out in got:
+        values = [v for _, _, v in out]
+        assert sorted(values) == sorted(sent)  # every record, once
+    assert resets_after == resets
+    from_index = after.get("tail_index", 0) - before.get("tail_index", 0)
+    from_control_plane = after.get("control_plane", 0) - before.get("control_plane", 0)
+    assert from_index > 10 and from_control_plane == 0, (from_index, from_control_plane)
+
+
 def test_a_feed_cut_for_10s_loses_and_repeats_nothing_and_the_agent_catches_up(agent, cluster):
     """The relay's database connection is cut for 10 s, again and again as it
     reconnects, while a producer writes and consumers tail: the agent falls back to the
