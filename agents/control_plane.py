@@ -31,9 +31,9 @@ _LATENCY = Histogram(
 # a dropped NAT entry or a frozen host would otherwise wedge whoever awaits it.
 DEFAULT_TIMEOUT_S = 15.0
 CONNECT_TIMEOUT_S = 5.0
-# A pooled connection idle this long is closed, not reused: under the web server's 5 s
-# (`controlplane.webserver.KEEP_ALIVE_S`), so that no call is sent down a connection the
-# server is closing as it arrives. With 30 s, a burst of calls on connections that had
+# A pooled connection idle this long is closed, not reused: well under the web server's
+# 15 s (`controlplane.webserver.KEEP_ALIVE_S`), so that no call is sent down a connection
+# the server is closing as it arrives. With 30 s, a burst of calls on connections that had
 # all gone idle together failed together 5 s later ("Can not write request body"), the
 # tail feed's among them, which sent every tailing Fetch to the control plane.
 POOL_IDLE_S = 4.0

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import sys
 
-# How long the server keeps an idle keep-alive connection (uvicorn's default, stated):
-# a client's pool must give its idle connections up sooner (the agents' does:
+# How long the server keeps an idle keep-alive connection (uvicorn's default is 5 s): a
+# client's pool must give its idle connections up well before (the agents' does, after
 # `agents.control_plane.POOL_IDLE_S`), or it sends a call down a connection the server
-# is closing at that moment and the call fails ("Server disconnected").
-KEEP_ALIVE_S = 5
+# is closing at that moment and the call fails ("Server disconnected"). The margin is
+# for the client's own event loop, which counts a connection idle only once it has read
+# the answer: a loaded agent reads late.
+KEEP_ALIVE_S = 15
 
 
 def command(

@@ -49,12 +49,13 @@ def test_a_call_to_a_control_plane_that_never_answers_times_out():
 @pytest.mark.django_db(transaction=True)
 def test_a_connection_idle_near_the_web_servers_keep_alive_is_not_reused(live_server):
     """The web server closes a connection idle `KEEP_ALIVE_S`; the agent's pool gives one
-    up sooner (`POOL_IDLE_S`), so no call is sent down a connection the server is closing
-    as it arrives: after an idle between the two, the next call opens a new connection."""
+    up well before (`POOL_IDLE_S`), so no call is sent down a connection the server is
+    closing as it arrives: after an idle just past the pool's, the next call opens a new
+    connection."""
     from agents.control_plane import POOL_IDLE_S
     from controlplane.webserver import KEEP_ALIVE_S, command
 
-    assert POOL_IDLE_S <= KEEP_ALIVE_S - 1
+    assert POOL_IDLE_S <= KEEP_ALIVE_S - 10  # room for a loaded agent's late reads
     line = command(8000)
     assert line[line.index("--timeout-keep-alive") + 1] == str(KEEP_ALIVE_S)
     proxy = TcpProxy(live_server.port)
@@ -66,7 +67,7 @@ def test_a_connection_idle_near_the_web_servers_keep_alive_is_not_reused(live_se
                 with pytest.raises(AgentKeyRejected):
                     await client.call("topics/list", {})
             assert proxy.accepted == 1
-            await asyncio.sleep((POOL_IDLE_S + KEEP_ALIVE_S) / 2)
+            await asyncio.sleep(POOL_IDLE_S + 0.5)
             with pytest.raises(AgentKeyRejected):
                 await client.call("topics/list", {})
             assert proxy.accepted == 2
