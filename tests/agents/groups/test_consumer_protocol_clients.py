@@ -222,7 +222,7 @@ def test_a_classic_and_a_consumer_protocol_group_read_one_topic_at_once(two_agen
 def test_the_group_goes_on_when_its_coordinator_agent_is_killed(two_agents):
     """The new coordinator loads the saved group: the members keep their epochs and
     partitions (nobody is revoked), and every record is read once."""
-    from tests.agents.groups.test_failover import brokers_seen, describe
+    from tests.agents.groups.test_failover import brokers_seen, coordinator_port, describe
 
     first, second = two_agents
     both = f"{first.bootstrap},{second.bootstrap}"
@@ -250,7 +250,7 @@ def test_the_group_goes_on_when_its_coordinator_agent_is_killed(two_agents):
         owners_before, releases_before = dict(ownership.owners), ownership.releases
         doomed.kill()
         wait_until(
-            lambda: describe(survivor.bootstrap, "payers").coordinator.port == survivor.port,
+            lambda: coordinator_port(survivor.bootstrap, "payers") == survivor.port,
             30,
             "the survivor coordinates the group",
         )

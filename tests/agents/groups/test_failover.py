@@ -19,11 +19,25 @@ def brokers_seen(bootstrap: str) -> int:
     return len(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).brokers)
 
 
-def describe(bootstrap: str, group: str):
+def describe(bootstrap: str, group: str, timeout_s: float = 15):
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    return admin.describe_consumer_groups([group])[group].result(15)
+    futures = admin.describe_consumer_groups([group], request_timeout=timeout_s)
+    return futures[group].result(timeout_s + 1)
+
+
+def coordinator_port(bootstrap: str, group: str) -> int | None:
+    """The port of the group's coordinator, or None when describing it failed or timed out
+    (right after a kill the client may still be sent to the dead agent: ask again)."""
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    from confluent_kafka import KafkaException
+
+    try:
+        return describe(bootstrap, group, timeout_s=5).coordinator.port
+    except (FutureTimeout, KafkaException):
+        return None
 
 
 def test_the_group_survives_its_coordinator_agent_being_killed(agent, cluster):
