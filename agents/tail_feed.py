@@ -9,7 +9,8 @@ relay's ring replays what it missed, in order); a second failure in a row, any o
 error, a `reset` (this agent's position fell out of the relay's ring, or another epoch:
 another web process, a restart, a reconnect to the database) or a relay that is not live
 drops every entry, and until the feed is heard from again every Fetch is planned by the
-control plane. Nothing here waits unbounded: each poll is one call of at most ``CALL_TIMEOUT_S``.
+control plane. Nothing here waits unbounded: each poll is one call of at most
+``CALL_TIMEOUT_S``.
 
 Ripcord (`keep_through_outage()` true) keeps the index through a control-plane outage
 instead: while the control plane cannot be reached nothing new is committed anywhere it

@@ -83,12 +83,12 @@ class FaultyProxy:
 class TcpProxy:
     """A TCP proxy in front of `target_port` that can freeze or cut the connection.
 
-        ``frozen``: nothing is forwarded either way and nothing is closed — new connections
-        are accepted and left hanging — as a hung worker, a dropped NAT entry or a frozen host
-        would do. When it thaws, forwarding resumes. ``cut()``: every connection is reset and
-        new ones are closed at once (a dependency that is down); ``reset_open()`` resets only
-    what is open. ``tear_next_put()``: the next
-        PUT going upstream is cut off halfway through its body and both sides reset.
+    ``frozen``: nothing is forwarded either way and nothing is closed — new connections
+    are accepted and left hanging — as a hung worker, a dropped NAT entry or a frozen host
+    would do. When it thaws, forwarding resumes. ``cut()``: every connection is reset and
+    new ones are closed at once (a dependency that is down); ``reset_open()`` resets only
+    what is open. ``tear_next_put()``: the next PUT going upstream is cut off halfway
+    through its body and both sides reset.
     """
 
     def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
@@ -117,10 +117,7 @@ class TcpProxy:
     def cut(self) -> None:
         """Down: reset what is open, close what arrives."""
         self.down = True
-        with self._lock:
-            for sock in list(self._sockets):
-                _reset(sock)
-            self._sockets.clear()
+        self.reset_open()
 
     def restore(self) -> None:
         self.down = False

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
@@ -58,6 +59,8 @@ def test_a_connection_idle_near_the_web_servers_keep_alive_is_not_reused(live_se
     assert POOL_IDLE_S <= KEEP_ALIVE_S - 10  # room for a loaded agent's late reads
     line = command(8000)
     assert line[line.index("--timeout-keep-alive") + 1] == str(KEEP_ALIVE_S)
+    compose = (Path(__file__).parents[2] / "docker-compose.yml").read_text()
+    assert f"--timeout-keep-alive {KEEP_ALIVE_S}" in compose
     proxy = TcpProxy(live_server.port)
 
     async def scenario() -> None:
